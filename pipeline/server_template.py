@@ -1,0 +1,257 @@
+"""The server half of every generated server.py: FastAPI routes and an MCP endpoint over the engine.
+
+``pipeline.render`` writes ``server.py`` as: the engine source (``pipeline/runtime/engine.py``)
+verbatim, then this module without its engine import block, then the environment as literals
+(``ENV_ID``, ``ENV``, ``TOOL_SCHEMAS``) and a ``__main__`` guard calling ``main``. This module is
+also importable as is (the engine then comes from the package), which is how tests exercise it.
+
+Routes: ``POST /tools/<name>`` (a JSON object of arguments), ``GET /tools``, ``POST /reset``,
+``GET /health``, ``/openapi.json`` (one request schema per tool) and MCP streamable HTTP at
+``/mcp`` (the same tools and input schemas; tool errors are ``isError`` results).
+Status codes: 200 ok; 422 invalid arguments (the body names the parameter); 404 unknown tool;
+400 guard / not found / database constraint; 413 body over 1 MiB. Nothing a client sends yields
+a 5xx. Every call runs in one transaction on the ``--db`` file and is committed when it succeeds;
+``POST /reset`` restores the file to the state the server started with.
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import threading
+
+import mcp.types as mcp_types
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+
+# envfoundry:engine-import-begin (render replaces this block with the engine source)
+from pipeline.runtime.engine import connect, failure, json, run_tool, sqlite3
+
+# envfoundry:engine-import-end
+
+MAX_BODY_BYTES = 1 << 20
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+STATUS_BY_KIND = {"validation": 422, "guard": 400, "not_found": 400, "sql": 400}
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON with ASCII escapes: any string (even one with lone surrogates) serialises."""
+
+    def render(self, content):
+        return json.dumps(content, ensure_ascii=True, allow_nan=True, separators=(",", ":")).encode("ascii")
+
+
+class EnvState:
+    """The live database (the --db file), its starting state for reset, and the tool programs.
+
+    One lock serialises tool calls and resets, so HTTP and MCP requests never interleave.
+    """
+
+    def __init__(self, env, db_path):
+        self.env = env
+        self.tools = {t["name"]: t for t in env["tools"]}
+        self.lock = threading.Lock()
+        self.conn = connect(db_path)
+        self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        self.pristine = connect(":memory:")
+        self.conn.backup(self.pristine)
+
+    def call(self, name, arguments):
+        tool = self.tools.get(name)
+        if tool is None:
+            return failure("not_found", f"unknown tool {name!r} (available: {', '.join(self.tools)})")
+        with self.lock:
+            return run_tool(self.conn, tool, arguments, now=self.env["clock"])
+
+    def reset(self):
+        with self.lock:
+            self.pristine.backup(self.conn)
+
+    def close(self):
+        self.conn.close()
+        self.pristine.close()
+
+
+async def read_arguments(request):
+    """The request body as JSON (an empty body is ``{}``), or a (status, failure) pair."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None, (413, failure("validation", f"request body is larger than {MAX_BODY_BYTES} bytes"))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None, (413, failure("validation", f"request body is larger than {MAX_BODY_BYTES} bytes"))
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        return {}, None
+    try:
+        return json.loads(body), None
+    except (ValueError, RecursionError) as exc:
+        return None, (422, failure("validation", f"request body is not valid JSON: {str(exc)[:200]}"))
+
+
+def tool_endpoint(state, name):
+    async def call_tool(request: Request) -> Response:
+        arguments, problem = await read_arguments(request)
+        if problem is not None:
+            return SafeJSONResponse(problem[1], status_code=problem[0])
+        out = state.call(name, arguments)
+        return SafeJSONResponse(out, status_code=200 if out["ok"] else STATUS_BY_KIND.get(out["kind"], 400))
+
+    call_tool.__name__ = f"call_{name}"
+    return call_tool
+
+
+def openapi_extra(schema):
+    result = {"description": "`{ok: true, result}` or `{ok: false, error, parameter, kind}`"}
+    return {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        "responses": {
+            "200": result,
+            "400": {"description": "guard failed, record not found, or a database constraint"},
+            "404": {"description": "unknown tool"},
+            "422": {"description": "invalid arguments; `parameter` names the offending one"},
+        },
+    }
+
+
+def mcp_server(state, schemas, env_id):
+    """A low-level MCP server exposing the same tools with the same input schemas."""
+
+    async def list_tools(ctx, params):
+        tools = []
+        for name, tool in state.tools.items():
+            annotations = mcp_types.ToolAnnotations(read_only_hint=tool["kind"] == "read")
+            tools.append(
+                mcp_types.Tool(
+                    name=name, description=tool["description"], input_schema=schemas[name], annotations=annotations
+                )
+            )
+        return mcp_types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx, params):
+        out = state.call(params.name, params.arguments or {})
+        if out["ok"]:
+            text = json.dumps(out["result"], ensure_ascii=False)
+            return mcp_types.CallToolResult(
+                content=[mcp_types.TextContent(text=text)], structured_content={"result": out["result"]}
+            )
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(text=out["error"])], structured_content=out, is_error=True
+        )
+
+    return Server(
+        env_id,
+        version="1",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=schemas.get,
+    )
+
+
+def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1"):
+    """The FastAPI app serving ``env`` (the IR as a dict) on the SQLite file ``db_path``."""
+    state = EnvState(env, db_path)
+    security = None
+    if host in LOOPBACK_HOSTS:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    manager = StreamableHTTPSessionManager(app=mcp_server(state, schemas, env_id), security_settings=security)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with manager.run():
+            yield
+        state.close()
+
+    scenario = env["scenario"]
+    app = FastAPI(
+        title=scenario["name"],
+        description=scenario["description"],
+        version=env_id,
+        lifespan=lifespan,
+        default_response_class=SafeJSONResponse,
+    )
+    app.state.env = state
+
+    async def on_error(request, exc):
+        message = f"request could not be processed: {type(exc).__name__}"
+        return SafeJSONResponse(failure("sql", message), status_code=400)
+
+    async def on_http_error(request, exc):
+        return SafeJSONResponse(failure("not_found", str(exc.detail)), status_code=exc.status_code)
+
+    async def on_validation_error(request, exc):
+        return SafeJSONResponse(failure("validation", "invalid request"), status_code=422)
+
+    app.add_exception_handler(Exception, on_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+
+    @app.get("/health")
+    async def health():
+        return {"ok": True, "env_id": env_id, "tools": len(state.tools)}
+
+    @app.get("/tools")
+    async def list_tools():
+        return [
+            {"name": n, "description": t["description"], "kind": t["kind"], "input_schema": schemas[n]}
+            for n, t in state.tools.items()
+        ]
+
+    @app.post("/reset")
+    async def reset():
+        state.reset()
+        return {"ok": True}
+
+    for name, tool in state.tools.items():
+        app.add_api_route(
+            f"/tools/{name}",
+            tool_endpoint(state, name),
+            methods=["POST"],
+            operation_id=name,
+            summary=tool["description"].splitlines()[0][:120],
+            description=tool["description"],
+            tags=[tool["kind"]],
+            openapi_extra=openapi_extra(schemas[name]),
+        )
+
+    @app.post("/tools/{name}", include_in_schema=False)
+    async def unknown_tool(name: str):
+        available = ", ".join(state.tools)
+        return SafeJSONResponse(failure("not_found", f"unknown tool {name!r} (available: {available})"), status_code=404)
+
+    app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(manager)))
+    return app
+
+
+def main(env, schemas, env_id, argv=None):
+    """``python server.py --db PATH --port PORT [--host 127.0.0.1]``."""
+    parser = argparse.ArgumentParser(description=f"Serve the {env_id} environment over HTTP and MCP.")
+    parser.add_argument("--db", required=True, help="SQLite database file (a copy of initial.db); writes go here")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.db):
+        print(f"error: database file {args.db} does not exist (start from a copy of initial.db)", file=sys.stderr)
+        return 2
+    try:
+        app = create_app(env, schemas, args.db, env_id=env_id, host=args.host)
+    except sqlite3.Error as exc:
+        print(f"error: cannot open {args.db} as a SQLite database: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
