@@ -1,0 +1,101 @@
+"""The bounded ask -> validate -> feed-back loop shared by the synthesis stages, and prompt sections.
+
+A stage asks the LLM for a structured reply, checks it for real (SQLite, the runtime), and when the
+check fails sends the exact error back in the same conversation and asks again, at most
+``max_attempts`` times in all. The outcome is data: the value, or the last error (which the stage
+turns into a :class:`pipeline.ir.Rejection`). Given the same replies, the loop is deterministic.
+
+Prompt files may hold several sections, each introduced by a line ``## <key>``; a stage renders
+one section with ``$placeholders`` filled (a missing value is an error naming it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from string import Template
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from pipeline.llm import LLMError
+from pipeline.prompts import PromptError, load
+
+M = TypeVar("M", bound=BaseModel)
+V = TypeVar("V")
+
+Check = Callable[[M], "tuple[V | None, str | None]"]
+
+_SECTION = re.compile(r"^## ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.M)
+
+
+def sections(name: str) -> dict[str, str]:
+    """The ``## key`` sections of ``prompts/<name>.md`` (text before the first heading is ignored)."""
+    text = load(name)
+    heads = list(_SECTION.finditer(text))
+    out: dict[str, str] = {}
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        out[m.group(1)] = text[m.end() : end].strip("\n")
+    return out
+
+
+def render_section(name: str, key: str, /, **values: object) -> str:
+    """Fill the ``$placeholders`` of section ``key`` of ``prompts/<name>.md``."""
+    secs = sections(name)
+    if key not in secs:
+        raise PromptError(f"prompt {name!r} has no section '## {key}' (has: {sorted(secs)})")
+    try:
+        return Template(secs[key]).substitute({k: str(v) for k, v in values.items()}).strip()
+    except KeyError as e:
+        raise PromptError(f"prompt {name!r} section {key!r} needs a value for ${e.args[0]}") from None
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[V]):
+    """What a feedback loop ended with: ``value`` (None if it gave up), the last ``error``, how many
+    LLM replies it took, and the conversation as sent last (for evidence)."""
+
+    value: V | None
+    error: str | None
+    attempts: int
+    messages: tuple[dict[str, Any], ...]
+
+
+def ask_with_feedback(
+    client: Any,
+    model: type[M],
+    messages: list[dict[str, Any]],
+    check: Callable[[M], tuple[V | None, str | None]],
+    *,
+    stage: str,
+    max_attempts: int,
+    max_tokens: int,
+    feedback: Callable[[str], str],
+) -> Outcome[V]:
+    """Ask for ``model``; ``check(reply)`` returns ``(value, None)`` or ``(None, error)``. On an error the
+    reply and ``feedback(error)`` are appended to the conversation and the LLM is asked again.
+
+    An :class:`LLMError` (no schema-valid reply even after the client's own retries, or a transport
+    failure) ends the loop at once: asking the same messages again at temperature 0 would repeat it.
+    """
+    msgs = list(messages)
+    error: str | None = None
+    for attempt in range(1, max_attempts + 1):
+        try:
+            reply, raw = client.structured_reply(model, msgs, stage=stage, max_tokens=max_tokens)
+        except LLMError as e:
+            return Outcome(None, f"LLM gave no usable reply: {e}", attempt, tuple(msgs))
+        value, error = check(reply)
+        if error is None:
+            return Outcome(value, None, attempt, tuple(msgs))
+        msgs = msgs + [
+            {"role": "assistant", "content": raw.content},
+            {"role": "user", "content": feedback(error)},
+        ]
+    return Outcome(None, error, max_attempts, tuple(msgs))
+
+
+def user(content: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": content}]

@@ -1,0 +1,350 @@
+"""Stage 2, schema: SQLite tables (STRICT, primary and foreign keys, NOT NULL/CHECK constraints).
+
+``generate_schema(scenario, intents, client, settings) -> StageResult[tuple[ir.Table, ...]]``.
+
+One call writes every table's ``CREATE TABLE``. Each statement gets two deterministic repairs that
+need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/``BOOLEAN`` become
+``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended), then is executed in a scratch SQLite
+database with ``PRAGMA foreign_keys=ON`` and checked: one statement creating the named table, a
+primary key, foreign keys that point at existing tables and key columns (``PRAGMA
+foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
+at most ``max_attempts - 1`` times; a table still failing is dropped with a Rejection (and so is any
+table that references a dropped one). The tables come out parents first.
+
+Also the schema introspection the later stages share: :func:`scratch_db`, :func:`table_columns`.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.llm import LLMError
+from pipeline.stages.base import StageResult
+from pipeline.stages.feedback import ask_with_feedback, render_section, user
+
+if TYPE_CHECKING:
+    from pipeline.build import BuildSettings
+    from pipeline.stages.intents import Intent
+
+STAGE = "schema"
+
+
+class TableItem(BaseModel):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    ddl: str
+
+
+class DdlFix(BaseModel):
+    ddl: str
+
+
+@cache
+def reply_model(lo: int, hi: int) -> type[BaseModel]:
+    return create_model("SchemaReply", tables=(list[TableItem], Field(min_length=lo, max_length=hi)),
+                        __base__=BaseModel)
+
+
+# ------------------------------------------------------------------ deterministic repairs
+
+_TYPE_MAP = [
+    (r"(?:N?VARCHAR|CHARACTER\s+VARYING|N?CHAR|CHARACTER|STRING|CLOB|UUID|TEXT)\s*(?:\(\s*\d+\s*\))?", "TEXT"),
+    (r"DATETIME|TIMESTAMP|DATE|TIME", "TEXT"),
+    (r"BOOLEAN|BOOL|BIGINT|SMALLINT|TINYINT|MEDIUMINT|INT(?:EGER)?\s*(?:\(\s*\d+\s*\))?", "INTEGER"),
+    (r"DECIMAL|NUMERIC|FLOAT|DOUBLE(?:\s+PRECISION)?|MONEY|REAL", "REAL"),
+]
+_TYPES = "|".join(f"(?P<t{i}>(?:{pat})(?:\\s*\\(\\s*\\d+\\s*(?:,\\s*\\d+\\s*)?\\))?)" for i, (pat, _) in
+                  enumerate(_TYPE_MAP))
+# A type sits right after a column name, which follows "(" or "," at the top of the column list.
+_COLTYPE = re.compile(r"([(,]\s*[\"`\[]?[A-Za-z_][A-Za-z0-9_]*[\"`\]]?\s+)(?:" + _TYPES + r")(?=[\s,)])", re.I)
+_CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)[\"`\]]?",
+                     re.I)
+
+
+def normalise_ddl(ddl: str) -> str:
+    """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, append ``STRICT``."""
+    s = ddl.strip().strip("`").strip()
+    s = re.sub(r"^sql\s+", "", s, flags=re.I).strip().rstrip(";").strip()
+
+    def sub(m: re.Match[str]) -> str:
+        for i, (_, target) in enumerate(_TYPE_MAP):
+            if m.group(f"t{i}") is not None:
+                return m.group(1) + target
+        return m.group(0)
+
+    s = _COLTYPE.sub(sub, s)
+    close = s.rfind(")")
+    if close != -1:
+        tail = s[close + 1 :]
+        if not re.search(r"\bSTRICT\b", tail, re.I):
+            s = s[: close + 1] + (tail.rstrip() + "," if tail.strip() else "") + " STRICT"
+    return s
+
+
+def ddl_table_name(ddl: str) -> str | None:
+    m = _CREATE.match(ddl)
+    return m.group(1) if m else None
+
+
+# ------------------------------------------------------------------ checking in SQLite
+
+
+def _connect() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def check_tables(items: list[tuple[str, str]]) -> dict[str, str | None]:
+    """Execute every ``(name, ddl)`` in a fresh SQLite database and check it; name -> error or None.
+
+    A table whose foreign key points at a table of ``items`` that itself failed gets no error here
+    (it is not at fault); :func:`settle` drops it if that parent is dropped for good.
+    """
+    conn = _connect()
+    errors: dict[str, str | None] = {}
+    try:
+        for name, ddl in items:
+            errors[name] = _create(conn, name, ddl)
+        made = {n for n, e in errors.items() if e is None}
+        failed = {n for n, e in errors.items() if e is not None}
+        for name in [n for n, _ in items if n in made]:
+            errors[name] = _check_created(conn, name, made, failed)
+    finally:
+        conn.close()
+    return errors
+
+
+def _create(conn: sqlite3.Connection, name: str, ddl: str) -> str | None:
+    if ";" in ddl:
+        return "the ddl must be exactly one CREATE TABLE statement (no ';', no other statements)"
+    got = ddl_table_name(ddl)
+    if got is None:
+        return "the ddl must start with CREATE TABLE"
+    if got != name:
+        return f"the statement creates table {got!r} but the table is named {name!r}"
+    try:
+        conn.execute(ddl)
+    except sqlite3.Error as e:
+        return str(e)
+    return None
+
+
+def _check_created(conn: sqlite3.Connection, name: str, made: set[str], failed: set[str]) -> str | None:
+    info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
+    if not any(r[5] for r in info):
+        return f"table {name} has no PRIMARY KEY"
+    strict = conn.execute("SELECT strict FROM pragma_table_list WHERE name = ?", (name,)).fetchone()
+    if not strict or not strict[0]:
+        return f"table {name} is not STRICT"
+    for fk in conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall():
+        parent, col, to = fk[2], fk[3], fk[4]
+        if parent in failed:
+            continue
+        if parent not in made:
+            return (f"FOREIGN KEY {name}.{col} references table {parent}, which does not exist "
+                    f"(tables: {', '.join(sorted(made))})")
+        pcols = [r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()]
+        if to is not None and to not in pcols:
+            return f"FOREIGN KEY {name}.{col} references column {parent}.{to}, which does not exist"
+    if not any(fk[2] in failed for fk in conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall()):
+        try:
+            conn.execute(f'PRAGMA foreign_key_check("{name}")').fetchall()
+        except sqlite3.Error as e:
+            return str(e)
+    return None
+
+
+def order_tables(tables: list[ir.Table]) -> list[ir.Table]:
+    """Parents before children (stable: ties keep the given order; cycles keep it too)."""
+    conn = scratch_db(tables)
+    try:
+        deps = {t.name: {r[2] for r in conn.execute(f'PRAGMA foreign_key_list("{t.name}")')} - {t.name}
+                for t in tables}
+    finally:
+        conn.close()
+    out: list[ir.Table] = []
+    left = list(tables)
+    while left:
+        done = {t.name for t in out}
+        ready = [t for t in left if deps[t.name] <= done]
+        pick = ready[0] if ready else left[0]
+        out.append(pick)
+        left.remove(pick)
+    return out
+
+
+def scratch_db(tables: list[ir.Table] | tuple[ir.Table, ...]) -> sqlite3.Connection:
+    """An in-memory database with ``tables`` created and foreign keys on."""
+    conn = _connect()
+    for t in tables:
+        conn.execute(t.ddl)
+    return conn
+
+
+# ------------------------------------------------------------------ introspection
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    notnull: bool
+    pk: int
+    has_default: bool
+    enum: tuple[str | int | float, ...] | None
+    ref: tuple[str, str] | None
+
+    @property
+    def auto_id(self) -> bool:
+        """An INTEGER PRIMARY KEY alone: SQLite assigns it (the rowid)."""
+        return self.pk == 1 and self.type.upper() == "INTEGER"
+
+
+_CHECK_IN = re.compile(r"CHECK\s*\(\s*[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)[\"`\]]?\s+IN\s*\(([^()]*)\)\s*\)", re.I)
+_LITERAL = re.compile(r"\s*(?:'((?:[^']|'')*)'|(-?\d+(?:\.\d+)?))\s*(?:,|$)")
+
+
+def check_enums(ddl: str) -> dict[str, tuple[str | int | float, ...]]:
+    """Columns constrained by ``CHECK (col IN (literal, ...))`` and their allowed values."""
+    out: dict[str, tuple[str | int | float, ...]] = {}
+    for m in _CHECK_IN.finditer(ddl):
+        body, pos, vals = m.group(2), 0, []
+        while pos < len(body):
+            lm = _LITERAL.match(body, pos)
+            if not lm or lm.end() == pos:
+                vals = []
+                break
+            if lm.group(1) is not None:
+                vals.append(lm.group(1).replace("''", "'"))
+            else:
+                num = lm.group(2)
+                vals.append(float(num) if "." in num else int(num))
+            pos = lm.end()
+        if vals:
+            out[m.group(1)] = tuple(dict.fromkeys(vals))
+    return out
+
+
+def table_columns(conn: sqlite3.Connection, table: ir.Table) -> list[Column]:
+    """Columns of ``table`` (as created in ``conn``) with CHECK-IN enums and foreign-key targets."""
+    enums = check_enums(table.ddl)
+    refs: dict[str, tuple[str, str]] = {}
+    for fk in conn.execute(f'PRAGMA foreign_key_list("{table.name}")').fetchall():
+        parent, col, to = fk[2], fk[3], fk[4]
+        if to is None:
+            pk = [r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall() if r[5]]
+            to = pk[0] if pk else "rowid"
+        refs[col] = (parent, to)
+    pk_count = sum(1 for r in conn.execute(f'PRAGMA table_info("{table.name}")').fetchall() if r[5])
+    cols = []
+    for _cid, name, typ, notnull, dflt, pk in conn.execute(f'PRAGMA table_info("{table.name}")').fetchall():
+        cols.append(Column(name=name, type=(typ or "ANY").upper(), notnull=bool(notnull),
+                           pk=pk if pk_count == 1 else (2 if pk else 0), has_default=dflt is not None,
+                           enum=enums.get(name), ref=refs.get(name)))
+    return cols
+
+
+# ------------------------------------------------------------------ the stage
+
+
+def _valid_listing(current: dict[str, str], errors: dict[str, str | None]) -> str:
+    ok = [ddl for n, ddl in current.items() if errors.get(n) is None]
+    return "\n".join(ok) if ok else "(none yet)"
+
+
+def settle(current: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """Drop failing tables until the rest is consistent; returns (kept, [(name, ddl, reason)])."""
+    kept = dict(current)
+    dropped: list[tuple[str, str, str]] = []
+    while True:
+        errors = check_tables(list(kept.items()))
+        bad = [(n, e) for n, e in errors.items() if e is not None]
+        if not bad:
+            return kept, dropped
+        for n, e in bad:
+            dropped.append((n, kept.pop(n), e or ""))
+        # Children of a dropped table now fail with "references table X, which does not exist".
+
+
+def _fix_table(
+    client: Any, settings: BuildSettings, conv: list[dict[str, Any]], current: dict[str, str],
+    errors: dict[str, str | None], name: str,
+) -> tuple[str | None, int]:
+    """The fix conversation for one failing table: (fixed DDL or None, LLM attempts)."""
+    valid = _valid_listing(current, errors)
+
+    def ask(error: str | None) -> str:
+        return render_section("schema", "fix", table=name, error=error, valid=valid)
+
+    def check_fix(r: DdlFix) -> tuple[str | None, str | None]:
+        ddl = normalise_ddl(r.ddl)
+        trial = dict(current)
+        trial[name] = ddl
+        err = check_tables(list(trial.items()))[name]
+        return (ddl, None) if err is None else (None, err)
+
+    out = ask_with_feedback(
+        client, DdlFix, conv + user(ask(errors[name])), check_fix, stage=STAGE,
+        max_attempts=settings.max_attempts - 1, max_tokens=settings.max_tokens_schema, feedback=ask,
+    )
+    return out.value, out.attempts
+
+
+def generate_schema(
+    scenario: ir.Scenario, intents: tuple[Intent, ...], client: Any, settings: BuildSettings
+) -> StageResult[tuple[ir.Table, ...]]:
+    prompt = render_section(
+        "schema", "ask", name=scenario.name, description=scenario.description,
+        intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
+        min=settings.tables_min, max=settings.tables_max,
+    )
+    messages = user(prompt)
+    rejections: list[ir.Rejection] = []
+    try:
+        reply, raw = client.structured_reply(reply_model(settings.tables_min, settings.tables_max), messages,
+                                             stage=STAGE, max_tokens=settings.max_tokens_schema)
+    except LLMError as e:
+        rej = ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable schema reply: {e}")
+        return StageResult(None, (rej,), 1)
+    attempts = 1
+    current: dict[str, str] = {}
+    for item in reply.tables:  # type: ignore[attr-defined]
+        ddl = normalise_ddl(item.ddl)
+        name = ddl_table_name(ddl) or item.name  # trust the statement over the label
+        if name in current:
+            rejections.append(ir.Rejection(stage=STAGE, item=name, reason="duplicate table name in the reply",
+                                           evidence={"ddl": item.ddl}))
+            continue
+        current[name] = ddl
+
+    errors = check_tables(list(current.items()))
+    if settings.max_attempts >= 2:
+        for name in list(current):
+            if errors.get(name) is None:
+                continue
+            conv = messages + [{"role": "assistant", "content": raw.content}]
+            fixed, n = _fix_table(client, settings, conv, current, errors, name)
+            attempts += n
+            if fixed is not None:
+                current[name] = fixed
+                errors = check_tables(list(current.items()))
+
+    kept, dropped = settle(current)
+    for name, ddl, reason in dropped:
+        rejections.append(ir.Rejection(stage=STAGE, item=name, reason=reason,
+                                       evidence={"ddl": ddl, "attempts": settings.max_attempts}))
+    tables = order_tables([ir.Table(name=n, ddl=d) for n, d in kept.items()])
+    if len(tables) < settings.tables_min:
+        rejections.append(ir.Rejection(
+            stage=STAGE, item=scenario.name,
+            reason=f"only {len(tables)} valid tables, at least {settings.tables_min} needed",
+            evidence={"valid": [t.name for t in tables]}))
+        return StageResult(None, tuple(rejections), attempts)
+    return StageResult(tuple(tables), tuple(rejections), attempts)

@@ -1,0 +1,235 @@
+"""Stage 3, seed data: realistic, mutually consistent rows, table by table, parents first.
+
+``generate_seed(scenario, tables, client, settings) -> StageResult[tuple[ir.SeedRows, ...]]``.
+
+Every row is written by the LLM (no synthetic expansion): ``rows_per_table`` rows per table in calls
+of ``rows_per_call``. Rows come back as JSON arrays in column order (about half the tokens of
+objects); the response model types each position from the table (INTEGER/REAL/TEXT, nullability),
+``CHECK (c IN (...))`` columns become enums and foreign-key columns become enums of the parent's
+existing keys, so the grammar itself keeps most rows valid. The prompt shows each parent key with a
+label (its first text column and status-like columns) so child rows can agree with their parents.
+
+Rows are inserted through sqlite-utils, one savepoint each, into a scratch database with foreign
+keys on. A call in which fewer than half of the rows insert is rolled back and the exact SQLite
+errors go back to the LLM (bounded by ``max_attempts``); rows refused in an accepted call, and
+exact duplicates, are dropped and recorded as a Rejection. A table left with fewer than
+``rows_min`` rows fails the stage. The output rows are read back from SQLite in rowid order, with
+the generated integer keys filled in.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+import sqlite_utils
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.stages.base import StageResult
+from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.schema import Column, table_columns
+
+if TYPE_CHECKING:
+    from pipeline.build import BuildSettings
+
+STAGE = "seed_data"
+MAX_REF_VALUES = 40
+MAX_LABEL = 48
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _py_type(col: Column, choices: tuple[Any, ...] | None) -> Any:
+    if choices:
+        base: Any = Literal.__getitem__(tuple(choices))  # type: ignore[attr-defined]
+    elif col.type in ("INTEGER", "INT"):
+        base = int
+    elif col.type == "REAL":
+        base = float
+    elif col.type == "TEXT":
+        base = str
+    else:
+        base = Union[str, int, float]  # noqa: UP007 (a runtime type expression)
+    nullable = not col.notnull and not col.pk
+    return Optional[base] if nullable else base  # noqa: UP007, UP045
+
+
+def rows_model(table: str, cols: list[Column], choices: dict[str, tuple[Any, ...]], n: int) -> type[BaseModel]:
+    """``{"rows": [[v1, v2, ...], ...]}`` with exactly ``n`` rows, one typed position per column."""
+    row_type = tuple.__class_getitem__(tuple(_py_type(c, choices.get(c.name)) for c in cols))
+    return create_model(f"Rows_{table}", rows=(list[row_type], Field(min_length=n, max_length=n)),  # type: ignore[valid-type]
+                        __base__=BaseModel)
+
+
+def _label_columns(cols: list[Column]) -> tuple[str | None, list[str]]:
+    text = next((c.name for c in cols if c.type == "TEXT" and not c.pk and c.ref is None), None)
+    flags = [c.name for c in cols if c.enum and c.name != text][:2]
+    return text, flags
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= MAX_LABEL else s[: MAX_LABEL - 3] + "..."
+
+
+def _order(conn: sqlite3.Connection, table: str) -> str:
+    has_rowid = conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table,)).fetchone()[0]
+    if has_rowid:
+        return "rowid"
+    pks = [r[1] for r in sorted(conn.execute(f'PRAGMA table_info("{table}")').fetchall(), key=lambda r: r[5])
+           if r[5]]
+    return ", ".join(f'"{c}"' for c in pks) or "1"
+
+
+def parent_choices(conn: sqlite3.Connection, parent: ir.Table, key: str) -> tuple[tuple[Any, ...], str]:
+    """The first ``MAX_REF_VALUES`` keys of ``parent`` and a prompt line labelling each."""
+    pcols = table_columns(conn, parent)
+    text, flags = _label_columns(pcols)
+    extra = [c for c in [text, *flags] if c and c != key]
+    sel = ", ".join(f'"{c}"' for c in [key, *extra])
+    rows = conn.execute(f'SELECT {sel} FROM "{parent.name}" ORDER BY {_order(conn, parent.name)} '
+                        f"LIMIT {MAX_REF_VALUES}").fetchall()
+    values = tuple(dict.fromkeys(r[0] for r in rows if r[0] is not None))
+    parts = []
+    for r in rows:
+        desc = " ".join(_short(v) for v in r[1:] if v is not None)
+        parts.append(f"{json.dumps(r[0])} = {desc}" if desc else json.dumps(r[0]))
+    return values, "; ".join(parts)
+
+
+def _format_failures(failures: list[tuple[list[Any], str]]) -> str:
+    """One line per distinct error (its first row), at most six."""
+    firsts: dict[str, list[Any]] = {}
+    for row, err in failures:
+        firsts.setdefault(err, row)
+    return "\n".join(f"- {json.dumps(row, ensure_ascii=False)}: {err}" for err, row in list(firsts.items())[:6])
+
+
+def _ask_batch(
+    client: Any, settings: BuildSettings, db: sqlite_utils.Database, table: ir.Table, cols: list[Column],
+    choices: dict[str, tuple[Any, ...]], prompt: str, n: int,
+) -> tuple[Any, list[tuple[list[Any], str]]]:
+    """One call for ``n`` rows with its feedback loop; returns (outcome, rows dropped from the kept call)."""
+    names = [c.name for c in cols]
+    quoted = ", ".join(f'"{c}"' for c in names)
+    attempt = [0]
+    dropped: list[tuple[list[Any], str]] = []
+
+    def check(reply: Any) -> tuple[int | None, str | None]:
+        attempt[0] += 1
+        last = attempt[0] >= settings.max_attempts
+        seen = {tuple(r) for r in db.conn.execute(f'SELECT {quoted} FROM "{table.name}"').fetchall()}
+        ok: list[list[Any]] = []
+        failures: list[tuple[list[Any], str]] = []
+        try:
+            with db.atomic():
+                for row in reply.rows:
+                    values = list(row)
+                    if tuple(values) in seen:
+                        failures.append((values, "exact duplicate of another row"))
+                        continue
+                    seen.add(tuple(values))
+                    try:
+                        with db.atomic():
+                            db.table(table.name).insert(dict(zip(names, values, strict=True)))
+                        ok.append(values)
+                    except sqlite3.Error as err:
+                        failures.append((values, str(err)))
+                if failures and 2 * len(ok) < len(reply.rows) and not last:
+                    raise _Rollback
+        except _Rollback:
+            return None, render_section("seed_data", "feedback", failed=len(failures), total=len(reply.rows),
+                                        errors=_format_failures(failures), n=n)
+        dropped.extend(failures)
+        return len(ok), None
+
+    out = ask_with_feedback(
+        client, rows_model(table.name, cols, choices, n), user(prompt), check, stage=STAGE,
+        max_attempts=settings.max_attempts, max_tokens=settings.max_tokens_rows, feedback=lambda e: e,
+    )
+    return out, dropped
+
+
+def _seed_table(
+    scenario: ir.Scenario, table: ir.Table, by_name: dict[str, ir.Table], db: sqlite_utils.Database,
+    client: Any, settings: BuildSettings,
+) -> tuple[int, list[ir.Rejection], int]:
+    """Fill one table; returns (rows inserted, rejections, LLM attempts)."""
+    conn = db.conn
+    cols = [c for c in table_columns(conn, table) if not c.auto_id]
+    names = [c.name for c in cols]
+    choices: dict[str, tuple[Any, ...]] = {c.name: c.enum for c in cols if c.enum}
+    ref_lines = []
+    for c in cols:
+        if c.ref and c.ref[0] in by_name and c.ref[0] != table.name:
+            values, line = parent_choices(conn, by_name[c.ref[0]], c.ref[1])
+            if values:
+                choices[c.name] = values
+                ref_lines.append(render_section("seed_data", "refs", column=c.name, parent=c.ref[0], values=line))
+    label, _ = _label_columns(table_columns(conn, table))
+    rejections: list[ir.Rejection] = []
+    attempts_total = 0
+    target = settings.rows_per_table
+    calls = -(-target // settings.rows_per_call)
+    inserted_total = 0
+    for _ in range(calls):
+        n = min(settings.rows_per_call, target - inserted_total)
+        if n < 1:
+            break
+        existing = ""
+        if inserted_total and label:
+            vals = [r[0] for r in conn.execute(f'SELECT "{label}" FROM "{table.name}" ORDER BY rowid LIMIT 30')]
+            existing = "\n" + render_section("seed_data", "existing", values="; ".join(_short(v) for v in vals))
+        prompt = render_section(
+            "seed_data", "ask", name=scenario.name, description=scenario.description,
+            today=settings.clock[:10], ddl=table.ddl, refs="\n".join(ref_lines), n=n, table=table.name,
+            columns=", ".join(names), existing=existing,
+        )
+        out, dropped = _ask_batch(client, settings, db, table, cols, choices, prompt, n)
+        attempts_total += out.attempts
+        if out.value is None:
+            rejections.append(ir.Rejection(stage=STAGE, item=table.name, reason=f"no rows from one call: {out.error}",
+                                           evidence={"attempts": out.attempts, "rows_asked": n}))
+            continue
+        inserted_total += out.value
+        if dropped:
+            rejections.append(ir.Rejection(
+                stage=STAGE, item=table.name, reason=f"{len(dropped)} generated rows refused and dropped",
+                evidence={"columns": names, "rows": [{"row": r, "error": e} for r, e in dropped[:10]]}))
+    return inserted_total, rejections, attempts_total
+
+
+def generate_seed(
+    scenario: ir.Scenario, tables: tuple[ir.Table, ...], client: Any, settings: BuildSettings
+) -> StageResult[tuple[ir.SeedRows, ...]]:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    for t in tables:
+        conn.execute(t.ddl)
+    db = sqlite_utils.Database(conn)
+    by_name = {t.name: t for t in tables}
+    rejections: list[ir.Rejection] = []
+    attempts = 0
+    try:
+        for table in tables:
+            count, rej, n_att = _seed_table(scenario, table, by_name, db, client, settings)
+            rejections.extend(rej)
+            attempts += n_att
+            if count < settings.rows_min:
+                rejections.append(ir.Rejection(
+                    stage=STAGE, item=table.name,
+                    reason=f"table {table.name} has {count} valid rows, at least {settings.rows_min} needed"))
+                return StageResult(None, tuple(rejections), attempts)
+        seed = []
+        for table in tables:
+            cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
+            cols = [d[0] for d in cur.description]
+            seed.append(ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur]))
+    finally:
+        conn.close()
+    return StageResult(tuple(seed), tuple(rejections), attempts)

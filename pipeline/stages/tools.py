@@ -1,0 +1,365 @@
+"""Stage 4, tools: typed tools whose implementation is a declarative SQL program (``pipeline.ir.Tool``).
+
+``generate_tools(scenario, intents, tables, seed, client, settings) -> StageResult[tuple[ir.Tool, ...]]``.
+
+One call plans the tools (name, read/write, purpose) over the schema; then each tool is written in
+its own call (the DDL is in every prompt; the prompt's fixed part comes first so the server's
+prompt cache reuses it). A reply maps onto ``ir.Tool``: params, guards (``must`` exist/not_exist
+with the agent-facing error), writes, returns. Deterministic touch-ups need no round trip:
+parameters used by no statement are dropped, and a parameter named like a column constrained by
+``CHECK (c IN (...))`` gets that enum.
+
+Each tool is then checked for real:
+
+1. ``ir.Tool`` validation and ``pipeline.runtime.engine.check_tool`` (every statement EXPLAINed
+   against the schema, placeholders known, reads do not write);
+2. execution on a scratch :class:`pipeline.runtime.EnvInstance` built from the seeded rows, with
+   argument sets drawn from those rows (:func:`sample_arguments`). A tool definition error fails
+   the tool; so does a tool none of whose calls succeeds while one is refused by a database
+   constraint, and a write tool whose successful calls change nothing. Refusals by the tool's own
+   guards are what guards are for and do not fail it.
+
+Failures go back to the LLM verbatim (bounded by ``max_attempts``); a tool that never passes is
+dropped with a Rejection. Fewer than ``tools_min`` working tools, or no working read or write,
+rejects the stage.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sqlite3
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+from pipeline import ir
+from pipeline.runtime import EnvInstance, engine
+from pipeline.stages.base import StageResult
+from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.schema import Column, scratch_db, table_columns
+
+if TYPE_CHECKING:
+    from pipeline.build import BuildSettings
+    from pipeline.stages.intents import Intent
+
+STAGE = "tools"
+_IDENT = r"^[a-z][a-z0-9_]*$"
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+# ------------------------------------------------------------------ response models
+
+
+class ToolPlanItem(BaseModel):
+    name: str = Field(pattern=_IDENT)
+    kind: Literal["read", "write"]
+    purpose: str
+
+
+@cache
+def plan_model(lo: int, hi: int) -> type[BaseModel]:
+    return create_model("ToolPlan", tools=(list[ToolPlanItem], Field(min_length=lo, max_length=hi)),
+                        __base__=BaseModel)
+
+
+class ParamSpec(BaseModel):
+    name: str = Field(pattern=_IDENT)
+    type: Literal["string", "integer", "number", "boolean"]
+    description: str
+
+
+class GuardSpec(BaseModel):
+    sql: str
+    must: Literal["exist", "not_exist"]
+    error: str
+
+
+class ReturnsSpec(BaseModel):
+    sql: str
+    mode: Literal["one", "all"]
+
+
+class ReadToolReply(BaseModel):
+    description: str
+    params: list[ParamSpec] = Field(max_length=5)
+    guards: list[GuardSpec] = Field(max_length=3)
+    returns: ReturnsSpec
+
+
+class WriteToolReply(BaseModel):
+    description: str
+    params: list[ParamSpec] = Field(max_length=6)
+    guards: list[GuardSpec] = Field(max_length=4)
+    writes: list[str] = Field(min_length=1, max_length=3)
+    returns: ReturnsSpec | None
+
+
+# ------------------------------------------------------------------ reply -> ir.Tool
+
+
+def _all_sql(guards: list[GuardSpec], writes: list[str], returns: ReturnsSpec | None) -> list[str]:
+    return [g.sql for g in guards] + list(writes) + ([returns.sql] if returns else [])
+
+
+def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: dict[str, tuple[Any, ...]]) -> ir.Tool:
+    """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot)."""
+    writes = list(getattr(reply, "writes", []))
+    used: set[str] = set()
+    for sql in _all_sql(reply.guards, writes, reply.returns):
+        used.update(engine.placeholders(sql))
+    for g in reply.guards:
+        used.update(_FIELD.findall(g.error))
+    params = []
+    for p in reply.params:
+        if p.name not in used:
+            continue  # an argument no statement reads would only mislead the agent
+        enum = enums.get(p.name)
+        ok_enum = enum is not None and (
+            (p.type == "string" and all(isinstance(v, str) for v in enum))
+            or (p.type == "integer" and all(isinstance(v, int) for v in enum)))
+        params.append(ir.Param(name=p.name, type=p.type, description=p.description,
+                               enum=list(enum) if ok_enum and enum else None))
+    steps = [ir.Step(kind="guard", sql=g.sql.strip(), must=g.must, error=g.error) for g in reply.guards]
+    steps += [ir.Step(kind="write", sql=w.strip()) for w in writes]
+    returns = ir.Returns(sql=reply.returns.sql.strip(), mode=reply.returns.mode) if reply.returns else None
+    return ir.Tool(name=plan.name, description=reply.description.strip(), kind=plan.kind, params=params,
+                   steps=steps, returns=returns)
+
+
+# ------------------------------------------------------------------ sample arguments
+
+_PREFIXES = ("new_", "old_", "current_", "min_", "max_", "target_", "from_", "to_")
+_LATER = ("end", "until", "due", "out", "return", "to_", "last")
+
+
+class Sampler:
+    """Argument sets for a tool drawn from the seeded rows of ``conn`` (deterministic)."""
+
+    def __init__(self, conn: sqlite3.Connection, tables: tuple[ir.Table, ...], today: str) -> None:
+        self.conn = conn
+        self.today = dt.date.fromisoformat(today[:10])
+        self.tables = tables
+        self.columns: dict[str, list[tuple[str, Column]]] = {}
+        self.unique: set[tuple[str, str]] = set()
+        for t in tables:
+            for c in table_columns(conn, t):
+                self.columns.setdefault(c.name, []).append((t.name, c))
+                if c.pk == 1 and not c.auto_id:
+                    self.unique.add((t.name, c.name))
+            for idx in conn.execute(f'PRAGMA index_list("{t.name}")').fetchall():
+                if idx[2]:
+                    cols = conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall()
+                    if len(cols) == 1:
+                        self.unique.add((t.name, cols[0][2]))
+
+    def source(self, pname: str, sql: str) -> tuple[str, Column] | None:
+        names = [pname] + [pname[len(p):] for p in _PREFIXES if pname.startswith(p)]
+        for n in names:
+            cands = self.columns.get(n)
+            if cands:
+                order = [t.name for t in self.tables]
+                return sorted(cands, key=lambda tc: (f" {tc[0]}" not in f" {sql} ", not tc[1].pk,
+                                                     order.index(tc[0])))[0]
+        return None
+
+    def _row_value(self, table: str, col: str, i: int, k: int) -> Any:
+        n = self.conn.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{col}" IS NOT NULL').fetchone()[0]
+        if not n:
+            return None
+        offset = (i * max(1, n // k)) % n
+        return self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL ORDER BY rowid '
+                                 f"LIMIT 1 OFFSET {offset}").fetchone()[0]
+
+    def _fallback(self, p: ir.Param, i: int) -> Any:
+        low = p.name.lower()
+        if p.type == "string":
+            if "date" in low or low.endswith(("_on", "_at", "_day")):
+                days = 7 + i + (2 if any(w in low for w in _LATER) else 0)
+                return (self.today + dt.timedelta(days=days)).isoformat()
+            if "email" in low:
+                return f"sample{i}@example.com"
+            return f"Sample {low.replace('_', ' ')} {i + 1}"
+        if p.type == "integer":
+            return 1 + i
+        if p.type == "number":
+            return 10.0 * (i + 1)
+        return i % 2 == 0
+
+    @staticmethod
+    def _coerce(p: ir.Param, v: Any) -> Any:
+        if v is None:
+            return None
+        if p.type == "string":
+            return v if isinstance(v, str) else str(v)
+        if p.type == "integer":
+            if isinstance(v, float) and v.is_integer():
+                return int(v)
+            if isinstance(v, str) and v.lstrip("-").isdigit():
+                return int(v)
+            return v if isinstance(v, int) else None
+        if p.type == "number":
+            return v if isinstance(v, (int, float)) else None
+        return bool(v) if isinstance(v, int) else None
+
+    def arguments(self, tool: ir.Tool, k: int) -> list[dict[str, Any]]:
+        """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
+        values for UNIQUE columns are new (so a create-style tool is not refused as a duplicate)."""
+        sql = " ".join(s.sql for s in tool.steps) + (f" {tool.returns.sql}" if tool.returns else "")
+        sets: list[dict[str, Any]] = []
+        fresh: dict[str, Any] = {}
+        for i in range(k):
+            args: dict[str, Any] = {}
+            for p in tool.params:
+                src = self.source(p.name, sql)
+                v = None
+                if p.enum:
+                    v = p.enum[i % len(p.enum)]
+                elif src is not None:
+                    v = self._coerce(p, self._row_value(src[0], src[1].name, i, k))
+                    if i == 0 and isinstance(v, str) and (src[0], src[1].name) in self.unique:
+                        fresh[p.name] = f"new.{v}" if "@" in v else f"{v} (new)"
+                if v is None:
+                    v = self._fallback(p, i)
+                args[p.name] = v
+            if args not in sets:
+                sets.append(args)
+        if tool.kind == "write" and sets and fresh:
+            first = {**sets[0], **fresh}
+            sets.insert(0, first)
+        return sets or [{}]
+
+
+# ------------------------------------------------------------------ execution check
+
+
+def _definition_error(res: dict[str, Any]) -> bool:
+    return res.get("kind") == "sql" and not str(res.get("error", "")).startswith("rejected by the database")
+
+
+def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]]) -> tuple[list[tuple], str | None]:
+    """Run ``tool`` on each argument set (fresh state each time); returns (calls, error or None).
+
+    ``calls`` is ``[(arguments, result, changed)]``. The error explains why the tool does not work.
+    """
+    calls: list[tuple] = []
+    with EnvInstance(env) as inst:
+        for args in arg_sets:
+            inst.reset()
+            before = inst.snapshot()
+            res = inst.call(tool.name, args)
+            changed = bool(inst.diff(before)) if res.get("ok") else False
+            calls.append((args, res, changed))
+    for args, res, _ in calls:
+        if _definition_error(res):
+            return calls, f"called with {args} it failed: {res['error']}"
+    oks = [c for c in calls if c[1].get("ok")]
+    if not oks:
+        for args, res, _ in calls:
+            if res.get("kind") == "sql":
+                return calls, f"called with {args} it failed: {res['error']}"
+    if tool.kind == "write" and oks and not any(c[2] for c in oks):
+        return calls, (f"called with {oks[0][0]} it succeeded but changed nothing in the database; "
+                       "its writes must match the rows named by the arguments")
+    return calls, None
+
+
+# ------------------------------------------------------------------ the stage
+
+
+def ddl_text(tables: list[ir.Table] | tuple[ir.Table, ...]) -> str:
+    return "\n".join(f"{t.ddl.strip()};" for t in tables)
+
+
+def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], ddl: str, client: Any, settings: BuildSettings):
+    prompt = render_section("tools", "plan", name=scenario.name, description=scenario.description, ddl=ddl,
+                            intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
+                            min=settings.tools_min, max=settings.tools_max)
+
+    def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
+        items: list[ToolPlanItem] = []
+        for it in reply.tools:
+            if it.name not in {x.name for x in items}:
+                items.append(it)
+        kinds = {it.kind for it in items}
+        problems = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
+        if len(items) < settings.tools_min:
+            problems.append(f"only {len(items)} distinct tool names, at least {settings.tools_min} needed")
+        return (None, "; ".join(problems) + ".") if problems else (items, None)
+
+    return ask_with_feedback(
+        client, plan_model(settings.tools_min, settings.tools_max), user(prompt), check, stage=STAGE,
+        max_attempts=settings.max_attempts, max_tokens=settings.max_tokens_tool_plan,
+        feedback=lambda e: render_section("tools", "plan_feedback", error=e),
+    )
+
+
+def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environment, conn: sqlite3.Connection,
+                sampler: Sampler, enums: dict[str, tuple[Any, ...]], client: Any, settings: BuildSettings):
+    prompt = render_section(
+        "tools", "tool", name=scenario.name, description=scenario.description, ddl=ddl_text(base_env.tables),
+        kind=plan.kind, tool=plan.name, purpose=plan.purpose,
+        kind_rule=render_section("tools", f"{plan.kind}_rule"),
+    )
+
+    def check(reply: Any) -> tuple[ir.Tool | None, str | None]:
+        try:
+            tool = to_tool(plan, reply, enums)
+        except ValidationError as e:
+            return None, "; ".join(err["msg"] for err in e.errors())
+        problems = engine.check_tool(conn, tool.model_dump(mode="json"))
+        if problems:
+            return None, "\n".join(f"- {p}" for p in problems)
+        env = base_env.model_copy(update={"tools": [tool]})
+        _, error = exercise(env, tool, sampler.arguments(tool, settings.sample_calls))
+        return (tool, None) if error is None else (None, error)
+
+    model = ReadToolReply if plan.kind == "read" else WriteToolReply
+    return ask_with_feedback(
+        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
+        max_tokens=settings.max_tokens_tool,
+        feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e),
+    )
+
+
+def generate_tools(
+    scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.Table, ...],
+    seed: tuple[ir.SeedRows, ...], client: Any, settings: BuildSettings,
+) -> StageResult[tuple[ir.Tool, ...]]:
+    base_env = ir.Environment(scenario=scenario, clock=settings.clock, tables=list(tables), seed=list(seed))
+    rejections: list[ir.Rejection] = []
+    plan = _plan(scenario, intents, ddl_text(tables), client, settings)
+    attempts = plan.attempts
+    if plan.value is None:
+        rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable tool plan: {plan.error}"))
+        return StageResult(None, tuple(rejections), attempts)
+
+    with EnvInstance(base_env) as seeded:
+        conn = seeded.conn
+        sampler = Sampler(conn, tables, settings.clock)
+        enums = {c.name: c.enum for t in tables for c in table_columns(conn, t) if c.enum}
+        schema_conn = scratch_db(tables)
+        try:
+            tools: list[ir.Tool] = []
+            for item in plan.value:
+                out = _write_tool(item, scenario, base_env, schema_conn, sampler, enums, client, settings)
+                attempts += out.attempts
+                if out.value is None:
+                    rejections.append(ir.Rejection(stage=STAGE, item=item.name, reason=out.error or "failed",
+                                                   evidence={"kind": item.kind, "purpose": item.purpose,
+                                                             "attempts": out.attempts}))
+                else:
+                    tools.append(out.value)
+        finally:
+            schema_conn.close()
+
+    kinds = {t.kind for t in tools}
+    problems = [f"no working {k} tool" for k in ("read", "write") if k not in kinds]
+    if len(tools) < settings.tools_min:
+        problems.append(f"only {len(tools)} working tools, at least {settings.tools_min} needed")
+    if problems:
+        rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason="; ".join(problems),
+                                       evidence={"working": [t.name for t in tools]}))
+        return StageResult(None, tuple(rejections), attempts)
+    return StageResult(tuple(tools), tuple(rejections), attempts)
