@@ -115,7 +115,8 @@ def _raise_first_bad_row(conn: sqlite3.Connection, table: str, start: int, group
                 db[table].insert(row, alter=False)  # type: ignore[union-attr]
             except sqlite3.Error as exc:
                 index = start + i
-                raise SeedError(f"table {table!r} row {index} {_short(row)}: {exc}", table, index, row) from exc
+                hint = " (a value does not match its column type)" if str(exc) == "datatype mismatch" else ""
+                raise SeedError(f"table {table!r} row {index} {_short(row)}: {exc}{hint}", table, index, row) from exc
     finally:
         conn.execute("ROLLBACK TO seed_probe")
         conn.execute("RELEASE seed_probe")
@@ -125,11 +126,12 @@ def _foreign_key_error(conn: sqlite3.Connection, env: Environment, problems: lis
     lines = []
     first: tuple[str, int | None, Any] | None = None
     for table, rowid, parent, fkid in problems[:10]:
-        fk = conn.execute(f'PRAGMA foreign_key_list("{table}")').fetchall()
+        fk = conn.execute("SELECT * FROM pragma_foreign_key_list(?)", (table,)).fetchall()
         cols = [f"{r[3]} -> {parent}.{r[4] or 'rowid'}" for r in fk if r[0] == fkid]
         row: Any = None
         if rowid is not None:
-            cur = conn.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,))
+            quoted = table.replace('"', '""')
+            cur = conn.execute(f'SELECT * FROM "{quoted}" WHERE rowid = ?', (rowid,))
             names = [d[0] for d in cur.description]
             found = cur.fetchone()
             row = dict(zip(names, found, strict=True)) if found else None

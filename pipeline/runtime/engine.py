@@ -175,10 +175,14 @@ def check_value(param, value):
         return None, f"must be one of {', '.join(_short(e) for e in enum)}; got {_short(value)}"
     minimum, maximum = param.get("minimum"), param.get("maximum")
     if minimum is not None and ptype in ("integer", "number") and value < minimum:
-        return None, f"must be >= {display(minimum)}; got {display(value)}"
+        return None, f"must be >= {_number(minimum)}; got {display(value)}"
     if maximum is not None and ptype in ("integer", "number") and value > maximum:
-        return None, f"must be <= {display(maximum)}; got {display(value)}"
+        return None, f"must be <= {_number(maximum)}; got {display(value)}"
     return value, None
+
+
+def _number(value):
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else display(value)
 
 
 def validate_arguments(tool, arguments):
@@ -246,6 +250,7 @@ def _sql_message(exc, where):
             "UNIQUE": "a record with this value already exists",
             "NOT NULL": "a value is required",
             "CHECK": "the value is not allowed",
+            "datatype mismatch": "a value does not match its column type",
         }
         hint = next((h for k, h in hints.items() if text.startswith(k)), "")
         return f"rejected by the database: {text}" + (f" ({hint})" if hint else "")
@@ -266,7 +271,10 @@ def _rollback(conn):
 def _program(conn, tool, values):
     name = tool.get("name", "?")
     protected = set(values)
-    for i, step in enumerate(tool.get("steps") or [], 1):
+    steps = tool.get("steps") or []
+    if not tool.get("returns") and not any(s.get("kind") == "write" for s in steps):
+        raise ToolFailure("sql", f"tool '{name}' has neither a write step nor a returns query (tool definition error)")
+    for i, step in enumerate(steps, 1):
         kind, sql = step.get("kind"), step.get("sql", "")
         where = f"step {i} ({kind}) of tool '{name}'"
         if kind == "write":
@@ -390,7 +398,7 @@ def _check_param(p):
     if (lo is not None or hi is not None) and ptype not in ("integer", "number"):
         problems.append(f"parameter '{pname}': minimum/maximum only apply to integer or number parameters")
     if lo is not None and hi is not None and lo > hi:
-        problems.append(f"parameter '{pname}': minimum {display(lo)} is greater than maximum {display(hi)}")
+        problems.append(f"parameter '{pname}': minimum {_number(lo)} is greater than maximum {_number(hi)}")
     if p.get("max_length") is not None and ptype != "string":
         problems.append(f"parameter '{pname}': max_length only applies to string parameters")
     return problems

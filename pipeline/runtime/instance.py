@@ -42,12 +42,6 @@ class _Template:
             finally:
                 src.close()
         self.tools = {t.name: t.model_dump(mode="json") for t in env.tools}
-        self.tables = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-            )
-        ]
 
     def copy_into(self, target: sqlite3.Connection) -> None:
         with self.lock:
@@ -126,8 +120,12 @@ class EnvInstance:
     def snapshot(self) -> dict[str, list[tuple]]:
         """Every table's rows, sorted: ``{table: [row tuple, ...]}``."""
         out = {}
-        for table in self._template.tables:
-            rows = self.conn.execute(f'SELECT * FROM "{table}"').fetchall()
+        tables = self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall()
+        for (table,) in tables:
+            quoted = table.replace('"', '""')
+            rows = self.conn.execute(f'SELECT * FROM "{quoted}"').fetchall()
             out[table] = sorted(rows, key=_sort_key)
         return out
 

@@ -1,0 +1,146 @@
+"""EnvInstance: isolation between instances, reset, state inspection, thread safety."""
+
+from __future__ import annotations
+
+import threading
+
+from pipeline.envdir import create_initial_db
+from pipeline.runtime import EnvInstance
+from tests.fixtures.library import library_env
+
+ENV = library_env()
+BORROW = {"member_id": 4, "book_id": 2, "days": 7}
+
+
+def test_two_instances_never_see_each_others_writes():
+    a, b = EnvInstance(ENV), EnvInstance(ENV)
+    assert a.call("borrow_book", BORROW)["ok"]
+    assert a.query("SELECT COUNT(*) FROM loans") == 5
+    assert b.query("SELECT COUNT(*) FROM loans") == 4
+    # b can make the same loan: a's write is invisible to it
+    assert b.call("borrow_book", BORROW)["ok"]
+    assert b.call("delete_member", {"member_id": 2})["ok"]
+    assert a.query("SELECT COUNT(*) FROM members") == 4
+    assert EnvInstance(ENV).query("SELECT COUNT(*) FROM loans") == 4  # the template is untouched
+    a.close()
+    b.close()
+
+
+def test_reset_restores_the_initial_state():
+    inst = EnvInstance(ENV)
+    initial = inst.snapshot()
+    assert inst.call("borrow_book", BORROW)["ok"]
+    assert inst.call("update_member_email", {"member_id": 1, "email": "new@example.org"})["ok"]
+    assert inst.snapshot() != initial
+    inst.reset()
+    assert inst.snapshot() == initial
+    assert inst.call("borrow_book", BORROW)["result"]["id"] == 5  # same ids after reset: deterministic replays
+    assert inst.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_reset_discards_an_open_transaction():
+    inst = EnvInstance(ENV)
+    inst.conn.execute("BEGIN")
+    inst.conn.execute("DELETE FROM loans")
+    inst.reset()
+    assert inst.query("SELECT COUNT(*) FROM loans") == 4
+    assert not inst.conn.in_transaction
+
+
+def test_initial_db_file_gives_the_same_state_as_the_ir(tmp_path):
+    db = create_initial_db(ENV, tmp_path / "initial.db")
+    from_file, from_ir = EnvInstance(ENV, db), EnvInstance(ENV)
+    assert from_file.snapshot() == from_ir.snapshot()
+    assert from_file.call("borrow_book", BORROW) == from_ir.call("borrow_book", BORROW)
+    from_file.reset()
+    assert from_file.snapshot() == EnvInstance(ENV).snapshot()
+
+
+def test_edited_initial_db_file_is_not_served_from_a_stale_template(tmp_path):
+    import sqlite3
+
+    db = create_initial_db(ENV, tmp_path / "initial.db")
+    assert EnvInstance(ENV, db).query("SELECT COUNT(*) FROM books") == 6
+    with sqlite3.connect(db) as c:
+        c.execute("DELETE FROM books WHERE id = 6")
+    import os
+
+    st = os.stat(db)
+    os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert EnvInstance(ENV, db).query("SELECT COUNT(*) FROM books") == 5
+
+
+def test_query_snapshot_and_diff():
+    inst = EnvInstance(ENV)
+    assert inst.query("SELECT name FROM members WHERE id = ?", (2,)) == "Bob Stone"
+    assert inst.query("SELECT id, tier FROM members WHERE id <= 2 ORDER BY id") == [[1, "basic"], [2, "premium"]]
+    assert inst.query("SELECT id FROM members WHERE id > 100") == []
+    before = inst.snapshot()
+    assert set(before) == {"members", "books", "loans"}
+    assert before["loans"][0][0] == 1 and len(before["loans"]) == 4
+    assert inst.diff(before) == {}
+    inst.call("return_book", {"book_id": 3})
+    inst.call("add_book", {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10})
+    diff = inst.diff(before)
+    assert set(diff) == {"loans", "books"}
+    assert diff["books"] == {"added": [(7, "Dune", "Frank Herbert", "fiction", 1965, 10.0)], "removed": []}
+    assert diff["loans"]["removed"] == [(2, 1, 3, "2026-01-10T11:00:00", "2026-01-24", None)]
+    assert diff["loans"]["added"] == [(2, 1, 3, "2026-01-10T11:00:00", "2026-01-24", "2026-01-15T09:00:00")]
+
+
+def test_snapshot_sorts_mixed_types_and_nulls():
+    inst = EnvInstance(ENV)
+    inst.conn.execute("CREATE TABLE mixed (a ANY) STRICT")
+    inst.conn.executemany("INSERT INTO mixed VALUES (?)", [("x",), (None,), (2,), (1.5,), (b"\x00",)])
+    assert inst.snapshot()["mixed"] == [(None,), (1.5,), (2,), ("x",), (b"\x00",)]
+
+
+def test_unknown_tool_and_default_arguments():
+    inst = EnvInstance(ENV)
+    out = inst.call("fly_to_moon", {})
+    assert out["ok"] is False and out["kind"] == "not_found" and "borrow_book" in out["error"]
+    assert inst.call(None, {})["kind"] == "not_found"  # type: ignore[arg-type]
+    assert inst.call("get_book")["parameter"] == "book_id"
+    assert inst.tool_names[0] == "find_member_by_name"
+
+
+def test_instances_share_one_template_per_environment():
+    a, b = EnvInstance(ENV), EnvInstance(library_env())
+    assert a._template is b._template
+
+
+def test_concurrent_instances_in_threads_stay_isolated():
+    errors: list[str] = []
+
+    def worker(k: int) -> None:
+        try:
+            inst = EnvInstance(ENV)
+            for _ in range(30):
+                out = inst.call("borrow_book", {"member_id": 4, "book_id": 2})
+                if not out["ok"] or inst.query("SELECT COUNT(*) FROM loans") != 5:
+                    errors.append(f"thread {k}: {out}")
+                inst.reset()
+                if inst.query("SELECT COUNT(*) FROM loans") != 4:
+                    errors.append(f"thread {k}: reset failed")
+            inst.close()
+        except Exception as exc:  # collected and asserted below
+            errors.append(f"thread {k}: {exc!r}")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_context_manager_closes():
+    with EnvInstance(ENV) as inst:
+        assert inst.call("get_book", {"book_id": 1})["ok"]
+    import sqlite3
+
+    try:
+        inst.conn.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return
+    raise AssertionError("connection still open after the with block")
