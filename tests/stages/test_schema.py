@@ -1,0 +1,139 @@
+"""Schema stage: deterministic DDL repairs, real SQLite checks, per-table fix conversations, rejections."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from pipeline import ir
+from pipeline.llm import fake_client
+from pipeline.stages.intents import Intent
+from pipeline.stages.schema import (
+    check_enums,
+    check_tables,
+    generate_schema,
+    normalise_ddl,
+    order_tables,
+    scratch_db,
+    table_columns,
+)
+from tests.stages.library_replies import BOOKS_DDL, LOANS_DDL, MEMBERS_DDL, SCENARIO, SCHEMA, small_settings
+
+INTENTS = (Intent(goal="Lend a book to a member", kind="write"), Intent(goal="Find a book", kind="read"))
+BROKEN_BOOKS = "CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT NOT NULL,) STRICT"
+
+
+def sqlite_error(ddl: str) -> str:
+    conn = sqlite3.connect(":memory:")
+    with pytest.raises(sqlite3.Error) as exc:
+        conn.execute(ddl)
+    return str(exc.value)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(80) NOT NULL, price DECIMAL(10, 2), day DATE, ok BOOLEAN);",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL, day TEXT, ok INTEGER) STRICT"),
+    ("```sql\nCREATE TABLE t (id INTEGER PRIMARY KEY) WITHOUT ROWID\n```",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY) WITHOUT ROWID, STRICT"),
+    (MEMBERS_DDL, MEMBERS_DDL),
+    # a column *named* date keeps its name; only the type position is mapped
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, date DATETIME NOT NULL, UNIQUE (id, date))",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY, date TEXT NOT NULL, UNIQUE (id, date)) STRICT"),
+])
+def test_normalise_ddl(raw: str, expected: str) -> None:
+    assert normalise_ddl(raw) == expected
+    if expected.startswith("CREATE TABLE t "):
+        scratch_db([ir.Table(name="t", ddl=expected)])  # valid STRICT SQLite
+
+
+def test_check_tables_reports_sqlite_and_key_problems() -> None:
+    errors = check_tables([
+        ("members", MEMBERS_DDL),
+        ("books", BROKEN_BOOKS),
+        ("loans", LOANS_DDL),  # references books, which failed: not its fault, no error yet
+        ("notes", "CREATE TABLE notes (body TEXT) STRICT"),
+        ("tags", "CREATE TABLE tags (tag_id INTEGER PRIMARY KEY, m INTEGER REFERENCES ghosts(ghost_id)) STRICT"),
+        ("cards", "CREATE TABLE cards (card_id INTEGER PRIMARY KEY, who TEXT REFERENCES members(name)) STRICT"),
+        ("wrong", MEMBERS_DDL),
+    ])
+    assert errors["members"] is None
+    assert errors["books"] == sqlite_error(BROKEN_BOOKS)
+    assert errors["loans"] is None
+    assert errors["notes"] == "table notes has no PRIMARY KEY"
+    assert "references table ghosts, which does not exist" in errors["tags"]
+    assert errors["cards"] == 'foreign key mismatch - "cards" referencing "members"'
+    assert errors["wrong"] == "the statement creates table 'members' but the table is named 'wrong'"
+
+
+def test_enums_and_columns() -> None:
+    assert check_enums(LOANS_DDL) == {"status": ("open", "returned")}
+    assert check_enums("CREATE TABLE x (a INTEGER CHECK (a IN (1, 2, 3)), b TEXT CHECK (b IN ('it''s', 'no')))") \
+        == {"a": (1, 2, 3), "b": ("it's", "no")}
+    tables = [ir.Table(name="members", ddl=MEMBERS_DDL), ir.Table(name="books", ddl=BOOKS_DDL),
+              ir.Table(name="loans", ddl=LOANS_DDL)]
+    cols = {c.name: c for c in table_columns(scratch_db(tables), tables[2])}
+    assert cols["loan_id"].auto_id and not cols["member_id"].auto_id
+    assert cols["member_id"].ref == ("members", "member_id") and cols["member_id"].notnull
+    assert cols["status"].enum == ("open", "returned")
+
+
+def test_order_puts_parents_first() -> None:
+    tables = [ir.Table(name="loans", ddl=LOANS_DDL), ir.Table(name="books", ddl=BOOKS_DDL),
+              ir.Table(name="members", ddl=MEMBERS_DDL)]
+    assert [t.name for t in order_tables(tables)] == ["books", "members", "loans"]
+
+
+def test_clean_reply() -> None:
+    client = fake_client([SCHEMA])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
+    assert res.ok and res.rejections == () and len(client.requests) == 1
+    assert [t.name for t in res.value] == ["members", "books", "loans"]
+    assert res.value[0].ddl == MEMBERS_DDL
+    assert "Lend a book to a member (write)" in client.requests[0][0]["content"]
+
+
+def test_broken_table_gets_the_exact_sqlite_error_and_is_fixed() -> None:
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS},
+                        {"name": "loans", "ddl": LOANS_DDL}]}
+    client = fake_client([reply, {"ddl": BOOKS_DDL}])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
+    assert res.ok and res.rejections == ()
+    assert [t.name for t in res.value] == ["members", "books", "loans"]
+    assert res.attempts == 2
+    fix = client.requests[1]
+    assert fix[1]["role"] == "assistant"
+    assert sqlite_error(BROKEN_BOOKS) in fix[-1]["content"]  # 'near ")": syntax error'
+    assert 'table "books"' in fix[-1]["content"] and MEMBERS_DDL in fix[-1]["content"]
+
+
+def test_unfixable_table_is_dropped_with_its_reason_and_so_are_its_children() -> None:
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS},
+                        {"name": "loans", "ddl": LOANS_DDL}]}
+    client = fake_client([reply, {"ddl": BROKEN_BOOKS}, {"ddl": BROKEN_BOOKS}])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings(max_attempts=3, tables_min=1))
+    assert res.ok and [t.name for t in res.value] == ["members"]
+    assert len(client.requests) == 3
+    # the second fix request carries the error of the first fix attempt
+    assert sqlite_error(BROKEN_BOOKS) in client.requests[2][-1]["content"]
+    by_item = {r.item: r for r in res.rejections}
+    assert by_item["books"].stage == "schema" and by_item["books"].reason == sqlite_error(BROKEN_BOOKS)
+    assert by_item["books"].evidence["ddl"] == BROKEN_BOOKS
+    assert "references table books, which does not exist" in by_item["loans"].reason
+
+
+def test_too_few_tables_rejects_the_stage() -> None:
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS}]}
+    client = fake_client([reply, {"ddl": BROKEN_BOOKS}])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings(max_attempts=2))
+    assert not res.ok
+    assert res.rejections[-1].reason == "only 1 valid tables, at least 2 needed"
+
+
+def test_type_names_are_repaired_without_a_round_trip() -> None:
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL.replace("name TEXT", "name VARCHAR(100)")
+                         .replace(" STRICT", "")}, {"name": "books", "ddl": BOOKS_DDL}]}
+    client = fake_client([reply])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
+    assert res.ok and len(client.requests) == 1
+    assert res.value[0].ddl == MEMBERS_DDL

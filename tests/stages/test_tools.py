@@ -1,0 +1,159 @@
+"""Tools stage: reply -> ir.Tool, sample arguments from seeded rows, static and runtime checks fed back."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import ir
+from pipeline.llm import fake_client
+from pipeline.runtime import EnvInstance, engine
+from pipeline.stages.intents import Intent
+from pipeline.stages.schema import scratch_db
+from pipeline.stages.seed_data import generate_seed
+from pipeline.stages.tools import Sampler, ToolPlanItem, WriteToolReply, exercise, generate_tools, to_tool
+from tests.stages.library_replies import (
+    BOOK_ROWS,
+    BOOKS_DDL,
+    FIND_MEMBER,
+    LEND_BOOK,
+    LIST_LOANS,
+    LOAN_ROWS,
+    LOANS_DDL,
+    MEMBER_ROWS,
+    MEMBERS_DDL,
+    RETURN_BOOK,
+    SCENARIO,
+    TOOL_PLAN,
+    small_settings,
+)
+
+TABLES = (ir.Table(name="members", ddl=MEMBERS_DDL), ir.Table(name="books", ddl=BOOKS_DDL),
+          ir.Table(name="loans", ddl=LOANS_DDL))
+INTENTS = (Intent(goal="Lend a book to a member", kind="write"), Intent(goal="Find a member", kind="read"))
+LEND = ToolPlanItem(name="lend_book", kind="write", purpose="Create an open loan")
+
+
+@pytest.fixture(scope="module")
+def seed() -> tuple[ir.SeedRows, ...]:
+    res = generate_seed(SCENARIO, TABLES, fake_client([MEMBER_ROWS, BOOK_ROWS, LOAN_ROWS]), small_settings())
+    assert res.ok
+    return res.value
+
+
+def base_env(seed: tuple[ir.SeedRows, ...]) -> ir.Environment:
+    return ir.Environment(scenario=SCENARIO, tables=list(TABLES), seed=list(seed))
+
+
+def run(seed: tuple[ir.SeedRows, ...], replies: list, **settings):
+    client = fake_client(replies)
+    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**settings)), client
+
+
+def test_reply_maps_onto_the_ir_with_schema_enums_and_unused_params_dropped() -> None:
+    reply = WriteToolReply.model_validate({
+        "description": "Set a member's status.",
+        "params": [{"name": "member_id", "type": "integer", "description": "m"},
+                   {"name": "status", "type": "string", "description": "new status"},
+                   {"name": "note", "type": "string", "description": "never used"}],
+        "guards": [], "writes": ["UPDATE members SET status = :status WHERE member_id = :member_id"],
+        "returns": None})
+    plan = ToolPlanItem(name="set_status", kind="write", purpose="Change a member's status")
+    tool = to_tool(plan, reply, {"status": ("active", "suspended")})
+    assert [p.name for p in tool.params] == ["member_id", "status"]
+    assert tool.params[1].enum == ["active", "suspended"] and tool.params[0].enum is None
+    assert [s.kind for s in tool.steps] == ["write"] and tool.returns is None
+
+
+def test_sample_arguments_come_from_the_seeded_rows(seed) -> None:
+    env = base_env(seed)
+    with EnvInstance(env) as inst:
+        sampler = Sampler(inst.conn, TABLES, env.clock)
+        lend = to_tool(LEND, WriteToolReply.model_validate(LEND_BOOK), {})
+        sets = sampler.arguments(lend, 3)
+        assert sets == [{"member_id": 1, "book_id": 1}, {"member_id": 2, "book_id": 2},
+                        {"member_id": 3, "book_id": 3}]
+        create = to_tool(ToolPlanItem(name="add_member", kind="write", purpose="Register a member"),
+                         WriteToolReply.model_validate({
+                             "description": "Register a member.",
+                             "params": [{"name": "name", "type": "string", "description": "n"},
+                                        {"name": "email", "type": "string", "description": "e"}],
+                             "guards": [], "returns": None,
+                             "writes": ["INSERT INTO members (name, email, status) VALUES (:name, :email, 'active')"]}),
+                         {})
+        first = sampler.arguments(create, 2)[0]
+        assert first == {"name": "Alice Park", "email": "new.alice@example.org"}  # UNIQUE column: a new value
+
+
+def test_clean_tools(seed) -> None:
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK])
+    assert res.ok and res.rejections == ()
+    assert [t.name for t in res.value] == ["find_member", "list_member_loans", "lend_book", "return_book"]
+    lend = res.value[2]
+    assert [s.kind for s in lend.steps] == ["guard", "guard", "write", "write"]
+    tool_prompt = client.requests[3][0]["content"]
+    assert "Write the write tool lend_book: Create an open loan if a copy is available" in tool_prompt
+    assert LOANS_DDL in tool_prompt
+    env = base_env(seed).model_copy(update={"tools": list(res.value)})
+    with EnvInstance(env) as inst:
+        assert inst.call("lend_book", {"member_id": 1, "book_id": 1})["ok"]
+        refused = inst.call("lend_book", {"member_id": 1, "book_id": 2})
+        assert refused == {"ok": False, "error": "No copy of book 2 is available", "parameter": None,
+                           "kind": "guard"}
+
+
+def test_statement_that_fails_explain_is_fed_back_verbatim_and_fixed(seed) -> None:
+    broken = dict(FIND_MEMBER, returns={"sql": "SELECT nme FROM members WHERE email = :email", "mode": "one"})
+    res, client = run(seed, [TOOL_PLAN, broken, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK])
+    assert res.ok and res.rejections == ()
+    tool = ir.Tool(name="find_member", description="x", kind="read",
+                   params=[ir.Param(name="email", type="string")],
+                   returns=ir.Returns(sql=broken["returns"]["sql"], mode="one"))
+    (problem,) = engine.check_tool(scratch_db(TABLES), tool.model_dump(mode="json"))
+    assert "no such column: nme" in problem
+    retry = client.requests[2]
+    assert retry[-2]["role"] == "assistant" and problem in retry[-1]["content"]
+
+
+def test_runtime_failure_on_sample_arguments_is_fed_back(seed) -> None:
+    broken = dict(LEND_BOOK, writes=["INSERT INTO loans (member_id, book_id, status) "
+                                     "VALUES (:member_id, :book_id, 'open')", *LEND_BOOK["writes"][1:]])
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, broken, LEND_BOOK, RETURN_BOOK])
+    assert res.ok
+    feedback = client.requests[4][-1]["content"]
+    assert "NOT NULL constraint failed: loans.loan_date" in feedback
+    assert "called with {'member_id': 1, 'book_id': 1}" in feedback
+
+
+def test_a_write_that_changes_nothing_is_fed_back(seed) -> None:
+    noop = dict(RETURN_BOOK, writes=["UPDATE loans SET status = 'returned' WHERE loan_id = :loan_id "
+                                     "AND status = 'returned' AND 0"])
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, noop, RETURN_BOOK])
+    assert res.ok
+    assert "succeeded but changed nothing" in client.requests[5][-1]["content"]
+
+
+def test_guard_refusals_do_not_fail_a_tool(seed) -> None:
+    strict = dict(LEND_BOOK, guards=[{"sql": "SELECT 1 FROM books WHERE copies_available > 100", "must": "exist",
+                                      "error": "No book is that popular"}])
+    lend = to_tool(LEND, WriteToolReply.model_validate(strict), {})
+    env = base_env(seed).model_copy(update={"tools": [lend]})
+    calls, error = exercise(env, lend, [{"member_id": 1, "book_id": 1}])
+    assert error is None and calls[0][1]["kind"] == "guard"
+
+
+def test_unfixable_tool_is_dropped_and_too_few_tools_reject_the_stage(seed) -> None:
+    broken = dict(RETURN_BOOK, writes=["UPDATE loanz SET status = 'returned' WHERE loan_id = :loan_id"])
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, broken, broken], max_attempts=2)
+    assert not res.ok
+    dropped, stage = res.rejections
+    assert dropped.stage == "tools" and dropped.item == "return_book"
+    assert "no such table: loanz" in dropped.reason
+    assert stage.reason == "only 3 working tools, at least 4 needed"
+    assert stage.evidence == {"working": ["find_member", "list_member_loans", "lend_book"]}
+
+
+def test_plan_without_a_write_tool_is_fed_back(seed) -> None:
+    reads = {"tools": [dict(t, kind="read") for t in TOOL_PLAN["tools"]]}
+    res, client = run(seed, [reads, TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK])
+    assert res.ok
+    assert "no write tool" in client.requests[1][-1]["content"]

@@ -1,0 +1,136 @@
+"""build_environment end to end on scripted replies, and the ``envfoundry build`` command over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.build import BuildSettings, build_environment
+from pipeline.cli import main
+from pipeline.envdir import load_env_dir
+from pipeline.llm import fake_client
+from pipeline.llm.client import completion_json, encode_reply
+from pipeline.runtime import EnvInstance
+from tests.stages.library_replies import SCENARIO, SCHEMA, all_replies, small_settings
+
+BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT"},
+                    SCHEMA["tables"][1]]}
+
+
+def test_build_produces_a_working_environment() -> None:
+    client = fake_client(all_replies())
+    res = build_environment(SCENARIO, client, small_settings())
+    assert res.ok and res.rejections == ()
+    env = res.env
+    assert [t.name for t in env.tables] == ["members", "books", "loans"]
+    assert {s.table: len(s.rows) for s in env.seed} == {"members": 4, "books": 4, "loans": 4}
+    assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book"]
+    assert set(res.timings) == {"intents", "schema", "seed_data", "tools", "total"}
+    assert set(res.usage) == {"intents", "schema", "seed_data", "tools"}
+    assert res.usage["seed_data"]["calls"] == 3 and res.usage["tools"]["calls"] == 5
+    s = res.summary()
+    assert s["ok"] and s["llm"]["calls"] == 10 and s["rows"]["loans"] == 4
+    with EnvInstance(env) as inst:
+        assert inst.call("find_member", {"email": "bob@example.org"})["result"]["name"] == "Bob Stone"
+
+
+def test_same_replies_same_environment_bytes() -> None:
+    a = build_environment(SCENARIO, fake_client(all_replies()), small_settings()).env
+    b = build_environment(SCENARIO, fake_client(all_replies()), small_settings()).env
+    assert a is not None and a.model_dump_json() == b.model_dump_json() and a.env_id == b.env_id
+
+
+def test_a_stage_that_gives_up_rejects_the_build_with_reasons() -> None:
+    replies = all_replies()[:1] + [BROKEN, {"ddl": BROKEN["tables"][0]["ddl"]}]
+    res = build_environment(SCENARIO, fake_client(replies), small_settings(max_attempts=2))
+    assert not res.ok and res.env is None
+    assert [r.stage for r in res.rejections] == ["schema", "schema"]
+    assert res.rejections[0].reason == 'near ")": syntax error'
+    assert res.rejections[1].reason == "only 1 valid tables, at least 2 needed"
+    assert "tools" not in res.timings and res.usage["schema"]["calls"] == 2
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="tools_min"):
+        BuildSettings(tools_min=9, tools_max=8)
+    with pytest.raises(ValueError, match="extra"):
+        BuildSettings(rows=3)  # type: ignore[call-arg]
+    for name, field in BuildSettings.model_fields.items():
+        assert field.description, f"BuildSettings.{name} has no docstring"
+
+
+# ------------------------------------------------------------------ the CLI over a loopback endpoint
+
+
+class _Handler(BaseHTTPRequestHandler):
+    replies: list[Any]
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(length)
+        item = self.server.replies.pop(0) if self.server.replies else "{}"  # type: ignore[attr-defined]
+        body = json.dumps(completion_json(encode_reply(item))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)  # listening once constructed
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _cli(server: ThreadingHTTPServer, replies: list[Any], *args: str) -> Any:
+    server.replies = list(replies)  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return CliRunner().invoke(main, ["build", "--base-url", url, "--model", "scripted", "--no-cache", *args])
+
+
+def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_path: Path) -> None:
+    config = tmp_path / "envfoundry.toml"
+    config.write_text("[stages.build]\nrows_per_table = 4\nrows_per_call = 4\nintents_max = 6\n")
+    out = tmp_path / "library"
+    res = _cli(endpoint, all_replies(), "--scenario", SCENARIO.description, "--name", SCENARIO.name,
+               "--out", str(out), "--config", str(config))
+    assert res.exit_code == 0, res.output
+    assert "tables:     3 (members 4, books 4, loans 4 rows)" in res.output
+    assert "tools:      4 (find_member, list_member_loans, lend_book, return_book)" in res.output
+    assert "rejections: 0" in res.output and "10 calls" in res.output
+    env, tasks, report = load_env_dir(out)
+    assert env.scenario.name == SCENARIO.name and len(env.tools) == 4 and tasks == []
+    assert report["build"]["settings"]["rows_per_table"] == 4
+    assert {p.name for p in out.iterdir()} >= {"env.json", "schema.sql", "initial.db", "server.py", "report.json"}
+
+
+def test_cli_rejection_exits_1_with_reasons(endpoint: ThreadingHTTPServer, tmp_path: Path) -> None:
+    replies = all_replies()[:1] + [BROKEN, {"ddl": BROKEN["tables"][0]["ddl"]}]
+    res = _cli(endpoint, replies, "--scenario", SCENARIO.description, "--out", str(tmp_path / "x"),
+               "--max-attempts", "2", "--json")
+    assert res.exit_code == 1
+    summary = json.loads(res.output)
+    assert summary["ok"] is False and summary["rejections"][0]["reason"] == 'near ")": syntax error'
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_names_a_bad_settings_key(endpoint: ThreadingHTTPServer, tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[stages.build]\nrows_per_tabel = 4\n")
+    res = _cli(endpoint, [SCHEMA], "--scenario", "x", "--out", str(tmp_path / "y"), "--config", str(config))
+    assert res.exit_code == 2 and "unknown key 'stages.build.rows_per_tabel'" in res.output
