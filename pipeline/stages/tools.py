@@ -203,6 +203,11 @@ class Sampler:
             return v if isinstance(v, (int, float)) else None
         return bool(v) if isinstance(v, int) else None
 
+    def grounded(self, tool: ir.Tool) -> bool:
+        """Whether every argument comes from an enum or a column of the seeded rows."""
+        sql = " ".join(s.sql for s in tool.steps)
+        return all(p.enum or self.source(p.name, sql) is not None for p in tool.params)
+
     def arguments(self, tool: ir.Tool, k: int) -> list[dict[str, Any]]:
         """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
         values for UNIQUE columns are new (so a create-style tool is not refused as a duplicate)."""
@@ -238,10 +243,14 @@ def _definition_error(res: dict[str, Any]) -> bool:
     return res.get("kind") == "sql" and not str(res.get("error", "")).startswith("rejected by the database")
 
 
-def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]]) -> tuple[list[tuple], str | None]:
+def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
+             grounded: bool = False) -> tuple[list[tuple], str | None]:
     """Run ``tool`` on each argument set (fresh state each time); returns (calls, error or None).
 
-    ``calls`` is ``[(arguments, result, changed)]``. The error explains why the tool does not work.
+    ``calls`` is ``[(arguments, result, changed)]``; the error says why the tool does not work:
+    a definition error in any call; no successful call but a database refusal; a write tool
+    whose ``returns`` finds nothing after its writes, or whose successes change nothing; a read
+    tool that finds nothing for any of its ``grounded`` arguments (all drawn from existing rows).
     """
     calls: list[tuple] = []
     with EnvInstance(env) as inst:
@@ -254,11 +263,18 @@ def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]])
     for args, res, _ in calls:
         if _definition_error(res):
             return calls, f"called with {args} it failed: {res['error']}"
+        if tool.kind == "write" and res.get("kind") == "not_found":
+            return calls, (f"called with {args} its writes ran but its returns query found no row "
+                           f"({res['error']}); select the changed row by the arguments or :last_id")
     oks = [c for c in calls if c[1].get("ok")]
     if not oks:
         for args, res, _ in calls:
             if res.get("kind") == "sql":
                 return calls, f"called with {args} it failed: {res['error']}"
+        kinds = {c[1].get("kind") for c in calls}
+        if grounded and kinds == {"not_found"}:
+            return calls, (f"called with {calls[0][0]} (values of existing rows) it found nothing: "
+                           f"{calls[0][1]['error']}")
     if tool.kind == "write" and oks and not any(c[2] for c in oks):
         return calls, (f"called with {oks[0][0]} it succeeded but changed nothing in the database; "
                        "its writes must match the rows named by the arguments")
@@ -312,7 +328,7 @@ def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environm
         if problems:
             return None, "\n".join(f"- {p}" for p in problems)
         env = base_env.model_copy(update={"tools": [tool]})
-        _, error = exercise(env, tool, sampler.arguments(tool, settings.sample_calls))
+        _, error = exercise(env, tool, sampler.arguments(tool, settings.sample_calls), sampler.grounded(tool))
         return (tool, None) if error is None else (None, error)
 
     model = ReadToolReply if plan.kind == "read" else WriteToolReply

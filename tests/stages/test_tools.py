@@ -157,3 +157,13 @@ def test_plan_without_a_write_tool_is_fed_back(seed) -> None:
     res, client = run(seed, [reads, TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK])
     assert res.ok
     assert "no write tool" in client.requests[1][-1]["content"]
+
+
+def test_a_returns_query_that_finds_nothing_is_fed_back(seed) -> None:
+    last_id = dict(RETURN_BOOK, returns={"sql": "SELECT * FROM loans WHERE loan_id = :last_id", "mode": "one"})
+    never = dict(FIND_MEMBER, returns={"sql": "SELECT * FROM members WHERE email = :email AND status = 'gone'",
+                                       "mode": "one"})
+    res, client = run(seed, [TOOL_PLAN, never, FIND_MEMBER, LIST_LOANS, LEND_BOOK, last_id, RETURN_BOOK])
+    assert res.ok and res.rejections == ()
+    assert "(values of existing rows) it found nothing: no matching record found" in client.requests[2][-1]["content"]
+    assert "its writes ran but its returns query found no row" in client.requests[6][-1]["content"]
