@@ -1,0 +1,295 @@
+"""Deriving a task's verifier by code from what its reference solution does to a fresh instance.
+
+The task agent proposes calls and words; this module turns the state diff of replaying those calls
+into SQL assertions:
+
+* an inserted row -> ``COUNT(*)`` of rows with exactly its values; columns the agent cannot predict
+  are checked for type only (an ``INTEGER PRIMARY KEY`` assigned by SQLite, values that differ
+  between two replays (random), timestamps equal to the environment clock); a foreign key to a row
+  inserted in the same trajectory is checked through that row's own conditions;
+* an updated row -> the row, found by its key, holds exactly its final values;
+* a deleted row -> no row with its key;
+* per changed table: the row count, and a fingerprint of every row the reference did not touch (so
+  collateral updates and deletes in a changed table fail);
+* ``mutable_tables`` = the tables the reference changed (every other table must stay as it was);
+* for questions, the expected answer is read from the reference's last result.
+
+Every ``expect`` is computed by running the assertion on the reference's final state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.ir import Assertion, Environment, ToolCall, Verifier
+from verify.evaluate import ANSWER_SEP
+from verify.replay import Run, fresh, play
+from verify.state import (
+    Change,
+    Key,
+    Row,
+    TableInfo,
+    equals,
+    lit,
+    qi,
+    query_value,
+    sort_key,
+    sqlite_type,
+)
+
+MAX_ANSWER_ROWS = 5
+FINGERPRINT_LIMIT = 40_000
+CLOCK_SHIFT = "2031-07-04T17:23:41"
+_FLAG = re.compile(r"^(is|has|on|in|can|was)_|_(flag|active|available)$")
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """What replaying a proposed solution gave: the concrete calls, the verifier, or the error."""
+
+    calls: tuple[ToolCall, ...]
+    responses: tuple[dict[str, Any], ...]
+    changes: tuple[Change, ...]
+    verifier: Verifier | None
+    error: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def tables_used(env: Environment, tool_names: list[str]) -> list[str]:
+    """Tables whose names appear in the SQL of the given tools."""
+    text = " ".join(
+        " ".join([s.sql for s in t.steps] + ([t.returns.sql] if t.returns else []))
+        for t in env.tools if t.name in tool_names
+    )
+    return sorted(t.name for t in env.tables if re.search(rf"\b{re.escape(t.name)}\b", text, re.I))
+
+
+def format_value(value: Any, flag: bool = False) -> str:
+    if flag and value in (0, 1) and not isinstance(value, float):
+        return "yes" if value else "no"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    return str(value)
+
+
+def extract_answer(result: Any, field_name: str) -> tuple[str | None, str | None]:
+    """The expected answer from a read result: ``field_name`` of each returned row (at most 5)."""
+    rows = result if isinstance(result, list) else [result]
+    rows = [r for r in rows if isinstance(r, dict)]
+    if not rows:
+        return None, "the call returned no rows, so there is nothing to ask about; choose arguments that match a row"
+    if len(rows) > MAX_ANSWER_ROWS:
+        return None, f"the call returned {len(rows)} rows; choose arguments that pick out at most {MAX_ANSWER_ROWS}"
+    if field_name not in rows[0]:
+        return None, f"the result has no field {field_name!r} (fields: {', '.join(rows[0])})"
+    values = [r.get(field_name) for r in rows]
+    if all(v is None for v in values):
+        return None, f"field {field_name!r} is empty in the result; ask about another field"
+    flag = bool(_FLAG.search(field_name))
+    out: list[str] = []
+    for v in values:
+        s = "none" if v is None else format_value(v, flag)
+        if s not in out:
+            out.append(s)
+    return ANSWER_SEP.join(out), None
+
+
+# ---------------------------------------------------------------- conditions
+
+
+def _key_cond(info: TableInfo, key: Key) -> str:
+    cols = info.key
+    return " AND ".join(f"rowid = {lit(v)}" if c == "rowid" else equals(c, v) for c, v in zip(cols, key, strict=True))
+
+
+def _key_list(info: TableInfo, keys: list[Key]) -> str:
+    if len(info.key) == 1:
+        col = "rowid" if info.key == ("rowid",) else qi(info.key[0])
+        return f"{col} IN ({', '.join(lit(k[0]) for k in keys)})"
+    cols = ", ".join(qi(c) for c in info.key)
+    values = ", ".join("(" + ", ".join(lit(v) for v in k) + ")" for k in keys)
+    return f"({cols}) IN (VALUES {values})"
+
+
+def _order(info: TableInfo) -> str:
+    return "rowid" if info.key == ("rowid",) else ", ".join(qi(c) for c in info.key)
+
+
+class _Deriver:
+    def __init__(self, env: Environment, run: Run, twin_changes: list[list[Change] | None]):
+        self.env, self.run, self.infos = env, run, run.infos
+        self.changes = run.changes()
+        self.twin_changes = twin_changes
+        self.notes: list[str] = []
+        self.arg_values = [v for r in run.records for v in r.call.arguments.values()]
+        self.arg_items = {(k, v) for r in run.records for k, v in r.call.arguments.items() if not isinstance(v, dict | list)}
+
+    def _counterpart(self, twin: list[Change], change: Change) -> Change | None:
+        if change.op != "insert":
+            return next((c for c in twin if (c.table, c.op, c.key) == (change.table, change.op, change.key)), None)
+        mine = [c for c in self.changes if c.table == change.table and c.op == "insert"]
+        theirs = [c for c in twin if c.table == change.table and c.op == "insert"]
+        if len(mine) != len(theirs):
+            return None
+        return theirs[mine.index(change)]
+
+    def unpredictable(self, change: Change) -> dict[str, str]:
+        """Columns of ``change.after`` checked by type only, with the reason."""
+        info, row = self.infos[change.table], change.after or {}
+        out: dict[str, str] = {}
+        if change.op == "insert" and info.int_pk:
+            pk = info.key[0]
+            if (pk, row.get(pk)) not in self.arg_items:
+                out[pk] = "id assigned by the database"
+        for i, twin in enumerate(self.twin_changes):
+            other = self._counterpart(twin, change) if twin is not None else None
+            if twin is None or other is None:
+                continue
+            for col, v in row.items():
+                if col in out or (other.after or {}).get(col) == v:
+                    continue
+                if i == 0:
+                    out[col] = "differs between two identical replays"
+                elif self._stamp(v):
+                    out[col] = "timestamp from the environment clock"
+        if self.twin_changes[-1] is None:  # the clock-shifted replay failed: judge by the value itself
+            for col, v in row.items():
+                if col not in out and self._stamp(v):
+                    out[col] = "timestamp from the environment clock"
+        if change.op == "update":
+            out = {c: r for c, r in out.items() if c in change.changed_columns}
+        return out
+
+    def _stamp(self, v: Any) -> bool:
+        """A value that is the environment clock itself (now/today), not given by any argument."""
+        clock, today = self.env.clock, self.env.clock[:10]
+        if not isinstance(v, str) or v in self.arg_values:
+            return False
+        return v == clock or v == today or v.startswith((today + "T", today + " "))
+
+    def row_conditions(self, change: Change, depth: int = 0) -> list[str]:
+        info, row = self.infos[change.table], change.after or {}
+        loose = self.unpredictable(change)
+        conds = [_key_cond(info, change.key)] if change.op == "update" else []
+        fks = {col: (parent, pcol) for col, parent, pcol in info.foreign_keys}
+        for col, v in row.items():
+            if change.op == "update" and col in info.key:
+                continue
+            if col in loose:
+                conds.append(f"typeof({qi(col)}) = '{sqlite_type(v)}'")
+                continue
+            parent = self._inserted_parent(fks.get(col), v) if depth < 2 else None
+            if parent is not None:
+                pinfo = self.infos[parent.table]
+                pcol = fks[col][1] or pinfo.key[0]
+                sub = " AND ".join(self.row_conditions(parent, depth + 1)) or "1"
+                conds.append(f"{qi(col)} IN (SELECT {qi(pcol)} FROM {qi(parent.table)} WHERE {sub})")
+                continue
+            conds.append(equals(col, v))
+        return conds
+
+    def _inserted_parent(self, fk: tuple[str, str] | None, value: Any) -> Change | None:
+        if fk is None or value is None:
+            return None
+        parent, pcol = fk
+        for c in self.changes:
+            if c.table == parent and c.op == "insert":
+                pinfo = self.infos[parent]
+                col = pcol or pinfo.key[0]
+                if (c.after or {}).get(col) == value and col in self.unpredictable(c):
+                    return c
+        return None
+
+    def _assert(self, sql: str, description: str) -> Assertion:
+        return Assertion(sql=sql, expect=query_value(self.run.inst.conn, sql), description=description)
+
+    def assertions(self, read_tools: list[str]) -> list[Assertion]:
+        out: list[Assertion] = []
+        for c in self.changes:
+            t = qi(c.table)
+            if c.op == "delete":
+                out.append(self._assert(f"SELECT COUNT(*) FROM {t} WHERE {_key_cond(self.infos[c.table], c.key)}",
+                                        f"{c.table} row {list(c.key)} is deleted"))
+                continue
+            conds = self.row_conditions(c)
+            loose = self.unpredictable(c)
+            what = f"new {c.table} row" if c.op == "insert" else f"{c.table} row {list(c.key)} updated"
+            shown = {k: v for k, v in (c.after or {}).items() if k not in loose and (c.op == "insert" or k in c.changed_columns)}
+            if shown:
+                desc = f"{what}: {_brief(shown)}" + (f" ({', '.join(sorted(loose))} checked by type)" if loose else "")
+            else:
+                desc = f"{what}: {', '.join(sorted(loose))} set (checked by type)"
+            out.append(self._assert(f"SELECT COUNT(*) FROM {t} WHERE {' AND '.join(conds)}", desc))
+        for table in sorted({c.table for c in self.changes}):
+            out.extend(self._frame(table))
+        if not self.changes:
+            for table in tables_used(self.env, read_tools) or sorted(self.infos):
+                out.append(self._assert(f"SELECT COUNT(*) FROM {qi(table)}", f"{table} keeps its rows"))
+        return out
+
+    def _frame(self, table: str) -> list[Assertion]:
+        info = self.infos[table]
+        out = [self._assert(f"SELECT COUNT(*) FROM {qi(table)}", f"{table} has the expected number of rows")]
+        touched = {c.key for c in self.changes if c.table == table}
+        untouched = sorted((k for k in self.run.initial[table] if k not in touched), key=sort_key)
+        if not untouched:
+            return out
+        row_expr = " || ',' || ".join(f"quote({qi(c)})" for c in info.columns)
+        sql = (f"SELECT group_concat(r, char(10)) FROM (SELECT {row_expr} AS r FROM {qi(table)} "
+               f"WHERE {_key_list(info, untouched)} ORDER BY {_order(info)})")
+        a = self._assert(sql, f"the other {len(untouched)} {table} rows are unchanged")
+        if isinstance(a.expect, str) and len(a.expect) > FINGERPRINT_LIMIT:
+            self.notes.append(f"{table}: untouched-row fingerprint too large ({len(a.expect)} chars); count only")
+            return out
+        return out + [a]
+
+
+def _brief(values: Row, limit: int = 6) -> str:
+    items = [f"{k}={v!r}" for k, v in list(values.items())[:limit]]
+    return ", ".join(items) + (", ..." if len(values) > limit else "")
+
+
+def derive_verifier(
+    env: Environment,
+    calls: list[ToolCall],
+    *,
+    initial_db: str | Path | None = None,
+    answer_field: str | None = None,
+) -> Derivation:
+    """Replay ``calls`` on fresh instances and derive the verifier (see the module docstring).
+
+    ``answer_field``: for questions, the field of the last call's result that answers them.
+    """
+    with fresh(env, initial_db) as run:
+        play(run, calls)
+        calls_done = tuple(r.call for r in run.records)
+        responses = tuple(r.response for r in run.records)
+        if run.error:
+            return Derivation(calls_done, responses, (), None, run.error)
+        changes = run.changes()
+        reads = [c.tool for c in calls_done if env.tool(c.tool).kind == "read"]
+        if not changes and answer_field is None:
+            return Derivation(calls_done, responses, (), None, "the calls changed nothing in the database")
+        if changes and answer_field is not None:
+            answer_field = None  # a task that changes the state is judged by the state
+        answer = None
+        if answer_field is not None:
+            answer, err = extract_answer(responses[-1].get("result"), answer_field)
+            if err:
+                return Derivation(calls_done, responses, tuple(changes), None, err)
+        twins: list[list[Change] | None] = []
+        shifted = env.model_copy(update={"clock": CLOCK_SHIFT})
+        for twin_env in (env, shifted):
+            with fresh(twin_env, initial_db) as twin:
+                play(twin, list(calls_done))
+                twins.append(None if twin.error else twin.changes())
+        d = _Deriver(env, run, twins)
+        assertions = d.assertions(reads)
+        verifier = Verifier(assertions=assertions, mutable_tables=sorted({c.table for c in changes}), answer=answer)
+        return Derivation(calls_done, responses, tuple(changes), verifier, None, tuple(d.notes))
+

@@ -1,0 +1,217 @@
+"""Deterministic proofs for one task, each on a fresh instance (no LLM involved).
+
+* ``reference``: replaying the reference solution succeeds call by call and passes the verifier
+  (for questions the expected answer must also be found in what the reference read);
+* ``initial_state``: the initial state fails the verifier; unless the task is a question, at least
+  one *assertion* fails on it (external checkers only run assertions);
+* ``no_op``: a trajectory that only reads (the reference's read calls) and gives no answer fails;
+* ``wrong_answer`` (questions): a perturbed answer fails;
+* ``destructive``: broad writes through the tools (every write tool on many rows) fail, even when
+  the trajectory also states the right answer;
+* ``destructive_after_reference``: the reference followed by the same broad writes fails.
+
+A destructive trajectory whose writes all bounce off guards changes nothing beyond the reference;
+that proof is then vacuous (recorded as such, not as a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.ir import Environment, Task, ToolCall
+from pipeline.runtime import engine
+from verify.derive import tables_used
+from verify.evaluate import NO, YES, answer_items, answer_matches, evaluate
+from verify.replay import Run, describe_call, fresh, play
+from verify.state import TableInfo, diff, id_table, qi, sort_key
+
+ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference"]
+CALLS_PER_TOOL = 6
+MAX_BROAD_CALLS = 48
+
+
+class ProofResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: ProofName
+    ok: bool
+    detail: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProofReport(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ok: bool
+    results: list[ProofResult]
+
+    def failed(self) -> list[ProofResult]:
+        return [r for r in self.results if not r.ok]
+
+    def reason(self) -> str:
+        return "; ".join(f"{r.name}: {r.detail}" for r in self.failed()) or "all proofs hold"
+
+
+def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None) -> ProofReport:
+    """Run every proof of ``task`` on fresh instances of ``env``."""
+    v = task.verifier
+    results: list[ProofResult] = []
+    ref_calls = list(task.reference_solution)
+
+    with fresh(env, initial_db) as run:
+        play(run, ref_calls)
+        if run.error:
+            results.append(ProofResult(name="reference", ok=False, detail=f"reference replay failed: {run.error}"))
+        else:
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=v.answer, infos=run.infos)
+            detail = "reference replay passes the verifier" if ev.passed else "reference replay fails: " + ev.summary()
+            ok = ev.passed
+            if ok and v.answer is not None:
+                grounded = _grounded(v.answer, run)
+                if not grounded:
+                    ok, detail = False, f"the expected answer {v.answer!r} is not in what the reference read"
+            results.append(ProofResult(name="reference", ok=ok, detail=detail,
+                                       evidence={"changes": [c.to_json() for c in run.changes()][:20]}))
+        ref_final = run.final()
+
+    with fresh(env, initial_db) as run:
+        ev = evaluate(v, run.inst.conn, initial=run.initial, answer=None, infos=run.infos)
+        ok, detail = not ev.passed, "initial state fails the verifier: " + ev.summary()
+        if ev.passed:
+            detail = "the verifier already holds on the initial state (the task asks for nothing)"
+        elif v.answer is None and all(ev.assertions):
+            ok = False
+            detail = "every assertion already holds on the initial state (only the mutable-table check fails)"
+        results.append(ProofResult(name="initial_state", ok=ok, detail=detail))
+
+    reads = [c for c in ref_calls if _kind(env, c.tool) == "read"]
+    with fresh(env, initial_db) as run:
+        play(run, reads, stop_on_error=False)
+        ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos)
+        results.append(ProofResult(
+            name="no_op", ok=not ev.passed,
+            detail=("a read-only trajectory passes the verifier" if ev.passed else "read-only trajectory fails: " + ev.summary()),
+            evidence={"calls": [describe_call(c) for c in reads]},
+        ))
+
+    if v.answer is not None:
+        wrong = wrong_answer(v.answer)
+        with fresh(env, initial_db) as run:
+            play(run, ref_calls)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=wrong, infos=run.infos)
+        results.append(ProofResult(name="wrong_answer", ok=not ev.passed,
+                                   detail=(f"wrong answer {wrong!r} " + ("passes" if ev.passed else "fails"))))
+
+    with fresh(env, initial_db) as run:
+        broad = broad_calls(env, run, ref_calls)
+    for name, calls in (("destructive", broad), ("destructive_after_reference", ref_calls + broad)):
+        with fresh(env, initial_db) as run:
+            play(run, calls, stop_on_error=False)
+            final = run.final()
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=v.answer, infos=run.infos)
+            landed = sum(1 for r in run.records[len(calls) - len(broad):] if r.ok)
+        baseline = ref_final if name == "destructive_after_reference" else run.initial
+        extra = diff(baseline, final)
+        evidence = {"broad_calls": len(broad), "succeeded": landed, "extra_changes": len(extra)}
+        if not extra:
+            results.append(ProofResult(name=name, ok=True, evidence=evidence,
+                                       detail="vacuous: no broad write changed the state"))
+        else:
+            results.append(ProofResult(
+                name=name, ok=not ev.passed, evidence=evidence,
+                detail=(f"{landed} broad writes changed {len(extra)} rows and the verifier still passes"
+                        if ev.passed else f"{landed} broad writes changed {len(extra)} rows; verifier fails"),
+            ))
+    return ProofReport(ok=all(r.ok for r in results), results=results)
+
+
+def _kind(env: Environment, tool: str) -> str:
+    try:
+        return env.tool(tool).kind
+    except KeyError:
+        return "unknown"
+
+
+def _grounded(answer: str, run: Run) -> bool:
+    """Every item of ``answer`` appears in the results the reference read (yes/no items excepted)."""
+    text = json.dumps([r.response.get("result") for r in run.records], ensure_ascii=False)
+    items = [i for i in answer_items(answer) if i.casefold() not in YES | NO | {"none"}]
+    return not items or answer_matches("; ".join(items), text)
+
+
+def wrong_answer(answer: str) -> str:
+    """A plausible but wrong answer: numbers shifted, yes/no flipped, names replaced."""
+    out = []
+    for item in answer_items(answer):
+        low = item.casefold()
+        if low in YES:
+            out.append("no")
+        elif low in NO:
+            out.append("yes")
+        elif re.fullmatch(r"-?\d+(\.\d+)?", item):
+            out.append(str(float(item) + 1).removesuffix(".0"))
+        else:
+            out.append("unknown")
+    return "; ".join(out)
+
+
+# ---------------------------------------------------------------- destructive trajectories
+
+
+def _column_values(run: Run, table: str, column: str, limit: int = 8) -> list[Any]:
+    col = "rowid" if column == "rowid" else qi(column)
+    rows = run.inst.conn.execute(
+        f"SELECT DISTINCT {col} FROM {qi(table)} WHERE {col} IS NOT NULL ORDER BY {col} LIMIT {limit}"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _candidates(env: Environment, run: Run, tool_name: str, param: dict[str, Any], ref_values: list[Any]) -> list[Any]:
+    infos: dict[str, TableInfo] = run.infos
+    name = param["name"]
+    values: list[Any] = list(param.get("enum") or [])
+    if not values:
+        used = tables_used(env, [tool_name]) or sorted(infos)
+        for table in used:
+            info = infos.get(table)
+            if info is None:
+                continue
+            if name in info.columns and name != "id":
+                values += _column_values(run, table, name)
+            if id_table({table: info}, name) == table:
+                values += _column_values(run, table, info.key[0])
+        values = sorted(set(values), key=sort_key)
+    values = values or list(ref_values)
+    if param["type"] == "string" and not param.get("enum") and values and isinstance(values[0], str):
+        values.append(values[0] + "-x")  # a fresh value, so unique columns can still change
+    if not values and param.get("required", True):
+        values = {"integer": [1, 2, 3], "number": [1.0, 2.0], "boolean": [True, False], "string": ["x"]}[param["type"]]
+    checked = []
+    for val in values:
+        ok, err = engine.check_value(param, val)
+        if err is None and ok not in checked:
+            checked.append(ok)
+    return checked
+
+
+def broad_calls(env: Environment, run: Run, reference: list[ToolCall]) -> list[ToolCall]:
+    """Broad writes through the tools: every write tool on up to 6 argument sets drawn from real rows."""
+    out: list[ToolCall] = []
+    for tool in sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name):
+        spec = tool.model_dump(mode="json")
+        ref_args = [c.arguments for c in reference if c.tool == tool.name]
+        cands = {}
+        for p in spec["params"]:
+            c = _candidates(env, run, tool.name, p, [a[p["name"]] for a in ref_args if p["name"] in a])
+            if c:
+                cands[p["name"]] = c
+        if any(p.get("required", True) and p["name"] not in cands for p in spec["params"]):
+            continue
+        n = min(CALLS_PER_TOOL, max((len(c) for c in cands.values()), default=1))
+        for i in range(n):
+            args = {k: c[(i + j) % len(c)] for j, (k, c) in enumerate(cands.items())}
+            out.append(ToolCall(tool=tool.name, arguments=args))
+    return out[:MAX_BROAD_CALLS]

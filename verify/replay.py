@@ -1,0 +1,125 @@
+"""Running a list of tool calls on a fresh environment instance and recording what each did.
+
+Arguments may refer to an earlier call's result as ``"$N.field"`` (N counts from 1): the value is
+resolved during replay and the recorded calls hold the concrete value, so a reference solution is
+always a plain list of calls that replays the same way over HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.ir import Environment, ToolCall
+from pipeline.runtime import EnvInstance
+from verify.state import Change, Snapshot, TableInfo, diff, snapshot, table_infos
+
+_REF = re.compile(r"^\$(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+@dataclass
+class CallRecord:
+    call: ToolCall
+    response: dict[str, Any]
+    changes: list[Change]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.response.get("ok"))
+
+
+@dataclass
+class Run:
+    """A trajectory replayed on one instance (left open so callers can query the final state)."""
+
+    inst: EnvInstance
+    infos: dict[str, TableInfo]
+    initial: Snapshot
+    records: list[CallRecord] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return [r.call for r in self.records]
+
+    def final(self) -> Snapshot:
+        return snapshot(self.inst.conn, self.infos)
+
+    def changes(self) -> list[Change]:
+        return diff(self.initial, self.final())
+
+
+@contextmanager
+def fresh(env: Environment, initial_db: str | Path | None = None):
+    """A fresh instance of ``env`` (closed on exit) with its table infos and initial snapshot."""
+    inst = EnvInstance(env, initial_db)
+    try:
+        infos = table_infos(inst.conn)
+        yield Run(inst, infos, snapshot(inst.conn, infos))
+    finally:
+        inst.close()
+
+
+def field_of(result: Any, name: str) -> Any:
+    """``name`` of a tool result: a row object, or the first row of a list of rows."""
+    row = result[0] if isinstance(result, list) and result else result
+    if isinstance(row, dict) and name in row:
+        return row[name]
+    raise KeyError(name)
+
+
+def resolve(arguments: dict[str, Any], responses: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for k, v in arguments.items():
+        m = _REF.match(v) if isinstance(v, str) else None
+        if m:
+            n, name = int(m.group(1)), m.group(2)
+            if not 1 <= n <= len(responses):
+                raise ValueError(f"argument {k!r} refers to call {n}, but only {len(responses)} calls came before")
+            resp = responses[n - 1]
+            if not resp.get("ok"):
+                raise ValueError(f"argument {k!r} refers to call {n}, which failed")
+            try:
+                v = field_of(resp["result"], name)
+            except KeyError:
+                raise ValueError(f"argument {k!r}: the result of call {n} has no field {name!r}") from None
+        out[k] = v
+    return out
+
+
+def call_once(run: Run, call: ToolCall) -> CallRecord:
+    """One tool call on ``run.inst``, recorded with the rows it changed."""
+    before = snapshot(run.inst.conn, run.infos)
+    resp = run.inst.call(call.tool, dict(call.arguments))
+    record = CallRecord(call, resp, diff(before, snapshot(run.inst.conn, run.infos)))
+    run.records.append(record)
+    return record
+
+
+def play(run: Run, calls: list[ToolCall], *, stop_on_error: bool = True) -> Run:
+    """Call each tool on ``run.inst``; records the response and the rows each call changed."""
+    responses = [r.response for r in run.records]
+    for i, call in enumerate(calls, len(run.records) + 1):
+        try:
+            args = resolve(dict(call.arguments), responses)
+        except ValueError as e:
+            run.error = f"call {i} ({call.tool}): {e}"
+            break
+        resp = call_once(run, ToolCall(tool=call.tool, arguments=args)).response
+        responses.append(resp)
+        if not resp.get("ok") and run.error is None:
+            run.error = f"call {i} {call.tool}({_args(args)}) failed: {resp.get('error')}"
+            if stop_on_error:
+                break
+    return run
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in args.items())
+
+
+def describe_call(call: ToolCall) -> str:
+    return f"{call.tool}({_args(call.arguments)})"
