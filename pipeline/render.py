@@ -31,7 +31,7 @@ def _template_body() -> str:
 
 
 def _literal(value: object) -> str:
-    return pprint.pformat(value, width=110, sort_dicts=False)
+    return pprint.pformat(value, width=110, sort_dicts=True)
 
 
 def render_server(env: Environment) -> str:
