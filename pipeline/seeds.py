@@ -81,6 +81,9 @@ def _seed(path: Path, lineno: int, name: str, description: str) -> Seed:
 
 
 def _parse_text_line(path: Path, lineno: int, line: str) -> Seed:
+    if line.startswith(("{", "[")):
+        raise SeedFileError(path, lineno, "looks like JSON in a text seed file (JSONL files start with a JSON "
+                            "object on their first seed line, or are named *.jsonl)")
     head, sep, tail = line.partition(":")
     if sep and head.strip() and len(head.strip()) <= _NAME_SPLIT_MAX:
         return _seed(path, lineno, head, tail)

@@ -199,6 +199,10 @@ class DedupResult:
     kept: tuple[Scenario, ...]
     rejections: tuple[Rejection, ...]
     counts: dict[str, int] = field(default_factory=dict)
+    kept_positions: tuple[int, ...] = ()
+    """Input position of each kept scenario."""
+    rejected_positions: tuple[int, ...] = ()
+    """Input position of the scenario of each rejection."""
 
 
 def _match(entry: IndexEntry, where: str) -> dict[str, Any]:
@@ -220,10 +224,14 @@ def dedup_scenarios(
     kept: list[Scenario] = []
     rejections: list[Rejection] = []
     counts = Counter(input=len(scenarios), kept=0, duplicates=0, capped=0, already_indexed=0)
+    kept_pos: list[int] = []
+    rejected_pos: list[int] = []
     seen: dict[str, IndexEntry] = {}  # ids kept in this call
     added: set[str] = set()  # ids this call added to the index
 
-    def reject(s: Scenario, kind: str, reason: str, **evidence: Any) -> None:
+    def reject(i: int, kind: str, reason: str, **evidence: Any) -> None:
+        s = scenarios[i]
+        rejected_pos.append(i)
         counts["duplicates" if kind == "duplicate" else "capped"] += 1
         rejections.append(Rejection(stage=STAGE, item=s.scenario_id, reason=reason, evidence={
             "kind": kind, "scenario": s.model_dump(mode="json"), "threshold": t, "model": index.embedder.label,
@@ -242,7 +250,7 @@ def dedup_scenarios(
             sid = s.scenario_id
             if sid in seen:
                 e = seen[sid]
-                reject(s, "duplicate", f"same scenario as {e.name!r} earlier in this batch (cosine 1.0)",
+                reject(i, "duplicate", f"same scenario as {e.name!r} earlier in this batch (cosine 1.0)",
                        duplicate_of=_match(e, "batch"), similarity=1.0)
                 continue
             if sid in index:
@@ -250,6 +258,7 @@ def dedup_scenarios(
                 counts["already_indexed"] += 1
                 counts["kept"] += 1
                 kept.append(s)
+                kept_pos.append(i)
                 continue
             sim, match = float(best_sim[r]), None
             if best_pos[r] >= 0:
@@ -261,12 +270,12 @@ def dedup_scenarios(
                 if float(local_sims[j]) > sim:
                     sim, match = float(local_sims[j]), _match(new_entries[j], "batch")
             if match is not None and sim >= t:
-                reject(s, "duplicate", f"near duplicate of {match['name']!r} (cosine {sim:.3f} >= {t})",
+                reject(i, "duplicate", f"near duplicate of {match['name']!r} (cosine {sim:.3f} >= {t})",
                        duplicate_of=match, similarity=round(sim, 4))
                 continue
             if settings.max_per_seed is not None and s.seed is not None and \
                     index.seed_count(s.seed) + new_seeds[s.seed] >= settings.max_per_seed:
-                reject(s, "cap", f"seed {s.seed!r} already has {settings.max_per_seed} scenarios (max_per_seed)",
+                reject(i, "cap", f"seed {s.seed!r} already has {settings.max_per_seed} scenarios (max_per_seed)",
                        seed=s.seed)
                 continue
             entry = IndexEntry(id=sid, name=s.name, seed=s.seed, text=texts[i])
@@ -275,7 +284,8 @@ def dedup_scenarios(
             new_entries.append(entry)
             new_seeds[s.seed] += 1
             kept.append(s)
+            kept_pos.append(i)
             counts["kept"] += 1
         index.add(new_entries, cvecs[new_rows] if new_rows else cvecs[:0])
         added.update(e.id for e in new_entries)
-    return DedupResult(tuple(kept), tuple(rejections), dict(counts))
+    return DedupResult(tuple(kept), tuple(rejections), dict(counts), tuple(kept_pos), tuple(rejected_pos))

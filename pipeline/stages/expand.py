@@ -1,0 +1,209 @@
+"""Expand stage: each domain seed becomes N distinct, concrete, simulatable scenarios.
+
+``expand_seed(seed, client, settings) -> StageResult[tuple[Scenario, ...]]`` asks for one scenario per LLM
+call (small models do better with small steps), listing what was already proposed for the seed so the
+model does not repeat itself, until N are accepted or the attempts run out. Each proposal carries a
+suitability judgement (can a relational database plus tools simulate it faithfully?); unsuitable ones,
+and repeats of earlier proposals, are rejected as data.
+
+``expand_and_dedup(seeds, client, settings, index)`` runs expansion for every seed and then the dedup
+stage against the batch and the catalog's :class:`~pipeline.stages.dedup.DedupIndex`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from pipeline.config import Config, ConfigError, Section
+from pipeline.ir import Rejection, Scenario
+from pipeline.llm import LLMError
+from pipeline.seeds import Seed, normalise
+from pipeline.stages.base import StageResult
+from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios
+from pipeline.stages.feedback import render_section, user
+
+STAGE = "expand"
+
+
+class ExpandSettings(Section):
+    scenarios_per_seed: int = Field(default=3, ge=1, le=100)
+    """How many scenarios to accept per seed (N)."""
+    extra_attempts: int = Field(default=3, ge=0, le=100)
+    """LLM calls allowed per seed beyond N, for proposals that get rejected (unsuitable or repeated)."""
+    max_tokens: int = Field(default=400, ge=64)
+    """Completion budget of one proposal."""
+
+
+class ScenarioSettings(Section):
+    """Settings of the seeds -> scenarios -> dedup part of a run (``[stages.expand]``, ``[stages.dedup]``)."""
+
+    expand: ExpandSettings = ExpandSettings()
+    """Expansion of seeds into scenarios."""
+    dedup: DedupSettings = DedupSettings()
+    """Near-duplicate removal against the batch and the catalog."""
+
+    @classmethod
+    def from_config(cls, config: Config, **overrides: dict[str, Any]) -> ScenarioSettings:
+        """``[stages.expand]`` and ``[stages.dedup]`` of ``config``, with ``overrides`` (None values ignored)
+        on top; a bad key or value is reported by its dotted name."""
+        data: dict[str, Any] = {}
+        for section in ("expand", "dedup"):
+            values = dict(config.stages.get(section, {}))
+            values.update({k: v for k, v in overrides.get(section, {}).items() if v is not None})
+            data[section] = values
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            msgs = []
+            for err in e.errors():
+                key = "stages." + ".".join(str(x) for x in err["loc"])
+                msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden"
+                            else f"'{key}': {err['msg']} (got {err.get('input')!r})")
+            raise ConfigError("; ".join(msgs)) from None
+
+
+class ScenarioReply(BaseModel):
+    """What the LLM fills for one proposal (field order: judgement after the content it judges)."""
+
+    name: str = Field(min_length=3, max_length=80)
+    description: str = Field(min_length=20, max_length=500)
+    entities: list[str] = Field(min_length=2, max_length=6)
+    goals: list[str] = Field(min_length=2, max_length=5)
+    simulation: str = Field(min_length=3, max_length=400)
+    suitable: bool
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _previous(proposals: Sequence[tuple[Scenario, str | None]]) -> str:
+    if not proposals:
+        return ""
+    items = "\n".join(
+        f"- {s.name}: {s.description}" + (f" ({why})" if why else "") for s, why in proposals
+    )
+    return "\n" + render_section(STAGE, "previous", items=items)
+
+
+def expansion_messages(seed: Seed, number: int, proposals: Sequence[tuple[Scenario, str | None]]) -> list[dict[str, Any]]:
+    """The request for proposal ``number`` (1-based); ``proposals`` are earlier ones with a note for rejects."""
+    return user(render_section(STAGE, "ask", seed=seed.text, number=number, previous=_previous(proposals)))
+
+
+def _reject(seed: Seed, kind: str, reason: str, item: str, **evidence: Any) -> Rejection:
+    return Rejection(stage=STAGE, item=item, reason=reason,
+                     evidence={"kind": kind, "seed": seed.model_dump(mode="json"), **evidence})
+
+
+def expand_seed(seed: Seed, client: Any, settings: ExpandSettings | None = None) -> StageResult[tuple[Scenario, ...]]:
+    """Up to ``scenarios_per_seed`` accepted scenarios for ``seed``, one LLM call each, plus the rejections
+    (evidence ``kind``: ``unsuitable``, ``repeat`` or ``llm_error``). ``attempts`` counts LLM proposals."""
+    settings = settings or ExpandSettings()
+    n = settings.scenarios_per_seed
+    accepted: list[Scenario] = []
+    proposals: list[tuple[Scenario, str | None]] = []
+    rejections: list[Rejection] = []
+    seen: dict[str, Scenario] = {}
+    attempts = 0
+    for number in range(1, n + settings.extra_attempts + 1):
+        if len(accepted) >= n:
+            break
+        messages = expansion_messages(seed, number, proposals)
+        try:
+            reply = client.structured(ScenarioReply, messages, stage=STAGE, max_tokens=settings.max_tokens)
+        except LLMError as e:
+            # The client already retried with its validation errors fed back; the same request again
+            # (temperature 0, cached) would fail the same way.
+            rejections.append(_reject(seed, "llm_error", f"no usable scenario from the LLM: {e}", seed.name,
+                                      attempt=number))
+            break
+        attempts += 1
+        scenario = Scenario(
+            name=_clean(reply.name), description=_clean(reply.description), seed=seed.name,
+            entities=[_clean(x) for x in reply.entities if x.strip()],
+            goals=[_clean(x) for x in reply.goals if x.strip()],
+        )
+        evidence = {"scenario": scenario.model_dump(mode="json"), "simulation": _clean(reply.simulation),
+                    "attempt": number}
+        key = normalise(scenario.name)
+        if key in seen:
+            first = seen[key]
+            rejections.append(_reject(seed, "repeat", f"repeats the earlier proposal {first.name!r}",
+                                      scenario.scenario_id, duplicate_of={"id": first.scenario_id, "name": first.name},
+                                      similarity=1.0, **evidence))
+            continue  # the list in the next prompt is unchanged, but the proposal number differs
+        seen[key] = scenario
+        if not reply.suitable:
+            why = _clean(reply.simulation)
+            rejections.append(_reject(seed, "unsuitable", f"unsuitable for a database + tools simulation: {why}",
+                                      scenario.scenario_id, **evidence))
+            proposals.append((scenario, "rejected: not simulatable"))
+            continue
+        accepted.append(scenario)
+        proposals.append((scenario, None))
+    return StageResult(tuple(accepted), tuple(rejections), attempts)
+
+
+# ---------------------------------------------------------------- seeds -> unique scenarios
+
+
+COUNT_KEYS = ("seeds", "generated", "unsuitable", "duplicates", "capped", "failed", "kept", "already_indexed")
+
+
+@dataclass(frozen=True)
+class SeedProgress:
+    """Reported after each seed: its index (1-based), the seed and what its expansion returned."""
+
+    index: int
+    total: int
+    seed: Seed
+    result: StageResult[tuple[Scenario, ...]]
+
+
+def expand_and_dedup(
+    seeds: Sequence[Seed],
+    client: Any,
+    settings: ScenarioSettings | None = None,
+    index: DedupIndex | None = None,
+    *,
+    on_seed: Callable[[SeedProgress], None] | None = None,
+) -> tuple[list[Scenario], list[Rejection], dict[str, int]]:
+    """Expand every seed, then drop near duplicates (within the batch and against ``index``).
+
+    Returns (kept scenarios in seed order, all rejections, counts). ``counts`` has ``generated``
+    (proposals the LLM made) = ``unsuitable`` + ``duplicates`` + ``capped`` + ``kept``; ``failed`` counts
+    seeds whose LLM calls gave up; ``already_indexed`` counts kept scenarios that were already in the
+    index (a rerun keeps them without adding them twice). When ``index`` was opened from a directory it
+    is saved there; with no ``index`` an in-memory one is used.
+    """
+    settings = settings or ScenarioSettings()
+    if index is None:
+        from pipeline.embed import get_embedder
+
+        index = DedupIndex(get_embedder(settings.dedup.model), settings.dedup.text)
+    scenarios: list[Scenario] = []
+    rejections: list[Rejection] = []
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    counts["seeds"] = len(seeds)
+    for i, seed in enumerate(seeds, start=1):
+        result = expand_seed(seed, client, settings.expand)
+        scenarios.extend(result.value or ())
+        rejections.extend(result.rejections)
+        counts["generated"] += result.attempts
+        for r in result.rejections:
+            kind = r.evidence.get("kind")
+            counts[{"unsuitable": "unsuitable", "repeat": "duplicates", "llm_error": "failed"}[kind]] += 1
+        if on_seed is not None:
+            on_seed(SeedProgress(i, len(seeds), seed, result))
+    dedup = dedup_scenarios(scenarios, index, settings.dedup)
+    rejections.extend(dedup.rejections)
+    for key in ("duplicates", "capped", "kept", "already_indexed"):
+        counts[key] += dedup.counts[key]
+    if index.path is not None:
+        index.save()
+    return list(dedup.kept), rejections, counts
