@@ -1,0 +1,1 @@
+"""Source files copied into exported artefacts (they import trainer libraries, not envfoundry)."""

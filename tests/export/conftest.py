@@ -1,0 +1,70 @@
+"""A small catalog for the export tests: the hand-written library environment with three tasks
+(two from the fixture, one question whose verifier needs the agent's answer)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.envdir import write_env_dir
+from pipeline.ir import Assertion, Task, ToolCall, Verifier
+from tests.fixtures.library import library_env, library_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINER_VENVS = REPO / ".venv-trainers"
+
+
+def question_task(env) -> Task:
+    instruction = "How many books does Carla Diaz currently have on loan? Answer with the number."
+    solution = [
+        ToolCall(tool="find_member_by_name", arguments={"name": "Carla"}),
+        ToolCall(tool="list_loans_for_member", arguments={"member_id": 3, "status": "open"}),
+    ]
+    verifier = Verifier(
+        assertions=[Assertion(sql="SELECT COUNT(*) FROM loans WHERE member_id = 3 AND returned_at IS NULL", expect=2)],
+        mutable_tables=[],
+        answer="2",
+    )
+    return Task(
+        task_id=Task.make_id(env.env_id, instruction, solution, verifier),
+        env_id=env.env_id,
+        instruction=instruction,
+        tools=[t.openai_schema() for t in env.tools],
+        reference_solution=solution,
+        verifier=verifier,
+        kind="lookup",
+        provenance={"source": "tests/export/conftest.py"},
+    )
+
+
+def build_catalog(root: Path) -> Path:
+    env = library_env()
+    tasks = [*library_tasks(env), question_task(env)]
+    write_env_dir(env, root / "envs" / env.env_id, tasks=tasks, report={"source": "tests/export"})
+    return root
+
+
+@pytest.fixture(scope="session")
+def catalog_dir(tmp_path_factory) -> Path:
+    return build_catalog(tmp_path_factory.mktemp("catalog"))
+
+
+def trainer_python(name: str) -> Path:
+    """The python of a trainer venv made by scripts/setup_trainers.sh (fails loudly when missing)."""
+    py = TRAINER_VENVS / name / "bin" / "python"
+    if not py.exists():
+        pytest.fail(f"{py} is missing: run scripts/setup_trainers.sh (the project's set-up runs it)")
+    return py
+
+
+def subprocess_env(extra_path: list[Path] | None = None) -> dict[str, str]:
+    """An environment for a trainer-venv subprocess: nothing of envfoundry's venv leaks in."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in extra_path)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    _ = sys
+    return env
