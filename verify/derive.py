@@ -182,6 +182,8 @@ class _Deriver:
                 continue
             if col in loose:
                 conds.append(f"typeof({qi(col)}) = '{sqlite_type(v)}'")
+                if change.op == "update" and (change.before or {}).get(col) is not None:
+                    conds.append(f"{qi(col)} IS NOT {lit((change.before or {})[col])}")  # it did change
                 continue
             parent = self._inserted_parent(fks.get(col), v) if depth < 2 else None
             if parent is not None:

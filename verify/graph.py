@@ -3,8 +3,8 @@
 ::
 
     START -> prove --ok--> test -> check --environment fault, rounds left, a fixer--> fix -> prove ...
-               |  \\--reference uses a broken tool, a fixer--> fix                     \\--else--> finish
-               \\--a proof fails--> finish
+               |  \\--a proof fails, or the reference uses a broken tool--> fix      \\--else--> finish
+               \\--no fixer or no rounds left--> finish
 
 Nodes are thin adapters over pure functions (``verify.proofs.prove``, ``verify.tester.run_attempts``,
 ``verify.checker.review_attempt``, and the fixers passed in ``VerifyDeps``); the loop is bounded by
@@ -85,7 +85,10 @@ class TaskOutcome(BaseModel):
 def _prove(state: VerifyState) -> VerifyState:
     env, task, db = state["env"], state["task"], state.get("initial_db")
     report = prove(env, task, initial_db=db)
-    _, faults = rule_review(env, list(task.reference_solution), initial_db=db) if report.ok else ([], [])
+    if not report.ok:  # back to the task agent with the evidence
+        fault = Fault(kind="task", target="verifier", reason="the task fails its proofs: " + report.reason(), source="rule")
+        return {"proofs": report, "reference_faults": [], "fault": fault, "attempts": [], "reviews": []}
+    _, faults = rule_review(env, list(task.reference_solution), initial_db=db)
     return {"proofs": report, "reference_faults": faults, "fault": faults[0] if faults else None,
             "attempts": [], "reviews": []}
 
@@ -143,6 +146,10 @@ def _fix(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
                 else:
                     update |= {"env": new_env, "task": new_task, "fixed": True, "env_changed": True}
                     entry["fix_result"] = f"{how} repaired; verifier derived again"
+        elif how == "task" and fault.target == "verifier" and deps.rederive is not None \
+                and (rederived := deps.rederive(env, task))[0] is not None:
+            update |= {"task": rederived[0], "fixed": True}  # the verifier derived again from the reference
+            entry["fix_result"] = "verifier derived again from the reference solution"
         elif how == "task":
             assert deps.fix_task is not None
             problem = f"{fault.kind} problem ({fault.target}): {fault.reason}"
@@ -175,9 +182,10 @@ def _round_entry(state: VerifyState) -> dict[str, Any]:
 
 def _after_prove(deps: VerifyDeps) -> Callable[[VerifyState], str]:
     def route(state: VerifyState) -> str:
+        can_fix = state.get("round", 0) < deps.fix_rounds and _fixer_for(deps, state.get("fault")) is not None
         if not state["proofs"].ok:
-            return "finish"
-        if state.get("reference_faults") and state.get("round", 0) < deps.fix_rounds and _fixer_for(deps, state.get("fault")):
+            return "fix" if can_fix else "finish"
+        if state.get("reference_faults") and can_fix:
             return "fix"
         return "test"
     return route

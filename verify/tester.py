@@ -66,7 +66,7 @@ class Attempt(Frozen):
     error: str | None = None
 
 
-def tester_model(env: Environment) -> type[BaseModel]:
+def turn_model(env: Environment) -> type[BaseModel]:
     actions: list[Any] = []
     for tool in env.tools:
         actions.append(create_model(
@@ -118,7 +118,7 @@ def run_attempt(
     """One attempt at ``task`` on a fresh instance, judged by the verifier afterwards."""
     settings = settings or TesterSettings()
     llm = _for_attempt(client, attempt, settings)
-    model = tester_model(env)
+    model = turn_model(env)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": render_section("tester", "system", tools=catalog(env), max_turns=settings.max_turns)},
         {"role": "user", "content": task.instruction},
