@@ -143,6 +143,8 @@ class LLMClient:
         return self._cache
 
     def describe(self) -> str:
+        if self.embedded and not self._started:
+            return f"{self.model} (embedded; server not started: every reply came from the cache)"
         kind = "embedded llama.cpp server" if self.embedded else "configured endpoint"
         return f"{self.model} at {self.base_url} ({kind})"
 
