@@ -54,7 +54,9 @@ class SafeJSONResponse(JSONResponse):
 class EnvState:
     """The live database (the --db file), its starting state for reset, and the tool programs.
 
-    One lock serialises tool calls and resets, so HTTP and MCP requests never interleave.
+    One lock serialises tool calls and resets, so HTTP and MCP requests never interleave. Each
+    successful call is committed to the file before the response is sent (``synchronous = OFF``:
+    readers and a crashed server lose nothing; only an OS crash could, which episodes do not need).
     """
 
     def __init__(self, env, db_path):
@@ -62,6 +64,7 @@ class EnvState:
         self.tools = {t["name"]: t for t in env["tools"]}
         self.lock = threading.Lock()
         self.conn = connect(db_path)
+        self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         self.pristine = connect(":memory:")
         self.conn.backup(self.pristine)
