@@ -8,8 +8,13 @@ from __future__ import annotations
 import click
 
 from pipeline.cli import build as _build
-from pipeline.cli.common import Group
+from pipeline.cli import envs as _envs
+from pipeline.cli import export as _export
 from pipeline.cli import llm as _llm
+from pipeline.cli import run as _run
+from pipeline.cli import seeds as _seeds
+from pipeline.cli import verify as _verify
+from pipeline.cli.common import Group
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,5 +23,5 @@ def main() -> None:
     """envfoundry: synthesise verified tool-use RL environments for LLM agents."""
 
 
-for _mod in (_llm, _build):
+for _mod in (_llm, _seeds, _build, _envs, _verify, _run, _export):
     _mod.register(main)

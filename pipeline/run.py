@@ -1,0 +1,313 @@
+"""The batch run: seeds -> scenarios -> dedup -> per-scenario graph (build + verify) -> task bank -> catalog.
+
+Resumable with nothing lost: the LLM cache lives in the catalog directory, each scenario's graph is
+checkpointed (``checkpoints.sqlite``, thread id = scenario id), finished scenarios are skipped by their
+status in ``catalog.db``, and every catalog write is an upsert. Kill it at any moment and rerun the same
+command: it continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from pipeline.catalog import Catalog
+from pipeline.config import Config, ConfigError, LLMSettings, Section
+from pipeline.hashing import canonical_json, content_hash
+
+KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
+
+
+class RunSettings(Section):
+    """``[stages.run]``: the batch job itself."""
+
+    concurrency: int = Field(default=1, ge=1, le=64)
+    """Scenarios processed at once (the embedded server answers one request at a time)."""
+    tasks_per_env: int | None = Field(default=None, ge=1, le=200)
+    """Tasks generated per environment (default: ``[stages.tasks] n_tasks``)."""
+    max_scenarios: int | None = Field(default=None, ge=1)
+    """Stop after this many kept scenarios (a cheap trial run)."""
+
+
+@dataclass
+class RunPlan:
+    config: Config
+    run: RunSettings
+    scenarios: Any  # ScenarioSettings
+    build: Any  # BuildSettings
+    verify: Any  # VerifySettings
+
+    def fingerprint(self) -> str:
+        """What decides the outputs: model identity, sampling, stage settings (not concurrency or timeouts)."""
+        llm = self.config.llm
+        model = llm.model if llm.base_url else llm.embedded_model
+        return content_hash({
+            "model": model, "base_url": llm.base_url, "temperature": llm.temperature, "top_p": llm.top_p,
+            "seed": llm.seed, "scenarios": self.scenarios.model_dump(mode="json"),
+            "build": self.build.model_dump(mode="json"), "verify": self.verify.model_dump(mode="json"),
+            "tasks_per_env": self.run.tasks_per_env, "max_scenarios": self.run.max_scenarios,
+        })
+
+
+def _section_error(prefix: str, e: ValidationError) -> ConfigError:
+    msgs = []
+    for err in e.errors():
+        key = prefix + ".".join(str(x) for x in err["loc"])
+        msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden"
+                    else f"'{key}': {err['msg']} (got {err.get('input')!r})")
+    return ConfigError("; ".join(msgs))
+
+
+def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
+    """Validate every ``[stages.*]`` table (a bad key or value is named) with CLI ``overrides`` on top."""
+    from pipeline.build import BuildSettings
+    from pipeline.stages.expand import ScenarioSettings
+    from verify.run import VerifySettings
+
+    stages = {k: dict(v) for k, v in config.stages.items()}
+    unknown = sorted(set(stages) - KNOWN_STAGES)
+    if unknown:
+        raise ConfigError(f"unknown config section(s) {', '.join('stages.' + u for u in unknown)}; "
+                          f"known: {', '.join(sorted(KNOWN_STAGES))}")
+    for section, values in (overrides or {}).items():
+        stages.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+    try:
+        run = RunSettings.model_validate(stages.get("run", {}))
+    except ValidationError as e:
+        raise _section_error("stages.run.", e) from None
+    try:
+        build = BuildSettings.model_validate(stages.get("build", {}))
+    except ValidationError as e:
+        raise _section_error("stages.build.", e) from None
+    scen = ScenarioSettings.from_config(Config(llm=config.llm, stages=stages))
+    try:
+        verify = VerifySettings.from_stages(stages)
+    except ValidationError as e:
+        raise _section_error("stages.", e) from None
+    return RunPlan(config, run, scen, build, verify)
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    counts: dict[str, int]
+    environments: list[dict[str, Any]]
+    failed: list[dict[str, str]]
+    usage: dict[str, dict[str, float]]
+    seconds: float
+    histogram: dict[str, int] = field(default_factory=dict)
+    task_bank: dict[str, str] = field(default_factory=dict)
+
+
+class Progress:
+    """Callbacks a front end (rich progress bars, logs, tests) implements; all optional."""
+
+    def stage(self, name: str, total: int) -> None: ...
+    def advance(self, name: str, n: int = 1, info: str = "") -> None: ...
+    def message(self, text: str) -> None: ...
+    def tokens(self, completion_tokens: int, seconds: float) -> None: ...
+
+
+def _llm_for_run(config: Config, out_dir: Path) -> LLMSettings:
+    llm = config.llm
+    if llm.cache and llm.cache_path is None:  # a catalog carries its own cache: reruns and reproductions
+        llm = llm.model_copy(update={"cache_path": out_dir / "llm_cache.sqlite"})
+    return llm
+
+
+def run_catalog(
+    seeds_file: str | Path,
+    out_dir: str | Path,
+    plan: RunPlan,
+    *,
+    allow_other_config: bool = False,
+    progress: Progress | None = None,
+    client_factory: Callable[[LLMSettings], Any] | None = None,
+) -> RunResult:
+    from pipeline.llm import client_from_settings
+    from pipeline.seeds import load_seeds
+
+    prog = progress or Progress()
+    seeds = load_seeds(seeds_file)  # a bad seed file fails here, before anything is written
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    catalog = Catalog(out)
+    fingerprint = plan.fingerprint()
+    catalog.claim(fingerprint, allow_other=allow_other_config)
+    llm = _llm_for_run(plan.config, out)
+    make = client_factory or client_from_settings
+    run_id = content_hash({"started": started, "fingerprint": fingerprint, "seeds": str(seeds_file)})
+    from pipeline.prompts import prompt_hashes
+
+    run_row: dict[str, Any] = {
+        "run_id": run_id, "started": started, "finished": None, "status": "running", "seeds_file": str(seeds_file),
+        "config": {"llm": llm.model_dump(mode="json", exclude={"api_key"}), "stages": plan.config.stages},
+        "config_fingerprint": fingerprint, "git_revision": git_revision(),
+        "model": llm.model if llm.base_url else llm.embedded_model, "prompt_hashes": prompt_hashes(),
+    }
+    catalog.record_run(run_row)
+    catalog.add_seeds(seeds)
+    clients: list[Any] = []
+
+    def new_client() -> Any:
+        c = make(llm)
+        clients.append(c)
+        return c
+
+    # ---- seeds -> scenarios -> dedup (against everything already in the catalog)
+    from pipeline.stages.dedup import DedupIndex
+    from pipeline.stages.expand import expand_and_dedup
+
+    prog.stage("seeds", len(seeds))
+    exp_client = new_client()
+    index = DedupIndex.open(out / "dedup", plan.scenarios.dedup)
+    kept, rejections, counts = expand_and_dedup(
+        seeds, exp_client, plan.scenarios, index,
+        on_seed=lambda p: prog.advance("seeds", 1, p.seed.name),
+    )
+    catalog.add_scenarios(kept)
+    catalog.add_rejections(rejections)
+    scenarios = catalog.kept_scenarios()  # this run's and every earlier run's, in first-seen order
+    if plan.run.max_scenarios:
+        scenarios = scenarios[: plan.run.max_scenarios]
+
+    # ---- per scenario: the checkpointed graph
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from pipeline.graph import GraphDeps, build_scenario_graph
+
+    envs_dir = out / "envs"
+    envs_dir.mkdir(parents=True, exist_ok=True)
+    ck_conn = sqlite3.connect(out / "checkpoints.sqlite", check_same_thread=False)
+    saver = SqliteSaver(ck_conn)
+    todo = [s for s in scenarios if catalog.environment_status(s.scenario_id) not in ("verified", "rejected")]
+    skipped = len(scenarios) - len(todo)
+    prog.stage("environments", len(scenarios))
+    if skipped:
+        prog.advance("environments", skipped, f"{skipped} already done")
+    failed: list[dict[str, str]] = []
+
+    def one(scn: Any) -> dict[str, Any]:
+        client = new_client()
+        deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
+                         n_tasks=plan.run.tasks_per_env, progress=prog.message)
+        graph = build_scenario_graph(deps, checkpointer=saver)
+        cfg = {"configurable": {"thread_id": f"{fingerprint}:{scn.scenario_id}"}, "recursion_limit": 50}
+        state = graph.get_state(cfg)
+        t = time.perf_counter()
+        catalog.set_environment(scn.scenario_id, name=scn.name, status="building", reason="")
+        try:
+            if state.next:
+                final = graph.invoke(None, cfg)  # resume after the last finished node
+            elif state.values.get("status") in ("verified", "rejected"):
+                final = state.values
+            else:
+                final = graph.invoke({"scenario": scn.model_dump(mode="json"), "status": "building",
+                                      "rejections": []}, cfg)
+        except Exception as e:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
+            reason = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=reason,
+                                    seconds=round(time.perf_counter() - t, 2))
+            return {"scenario": scn.name, "status": "failed", "reason": reason}
+        from pipeline.ir import Rejection
+
+        catalog.add_rejections([Rejection.model_validate(r) for r in final.get("rejections", [])],
+                               scn.scenario_id)
+        tot = client.usage.total()
+        row = {"name": scn.name, "status": final.get("status", "failed"), "reason": final.get("reason", ""),
+               "env_id": final.get("env_id"), "dir": final.get("env_dir"), "tools": len(final.get("tools", [])),
+               "tables": len(final.get("tables", [])),
+               "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
+               "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
+               "seconds": round(time.perf_counter() - t, 2)}
+        catalog.set_environment(scn.scenario_id, **row)
+        if row["status"] == "verified" and row["dir"]:
+            from pipeline.envdir import load_env_dir
+
+            _, tasks, _ = load_env_dir(row["dir"])
+            catalog.set_tasks(row["env_id"], tasks)
+        prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
+        return {"scenario": scn.name, **row}
+
+    with ThreadPoolExecutor(max_workers=plan.run.concurrency) as pool:
+        futures = [pool.submit(one, s) for s in todo]
+        for fut in as_completed(futures):
+            r = fut.result()
+            if r["status"] == "failed":
+                failed.append({"scenario": r["scenario"], "reason": r["reason"]})
+            prog.advance("environments", 1, f"{r['scenario']}: {r['status']}")
+    ck_conn.close()
+
+    # ---- the catalog-wide task bank, from every verified environment
+    from pipeline.envdir import load_env_dir
+    from verify.difficulty import pass_rate
+    from verify.emit import write_task_bank
+
+    envs = catalog.environments()
+    all_tasks = []
+    for e in envs:
+        if e["status"] == "verified" and e["dir"] and Path(e["dir"]).is_dir():
+            all_tasks.extend(load_env_dir(e["dir"])[1])
+    all_tasks.sort(key=lambda t: (t.env_id, t.task_id))
+    bank = write_task_bank(all_tasks, out)
+    hist: Counter[str] = Counter()
+    for t in all_tasks:
+        rate = pass_rate(t)
+        hist["untested" if rate is None else f"{min(int(rate * 4), 3) * 25}-{min(int(rate * 4), 3) * 25 + 25}%"] += 1
+
+    usage: dict[str, dict[str, float]] = {}
+    for c in clients:
+        for stage, s in c.usage.by_stage().items():
+            acc = usage.setdefault(stage, dict.fromkeys(s, 0))
+            for k, v in s.items():
+                acc[k] = round(acc[k] + v, 3)
+    status = Counter(e["status"] for e in envs)
+    counts = {**counts, "skipped_done": skipped, "environments_verified": status.get("verified", 0),
+              "environments_rejected": status.get("rejected", 0), "environments_failed": status.get("failed", 0),
+              "tasks": len(all_tasks)}
+    seconds = round(time.perf_counter() - t0, 2)
+    run_row.update(finished=datetime.now(UTC).isoformat(timespec="seconds"),
+                   status="failed-items" if failed else "done", counts=counts, usage=usage,
+                   timings={"total": seconds})
+    catalog.record_run(run_row)
+    catalog.close()
+    return RunResult(out, counts, envs, failed, usage, seconds, dict(sorted(hist.items())),
+                     {k: str(v) for k, v in bank.items()})
+
+
+def summary_dict(r: RunResult) -> dict[str, Any]:
+    verified = [e for e in r.environments if e["status"] == "verified"]
+    tok = sum((e.get("completion_tokens") or 0) + (e.get("prompt_tokens") or 0) for e in verified)
+    secs = sum(e.get("seconds") or 0 for e in verified)
+    return {
+        "out": str(r.out_dir), "counts": r.counts, "failed": r.failed, "pass_rate_histogram": r.histogram,
+        "tokens_per_verified_env": round(tok / len(verified)) if verified else None,
+        "seconds_per_verified_env": round(secs / len(verified), 1) if verified else None,
+        "seconds": r.seconds, "usage": r.usage, "task_bank": r.task_bank,
+        "rejections_by_stage": dict(Counter(e["status"] + ":" + (e.get("reason") or "").split(":")[0]
+                                            for e in r.environments if e["status"] != "verified")),
+    }
+
+
+def canonical_summary(r: RunResult) -> str:
+    return canonical_json(summary_dict(r))
