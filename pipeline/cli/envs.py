@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import runpy
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -11,6 +12,10 @@ from pathlib import Path
 import click
 
 env_dir_argument = click.argument("env_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def register(main: click.Group) -> None:
@@ -42,15 +47,25 @@ def register(main: click.Group) -> None:
         elif not db.exists():
             shutil.copyfile(initial, db)
         click.echo(f"serving {env_dir.name} at http://{host}:{port} (MCP: /mcp, database: {db})", err=True)
-        cmd = [sys.executable, str(server), "--db", str(db), "--port", str(port), "--host", host]
+        # Run the directory's own server.py in this process (exactly what a trainer runs), so signals reach
+        # uvicorn directly and the temporary copy is removed afterwards.
+        argv = sys.argv
+        sys.argv = [str(server), "--db", str(db), "--port", str(port), "--host", host]
+        code: object = 0
+        # uvicorn shuts down gracefully on SIGTERM and then re-raises it; end with a clean exit instead.
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
-            code = subprocess.call(cmd)
+            runpy.run_path(str(server), run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code
         except KeyboardInterrupt:
             code = 0
         finally:
+            sys.argv = argv
+            signal.signal(signal.SIGTERM, previous)
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
-        sys.exit(code)
+        sys.exit(code if isinstance(code, int) else 1)
 
     @main.command()
     @click.argument("env_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))

@@ -343,9 +343,9 @@ def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_T
     except Exception as exc:  # defensive: a malformed tool dict must not crash the caller
         return failure("sql", f"tool '{tool.get('name', '?') if isinstance(tool, dict) else '?'}' is malformed: {exc}")
     deadline = time.monotonic() + timeout
-    conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20000)
     where = f"tool '{tool.get('name', '?')}'"
     try:
+        conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20000)
         conn.execute(f"SAVEPOINT {SAVEPOINT}")
         try:
             result = _program(conn, tool, values)
@@ -367,7 +367,10 @@ def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_T
             pass
         return failure("sql", f"{where} could not run: {type(exc).__name__}: {exc}")
     finally:
-        conn.set_progress_handler(None, 0)
+        try:
+            conn.set_progress_handler(None, 0)
+        except Exception:
+            pass
 
 
 # ---------------------------------------------------------------- static checks

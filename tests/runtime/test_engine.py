@@ -254,6 +254,13 @@ def test_malformed_tool_dict_never_raises(conn, bad):
     assert out["ok"] is False and out["kind"] in ("sql", "validation")
 
 
+def test_closed_connection_is_an_error_result_not_an_exception():
+    c = engine.connect(":memory:")
+    c.close()
+    out = engine.run_tool(c, TOOLS["get_book"], {"book_id": 1})
+    assert out["ok"] is False and out["kind"] == "sql" and "could not run" in out["error"]
+
+
 def test_runaway_query_is_stopped_by_timeout(conn):
     t = tool(kind="read", returns={
         "sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) AS c FROM n", "mode": "one"})
