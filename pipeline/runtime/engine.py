@@ -413,7 +413,16 @@ def check_tool(conn, tool):
     Each statement is EXPLAINed with every placeholder bound to NULL; placeholders must name a
     parameter, a built-in or a column bound by an earlier step; error messages may only use known
     fields; read tools may not write and write tools must; read steps may not modify anything.
+    Never raises: a malformed tool dict is reported as a problem.
     """
+    try:
+        return _check_tool(conn, tool)
+    except Exception as exc:
+        name = tool.get("name", "?") if isinstance(tool, dict) else "?"
+        return [f"tool '{name}' is malformed: {type(exc).__name__}: {exc}"]
+
+
+def _check_tool(conn, tool):
     name = tool.get("name", "?")
     params = [p.get("name") for p in tool.get("params") or []]
     problems = []
@@ -466,7 +475,12 @@ def check_tool(conn, tool):
         valid = check_sql(sql, where, read=True)
         bind = step.get("bind")
         if bind and valid:
-            for col in result_columns(conn, sql):
+            try:
+                columns = result_columns(conn, sql)
+            except (sqlite3.Error, sqlite3.Warning) as exc:
+                problems.append(f"{where}: cannot determine its columns: {exc}")
+                columns = []
+            for col in columns:
                 key = f"{bind}_{col}"
                 if key in params or key in BUILTINS:
                     problems.append(f"{where}: bound column :{key} has the name of a parameter/built-in and is ignored; rename the bind or alias the column")
@@ -491,5 +505,5 @@ def check_tools(conn, tools):
     for tool in tools:
         problems = check_tool(conn, tool)
         if problems:
-            out[tool.get("name", "?")] = problems
+            out[tool.get("name", "?") if isinstance(tool, dict) else "?"] = problems
     return out

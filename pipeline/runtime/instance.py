@@ -104,6 +104,14 @@ class EnvInstance:
         self.conn = engine.connect(":memory:")
         self._template.copy_into(self.conn)
 
+    @classmethod
+    def from_dir(cls, env_dir: str | Path) -> EnvInstance:
+        """An instance of the environment directory ``env_dir`` (its env.json and initial.db)."""
+        from pipeline.envdir import load_env_dir
+
+        env, _, _ = load_env_dir(env_dir)
+        return cls(env, Path(env_dir) / "initial.db")
+
     # -- tools
 
     @property

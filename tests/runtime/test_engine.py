@@ -334,3 +334,10 @@ def test_checker_knows_binds_and_write_builtins(conn):
         {"kind": "guard", "sql": "SELECT 1 WHERE :changes = 1", "must": "exist", "error": "changed {changes}"},
     ], returns={"sql": "SELECT :m_tier AS tier, :last_id AS last, :now AS now", "mode": "one"})
     assert engine.check_tool(conn, t) == []
+
+
+@pytest.mark.parametrize("bad", [{}, "nope", {"name": "x", "kind": "read", "params": [3]}, {"name": "x", "steps": [None]}])
+def test_checker_never_raises_on_malformed_tools(conn, bad):
+    problems = engine.check_tool(conn, bad)
+    assert problems and all(isinstance(p, str) for p in problems)
+

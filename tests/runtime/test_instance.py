@@ -56,6 +56,14 @@ def test_initial_db_file_gives_the_same_state_as_the_ir(tmp_path):
     assert from_file.snapshot() == EnvInstance(ENV).snapshot()
 
 
+def test_from_dir(tmp_path):
+    from pipeline.envdir import write_env_dir
+
+    d = write_env_dir(ENV, tmp_path / "d")
+    inst = EnvInstance.from_dir(d)
+    assert inst.env == ENV and inst.snapshot() == EnvInstance(ENV).snapshot()
+
+
 def test_edited_initial_db_file_is_not_served_from_a_stale_template(tmp_path):
     import sqlite3
 
