@@ -19,10 +19,20 @@ FORMAT_HELP = (
 def register(main: click.Group) -> None:
     @main.command("export")
     @click.argument("catalog", type=click.Path(exists=True, file_okay=False, path_type=Path))
-    @click.option("--format", "fmt", required=True, type=click.Choice(["verifiers", "openenv", "verl", "jsonl", "all"]),
-                  help=FORMAT_HELP + " all: every format, each in its own subdirectory of --out.")
-    @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-                  help="Directory to write the exported artefacts into.")
+    @click.option(
+        "--format",
+        "fmt",
+        required=True,
+        type=click.Choice(["verifiers", "openenv", "verl", "jsonl", "all"]),
+        help=FORMAT_HELP + " all: every format, each in its own subdirectory of --out.",
+    )
+    @click.option(
+        "--out",
+        "out_dir",
+        required=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Directory to write the exported artefacts into.",
+    )
     @json_option
     def export_cmd(catalog: Path, fmt: str, out_dir: Path, as_json: bool) -> None:
         """Export the task bank of CATALOG (envs/<env_id>/ + task_bank.jsonl) for RL trainers.
@@ -41,8 +51,14 @@ def register(main: click.Group) -> None:
         if as_json:
             emit_json(
                 [
-                    {"format": r.format, "out": str(r.out), "envs": r.envs, "tasks": r.tasks,
-                     "paths": [str(p) for p in r.paths], "skipped_envs": list(r.skipped_envs)}
+                    {
+                        "format": r.format,
+                        "out": str(r.out),
+                        "envs": r.envs,
+                        "tasks": r.tasks,
+                        "paths": [str(p) for p in r.paths],
+                        "skipped_envs": list(r.skipped_envs),
+                    }
                     for r in results
                 ]
             )

@@ -57,4 +57,13 @@ def export_catalog(catalog: str | Path | Catalog, fmt: str, out: str | Path) -> 
     )
 
 
-__all__ = ["FORMATS", "Catalog", "CatalogEnv", "CatalogError", "ExportError", "ExportResult", "export_catalog", "load_catalog"]
+__all__ = [
+    "FORMATS",
+    "Catalog",
+    "CatalogEnv",
+    "CatalogError",
+    "ExportError",
+    "ExportResult",
+    "export_catalog",
+    "load_catalog",
+]

@@ -66,7 +66,9 @@ def _check_task(task: Task, env: Environment, where: str) -> None:
             )
     expected = Task.make_id(task.env_id, task.instruction, task.reference_solution, task.verifier)
     if task.task_id != expected:
-        raise CatalogError(f"{where}: task_id {task.task_id} is not the content hash of the task ({expected})")
+        raise CatalogError(
+            f"{where}: task_id {task.task_id} is not the content hash of the task ({expected})"
+        )
 
 
 def load_catalog(root: str | Path) -> Catalog:

@@ -72,7 +72,9 @@ def task_record(task: Task) -> dict[str, Any]:
 def write_bundle(ce: CatalogEnv, out: Path) -> Path:
     """The runtime data of one environment: ``env.json``, ``initial.db``, ``tasks.jsonl``."""
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "env.json", json.dumps(ce.env.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
+    write_text(
+        out / "env.json", json.dumps(ce.env.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    )
     shutil.copyfile(ce.path / "initial.db", out / "initial.db")
     os.chmod(out / "initial.db", 0o644)
     write_text(out / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in ce.tasks))

@@ -106,11 +106,15 @@ def export_env(ce: CatalogEnv, out: Path) -> Path:
     fill = {"dist": dist_name(package), "env_id": ce.env_id, "title": title, "package": package}
     write_text(root / "openenv.yaml", OPENENV_YAML.format(package=package))
     write_text(root / "pyproject.toml", PYPROJECT.format(requirement=OPENENV_REQUIREMENT, **fill))
-    write_text(root / "README.md", README.format(n=len(tasks), submit=submit, tools=", ".join(sorted(names)), **fill))
+    write_text(
+        root / "README.md", README.format(n=len(tasks), submit=submit, tools=", ".join(sorted(names)), **fill)
+    )
     write_text(root / "__init__.py", '"""envfoundry environment for OpenEnv (see README.md)."""\n')
     write_text(root / "server" / "__init__.py", "")
     write_text(root / "server" / "app.py", (TEMPLATES / "openenv_app.py").read_text(encoding="utf-8"))
-    write_text(root / "server" / "environment.py", (TEMPLATES / "openenv_environment.py").read_text(encoding="utf-8"))
+    write_text(
+        root / "server" / "environment.py", (TEMPLATES / "openenv_environment.py").read_text(encoding="utf-8")
+    )
     write_runtime(root)
     write_bundle(ce, root / "data")
     write_json(
@@ -125,7 +129,12 @@ def export_env(ce: CatalogEnv, out: Path) -> Path:
             "submit_description": SUBMIT_DESCRIPTION,
             "submit_schema": {
                 "type": "object",
-                "properties": {"answer": {"type": "string", "description": "Your answer, when the request asks a question"}},
+                "properties": {
+                    "answer": {
+                        "type": "string",
+                        "description": "Your answer, when the request asks a question",
+                    }
+                },
                 "required": [],
                 "additionalProperties": False,
             },

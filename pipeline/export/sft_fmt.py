@@ -32,7 +32,9 @@ def transcript(ce: CatalogEnv, task: Task, bundle: taskrt.Bundle) -> dict[str, A
         for i, call in enumerate(task.reference_solution, 1):
             out = bundle.call(conn, call.tool, call.arguments)
             if not out["ok"]:
-                raise ExportError(f"task {task.task_id}: reference call {i} ({call.tool}) failed on replay: {out['error']}")
+                raise ExportError(
+                    f"task {task.task_id}: reference call {i} ({call.tool}) failed on replay: {out['error']}"
+                )
             call_id = f"call_{i}"
             messages.append(
                 {
@@ -42,16 +44,28 @@ def transcript(ce: CatalogEnv, task: Task, bundle: taskrt.Bundle) -> dict[str, A
                         {
                             "id": call_id,
                             "type": "function",
-                            "function": {"name": call.tool, "arguments": json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)},
+                            "function": {
+                                "name": call.tool,
+                                "arguments": json.dumps(call.arguments, ensure_ascii=False, sort_keys=True),
+                            },
                         }
                     ],
                 }
             )
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": call.tool, "content": taskrt.render_result(out)})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": call.tool,
+                    "content": taskrt.render_result(out),
+                }
+            )
         final = task.verifier.answer if task.verifier.answer is not None else FINAL_REPLY
         result = bundle.evaluate(record, conn, answer=final)
         if not result["passed"]:
-            raise ExportError(f"task {task.task_id}: the reference solution fails its verifier: {'; '.join(result['failures'])}")
+            raise ExportError(
+                f"task {task.task_id}: the reference solution fails its verifier: {'; '.join(result['failures'])}"
+            )
     finally:
         conn.close()
     messages.append({"role": "assistant", "content": final})

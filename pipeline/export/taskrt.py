@@ -87,7 +87,7 @@ def snapshot(conn, keys=None):
         extra = ", rowid" if pk is None else ""
         rows = {}
         for r in conn.execute(f"SELECT *{extra} FROM {_qi(name)}").fetchall():
-            row = dict(zip(columns, r[: len(columns)]))
+            row = dict(zip(columns, r[: len(columns)], strict=False))
             key = (r[-1],) if pk is None else tuple(row[k] for k in pk)
             rows[key] = row
         out[name] = rows
@@ -261,7 +261,9 @@ class Bundle:
         try:
             return self.tasks[task_id]
         except KeyError:
-            raise BundleError(f"unknown task_id {task_id!r} (this bundle has {len(self.tasks)} tasks)") from None
+            raise BundleError(
+                f"unknown task_id {task_id!r} (this bundle has {len(self.tasks)} tasks)"
+            ) from None
 
     def fresh_db(self):
         """A new in-memory copy of the initial database (one per rollout)."""

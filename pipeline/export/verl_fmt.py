@@ -14,7 +14,6 @@ Row fields (veRL's documented dataset format): ``data_source``, ``prompt`` (chat
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +83,9 @@ def rows(ce: CatalogEnv) -> list[dict[str, Any]]:
                 "ability": "tool_use",
                 "reward_model": {
                     "style": "rule",
-                    "ground_truth": canonical_json({"task_id": task.task_id, "verifier": task.verifier.model_dump(mode="json")}),
+                    "ground_truth": canonical_json(
+                        {"task_id": task.task_id, "verifier": task.verifier.model_dump(mode="json")}
+                    ),
                 },
                 "extra_info": {
                     "split": "train",
@@ -94,7 +95,9 @@ def rows(ce: CatalogEnv) -> list[dict[str, Any]]:
                     "kind": task.kind,
                     "partial_credit": False,
                     "need_tools_kwargs": True,
-                    "tools_kwargs": {name: {"create_kwargs": {"task_id": task.task_id}} for name in tool_names},
+                    "tools_kwargs": {
+                        name: {"create_kwargs": {"task_id": task.task_id}} for name in tool_names
+                    },
                 },
                 "agent_name": "tool_agent",
             }
@@ -131,14 +134,22 @@ def export_env(ce: CatalogEnv, out: Path) -> Path:
     root = out / package
     pkg = root / package
     records = rows(ce)
-    fill = {"dist": dist_name(package), "env_id": ce.env_id, "package": package, "title": ce.env.scenario.name}
+    fill = {
+        "dist": dist_name(package),
+        "env_id": ce.env_id,
+        "package": package,
+        "title": ce.env.scenario.name,
+    }
     write_text(root / "pyproject.toml", PYPROJECT.format(**fill))
     write_text(root / "README.md", README.format(n=len(records), **fill))
     write_text(pkg / "__init__.py", '"""envfoundry tools and reward for veRL (see tools.py)."""\n')
     write_text(pkg / "tools.py", (TEMPLATES / "verl_tools.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
     write_bundle(ce, pkg / "data")
-    write_text(root / "tool_config.yaml", yaml.safe_dump(tool_config(ce, package), sort_keys=False, allow_unicode=True, width=100))
+    write_text(
+        root / "tool_config.yaml",
+        yaml.safe_dump(tool_config(ce, package), sort_keys=False, allow_unicode=True, width=100),
+    )
     write_parquet(records, root / "train.parquet")
     return root
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,9 @@ def question_task(env) -> Task:
         ToolCall(tool="list_loans_for_member", arguments={"member_id": 3, "status": "open"}),
     ]
     verifier = Verifier(
-        assertions=[Assertion(sql="SELECT COUNT(*) FROM loans WHERE member_id = 3 AND returned_at IS NULL", expect=2)],
+        assertions=[
+            Assertion(sql="SELECT COUNT(*) FROM loans WHERE member_id = 3 AND returned_at IS NULL", expect=2)
+        ],
         mutable_tables=[],
         answer="2",
     )
@@ -66,5 +67,4 @@ def subprocess_env(extra_path: list[Path] | None = None) -> dict[str, str]:
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in extra_path)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    _ = sys
     return env

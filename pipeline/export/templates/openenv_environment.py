@@ -62,9 +62,13 @@ class EnvFoundryState(State):
 
 
 def tool_specs() -> list[Tool]:
-    specs = [Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
-             for t in bundle().tools.values()]
-    specs.append(Tool(name=SUBMIT, description=META["submit_description"], input_schema=META["submit_schema"]))
+    specs = [
+        Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
+        for t in bundle().tools.values()
+    ]
+    specs.append(
+        Tool(name=SUBMIT, description=META["submit_description"], input_schema=META["submit_schema"])
+    )
     return specs
 
 
@@ -78,7 +82,13 @@ class EnvFoundryEnvironment(Environment):
         self._state = EnvFoundryState()
         self.partial = os.environ.get("ENVFOUNDRY_PARTIAL_CREDIT", "0") == "1"
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kwargs: Any) -> TaskObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_id: str | None = None,
+        **kwargs: Any,
+    ) -> TaskObservation:
         b = bundle()
         ids = list(b.tasks)
         if task_id is None:
@@ -87,7 +97,9 @@ class EnvFoundryEnvironment(Environment):
         self.close()
         self._conn = b.fresh_db()
         self._task = task
-        self._state = EnvFoundryState(episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task_id)
+        self._state = EnvFoundryState(
+            episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task_id
+        )
         return TaskObservation(
             task_id=task_id,
             instruction=task["instruction"],
@@ -100,29 +112,57 @@ class EnvFoundryEnvironment(Environment):
         if isinstance(action, ListToolsAction):
             return ListToolsObservation(tools=tool_specs())
         if not isinstance(action, CallToolAction):
-            return CallToolObservation(tool_name="", error=ToolError(
-                error_type=ToolErrorType.INVALID_ARGS, message="actions are CallToolAction or ListToolsAction"))
+            return CallToolObservation(
+                tool_name="",
+                error=ToolError(
+                    error_type=ToolErrorType.INVALID_ARGS,
+                    message="actions are CallToolAction or ListToolsAction",
+                ),
+            )
         name = action.tool_name
         if self._task is None or self._conn is None:
-            return CallToolObservation(tool_name=name, error=ToolError(
-                error_type=ToolErrorType.EXECUTION_ERROR, message="no episode: call reset(task_id=...) first"))
+            return CallToolObservation(
+                tool_name=name,
+                error=ToolError(
+                    error_type=ToolErrorType.EXECUTION_ERROR,
+                    message="no episode: call reset(task_id=...) first",
+                ),
+            )
         if self._state.done:
-            return CallToolObservation(tool_name=name, done=True, reward=self._state.reward, error=ToolError(
-                error_type=ToolErrorType.EXECUTION_ERROR, message="the episode has ended (submit was called)"))
+            return CallToolObservation(
+                tool_name=name,
+                done=True,
+                reward=self._state.reward,
+                error=ToolError(
+                    error_type=ToolErrorType.EXECUTION_ERROR,
+                    message="the episode has ended (submit was called)",
+                ),
+            )
         self._state.step_count += 1
         if name == SUBMIT:
             answer = (action.arguments or {}).get("answer")
-            result = bundle().evaluate(self._task, self._conn, answer=answer if isinstance(answer, str) else None)
+            result = bundle().evaluate(
+                self._task, self._conn, answer=answer if isinstance(answer, str) else None
+            )
             reward = taskrt.reward(result, self.partial)
             self._state.done, self._state.reward = True, reward
-            return CallToolObservation(tool_name=name, result="submitted", done=True, reward=reward,
-                                       metadata={"passed": result["passed"], "checks": result["checks"]})
+            return CallToolObservation(
+                tool_name=name,
+                result="submitted",
+                done=True,
+                reward=reward,
+                metadata={"passed": result["passed"], "checks": result["checks"]},
+            )
         out = bundle().call(self._conn, name, action.arguments or {})
         error = None
         if not out["ok"] and out.get("kind") == "not_found" and name not in bundle().tools:
             error = ToolError(error_type=ToolErrorType.TOOL_NOT_FOUND, message=out["error"])
-        return CallToolObservation(tool_name=name, result=taskrt.render_result(out), error=error,
-                                   metadata={"ok": out["ok"], "kind": out.get("kind")})
+        return CallToolObservation(
+            tool_name=name,
+            result=taskrt.render_result(out),
+            error=error,
+            metadata={"ok": out["ok"], "kind": out.get("kind")},
+        )
 
     @property
     def state(self) -> EnvFoundryState:

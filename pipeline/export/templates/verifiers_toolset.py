@@ -40,7 +40,9 @@ def _signature(tool: dict) -> inspect.Signature:
             raise ValueError(f"tool {tool['name']!r}: parameter {p['name']!r} is a Python keyword")
         # Every argument reaches the engine as given (it validates types strictly and names the
         # parameter in its errors); the advertised schema is replaced by the exact IR schema.
-        params.append(inspect.Parameter(p["name"], inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any))
+        params.append(
+            inspect.Parameter(p["name"], inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any)
+        )
     return inspect.Signature(params, return_annotation=str)
 
 

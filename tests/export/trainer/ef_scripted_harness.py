@@ -40,8 +40,13 @@ class ScriptedHarness(vf.Harness[ScriptedHarnessConfig]):
                 trace.info["tool_schemas"] = {t.name: t.input_schema for t in listed.tools}
                 for call in script["calls"]:
                     out = await client.call_tool(call["tool"], call["arguments"])
-                    results.append({"tool": call["tool"], "is_error": bool(out.is_error),
-                                    "text": "".join(getattr(c, "text", "") for c in out.content)})
+                    results.append(
+                        {
+                            "tool": call["tool"],
+                            "is_error": bool(out.is_error),
+                            "text": "".join(getattr(c, "text", "") for c in out.content),
+                        }
+                    )
             trace.info["server"] = name
         trace.info["tool_results"] = results
         messages = [{"role": "user", "content": data.prompt}]

@@ -38,14 +38,20 @@ def main(package: str, script_file: str) -> dict:
     script = json.loads(open(script_file, encoding="utf-8").read())
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", f"{package}.server.app", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"{package}.server.app", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     report = {"package": package, "episodes": []}
     try:
         wait_ready(url, proc)
         validation = validate_running_environment(url, timeout_s=10)
-        report["validation"] = {"passed": validation["passed"],
-                                "failed": [c for c in validation["criteria"] if not c.get("passed")]}
+        report["validation"] = {
+            "passed": validation["passed"],
+            "failed": [c for c in validation["criteria"] if not c.get("passed")],
+        }
         with GenericEnvClient(base_url=url).sync() as env:
             listed = env.step({"type": "list_tools"})
             report["listed_tools"] = sorted(t["name"] for t in listed.observation["tools"])
@@ -55,23 +61,42 @@ def main(package: str, script_file: str) -> dict:
                     results = []
                     if mode == "reference":
                         for call in s["calls"]:
-                            r = env.step({"type": "call_tool", "tool_name": call["tool"], "arguments": call["arguments"]})
-                            results.append({"tool": call["tool"], "result": r.observation.get("result"),
-                                            "ok": r.observation.get("metadata", {}).get("ok"), "done": r.done})
+                            r = env.step(
+                                {
+                                    "type": "call_tool",
+                                    "tool_name": call["tool"],
+                                    "arguments": call["arguments"],
+                                }
+                            )
+                            results.append(
+                                {
+                                    "tool": call["tool"],
+                                    "result": r.observation.get("result"),
+                                    "ok": r.observation.get("metadata", {}).get("ok"),
+                                    "done": r.done,
+                                }
+                            )
                     args = {"answer": s["reply"]} if mode == "reference" and s.get("reply") else {}
                     end = env.step({"type": "call_tool", "tool_name": s["submit"], "arguments": args})
                     after = env.step({"type": "call_tool", "tool_name": s["submit"], "arguments": {}})
                     state = env.state()
-                    report["episodes"].append({
-                        "task_id": task_id, "mode": mode,
-                        "instruction": first.observation.get("instruction"),
-                        "reset_task_id": first.observation.get("task_id"),
-                        "n_tools": len(first.observation.get("tools", [])),
-                        "results": results, "reward": end.reward, "done": end.done,
-                        "metadata": end.observation.get("metadata"),
-                        "after_end_error": (after.observation.get("error") or {}).get("message"),
-                        "state": state if isinstance(state, dict) else getattr(state, "__dict__", str(state)),
-                    })
+                    report["episodes"].append(
+                        {
+                            "task_id": task_id,
+                            "mode": mode,
+                            "instruction": first.observation.get("instruction"),
+                            "reset_task_id": first.observation.get("task_id"),
+                            "n_tools": len(first.observation.get("tools", [])),
+                            "results": results,
+                            "reward": end.reward,
+                            "done": end.done,
+                            "metadata": end.observation.get("metadata"),
+                            "after_end_error": (after.observation.get("error") or {}).get("message"),
+                            "state": state
+                            if isinstance(state, dict)
+                            else getattr(state, "__dict__", str(state)),
+                        }
+                    )
     finally:
         proc.terminate()
         try:

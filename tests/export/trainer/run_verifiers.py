@@ -21,7 +21,9 @@ async def scripted_model(replies: dict) -> tuple:
                 "object": "chat.completion",
                 "created": 0,
                 "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                ],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
         )
@@ -37,7 +39,6 @@ async def scripted_model(replies: dict) -> tuple:
 
 
 async def main(package: str, script_file: str) -> dict:
-    import verifiers.v1 as vf
     from verifiers.v1.clients import ModelContext
     from verifiers.v1.configs.client import EvalClientConfig
 
@@ -46,7 +47,9 @@ async def main(package: str, script_file: str) -> dict:
     script = json.loads(open(script_file, encoding="utf-8").read())
     replies = {s["prompt"]: s["reply"] for s in script.values() if s.get("reply")}
     runner, base_url = await scripted_model(replies)
-    ctx = ModelContext(model="scripted", client=EvalClientConfig(base_url=base_url, api_key_var="EF_SCRIPTED_KEY"))
+    ctx = ModelContext(
+        model="scripted", client=EvalClientConfig(base_url=base_url, api_key_var="EF_SCRIPTED_KEY")
+    )
     for mode in ("reference", "noop"):
         harness = {"id": "ef_scripted_harness", "mode": mode, "script_file": script_file}
         env = mod.load_environment(agent={"harness": harness, "runtime": {"type": "subprocess"}})
