@@ -27,7 +27,8 @@ make_venv() {  # make_venv NAME IMPORT_CHECK PIP_ARGS...
 }
 
 # setuptools + wheel: exported artefacts are installed with --no-build-isolation (no index round-trip).
-make_venv verifiers "import verifiers, verifiers.v1, mcp, wheel; assert verifiers.__version__ == '0.4.0'" \
+# Readiness is read from installed metadata (instant), not by importing the heavy libraries.
+make_venv verifiers "from importlib.metadata import version as v; assert v('verifiers') == '0.4.0'; v('wheel'); v('mcp')" \
   "verifiers==0.4.0" "setuptools>=68" wheel
-make_venv openenv "import openenv.core, fastapi, uvicorn, yaml, requests, wheel; import openenv.core.env_server" \
+make_venv openenv "from importlib.metadata import version as v; assert v('openenv-core') == '0.3.0'; v('wheel'); v('uvicorn')" \
   "openenv-core==0.3.0" "setuptools>=68" wheel
