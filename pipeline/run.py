@@ -235,7 +235,9 @@ def run_catalog(
                                scn.scenario_id)
         tot = client.usage.total()
         row = {"name": scn.name, "status": final.get("status", "failed"), "reason": final.get("reason", ""),
-               "env_id": final.get("env_id"), "dir": final.get("env_dir"), "tools": len(final.get("tools", [])),
+               "env_id": final.get("env_id"),
+               "dir": f"envs/{final['env_id']}" if final.get("env_id") else None,  # relative to the catalog
+               "tools": len(final.get("tools", [])),
                "tables": len(final.get("tables", [])),
                "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
                "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
@@ -244,7 +246,7 @@ def run_catalog(
         if row["status"] == "verified" and row["dir"]:
             from pipeline.envdir import load_env_dir
 
-            _, tasks, _ = load_env_dir(row["dir"])
+            _, tasks, _ = load_env_dir(out / row["dir"])
             catalog.set_tasks(row["env_id"], tasks)
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
@@ -266,8 +268,8 @@ def run_catalog(
     envs = catalog.environments()
     all_tasks = []
     for e in envs:
-        if e["status"] == "verified" and e["dir"] and Path(e["dir"]).is_dir():
-            all_tasks.extend(load_env_dir(e["dir"])[1])
+        if e["status"] == "verified" and e["dir"] and (out / e["dir"]).is_dir():
+            all_tasks.extend(load_env_dir(out / e["dir"])[1])
     all_tasks.sort(key=lambda t: (t.env_id, t.task_id))
     bank = write_task_bank(all_tasks, out)
     hist: Counter[str] = Counter()

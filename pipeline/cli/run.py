@@ -173,8 +173,8 @@ def register(main: click.Group) -> None:
         if row is None:
             raise CatalogError(f"{catalog_dir}: no single environment matches {env!r} (see `envfoundry catalog list`)")
         ir_env = None
-        if row["dir"] and Path(row["dir"]).is_dir():
-            ir_env = load_env_dir(row["dir"])[0]
+        if row["dir"] and (catalog_dir / row["dir"]).is_dir():
+            ir_env = load_env_dir(catalog_dir / row["dir"])[0]
         data = {"environment": row, "tasks": cat.tasks_of(row["env_id"]) if row["env_id"] else [],
                 "rejections": cat.rejections(row["scenario_id"]),
                 "tools": [{"name": t.name, "kind": t.kind, "description": t.description} for t in ir_env.tools]
