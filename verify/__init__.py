@@ -18,8 +18,18 @@ from verify.emit import read_task_bank, write_env_results, write_task_bank
 from verify.evaluate import Evaluation, answer_matches, evaluate
 from verify.graph import TaskOutcome, VerifyDeps, build_verify_graph, verify_task
 from verify.proofs import ProofReport, ProofResult, prove
-from verify.run import EnvVerification, VerifySettings, verify_env
 from verify.tester import Attempt, TesterSettings, run_attempt, run_attempts
+
+_LAZY = {"EnvVerification", "VerifySettings", "verify_env"}  # verify.run imports the task stage, which imports verify
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from verify import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module 'verify' has no attribute {name!r}")
+
 
 __all__ = [
     "Attempt", "CheckerSettings", "Derivation", "DifficultyPolicy", "EnvVerification", "Evaluation", "Fault",

@@ -151,37 +151,94 @@ def shown_rows(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableIn
     return "\n\n".join(blocks)
 
 
-def _id_choices(env: Environment, tool_name: str, conn: Any, infos: dict[str, TableInfo]) -> dict[str, list[Any]]:
-    out = {}
+def row_labels(conn: Any, info: TableInfo, limit: int = 200) -> tuple[str, dict[str, Any]] | None:
+    """A text column naming each row uniquely (``name``/``title`` first): (column, {label: key})."""
+    if len(info.key) != 1 or info.key == ("rowid",):
+        return None
+    key = info.key[0]
+    cols = [c for c, t in zip(info.columns, info.types, strict=True) if t.upper().startswith("TEXT") and c != key]
+    cols.sort(key=lambda c: 0 if re.search(r"name|title", c, re.I) else 1)
+    for col in cols:
+        rows = conn.execute(f"SELECT {qi(col)}, {qi(key)} FROM {qi(info.name)} ORDER BY {qi(key)} LIMIT {limit + 1}").fetchall()
+        labels = [r[0] for r in rows]
+        if not rows or len(rows) > limit or len(set(labels)) != len(labels):
+            continue
+        if all(isinstance(x, str) and x.strip() and not _DATE.match(x) and "@" not in x for x in labels):
+            return col, dict(rows)
+    return None
+
+
+Refs = dict[tuple[str, str], dict[str, Any]]
+
+
+def _id_choices(env: Environment, tool_name: str, conn: Any, infos: dict[str, TableInfo],
+                refs: Refs, notes: list[str]) -> dict[str, list[Any]]:
+    """Allowed values of id parameters: the rows' labels when they have unique ones (mapped back to ids
+    by code, so the model picks rows by the names it then writes), else the existing ids."""
+    out: dict[str, list[Any]] = {}
     for p in env.tool(tool_name).params:
         t = id_table(infos, p.name)
-        if t and p.type == "integer":
-            key = infos[t].key[0]
-            vals = [r[0] for r in conn.execute(f"SELECT {qi(key)} FROM {qi(t)} ORDER BY 1 LIMIT 200")]
-            if vals and all(isinstance(v, int) for v in vals):
-                out[p.name] = vals
+        if not t or p.type != "integer":
+            continue
+        labelled = row_labels(conn, infos[t])
+        if labelled is not None:
+            col, mapping = labelled
+            refs[(tool_name, p.name)] = mapping
+            out[p.name] = list(mapping)
+            note = f"{p.name}: give the {col} of the {t} row (code turns it into the id)"
+            if note not in notes:
+                notes.append(note)
+            continue
+        key = infos[t].key[0]
+        vals = [r[0] for r in conn.execute(f"SELECT {qi(key)} FROM {qi(t)} ORDER BY 1 LIMIT 200")]
+        if vals and all(isinstance(v, int) for v in vals):
+            out[p.name] = vals
     return out
 
 
-def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo]) -> type[BaseModel]:
+def _answer_columns(cols: list[str]) -> list[str]:
+    """Result columns a user could ask about (internal ids are not)."""
+    keep = [c for c in cols if c.lower() != "id" and not c.lower().endswith("_id")]
+    return keep or cols
+
+
+def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo]) -> tuple[type[BaseModel], Refs, list[str]]:
+    """The reply schema for ``plan``, the label -> id maps of its id parameters, and notes for the prompt."""
+    refs: Refs = {}
+    notes: list[str] = []
     fields: dict[str, Any] = {}
     for name in plan.tools:
-        fields[name] = (args_model(env.tool(name), _id_choices(env, name, conn, infos)), ...)
+        fields[name] = (args_model(env.tool(name), _id_choices(env, name, conn, infos, refs, notes)), ...)
     if all(tool_op(env, n) == "read" for n in plan.tools):
         last = env.tool(plan.tools[-1])
-        cols = engine.result_columns(conn, last.returns.sql) if last.returns else []
+        cols = _answer_columns(engine.result_columns(conn, last.returns.sql)) if last.returns else []
         fields["answer_field"] = (Literal[tuple(cols)] if cols else str, ...)  # type: ignore[valid-type]
     fields["instruction"] = (str, Field(..., min_length=15, max_length=400))
-    return create_model("TaskProposal", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload, no-any-return]
+    model = create_model("TaskProposal", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
+    return model, refs, notes
 
 
-def proposal_messages(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo], settings: TaskSettings) -> list[dict[str, Any]]:
+def reply_calls(reply: BaseModel, plan: Plan, refs: Refs) -> list[ToolCall]:
+    """The tool calls a proposal stands for (row labels turned back into ids)."""
+    calls = []
+    for t in plan.tools:
+        args = clean_args(getattr(reply, t))
+        for (tool, param), mapping in refs.items():
+            if tool == t and param in args:
+                args[param] = mapping[args[param]]
+        calls.append(ToolCall(tool=t, arguments=args))
+    return calls
+
+
+def proposal_messages(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo], settings: TaskSettings,
+                      notes: list[str] | None = None) -> list[dict[str, Any]]:
     user = render_section(
         "tasks", "propose",
         scenario=f"{env.scenario.name}: {env.scenario.description}",
         tools=catalog(env, list(plan.tools)) if len(plan.tools) == 1 else
         "\n".join(f"{i}. {catalog(env, [t])[2:]}" for i, t in enumerate(plan.tools, 1)),
         rows=shown_rows(env, plan, conn, infos, settings.rows_per_table),
+        refs=("Arguments that name a row:\n" + "\n".join(f"- {n}" for n in notes)) if notes else "",
         kind_hint=render_section("tasks", f"hint_{plan.kind}"),
     )
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
@@ -207,6 +264,10 @@ def lint_instruction(env: Environment, calls: list[ToolCall], instruction: str, 
                      infos: dict[str, TableInfo]) -> str | None:
     """Wording problems a user request must not have (``conn`` holds the initial state)."""
     numbers = {float(n) for n in _NUM.findall(instruction.replace(",", ""))}
+    for t in env.tools:
+        if _mentions(instruction, t.description) or _mentions(t.description, instruction):
+            return f"the request repeats the description of tool {t.name}; write what this user wants about these rows"
+    question = all(env.tool(c.tool).kind == "read" for c in calls)
     for call in calls:
         write = env.tool(call.tool).kind == "write"
         params = {p.name: p for p in env.tool(call.tool).params}
@@ -219,7 +280,8 @@ def lint_instruction(env: Environment, calls: list[ToolCall], instruction: str, 
                 if names and not any(_mentions(instruction, n) for n in names):
                     return (f"the request must name the {table} row with {k}={v} by its name or title "
                             f"(for example {names[0]!r}), not by its id")
-            elif write and isinstance(v, str) and not _mentions(instruction, v):
+            elif (write or question) and isinstance(v, str) and not _mentions(instruction, v) \
+                    and not (params.get(k) and params[k].enum and not write):
                 return f"the request must state the {k} {v!r} (the assistant cannot guess it)"
             elif write and isinstance(v, int | float) and not isinstance(v, bool) and float(v) not in numbers \
                     and not (params.get(k) and params[k].enum):
@@ -325,17 +387,16 @@ def generate_tasks(
     with fresh(env, initial_db) as run:
         conn, infos = run.inst.conn, run.infos
         for plan in plans:
-            model = proposal_model(env, plan, conn, infos)
-            order = list(plan.tools)
+            model, refs, notes = proposal_model(env, plan, conn, infos)
 
-            def check(reply: BaseModel, plan: Plan = plan, order: list[str] = order) -> tuple[Task | None, str | None]:
-                calls = [ToolCall(tool=t, arguments=clean_args(getattr(reply, t))) for t in order]
+            def check(reply: BaseModel, plan: Plan = plan, refs: Refs = refs) -> tuple[Task | None, str | None]:
+                calls = reply_calls(reply, plan, refs)
                 return build_and_prove(env, calls, reply.instruction,  # type: ignore[attr-defined]
                                        answer_field=getattr(reply, "answer_field", None), initial_db=initial_db,
                                        provenance=_provenance(client, 0, {"plan": plan.label()}), plan=plan, seen=seen)
 
             out = ask_with_feedback(
-                client, model, proposal_messages(env, plan, conn, infos, settings), check, stage=STAGE,
+                client, model, proposal_messages(env, plan, conn, infos, settings, notes), check, stage=STAGE,
                 max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
                 feedback=lambda e: render_section("tasks", "feedback", error=e),
             )

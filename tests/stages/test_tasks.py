@@ -1,0 +1,148 @@
+"""The task-generation agent with a scripted fake LLM: planning, the reply schema, and the feedback
+loop (replay errors, wording lint, proof failures) ending in tasks or rejections."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.ir import ToolCall
+from pipeline.llm import fake_client
+from pipeline.stages.tasks import (
+    TaskSettings,
+    build_and_prove,
+    generate_tasks,
+    plan_tasks,
+    proposal_model,
+    reply_calls,
+    tool_op,
+)
+from tests.fixtures.library import library_env
+from tests.verify.envs import shop_env
+from verify.proofs import prove
+from verify.replay import fresh
+
+
+def test_plans_mix_kinds_over_the_tools() -> None:
+    env = library_env()
+    assert {t.name: tool_op(env, t.name) for t in env.tools if t.kind == "write"} == {
+        "add_book": "create", "borrow_book": "create", "delete_member": "delete", "return_book": "update",
+        "update_member_email": "update"}
+    plans = plan_tasks(env, 10)
+    assert len(plans) == 10 and [p.index for p in plans] == list(range(1, 11))
+    assert {p.kind for p in plans} == {"lookup", "create", "update", "delete", "multi_step"}
+    multi = [p for p in plans if p.kind == "multi_step"]
+    assert all(len(p.tools) == 2 and p.tools[0] != p.tools[1] for p in multi)
+    assert plan_tasks(env, 10) == plans  # deterministic
+    shop = plan_tasks(shop_env(), 4)  # no update or delete tools: those kinds are skipped
+    assert {p.kind for p in shop} <= {"lookup", "create", "multi_step"}
+
+
+def test_reply_schema_limits_ids_to_real_rows_and_answer_fields_to_result_columns() -> None:
+    env = library_env()
+    plans = plan_tasks(env, 8)
+    with fresh(env) as run:
+        borrow = next(p for p in plans if p.tools == ("borrow_book",))
+        model, refs, notes = proposal_model(env, borrow, run.inst.conn, run.infos)
+        schema = json.dumps(model.model_json_schema())
+        # rows are chosen by the names the request will use; code maps them back to ids
+        assert '"Dan Wu"' in schema and '"A Brief History of Time"' in schema
+        assert refs[("borrow_book", "member_id")]["Dan Wu"] == 4 and refs[("borrow_book", "book_id")]["Emma"] == 1
+        assert any("member_id: give the name of the members row" in n for n in notes)
+        reply = model.model_validate({"borrow_book": {"member_id": "Dan Wu", "book_id": "Emma", "days": None},
+                                      "instruction": "Dan Wu borrows Emma."})
+        assert reply_calls(reply, borrow, refs) == [ToolCall(tool="borrow_book", arguments={"member_id": 4, "book_id": 1})]
+        lookup = next(p for p in plans if p.tools == ("find_member_by_name",))
+        schema = proposal_model(env, lookup, run.inst.conn, run.infos)[0].model_json_schema()
+        assert schema["properties"]["answer_field"]["enum"] == ["name", "email", "tier"]  # not the internal id
+
+
+def _requests_text(client, i: int) -> str:
+    return client.requests[i][-1]["content"]
+
+
+def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
+    env = library_env()
+    client = fake_client([
+        # 1. lookup
+        {"find_member_by_name": {"name": "Dan"}, "answer_field": "email", "instruction": "What is the email address of Dan Wu?"},
+        # 2. update: not on loan -> named by id -> fine
+        {"return_book": {"book_id": "A Brief History of Time"}, "instruction": "A Brief History of Time came back today."},
+        {"return_book": {"book_id": "The Guns of August"}, "instruction": "Please record the return of book id 3."},
+        {"return_book": {"book_id": "The Guns of August"}, "instruction": "Alice Park brought back The Guns of August; please record it."},
+        # 3. create: the author is missing, then given
+        {"add_book": {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
+         "instruction": "Add the fiction book Dune (1965) with a replacement cost of 10.50."},
+        {"add_book": {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
+         "instruction": "Add the fiction book Dune by Frank Herbert (1965) with a replacement cost of 10.50."},
+    ])
+    res = generate_tasks(env, client, n=3)
+    assert res.ok and not res.rejections, res.rejections
+    lookup, update, create = res.value
+    assert lookup.kind == "lookup" and lookup.verifier.answer == "dan@example.org"
+    assert update.kind == "update" and update.reference_solution[0].arguments == {"book_id": 3}
+    assert create.kind == "create" and create.verifier.mutable_tables == ["books"]
+    # the evidence went back to the model, in the same conversation
+    assert "book 2 is not on loan" in _requests_text(client, 2)
+    assert "as an id" in _requests_text(client, 3)
+    assert "author 'Frank Herbert'" in _requests_text(client, 5)
+    assert len(client.requests[3]) == len(client.requests[1]) + 4  # two replies and two feedbacks appended
+    for t in res.value:
+        assert t.env_id == env.env_id and t.task_id.startswith("t_")
+        assert t.metadata["steps"] == 1 and t.metadata["tools_used"] == [t.reference_solution[0].tool]
+        assert t.provenance["stage"] == "tasks" and t.provenance["llm_replies"] >= 1
+        assert len(t.tools) == len(env.tools)
+        assert prove(env, t).ok
+    assert update.provenance["llm_replies"] == 3
+    # the prompt showed real rows and the chosen tool only
+    first = _requests_text(client, 0)
+    assert '"name": "Dan Wu"' in first and "find_member_by_name(" in first and "borrow_book(" not in first
+    assert "book_id: give the title of the books row" in _requests_text(client, 1)
+
+
+def test_a_task_failing_a_proof_goes_back_then_is_rejected_with_the_reason() -> None:
+    env = shop_env()
+    evasive = {"get_order": {"customer": "Ada"}, "answer_field": "status", "instruction": "What is the status of Ada's order?"}
+    client = fake_client([evasive] * 3)
+    res = generate_tasks(env, client, n=1, settings=TaskSettings(max_attempts=3))
+    assert res.value == [] and len(res.rejections) == 1
+    rej = res.rejections[0]
+    assert rej.stage == "tasks" and "no_op" in rej.reason and "lookup" in rej.item
+    assert rej.evidence["replies"] == 3 and "get_order" in rej.evidence["last_reply"]
+    assert "no_op" in _requests_text(client, 1)
+    # asking about an order whose status no evasive answer contains passes every proof
+    client = fake_client([evasive, {"get_order": {"customer": "Ben"}, "answer_field": "status",
+                                    "instruction": "What is the status of Ben's order?"}])
+    res = generate_tasks(env, client, n=1)
+    assert [t.verifier.answer for t in res.value] == ["open"]
+
+
+def test_wording_lint() -> None:
+    env = library_env()
+    calls = [ToolCall(tool="find_member_by_name", arguments={"name": "Dan"})]
+    _, err = build_and_prove(env, calls, "Find library members whose name contains the given text (case-insensitive).",
+                             answer_field="email", initial_db=None, provenance={})
+    assert err and "repeats the description" in err
+    _, err = build_and_prove(env, calls, "What is the email address of Alice Park?", answer_field="email",
+                             initial_db=None, provenance={})
+    assert err and "'Dan'" in err  # a question must say what it is about
+
+
+def test_duplicates_and_giveaways_are_refused() -> None:
+    env = library_env()
+    calls = [ToolCall(tool="find_member_by_name", arguments={"name": "Dan"})]
+    task, err = build_and_prove(env, calls, "Which email address does Dan Wu use?", answer_field="email",
+                                initial_db=None, provenance={})
+    assert task is not None and err is None
+    seen = {json.dumps([c.model_dump(mode="json") for c in task.reference_solution], sort_keys=True, separators=(",", ":"))}
+    _, err = build_and_prove(env, calls, "What is Dan Wu's email?", answer_field="email", initial_db=None,
+                             provenance={}, seen=seen)
+    assert err and "already makes exactly these calls" in err
+    _, err = build_and_prove(env, calls, "Is dan@example.org the email of Dan Wu?", answer_field="email",
+                             initial_db=None, provenance={})
+    assert err and "gives its answer away" in err
+
+
+def test_a_model_that_never_replies_validly_is_a_rejection() -> None:
+    env = library_env()
+    res = generate_tasks(env, fake_client(["not json"] * 3), n=1, settings=TaskSettings(max_attempts=2))
+    assert res.value == [] and "LLM gave no usable reply" in res.rejections[0].reason

@@ -1,0 +1,125 @@
+"""The LangGraph subgraph: proofs, tester, checker, and the bounded fix loop as edges."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from pipeline.ir import Assertion, ToolCall, Verifier
+from pipeline.llm import fake_client
+from pipeline.stages.tasks import rederive_task, revise_task
+from tests.fixtures.library import library_env, library_tasks
+from tests.verify.envs import broken_library_env
+from tests.verify.test_checker import _task, all_pass
+from tests.verify.test_tester import call, finish
+from verify import tester
+from verify.graph import VerifyDeps, build_verify_graph, verify_task
+
+ONE = tester.TesterSettings(attempts=1)
+
+
+def _deps(client, **kw) -> VerifyDeps:
+    return VerifyDeps(
+        client=client, tester=ONE,
+        fix_task=lambda e, t, problem: revise_task(e, t, problem, client),
+        rederive=lambda e, t: rederive_task(e, t),
+        **kw,
+    )
+
+
+SOLVE_DAN = [call("find_member_by_name", name="Dan"), call("search_books", query="Brief History"),
+             call("borrow_book", member_id=4, book_id=2, days=7), finish("Recorded.")]
+
+
+def test_a_verifier_that_holds_initially_is_caught_and_derived_again() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    weak = task.model_copy(update={"verifier": Verifier(
+        assertions=[Assertion(sql="SELECT COUNT(*) FROM members", expect=4)], mutable_tables=["loans"])})
+    # no fix rounds: rejected with the proof's reason, and no LLM call at all
+    client = fake_client([])
+    out = verify_task(env, weak, _deps(client, fix_rounds=0))
+    assert out.status == "rejected" and "initial_state" in out.reason and "already holds" in out.reason
+    assert client.requests == [] and out.attempts == []
+    # with a fix round: back to the task agent, which derives the verifier from the reference
+    client = fake_client([*SOLVE_DAN, all_pass(3)])
+    out = verify_task(env, weak, _deps(client))
+    assert out.status == "accepted", out.reason
+    assert out.history[0]["proofs_ok"] is False and out.history[0]["fix"] == "task"
+    assert "derived again" in out.history[0]["fix_result"]
+    assert out.proofs is not None and out.proofs.ok
+    assert any("due_date" in a.sql for a in out.task.verifier.assertions)
+    assert out.task.difficulty.attempts == 1 and out.task.difficulty.passes == 1
+
+
+def test_task_fault_goes_back_to_the_task_agent_and_is_retested() -> None:
+    env = library_env()
+    task = _task(env, [ToolCall(tool="borrow_book", arguments={"member_id": 4, "book_id": 2, "days": 7})],
+                 instruction="Dan Wu wants A Brief History of Time for 7 days.")
+    new = "Please lend 'A Brief History of Time' to our member Dan Wu for 7 days."
+    client = fake_client([
+        finish("What should I do?"),  # tester, round 0
+        all_pass(0, "environment", "task", "", "the request does not say to record a loan"),  # checker
+        {"instruction": new},  # task agent rewording
+        *SOLVE_DAN, all_pass(3),  # tester + checker, round 1
+    ])
+    out = verify_task(env, task, _deps(client))
+    assert out.status == "accepted" and out.task.instruction == new
+    assert [h["round"] for h in out.history] == [0, 1]
+    assert out.history[0]["fix"] == "task" and out.history[0]["passes"] == 0
+    assert out.history[0]["fault"]["kind"] == "task" and out.history[1]["passes"] == 1
+    assert out.task.provenance["revised"] == 1
+    revise_prompt = client.requests[2][-1]["content"]
+    assert "does not say to record a loan" in revise_prompt and "borrow_book(" in revise_prompt
+
+
+def test_broken_tool_is_repaired_by_the_tool_fixer() -> None:
+    broken = broken_library_env()
+    task = _task(broken, [ToolCall(tool="return_book", arguments={"book_id": 4})])
+    repairs = []
+
+    def fix_tool(env, fault):
+        repairs.append(fault)
+        return library_env()
+
+    client = fake_client([call("return_book", book_id=4), finish(), all_pass(1)])
+    out = verify_task(broken, task, _deps(client, fix_tool=fix_tool))
+    assert repairs and repairs[0].target == "return_book" and repairs[0].source == "rule"
+    assert out.status == "accepted" and out.env_changed and out.env.env_id == library_env().env_id
+    assert out.history[0]["fix"] == "tool" and out.task.env_id == out.env.env_id
+    changed = [a for a in out.task.verifier.assertions if "returned_at" in a.sql and "WHERE" in a.sql]
+    assert changed and '"id" = 3' in changed[0].sql  # only Carla's loan of Matilda now
+
+
+def test_broken_tool_without_a_fixer_rejects_the_task() -> None:
+    broken = broken_library_env()
+    task = _task(broken, [ToolCall(tool="return_book", arguments={"book_id": 4})])
+    client = fake_client([call("return_book", book_id=4), finish(), all_pass(1)])
+    out = verify_task(broken, task, _deps(client))
+    assert out.status == "rejected" and "return_book" in out.reason and "WHERE" in out.reason
+    assert out.reviews[0].fault is not None and out.reviews[0].fault.source == "rule"
+
+
+def test_fix_rounds_are_bounded() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    blame = all_pass(0, "environment", "task", "", "unclear")
+    rewordings = ["Dan Wu would like to borrow A Brief History of Time for 7 days.",
+                  "Lend A Brief History of Time to Dan Wu for 7 days, please."]
+    client = fake_client([finish("?"), blame, {"instruction": rewordings[0]}, finish("?"), blame,
+                          {"instruction": rewordings[1]}, finish("?"), blame])
+    out = verify_task(env, task, _deps(client, fix_rounds=2))
+    assert [h["round"] for h in out.history] == [0, 1, 2]
+    assert out.status == "accepted" and out.task.difficulty.passes == 0  # flagged by the LLM only: kept, tagged
+    assert "checker flag left" in out.reason
+    assert client.remaining == []
+
+
+def test_subgraph_runs_with_a_checkpointer() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    deps = _deps(fake_client([*SOLVE_DAN, all_pass(3)]))
+    graph = build_verify_graph(deps, checkpointer=InMemorySaver())
+    out = verify_task(env, task, deps, graph=graph, config={"configurable": {"thread_id": task.task_id}})
+    assert out.status == "accepted"
+    state = graph.get_state({"configurable": {"thread_id": task.task_id}})
+    assert state.values["proofs"].ok and len(state.values["attempts"]) == 1
