@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -156,7 +157,7 @@ def run_catalog(
     catalog.claim(fingerprint, allow_other=allow_other_config)
     llm = _llm_for_run(plan.config, out)
     make = client_factory or client_from_settings
-    run_id = content_hash({"started": started, "fingerprint": fingerprint, "seeds": str(seeds_file)})
+    run_id = uuid.uuid4().hex[:16]  # a record of this invocation, not an output: need not be reproducible
     from pipeline.prompts import prompt_hashes
 
     run_row: dict[str, Any] = {
