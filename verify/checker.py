@@ -162,12 +162,18 @@ class CallReview(BaseModel):
     reason: str = Field(..., max_length=200)
 
 
+Blame = Literal["none", "agent", "environment"]
+ClaimedFault = Literal["none", "tool", "missing_tool", "data", "task"]
+
+
 def reply_model(n_calls: int) -> type[BaseModel]:
+    blame: Any = Blame
+    fault: Any = ClaimedFault
     return create_model(  # type: ignore[call-overload, no-any-return]
         "CheckerReply", __config__=ConfigDict(extra="forbid"),
         calls=(list[CallReview], Field(..., min_length=n_calls, max_length=n_calls)),
-        blame=(Literal["none", "agent", "environment"], ...),
-        fault=(Literal["none", "tool", "missing_tool", "data", "task"], ...),
+        blame=(blame, ...),
+        fault=(fault, ...),
         target=(str, Field(..., max_length=80)),
         reason=(str, Field(..., max_length=300)),
     )

@@ -106,8 +106,8 @@ def _check(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
                                   settings=deps.checker) for a in state.get("attempts", [])]
         faults = [r.fault for r in reviews if r.fault is not None]
         faults.sort(key=lambda f: f.source != "rule")  # facts before opinions
-        fault = (state.get("reference_faults") or faults or [None])[0]
-        return {"reviews": reviews, "fault": fault}
+        first = state.get("reference_faults") or faults
+        return {"reviews": reviews, "fault": first[0] if first else None}
     return node
 
 
@@ -205,7 +205,7 @@ def _after_fix(state: VerifyState) -> str:
 
 def build_verify_graph(deps: VerifyDeps, checkpointer: Any = None) -> Any:
     """The compiled subgraph (state: :class:`VerifyState`)."""
-    g = StateGraph(VerifyState)
+    g: Any = StateGraph(VerifyState)
     g.add_node("prove", _prove)
     g.add_node("test", _test(deps))
     g.add_node("check", _check(deps))
@@ -224,17 +224,19 @@ def outcome(state: VerifyState) -> TaskOutcome:
     attempts, reviews = state.get("attempts", []), state.get("reviews", [])
     history = [*state.get("history", []), _round_entry(state) | {"fix": None}]
     fault = state.get("fault")
-    common = dict(env=env, env_changed=state.get("env_changed", False), proofs=proofs, attempts=attempts,
-                  reviews=reviews, history=history, unresolved=fault)
+
+    def make(status: Literal["accepted", "rejected"], reason: str, task: Task) -> TaskOutcome:
+        return TaskOutcome(status=status, reason=reason, task=task, env=env, env_changed=state.get("env_changed", False),
+                           proofs=proofs, attempts=attempts, reviews=reviews, history=history, unresolved=fault)
+
     if not proofs.ok:
-        return TaskOutcome(status="rejected", reason="proof failed: " + proofs.reason(), task=task, **common)
+        return make("rejected", "proof failed: " + proofs.reason(), task)
     ref_tools = {c.tool for c in task.reference_solution}
     if fault is not None and fault.source == "rule" and (fault.kind != "tool" or fault.target in ref_tools):
-        return TaskOutcome(status="rejected", reason=f"unresolved environment fault ({fault.kind} {fault.target}): "
-                           f"{fault.reason}", task=task, **common)
+        return make("rejected", f"unresolved environment fault ({fault.kind} {fault.target}): {fault.reason}", task)
     task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=sum(a.passed for a in attempts))})
     reason = "proofs hold" + (f"; checker flag left: {fault.kind} {fault.target}: {fault.reason}" if fault else "")
-    return TaskOutcome(status="accepted", reason=reason, task=task, **common)
+    return make("accepted", reason, task)
 
 
 def verify_task(

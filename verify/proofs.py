@@ -104,7 +104,9 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
 
     with fresh(env, initial_db) as run:
         broad = broad_calls(env, run, ref_calls)
-    for name, calls in (("destructive", broad), ("destructive_after_reference", ref_calls + broad)):
+    trajectories: list[tuple[ProofName, list[ToolCall]]] = [("destructive", broad),
+                                                            ("destructive_after_reference", ref_calls + broad)]
+    for name, calls in trajectories:
         with fresh(env, initial_db) as run:
             play(run, calls, stop_on_error=False)
             final = run.final()
@@ -185,7 +187,9 @@ def _candidates(env: Environment, run: Run, tool_name: str, param: dict[str, Any
     if param["type"] == "string" and not param.get("enum") and values and isinstance(values[0], str):
         values.append(values[0] + "-x")  # a fresh value, so unique columns can still change
     if not values and param.get("required", True):
-        values = {"integer": [1, 2, 3], "number": [1.0, 2.0], "boolean": [True, False], "string": ["x"]}[param["type"]]
+        defaults: dict[str, list[Any]] = {"integer": [1, 2, 3], "number": [1.0, 2.0], "boolean": [True, False],
+                                          "string": ["x"]}
+        values = defaults[param["type"]]
     checked = []
     for val in values:
         ok, err = engine.check_value(param, val)

@@ -69,13 +69,14 @@ class Attempt(Frozen):
 def turn_model(env: Environment) -> type[BaseModel]:
     actions: list[Any] = []
     for tool in env.tools:
+        name_type: Any = Literal[tool.name]  # type: ignore[valid-type]
         actions.append(create_model(
             f"Call{camel(tool.name)}", __config__=ConfigDict(extra="forbid"),
-            tool=(Literal[tool.name], ...), arguments=(args_model(tool, prefix="In"), ...),  # type: ignore[valid-type]
+            tool=(name_type, ...), arguments=(args_model(tool, prefix="In"), ...),
         ))
     finish = create_model("Finish", __config__=ConfigDict(extra="forbid"),
                           final_answer=(str, Field(..., max_length=400)))
-    action_type = Union[tuple(actions + [finish])]  # type: ignore[valid-type]  # noqa: UP007
+    action_type: Any = Union[tuple(actions + [finish])]  # type: ignore[valid-type]  # noqa: UP007
     return create_model("TesterTurn", __config__=ConfigDict(extra="forbid"),  # type: ignore[call-overload, no-any-return]
                         thought=(str, Field(..., max_length=300)), action=(action_type, ...))
 
