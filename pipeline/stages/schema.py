@@ -157,8 +157,36 @@ def _check_created(conn: sqlite3.Connection, name: str, made: set[str], failed: 
         try:
             conn.execute(f'PRAGMA foreign_key_check("{name}")').fetchall()
         except sqlite3.Error as e:
-            return str(e)
+            return str(e) + _mismatch_hint(conn, name)
     return None
+
+
+def _key_sets(conn: sqlite3.Connection, table: str) -> list[tuple[str, ...]]:
+    """Column sets a foreign key may point at: the primary key and each UNIQUE index."""
+    info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+    out = [tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))]
+    for idx in conn.execute(f'PRAGMA index_list("{table}")').fetchall():
+        if idx[2]:
+            out.append(tuple(r[2] for r in conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall()))
+    return [k for k in out if k]
+
+
+def _mismatch_hint(conn: sqlite3.Connection, name: str) -> str:
+    """Which foreign key SQLite's terse 'foreign key mismatch' is about, and what it must point at."""
+    groups: dict[int, list[tuple]] = {}
+    for fk in conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall():
+        groups.setdefault(fk[0], []).append(fk)
+    for rows in groups.values():
+        parent = rows[0][2]
+        src = tuple(r[3] for r in rows)
+        dst = tuple(r[4] for r in rows)
+        keys = _key_sets(conn, parent)
+        if None in dst or set(dst) in [set(k) for k in keys]:
+            continue
+        pk = ", ".join(keys[0]) if keys else "its PRIMARY KEY"
+        return (f" (FOREIGN KEY ({', '.join(src)}) REFERENCES {parent}({', '.join(dst)}): the referenced "
+                f"column(s) must be the PRIMARY KEY or a UNIQUE column of {parent}, e.g. {parent}({pk}))")
+    return ""
 
 
 def order_tables(tables: list[ir.Table]) -> list[ir.Table]:

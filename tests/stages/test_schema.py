@@ -62,7 +62,8 @@ def test_check_tables_reports_sqlite_and_key_problems() -> None:
     assert errors["loans"] is None
     assert errors["notes"] == "table notes has no PRIMARY KEY"
     assert "references table ghosts, which does not exist" in errors["tags"]
-    assert errors["cards"] == 'foreign key mismatch - "cards" referencing "members"'
+    assert errors["cards"].startswith('foreign key mismatch - "cards" referencing "members" (')  # SQLite's text
+    assert "REFERENCES members(name): the referenced column(s) must be the PRIMARY KEY" in errors["cards"]
     assert errors["wrong"] == "the statement creates table 'members' but the table is named 'wrong'"
 
 
