@@ -77,6 +77,7 @@ def _load(path: str) -> Any:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar on every CLI run
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as e:  # pragma: no cover - depends on the install

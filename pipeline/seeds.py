@@ -85,6 +85,8 @@ def _parse_text_line(path: Path, lineno: int, line: str) -> Seed:
         raise SeedFileError(path, lineno, "looks like JSON in a text seed file (JSONL files start with a JSON "
                             "object on their first seed line, or are named *.jsonl)")
     head, sep, tail = line.partition(":")
+    if sep and not head.strip():
+        raise SeedFileError(path, lineno, "empty seed name before ':' (write 'name: description')")
     if sep and head.strip() and len(head.strip()) <= _NAME_SPLIT_MAX:
         return _seed(path, lineno, head, tail)
     return _seed(path, lineno, line, "")

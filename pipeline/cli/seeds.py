@@ -132,13 +132,13 @@ def register(main: click.Group) -> None:
     @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
                   help="Kept records (JSONL); rejections go to OUT.rejected.jsonl beside it.")
     @click.option("--threshold", type=click.FloatRange(0, 1, min_open=True), default=None,
-                  help="Cosine similarity at which a record is a duplicate (default 0.57, measured for MiniLM).")
+                  help="Cosine similarity at which a record is a duplicate (default 0.60, measured for MiniLM).")
     @click.option("--model", "embedding_model", default=None,
                   help="Sentence-transformers model: all-MiniLM-L6-v2 (default, packaged) or a local directory.")
     @click.option("--index", "index_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                   help="Persistent dedup index directory: compared against, and kept records are added to it.")
-    @click.option("--text", type=click.Choice(["description", "name_description"]), default=None,
-                  help="What is embedded (default: the description).")
+    @click.option("--text", type=click.Choice(["scenario", "description", "name_description"]), default=None,
+                  help="What is embedded (default: the whole record: name, description, entities, goals).")
     @click.option("--max-per-seed", type=click.IntRange(0), default=None,
                   help="Cap of records per 'seed' value (default 25; 0: no cap).")
     @json_option
@@ -187,7 +187,7 @@ def register(main: click.Group) -> None:
     @click.option("--index", "index_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                   help="Persistent dedup index directory (e.g. <catalog>/dedup); default: this batch only.")
     @click.option("--threshold", type=click.FloatRange(0, 1, min_open=True), default=None,
-                  help="Dedup cosine threshold (default 0.57).")
+                  help="Dedup cosine threshold (default 0.60).")
     @click.option("--embedding-model", default=None, help="Sentence-transformers model for dedup.")
     @click.option("--max-per-seed", type=click.IntRange(0), default=None,
                   help="Cap of scenarios per seed in the index (default 25; 0: no cap).")

@@ -1,0 +1,138 @@
+"""Dedup benchmarks: the threshold sweep on the labelled pairs, and embedding + dedup time by batch size.
+
+    .venv/bin/python benchmarks/bench_dedup.py sweep            # precision/recall per threshold and text mode
+    .venv/bin/python benchmarks/bench_dedup.py scale 1000 10000  # seconds to embed and dedup N synthetic texts
+
+Results are recorded in ``benchmarks/results/dedup.md``. Synthetic texts come from a seeded generator
+(same N, same texts); they are scenario-shaped sentences, not real scenarios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.embed import Embedder, get_embedder  # noqa: E402
+from pipeline.ir import Scenario  # noqa: E402
+from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios, scenario_text  # noqa: E402
+
+PAIRS = ROOT / "tests" / "data" / "dedup_pairs.jsonl"
+
+ACTORS = ["Librarians", "Guests", "Patients", "Dispatchers", "Recruiters", "Buyers", "Tenants", "Students",
+          "Nurses", "Agents", "Managers", "Drivers", "Members", "Clerks", "Technicians", "Teachers", "Farmers",
+          "Brokers", "Adjusters", "Volunteers", "Inspectors", "Cashiers", "Planners", "Auditors", "Couriers"]
+VERBS = ["book", "cancel", "approve", "track", "assign", "schedule", "renew", "return", "order", "invoice",
+         "inspect", "register", "transfer", "refund", "review", "reserve", "close", "escalate", "count", "ship"]
+OBJECTS = ["rooms", "loans", "appointments", "shipments", "tickets", "invoices", "permits", "claims", "orders",
+           "shifts", "vehicles", "leases", "courses", "donations", "parcels", "contracts", "pallets", "licences",
+           "meters", "policies", "tables", "seats", "lessons", "repairs", "payments", "samples", "crops", "desks"]
+QUALIFIERS = ["by date", "per branch", "for each customer", "within a budget", "against a deadline",
+              "by priority", "across warehouses", "per department", "with approval limits", "by region",
+              "for returning members", "under a service level", "with deposits", "in time slots"]
+
+
+def synthetic_scenarios(n: int, seed: int = 0) -> list[Scenario]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        actor = rng.choice(ACTORS)
+        v1, v2 = rng.sample(VERBS, 2)
+        o1, o2 = rng.sample(OBJECTS, 2)
+        q = rng.choice(QUALIFIERS)
+        desc = f"{actor} {v1} {o1} {q}, {v2} {o2} and keep a history of each change (#{i})."
+        out.append(Scenario(name=f"{o1.title()} {v1} desk {i}", description=desc, seed=f"seed-{i % 100}"))
+    return out
+
+
+class Precomputed:
+    """Looks like an :class:`Embedder` but returns vectors computed beforehand (to time dedup alone)."""
+
+    def __init__(self, base: Embedder, vectors: Any):
+        self.label, self.vectors, self._dim = base.label, vectors, base.dim
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(self, texts: list[str], **_: Any) -> Any:
+        assert len(texts) == len(self.vectors)
+        return self.vectors
+
+
+def scale(sizes: list[int], batch_size: int) -> None:
+    embedder = get_embedder(None)
+    embedder.batch_size = batch_size
+    embedder.encode(["warm-up"])
+    print(f"| N | embed s | dedup s | total s | texts/s | kept | machine |\n|---|---|---|---|---|---|---|")
+    for n in sizes:
+        scenarios = synthetic_scenarios(n)
+        texts = [scenario_text(s.name, s.description, "scenario", s.entities, s.goals) for s in scenarios]
+        t0 = time.perf_counter()
+        vectors = embedder.encode(texts)
+        t1 = time.perf_counter()
+        index = DedupIndex(Precomputed(embedder, vectors), "scenario")  # type: ignore[arg-type]
+        result = dedup_scenarios(scenarios, index, DedupSettings(max_per_seed=None))
+        t2 = time.perf_counter()
+        print(f"| {n:,} | {t1 - t0:.1f} | {t2 - t1:.1f} | {t2 - t0:.1f} | {n / (t2 - t0):.0f} | "
+              f"{result.counts['kept']:,} | {platform.machine()} {_cores()} cores |", flush=True)
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
+
+
+def sweep(lo: float, hi: float, step: float) -> None:
+    import numpy as np
+
+    embedder = get_embedder(None)
+    pairs = [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines()]
+    y = np.array([bool(p["duplicate"]) for p in pairs])
+    print(f"{len(pairs)} labelled pairs ({int(y.sum())} duplicates, {int((~y).sum())} distinct)")
+    def text(s: dict[str, Any], mode: str) -> str:
+        return scenario_text(s["name"], s["description"], mode, s.get("entities", ()), s.get("goals", ()))
+
+    for mode in ("scenario", "description", "name_description"):
+        a = embedder.encode([text(p["a"], mode) for p in pairs])
+        b = embedder.encode([text(p["b"], mode) for p in pairs])
+        sims = (a * b).sum(axis=1)
+        print(f"\ntext={mode}: duplicates {sims[y].min():.3f}..{sims[y].max():.3f} (mean {sims[y].mean():.3f}); "
+              f"distinct {sims[~y].min():.3f}..{sims[~y].max():.3f} (mean {sims[~y].mean():.3f})")
+        print("| threshold | precision | recall | F1 |\n|---|---|---|---|")
+        for t in np.arange(lo, hi + 1e-9, step):
+            pred = sims >= t
+            tp, fp, fn = int((pred & y).sum()), int((pred & ~y).sum()), int((~pred & y).sum())
+            p = tp / (tp + fp) if tp + fp else 1.0
+            r = tp / (tp + fn)
+            print(f"| {t:.2f} | {p:.3f} | {r:.3f} | {2 * p * r / (p + r) if p + r else 0:.3f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("scale", help="time embedding + dedup of N synthetic scenario texts")
+    s.add_argument("sizes", nargs="*", type=int, default=[1000, 10000])
+    s.add_argument("--batch-size", type=int, default=64)
+    w = sub.add_parser("sweep", help="precision/recall per threshold on the labelled pairs")
+    w.add_argument("--lo", type=float, default=0.45)
+    w.add_argument("--hi", type=float, default=0.75)
+    w.add_argument("--step", type=float, default=0.02)
+    args = ap.parse_args()
+    if args.cmd == "scale":
+        scale(args.sizes, args.batch_size)
+    else:
+        sweep(args.lo, args.hi, args.step)
+
+
+if __name__ == "__main__":
+    main()
