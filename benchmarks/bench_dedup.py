@@ -72,7 +72,7 @@ def scale(sizes: list[int], batch_size: int) -> None:
     embedder = get_embedder(None)
     embedder.batch_size = batch_size
     embedder.encode(["warm-up"])
-    print(f"| N | embed s | dedup s | total s | texts/s | kept | machine |\n|---|---|---|---|---|---|---|")
+    print("| N | embed s | dedup s | total s | texts/s | kept | machine |\n|---|---|---|---|---|---|---|")
     for n in sizes:
         scenarios = synthetic_scenarios(n)
         texts = [scenario_text(s.name, s.description, "scenario", s.entities, s.goals) for s in scenarios]

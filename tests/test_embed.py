@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.embed import DEFAULT_MODEL, EmbeddingError, Embedder, get_embedder, packaged_model_dir, range_pairs
+from pipeline.embed import (
+    DEFAULT_MODEL,
+    Embedder,
+    EmbeddingError,
+    get_embedder,
+    packaged_model_dir,
+    range_pairs,
+)
 
 
 def test_packaged_model_dir_is_inside_site_packages() -> None:
