@@ -91,7 +91,7 @@ def _with_cap(settings: Any, max_per_seed: int | None) -> Any:
 def register(main: click.Group) -> None:
     @main.group()
     def seeds() -> None:
-        """Domain seed files: one seed per line (``name: description``) or JSONL."""
+        """Domain seed files: one seed per line ("name: description") or JSONL."""
 
     @seeds.command("check")
     @click.argument("file", type=click.Path(path_type=Path))
