@@ -17,11 +17,12 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
-from pipeline.llm import LLMClient, LLMError
+from pipeline.llm import LLMError
 from pipeline.stages.feedback import render_section
 from verify.evaluate import evaluate
 from verify.models import args_model, camel, catalog, clean_args
 from verify.replay import call_once, fresh
+from verify.sampling import sampled
 
 STAGE = "tester"
 
@@ -81,26 +82,10 @@ def turn_model(env: Environment) -> type[BaseModel]:
                         thought=(str, Field(..., max_length=300)), action=(action_type, ...))
 
 
-class _Sampled:
-    """``client`` with other sampling settings for one attempt (everything else shared: cache, usage,
-    connection, the embedded server)."""
-
-    def __init__(self, client: Any, temperature: float, seed: int):
-        self._client = client
-        self.settings = client.settings.model_copy(update={"temperature": temperature, "seed": seed})
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    complete = LLMClient.complete
-    structured_reply = LLMClient.structured_reply
-    structured = LLMClient.structured
-
-
 def _for_attempt(client: Any, attempt: int, settings: TesterSettings) -> Any:
-    if attempt == 1 or not hasattr(client, "settings") or settings.temperature == client.settings.temperature:
+    if attempt == 1 or not hasattr(client, "settings"):
         return client
-    return _Sampled(client, settings.temperature, client.settings.seed + attempt - 1)
+    return sampled(client, settings.temperature, client.settings.seed + attempt - 1)
 
 
 def _cut(text: str, limit: int) -> str:

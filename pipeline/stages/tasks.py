@@ -34,6 +34,7 @@ from verify.evaluate import answer_items
 from verify.models import args_model, catalog, clean_args
 from verify.proofs import prove
 from verify.replay import describe_call, fresh
+from verify.sampling import Escalating
 from verify.state import Change, TableInfo, id_table, qi
 
 STAGE = "tasks"
@@ -55,6 +56,8 @@ class TaskSettings(BaseModel):
     """Rows of each relevant table shown to the agent."""
     max_tokens: int = Field(default=400, ge=64, le=4096)
     """Reply budget per proposal."""
+    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of the replies after feedback (seeded; the first reply uses the client's own)."""
 
 
 @dataclass(frozen=True)
@@ -290,7 +293,8 @@ def lint_instruction(env: Environment, calls: list[ToolCall], instruction: str, 
         items = answer_items(answer)
         if items and all(_mentions(instruction, i) for i in items if i not in ("yes", "no")) and \
                 any(i not in ("yes", "no") for i in items):
-            return f"the question gives its answer away ({answer!r}); ask for it instead"
+            return (f"the question gives its answer away ({answer!r}); ask about another field of the row "
+                    f"than the one that names it")
     return None
 
 
@@ -396,7 +400,7 @@ def generate_tasks(
                                        provenance=_provenance(client, 0, {"plan": plan.label()}), plan=plan, seen=seen)
 
             out = ask_with_feedback(
-                client, model, proposal_messages(env, plan, conn, infos, settings, notes), check, stage=STAGE,
+                Escalating(client, settings.retry_temperature), model, proposal_messages(env, plan, conn, infos, settings, notes), check, stage=STAGE,
                 max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
                 feedback=lambda e: render_section("tasks", "feedback", error=e),
             )
@@ -450,7 +454,7 @@ def revise_task(
         return build_and_prove(env, list(task.reference_solution), reply.instruction, answer_field=answer_field,
                                initial_db=initial_db, provenance=prov)
 
-    out = ask_with_feedback(client, Revision, messages, check, stage=STAGE, max_attempts=settings.max_attempts,
+    out = ask_with_feedback(Escalating(client, settings.retry_temperature), Revision, messages, check, stage=STAGE, max_attempts=settings.max_attempts,
                             max_tokens=settings.max_tokens,
                             feedback=lambda e: render_section("tasks", "feedback", error=e))
     if out.value is not None and "plan" in task.metadata:

@@ -86,6 +86,9 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
     assert "as an id" in _requests_text(client, 3)
     assert "author 'Frank Herbert'" in _requests_text(client, 5)
     assert len(client.requests[3]) == len(client.requests[1]) + 4  # two replies and two feedbacks appended
+    # a retry after feedback samples (seeded) instead of repeating the greedy reply
+    assert [b["temperature"] for b in client.bodies[1:4]] == [0.0, 0.7, 0.7]
+    assert [b["seed"] for b in client.bodies[1:4]] == [0, 1, 2]
     for t in res.value:
         assert t.env_id == env.env_id and t.task_id.startswith("t_")
         assert t.metadata["steps"] == 1 and t.metadata["tools_used"] == [t.reference_solution[0].tool]
