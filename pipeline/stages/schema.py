@@ -67,8 +67,13 @@ _CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?[\"`\[]?([A
                      re.I)
 
 
+_OPTIONS = re.compile(r"(?:\s*,?\s*(?:STRICT|WITHOUT\s+ROWID))*\s*$", re.I)
+_STRING = re.compile(r"'(?:[^']|'')*'")
+
+
 def normalise_ddl(ddl: str) -> str:
-    """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, append ``STRICT``."""
+    """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, close the column list
+    when closing parentheses are missing, end with ``STRICT``."""
     s = ddl.strip().strip("`").strip()
     s = re.sub(r"^sql\s+", "", s, flags=re.I).strip().rstrip(";").strip()
 
@@ -79,12 +84,36 @@ def normalise_ddl(ddl: str) -> str:
         return m.group(0)
 
     s = _COLTYPE.sub(sub, s)
-    close = s.rfind(")")
-    if close != -1:
-        tail = s[close + 1 :]
-        if not re.search(r"\bSTRICT\b", tail, re.I):
-            s = s[: close + 1] + (tail.rstrip() + "," if tail.strip() else "") + " STRICT"
-    return s
+    m = _OPTIONS.search(s)
+    body, options = s[: m.start()].rstrip(), s[m.start() :]
+    early = _early_close(body)
+    if early is not None:  # a stray ')' closed the column list before its end: move it to the end
+        body = body[:early] + body[early + 1 :]
+    missing = _paren_balance(body)
+    if missing > 0:  # small models often drop the closing parenthesis of the column list
+        body += ")" * missing
+    rowid = " WITHOUT ROWID," if re.search(r"WITHOUT\s+ROWID", options, re.I) else ""
+    return f"{body}{rowid} STRICT"
+
+
+def _early_close(body: str) -> int | None:
+    """Index of a ')' that closes the column list while more column text follows, else None."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), body)
+    depth, opened = 0, False
+    for i, ch in enumerate(bare):
+        if ch == "(":
+            depth, opened = depth + 1, True
+        elif ch == ")":
+            depth -= 1
+            if opened and depth == 0:
+                return i if bare[i + 1 :].strip() else None
+    return None
+
+
+def _paren_balance(sql: str) -> int:
+    """How many more '(' than ')' the statement has, outside string literals."""
+    bare = _STRING.sub("''", sql)
+    return bare.count("(") - bare.count(")")
 
 
 def ddl_table_name(ddl: str) -> str | None:
@@ -132,7 +161,10 @@ def _create(conn: sqlite3.Connection, name: str, ddl: str) -> str | None:
     try:
         conn.execute(ddl)
     except sqlite3.Error as e:
-        return str(e)
+        extra = -_paren_balance(ddl)
+        hint = f" (the statement has {extra} more ')' than '(': a ')' closes the column list early)" \
+            if extra > 0 else ""
+        return str(e) + hint
     return None
 
 

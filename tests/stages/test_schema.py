@@ -37,6 +37,13 @@ def sqlite_error(ddl: str) -> str:
     ("```sql\nCREATE TABLE t (id INTEGER PRIMARY KEY) WITHOUT ROWID\n```",
      "CREATE TABLE t (id INTEGER PRIMARY KEY) WITHOUT ROWID, STRICT"),
     (MEMBERS_DDL, MEMBERS_DDL),
+    # the closing parenthesis of the column list is missing (seen from the 1.5B model)
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('a', 'b')) STRICT",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('a', 'b'))) STRICT"),
+    # a stray ')' closes the column list early and the last one is missing (seen from the 1.5B model)
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, d TEXT CHECK (d > '2023-01-01')), s TEXT NOT NULL) STRICT",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY, d TEXT CHECK (d > '2023-01-01'), s TEXT NOT NULL) STRICT"),
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT DEFAULT ')(')", "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT DEFAULT ')(') STRICT"),
     # a column *named* date keeps its name; only the type position is mapped
     ("CREATE TABLE t (id INTEGER PRIMARY KEY, date DATETIME NOT NULL, UNIQUE (id, date))",
      "CREATE TABLE t (id INTEGER PRIMARY KEY, date TEXT NOT NULL, UNIQUE (id, date)) STRICT"),
