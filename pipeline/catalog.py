@@ -9,6 +9,7 @@ content-derived primary key, so a resumed or repeated run never writes duplicate
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,8 @@ class Catalog:
             raise CatalogError(f"{self.dir} is not a catalog (no {CATALOG_DB})")
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self.db = sqlite_utils.Database(path, use_counts_table=False)
+        conn = sqlite3.connect(path, check_same_thread=False)  # writes are serialised by self._lock
+        self.db = sqlite_utils.Database(conn, use_counts_table=False)
         self.db.conn.execute("PRAGMA busy_timeout=30000")
         self.db.enable_wal()
         self._ensure()
