@@ -10,18 +10,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config import LLMSettings
+from pipeline.config import LLMSettings, default_home
 from pipeline.llm.cache import ResponseCache, cache_key
 
 T = TypeVar("T", bound=BaseModel)
@@ -216,8 +218,8 @@ class LLMClient:
                 self.usage.add(stage, reply)
                 return reply
         self._ensure_started()
-        t0 = time.perf_counter()
-        with self._sem:
+        with self._sem, self._machine_lock():
+            t0 = time.perf_counter()
             try:
                 resp = self._openai.chat.completions.create(model=self.model, messages=messages, **params)
             except openai.APITimeoutError:
@@ -244,6 +246,22 @@ class LLMClient:
         reply = Reply(content, pt, ct, seconds, False)
         self.usage.add(stage, reply)
         return reply
+
+    @contextlib.contextmanager
+    def _machine_lock(self) -> Iterator[None]:
+        """The embedded model generates for one request at a time on this machine, whichever process asks:
+        several llama.cpp servers decoding at once on a few CPU cores thrash (measured: >10x slower each)."""
+        if not self.embedded:
+            yield
+            return
+        path = default_home() / "embedded-generation.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     def _content(self, resp: Any, key: str) -> str:
         try:
