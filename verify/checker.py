@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
-from pipeline.llm import LLMError
+from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.stages.feedback import render_section
 from verify.models import signature
 from verify.replay import call_once, describe_call, fresh
@@ -239,6 +239,8 @@ def review_attempt(
         try:
             llm_reply = client.structured(reply_model(len(calls)), review_messages(env, task, attempt, verdicts, settings),
                                           stage=STAGE, max_tokens=settings.max_tokens)
+        except LLMUnavailable:
+            raise
         except LLMError as e:
             notes.append(f"LLM review unavailable: {str(e)[:200]}")
     if llm_reply is not None:

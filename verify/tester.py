@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
-from pipeline.llm import LLMError
+from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.stages.feedback import render_section
 from verify.evaluate import evaluate
 from verify.models import args_model, camel, catalog, clean_args
@@ -119,6 +119,8 @@ def run_attempt(
                 messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + render_section("tester", "last_turn")}
             try:
                 reply, raw = llm.structured_reply(model, messages, stage=STAGE, max_tokens=settings.max_tokens)
+            except LLMUnavailable:
+                raise  # an endpoint failure says nothing about the task: the run retries it later
             except LLMError as e:
                 stop, error = "llm_error", str(e)[:500]
                 break

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pipeline.config import LLMSettings
 from pipeline.llm.cache import CacheError, ResponseCache
-from pipeline.llm.client import LLMClient, LLMError, Reply, Usage
+from pipeline.llm.client import LLMClient, LLMError, LLMUnavailable, Reply, Usage
 from pipeline.llm.embedded import ModelError, ensure_model
 from pipeline.llm.fake import fake_client
 
 __all__ = [
-    "CacheError", "LLMClient", "LLMError", "LLMSettings", "ModelError", "Reply", "ResponseCache", "Usage",
+    "CacheError", "LLMClient", "LLMError", "LLMUnavailable", "LLMSettings", "ModelError", "Reply", "ResponseCache", "Usage",
     "client_from_settings", "embedded_client", "ensure_model", "fake_client",
 ]
 

@@ -33,6 +33,13 @@ class LLMError(RuntimeError):
     """An LLM call failed for good; the message says what happened and what to do."""
 
 
+class LLMUnavailable(LLMError):
+    """The endpoint itself failed (unreachable, timed out, HTTP error, garbage) after the transport retries.
+
+    Unlike a reply that never validated, this says nothing about the item being generated: stages let it
+    propagate, and a run marks the item *failed* (retried by the next run), not *rejected*."""
+
+
 @dataclass(frozen=True)
 class Reply:
     content: str
@@ -275,7 +282,7 @@ class LLMClient:
     def _fail(self, key: str, message: str) -> Any:
         if self._cache is not None:
             self._cache.record_error(key, message)
-        raise LLMError(message)
+        raise LLMUnavailable(message)
 
     def _ensure_started(self) -> None:
         if self._started:

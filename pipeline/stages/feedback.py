@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from pipeline.llm import LLMError
+from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.prompts import PromptError, load
 
 M = TypeVar("M", bound=BaseModel)
@@ -85,6 +85,8 @@ def ask_with_feedback(
     for attempt in range(1, max_attempts + 1):
         try:
             reply, raw = client.structured_reply(model, msgs, stage=stage, max_tokens=max_tokens)
+        except LLMUnavailable:
+            raise  # the endpoint failed, not this item: the caller marks it failed, to be retried
         except LLMError as e:
             return Outcome(None, f"LLM gave no usable reply: {e}", attempt, tuple(msgs))
         value, error = check(reply)

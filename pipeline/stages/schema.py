@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
-from pipeline.llm import LLMError
+from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 
@@ -370,6 +370,8 @@ def generate_schema(
     try:
         reply, raw = client.structured_reply(reply_model(settings.tables_min, settings.tables_max), messages,
                                              stage=STAGE, max_tokens=settings.max_tokens_schema)
+    except LLMUnavailable:
+        raise
     except LLMError as e:
         rej = ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable schema reply: {e}")
         return StageResult(None, (rej,), 1)

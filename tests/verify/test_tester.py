@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from pipeline.llm import fake_client
+import pytest
+
+from pipeline.llm import LLMUnavailable, fake_client
 from tests.fixtures.library import library_env, library_tasks
 from verify import tester
 from verify.tester import run_attempt, turn_model
@@ -62,8 +64,10 @@ def test_turn_limit_loop_and_llm_errors_stop_an_attempt() -> None:
     assert "last step" in client.requests[1][-1]["content"]
     a = run_attempt(fake_client([call("find_member_by_name", name="Dan")] * 3), env, task)
     assert a.stop == "loop" and len(a.steps) == 3
-    a = run_attempt(fake_client([]), env, task)
+    a = run_attempt(fake_client(["not json"] * 3), env, task)
     assert a.stop == "llm_error" and a.error and not a.passed
+    with pytest.raises(LLMUnavailable):  # an endpoint failure is not the task's fault: it propagates
+        run_attempt(fake_client([]), env, task)
 
 
 def test_invalid_actions_are_fed_back_by_the_client() -> None:
