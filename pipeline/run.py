@@ -212,12 +212,12 @@ def run_catalog(
         client = new_client()
         deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
                          n_tasks=plan.run.tasks_per_env, progress=prog.message)
-        graph = build_scenario_graph(deps, checkpointer=saver)
         cfg = {"configurable": {"thread_id": f"{fingerprint}:{scn.scenario_id}"}, "recursion_limit": 50}
-        state = graph.get_state(cfg)
         t = time.perf_counter()
         catalog.set_environment(scn.scenario_id, name=scn.name, status="building", reason="")
         try:
+            graph = build_scenario_graph(deps, checkpointer=saver)
+            state = graph.get_state(cfg)
             if state.next:
                 final = graph.invoke(None, cfg)  # resume after the last finished node
             elif state.values.get("status") in ("verified", "rejected"):
