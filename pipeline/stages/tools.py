@@ -6,8 +6,9 @@ One call plans the tools (name, read/write, purpose) over the schema; then each 
 its own call (the DDL is in every prompt; the prompt's fixed part comes first so the server's
 prompt cache reuses it). A reply maps onto ``ir.Tool``: params, guards (``must`` exist/not_exist
 with the agent-facing error), writes, returns. Deterministic touch-ups need no round trip:
-parameters used by no statement are dropped, and a parameter named like a column constrained by
-``CHECK (c IN (...))`` gets that enum.
+parameters used by no statement are dropped, a parameter named like a column constrained by
+``CHECK (c IN (...))`` gets that enum, and a SELECT listed among the writes becomes the result (or
+is dropped when the tool has one).
 
 Each tool is then checked for real:
 
@@ -105,9 +106,16 @@ def _all_sql(guards: list[GuardSpec], writes: list[str], returns: ReturnsSpec | 
 
 def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: dict[str, tuple[Any, ...]]) -> ir.Tool:
     """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot)."""
-    writes = list(getattr(reply, "writes", []))
+    writes: list[str] = []
+    returns_spec = reply.returns
+    for w in getattr(reply, "writes", []):
+        if engine.leading_keyword(w) == "SELECT":  # a read listed among the writes: it is the result
+            if returns_spec is None:
+                returns_spec = ReturnsSpec(sql=w, mode="one")
+            continue
+        writes.append(w)
     used: set[str] = set()
-    for sql in _all_sql(reply.guards, writes, reply.returns):
+    for sql in _all_sql(reply.guards, writes, returns_spec):
         used.update(engine.placeholders(sql))
     for g in reply.guards:
         used.update(_FIELD.findall(g.error))
@@ -123,7 +131,7 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
                                enum=list(enum) if ok_enum and enum else None))
     steps = [ir.Step(kind="guard", sql=g.sql.strip(), must=g.must, error=g.error) for g in reply.guards]
     steps += [ir.Step(kind="write", sql=w.strip()) for w in writes]
-    returns = ir.Returns(sql=reply.returns.sql.strip(), mode=reply.returns.mode) if reply.returns else None
+    returns = ir.Returns(sql=returns_spec.sql.strip(), mode=returns_spec.mode) if returns_spec else None
     return ir.Tool(name=plan.name, description=reply.description.strip(), kind=plan.kind, params=params,
                    steps=steps, returns=returns)
 

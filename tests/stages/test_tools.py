@@ -167,3 +167,11 @@ def test_a_returns_query_that_finds_nothing_is_fed_back(seed) -> None:
     assert res.ok and res.rejections == ()
     assert "(values of existing rows) it found nothing: no matching record found" in client.requests[2][-1]["content"]
     assert "its writes ran but its returns query found no row" in client.requests[6][-1]["content"]
+
+
+def test_a_select_among_the_writes_becomes_the_result() -> None:
+    reply = WriteToolReply.model_validate(dict(RETURN_BOOK, writes=[
+        *RETURN_BOOK["writes"], "SELECT loan_id, status FROM loans WHERE loan_id = :loan_id"]))
+    tool = to_tool(ToolPlanItem(name="return_book", kind="write", purpose="Return a book"), reply, {})
+    assert [s.kind for s in tool.steps] == ["guard", "write", "write"]
+    assert tool.returns == ir.Returns(sql="SELECT loan_id, status FROM loans WHERE loan_id = :loan_id", mode="one")
