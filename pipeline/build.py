@@ -32,9 +32,9 @@ class BuildSettings(BaseModel):
     """Fewest valid tables an environment needs; fewer rejects the schema stage."""
     tables_max: int = Field(5, ge=1, le=30)
     """Most tables asked for in the schema reply."""
-    rows_per_table: int = Field(20, ge=1, le=200)
+    rows_per_table: int = Field(24, ge=1, le=200)
     """Rows the LLM writes per table (over one or more calls); all are LLM-written, none synthesised."""
-    rows_per_call: int = Field(10, ge=1, le=50)
+    rows_per_call: int = Field(12, ge=1, le=50)
     """Rows asked for in one call (small replies keep a 1.5B model consistent)."""
     rows_min: int = Field(3, ge=1, le=200)
     """Fewest rows a table must end with after retries; fewer rejects the seed stage."""
@@ -50,11 +50,11 @@ class BuildSettings(BaseModel):
     """Output budget of the intents call."""
     max_tokens_schema: int = Field(1400, ge=128)
     """Output budget of the schema call (all tables) and of each table fix."""
-    max_tokens_rows: int = Field(900, ge=64)
-    """Output budget of one seed-rows call."""
+    max_tokens_rows: int = Field(1600, ge=64)
+    """Output cap of one seed-rows call (a cap, not a cost: the grammar ends the reply)."""
     max_tokens_tool_plan: int = Field(500, ge=64)
     """Output budget of the tool-plan call."""
-    max_tokens_tool: int = Field(700, ge=128)
+    max_tokens_tool: int = Field(900, ge=128)
     """Output budget of one tool call."""
 
     @model_validator(mode="after")
