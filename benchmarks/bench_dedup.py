@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_dedup.py sweep            # precision/recall per threshold and text mode
     .venv/bin/python benchmarks/bench_dedup.py scale 1000 10000  # seconds to embed and dedup N synthetic texts
+    .venv/bin/python benchmarks/bench_dedup.py worst 1000 100000 # dedup alone when nothing is a duplicate
 
 Results are recorded in ``benchmarks/results/dedup.md``. Synthetic texts come from a seeded generator
 (same N, same texts); they are scenario-shaped sentences, not real scenarios.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import random
 import sys
 import time
@@ -68,22 +68,53 @@ class Precomputed:
         return self.vectors
 
 
-def scale(sizes: list[int], batch_size: int) -> None:
+def scale(sizes: list[int], batch_size: int, threads: int | None) -> None:
+    """Wall and CPU seconds to embed N synthetic scenarios and dedup them (the load average is printed
+    because other processes on a shared machine inflate wall time; CPU seconds are not inflated)."""
+    import os
+
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
     embedder = get_embedder(None)
     embedder.batch_size = batch_size
     embedder.encode(["warm-up"])
-    print("| N | embed s | dedup s | total s | texts/s | kept | machine |\n|---|---|---|---|---|---|---|")
+    print(f"torch threads {torch.get_num_threads()}, batch {batch_size}, {_cores()} cores")
+    print("| N | embed wall s | embed CPU s | dedup wall s | total wall s | kept | load avg (1 min) |")
+    print("|---|---|---|---|---|---|---|")
     for n in sizes:
         scenarios = synthetic_scenarios(n)
         texts = [scenario_text(s.name, s.description, "scenario", s.entities, s.goals) for s in scenarios]
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         vectors = embedder.encode(texts)
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         index = DedupIndex(Precomputed(embedder, vectors), "scenario")  # type: ignore[arg-type]
         result = dedup_scenarios(scenarios, index, DedupSettings(max_per_seed=None))
         t2 = time.perf_counter()
-        print(f"| {n:,} | {t1 - t0:.1f} | {t2 - t1:.1f} | {t2 - t0:.1f} | {n / (t2 - t0):.0f} | "
-              f"{result.counts['kept']:,} | {platform.machine()} {_cores()} cores |", flush=True)
+        print(f"| {n:,} | {t1 - t0:.1f} | {c1 - c0:.1f} | {t2 - t1:.1f} | {t2 - t0:.1f} | "
+              f"{result.counts['kept']:,} | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
+def worst_case(sizes: list[int]) -> None:
+    """Dedup alone on N random unit vectors: nothing is a duplicate, so the index grows to N (the upper
+    bound of the search cost, which is quadratic in N with the exact flat index)."""
+    import os
+
+    import numpy as np
+
+    base = get_embedder(None)
+    print("| N | dedup wall s | dedup CPU s | kept | load avg (1 min) |\n|---|---|---|---|---|")
+    for n in sizes:
+        rng = np.random.default_rng(0)
+        v = rng.standard_normal((n, base.dim)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        scenarios = [Scenario(name=f"s{i}", description=f"scenario {i}") for i in range(n)]
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = dedup_scenarios(scenarios, DedupIndex(Precomputed(base, v), "scenario"),  # type: ignore[arg-type]
+                                 DedupSettings(max_per_seed=None))
+        print(f"| {n:,} | {time.perf_counter() - t0:.1f} | {time.process_time() - c0:.1f} | "
+              f"{result.counts['kept']:,} | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 def _cores() -> int:
@@ -123,13 +154,18 @@ def main() -> None:
     s = sub.add_parser("scale", help="time embedding + dedup of N synthetic scenario texts")
     s.add_argument("sizes", nargs="*", type=int, default=[1000, 10000])
     s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    wc = sub.add_parser("worst", help="time dedup alone on N random vectors (nothing is a duplicate)")
+    wc.add_argument("sizes", nargs="*", type=int, default=[1000, 10000, 100000])
     w = sub.add_parser("sweep", help="precision/recall per threshold on the labelled pairs")
     w.add_argument("--lo", type=float, default=0.45)
     w.add_argument("--hi", type=float, default=0.75)
     w.add_argument("--step", type=float, default=0.02)
     args = ap.parse_args()
     if args.cmd == "scale":
-        scale(args.sizes, args.batch_size)
+        scale(args.sizes, args.batch_size, args.threads)
+    elif args.cmd == "worst":
+        worst_case(args.sizes)
     else:
         sweep(args.lo, args.hi, args.step)
 

@@ -1,8 +1,9 @@
 """Expand stage: each domain seed becomes N distinct, concrete, simulatable scenarios.
 
 ``expand_seed(seed, client, settings) -> StageResult[tuple[Scenario, ...]]`` asks for one scenario per LLM
-call (small models do better with small steps), listing what was already proposed for the seed so the
-model does not repeat itself, until N are accepted or the attempts run out. Each proposal carries a
+call (small models do better with small steps), each focused on a different part of the business and
+listing what was already proposed for the seed so the model does not repeat itself, until N are
+accepted or the attempts run out. Each proposal carries a
 suitability judgement (can a relational database plus tools simulate it faithfully?); unsuitable ones,
 and repeats of earlier proposals, are rejected as data.
 
@@ -90,9 +91,16 @@ def _previous(proposals: Sequence[tuple[Scenario, str | None]]) -> str:
     return "\n" + render_section(STAGE, "previous", items=items)
 
 
+def focus(number: int) -> str:
+    """The part of the business proposal ``number`` (1-based) is asked to focus on: a small model asked
+    "something different" again and again restates the seed, so each call names a different angle."""
+    lines = [x.strip() for x in render_section(STAGE, "focus").splitlines() if x.strip()]
+    return lines[(number - 1) % len(lines)]
+
+
 def expansion_messages(seed: Seed, number: int, proposals: Sequence[tuple[Scenario, str | None]]) -> list[dict[str, Any]]:
     """The request for proposal ``number`` (1-based); ``proposals`` are earlier ones with a note for rejects."""
-    return user(render_section(STAGE, "ask", seed=seed.text, number=number, previous=_previous(proposals)))
+    return user(render_section(STAGE, "ask", seed=seed.text, focus=focus(number), previous=_previous(proposals)))
 
 
 def _reject(seed: Seed, kind: str, reason: str, item: str, **evidence: Any) -> Rejection:
@@ -136,7 +144,7 @@ def expand_seed(seed: Seed, client: Any, settings: ExpandSettings | None = None)
             rejections.append(_reject(seed, "repeat", f"repeats the earlier proposal {first.name!r}",
                                       scenario.scenario_id, duplicate_of={"id": first.scenario_id, "name": first.name},
                                       similarity=1.0, **evidence))
-            continue  # the list in the next prompt is unchanged, but the proposal number differs
+            continue  # the list in the next prompt is unchanged, but its focus differs
         seen[key] = scenario
         if not reply.suitable:
             why = _clean(reply.simulation)

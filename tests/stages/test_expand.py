@@ -65,7 +65,9 @@ def test_unsuitable_is_rejected_with_its_reason_and_accepted_ones_feed_later_pro
     assert "- Branch library loans: Librarians lend books" in second
     # the accepted list grows, and an unsuitable proposal is listed as rejected so it is not proposed again
     assert "- Branch library loans" in third and "- Library news feed: " in third and "not simulatable" in third
-    assert "(proposal 3)" in third
+    # each proposal is asked to focus on a different part of the business
+    assert "focused on the main transaction" in first and "focused on staff scheduling" in second
+    assert "focused on inventory" in third
 
 
 def test_stops_at_n_and_caps_attempts() -> None:
