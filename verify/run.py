@@ -162,7 +162,9 @@ def _outcome_entry(o: TaskOutcome) -> dict[str, Any]:
 
 def build_report(env: Environment, client: Any, s: VerifySettings, planned: int, outcomes: list[TaskOutcome],
                  kept: list[Task], rejections: list[Rejection], *, env_changed: bool) -> dict[str, Any]:
-    verdicts = Counter(v.verdict for o in outcomes for r in o.reviews for v in r.verdicts)
+    verdicts: dict[str, Counter[str]] = {"rule": Counter(), "llm": Counter()}
+    for v in (v for o in outcomes for r in o.reviews for v in r.verdicts):
+        verdicts[v.source][v.verdict] += 1
     blames = Counter(r.blame for o in outcomes for r in o.reviews)
     hashes = prompt_hashes()
     return {
@@ -178,7 +180,7 @@ def build_report(env: Environment, client: Any, s: VerifySettings, planned: int,
             "rejected": len(rejections),
             "kinds": dict(sorted(Counter(t.kind for t in kept).items())),
             "pass_rate_histogram": histogram(kept),
-            "checker_verdicts": dict(sorted(verdicts.items())),
+            "checker_verdicts": {src: dict(sorted(c.items())) for src, c in verdicts.items()},
             "blame": dict(sorted(blames.items())),
             "env_changed": env_changed,
         },

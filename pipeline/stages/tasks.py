@@ -196,12 +196,24 @@ def _id_choices(env: Environment, tool_name: str, conn: Any, infos: dict[str, Ta
         vals = [r[0] for r in conn.execute(f"SELECT {qi(key)} FROM {qi(t)} ORDER BY 1 LIMIT 200")]
         if vals and all(isinstance(v, int) for v in vals):
             out[p.name] = vals
+    tool = env.tool(tool_name)
+    if tool.kind == "read":  # a lookup's text arguments are real values of the column they are named after
+        for p in tool.params:
+            if p.type != "string" or p.enum or p.name in out:
+                continue
+            for t in tables_used(env, [tool_name]):
+                if p.name in infos[t].columns:
+                    vals = [r[0] for r in conn.execute(
+                        f"SELECT DISTINCT {qi(p.name)} FROM {qi(t)} WHERE typeof({qi(p.name)}) = 'text' ORDER BY 1 LIMIT 201")]
+                    if 0 < len(vals) <= 200:
+                        out[p.name] = vals
+                    break
     return out
 
 
-def _answer_columns(cols: list[str]) -> list[str]:
-    """Result columns a user could ask about (internal ids are not)."""
-    keep = [c for c in cols if c.lower() != "id" and not c.lower().endswith("_id")]
+def _answer_columns(cols: list[str], searched: set[str]) -> list[str]:
+    """Result columns a user could ask about: not internal ids, not what the question searches by."""
+    keep = [c for c in cols if c.lower() != "id" and not c.lower().endswith("_id") and c not in searched]
     return keep or cols
 
 
@@ -209,14 +221,15 @@ def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, Tab
     """The reply schema for ``plan``, the label -> id maps of its id parameters, and notes for the prompt."""
     refs: Refs = {}
     notes: list[str] = []
-    fields: dict[str, Any] = {}
+    # the user's words first, then the calls that fulfil them: the order a model writes best in
+    fields: dict[str, Any] = {"user_request": (str, Field(..., min_length=15, max_length=400))}
     for name in plan.tools:
         fields[name] = (args_model(env.tool(name), _id_choices(env, name, conn, infos, refs, notes)), ...)
     if all(tool_op(env, n) == "read" for n in plan.tools):
         last = env.tool(plan.tools[-1])
-        cols = _answer_columns(engine.result_columns(conn, last.returns.sql)) if last.returns else []
+        searched = {p.name for p in last.params}
+        cols = _answer_columns(engine.result_columns(conn, last.returns.sql), searched) if last.returns else []
         fields["answer_field"] = (Literal[tuple(cols)] if cols else str, ...)  # type: ignore[valid-type]
-    fields["instruction"] = (str, Field(..., min_length=15, max_length=400))
     model = create_model("TaskProposal", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
     return model, refs, notes
 
@@ -395,7 +408,7 @@ def generate_tasks(
 
             def check(reply: BaseModel, plan: Plan = plan, refs: Refs = refs) -> tuple[Task | None, str | None]:
                 calls = reply_calls(reply, plan, refs)
-                return build_and_prove(env, calls, reply.instruction,  # type: ignore[attr-defined]
+                return build_and_prove(env, calls, reply.user_request,  # type: ignore[attr-defined]
                                        answer_field=getattr(reply, "answer_field", None), initial_db=initial_db,
                                        provenance=_provenance(client, 0, {"plan": plan.label()}), plan=plan, seen=seen)
 
@@ -424,7 +437,7 @@ def _last_reply(messages: tuple[dict[str, Any], ...]) -> str:
 
 class Revision(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    instruction: str = Field(..., min_length=15, max_length=400)
+    user_request: str = Field(..., min_length=15, max_length=400)
 
 
 def revise_task(
@@ -448,10 +461,10 @@ def revise_task(
     ]
 
     def check(reply: Revision) -> tuple[Task | None, str | None]:
-        if reply.instruction.strip() == task.instruction.strip():
+        if reply.user_request.strip() == task.instruction.strip():
             return None, "the request is unchanged; reword it"
         prov = {**task.provenance, "revised": task.provenance.get("revised", 0) + 1, "revised_because": problem[:300]}
-        return build_and_prove(env, list(task.reference_solution), reply.instruction, answer_field=answer_field,
+        return build_and_prove(env, list(task.reference_solution), reply.user_request, answer_field=answer_field,
                                initial_db=initial_db, provenance=prov)
 
     out = ask_with_feedback(Escalating(client, settings.retry_temperature), Revision, messages, check, stage=STAGE, max_attempts=settings.max_attempts,

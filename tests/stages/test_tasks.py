@@ -49,11 +49,14 @@ def test_reply_schema_limits_ids_to_real_rows_and_answer_fields_to_result_column
         assert refs[("borrow_book", "member_id")]["Dan Wu"] == 4 and refs[("borrow_book", "book_id")]["Emma"] == 1
         assert any("member_id: give the name of the members row" in n for n in notes)
         reply = model.model_validate({"borrow_book": {"member_id": "Dan Wu", "book_id": "Emma", "days": None},
-                                      "instruction": "Dan Wu borrows Emma."})
+                                      "user_request": "Dan Wu borrows Emma."})
         assert reply_calls(reply, borrow, refs) == [ToolCall(tool="borrow_book", arguments={"member_id": 4, "book_id": 1})]
         lookup = next(p for p in plans if p.tools == ("find_member_by_name",))
         schema = proposal_model(env, lookup, run.inst.conn, run.infos)[0].model_json_schema()
-        assert schema["properties"]["answer_field"]["enum"] == ["name", "email", "tier"]  # not the internal id
+        # not the internal id, nor the name it searches by; and it searches by a real name
+        assert schema["properties"]["answer_field"]["enum"] == ["email", "tier"]
+        assert schema["$defs"]["ArgsFindMemberByName"]["properties"]["name"]["enum"] == [
+            "Alice Park", "Bob Stone", "Carla Diaz", "Dan Wu"]
 
 
 def _requests_text(client, i: int) -> str:
@@ -64,16 +67,16 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
     env = library_env()
     client = fake_client([
         # 1. lookup
-        {"find_member_by_name": {"name": "Dan"}, "answer_field": "email", "instruction": "What is the email address of Dan Wu?"},
+        {"find_member_by_name": {"name": "Dan Wu"}, "answer_field": "email", "user_request": "What is the email address of Dan Wu?"},
         # 2. update: not on loan -> named by id -> fine
-        {"return_book": {"book_id": "A Brief History of Time"}, "instruction": "A Brief History of Time came back today."},
-        {"return_book": {"book_id": "The Guns of August"}, "instruction": "Please record the return of book id 3."},
-        {"return_book": {"book_id": "The Guns of August"}, "instruction": "Alice Park brought back The Guns of August; please record it."},
+        {"return_book": {"book_id": "A Brief History of Time"}, "user_request": "A Brief History of Time came back today."},
+        {"return_book": {"book_id": "The Guns of August"}, "user_request": "Please record the return of book id 3."},
+        {"return_book": {"book_id": "The Guns of August"}, "user_request": "Alice Park brought back The Guns of August; please record it."},
         # 3. create: the author is missing, then given
         {"add_book": {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
-         "instruction": "Add the fiction book Dune (1965) with a replacement cost of 10.50."},
+         "user_request": "Add the fiction book Dune (1965) with a replacement cost of 10.50."},
         {"add_book": {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
-         "instruction": "Add the fiction book Dune by Frank Herbert (1965) with a replacement cost of 10.50."},
+         "user_request": "Add the fiction book Dune by Frank Herbert (1965) with a replacement cost of 10.50."},
     ])
     res = generate_tasks(env, client, n=3)
     assert res.ok and not res.rejections, res.rejections
@@ -104,7 +107,7 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
 
 def test_a_task_failing_a_proof_goes_back_then_is_rejected_with_the_reason() -> None:
     env = shop_env()
-    evasive = {"get_order": {"customer": "Ada"}, "answer_field": "status", "instruction": "What is the status of Ada's order?"}
+    evasive = {"get_order": {"customer": "Ada"}, "answer_field": "status", "user_request": "What is the status of Ada's order?"}
     client = fake_client([evasive] * 3)
     res = generate_tasks(env, client, n=1, settings=TaskSettings(max_attempts=3))
     assert res.value == [] and len(res.rejections) == 1
@@ -114,7 +117,7 @@ def test_a_task_failing_a_proof_goes_back_then_is_rejected_with_the_reason() -> 
     assert "no_op" in _requests_text(client, 1)
     # asking about an order whose status no evasive answer contains passes every proof
     client = fake_client([evasive, {"get_order": {"customer": "Ben"}, "answer_field": "status",
-                                    "instruction": "What is the status of Ben's order?"}])
+                                    "user_request": "What is the status of Ben's order?"}])
     res = generate_tasks(env, client, n=1)
     assert [t.verifier.answer for t in res.value] == ["open"]
 

@@ -59,7 +59,7 @@ def test_task_fault_goes_back_to_the_task_agent_and_is_retested() -> None:
     client = fake_client([
         finish("What should I do?"),  # tester, round 0
         all_pass(0, "environment", "task", "", "the request does not say to record a loan"),  # checker
-        {"instruction": new},  # task agent rewording
+        {"user_request": new},  # task agent rewording
         *SOLVE_DAN, all_pass(3),  # tester + checker, round 1
     ])
     out = verify_task(env, task, _deps(client))
@@ -105,8 +105,8 @@ def test_fix_rounds_are_bounded() -> None:
     blame = all_pass(0, "environment", "task", "", "unclear")
     rewordings = ["Dan Wu would like to borrow A Brief History of Time for 7 days.",
                   "Lend A Brief History of Time to Dan Wu for 7 days, please."]
-    client = fake_client([finish("?"), blame, {"instruction": rewordings[0]}, finish("?"), blame,
-                          {"instruction": rewordings[1]}, finish("?"), blame])
+    client = fake_client([finish("?"), blame, {"user_request": rewordings[0]}, finish("?"), blame,
+                          {"user_request": rewordings[1]}, finish("?"), blame])
     out = verify_task(env, task, _deps(client, fix_rounds=2))
     assert [h["round"] for h in out.history] == [0, 1, 2]
     assert out.status == "accepted" and out.task.difficulty.passes == 0  # flagged by the LLM only: kept, tagged

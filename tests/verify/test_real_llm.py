@@ -1,0 +1,51 @@
+"""The real embedded model generates and verifies tasks for the library environment (2 tasks, k=1).
+
+What must hold whatever the small model writes: every kept task was proven (reference replay passes,
+initial / no-op / destructive trajectories fail) and holds again when proven independently; every
+tester attempt has a checker verdict per call; the report accounts for every planned task. That the
+model yields at least one task is the capability under test.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pipeline.stages.tasks import TaskSettings
+from tests.fixtures.library import library_env
+from verify import tester
+from verify.proofs import prove
+from verify.run import VerifySettings, verify_env
+
+SETTINGS = VerifySettings(
+    tasks=TaskSettings(max_attempts=2, rows_per_table=4, max_tokens=200),
+    tester=tester.TesterSettings(attempts=1, max_turns=4, max_tokens=160),
+    fix_rounds=0,
+)
+
+
+@pytest.mark.real_llm
+def test_real_model_generates_and_verifies_library_tasks(real_llm) -> None:
+    env = library_env()
+    t0 = time.perf_counter()
+    res = verify_env(env, real_llm, n_tasks=2, settings=SETTINGS, progress=print)
+    print(f"\nreal verify: {time.perf_counter() - t0:.1f}s; usage {real_llm.usage.by_stage()}")
+    for t in res.tasks:
+        print(f"  kept [{t.kind}] {t.instruction!r} -> {[c.model_dump() for c in t.reference_solution]} "
+              f"answer={t.verifier.answer!r} passes={t.difficulty.passes}/{t.difficulty.attempts}")
+    for r in res.rejections:
+        print(f"  rejected [{r.stage}] {r.item}: {r.reason[:200]}")
+    summary = res.report["summary"]
+    assert summary["planned"] == 2
+    assert summary["kept"] + len([r for r in res.rejections if r.stage == "tasks"]) + \
+        len([o for o in res.outcomes if o.status == "rejected"]) == 2
+    assert res.tasks, "the model produced no task that survives its proofs"
+    for t in res.tasks:
+        assert prove(env, t).ok
+        assert t.difficulty.attempts == 1
+        assert t.instruction and not t.instruction.lower().startswith("find library members whose name")
+    for o in res.outcomes:
+        assert len(o.reviews) == len(o.attempts) == 1
+        assert len(o.reviews[0].verdicts) == len(o.attempts[0].steps)
+    assert sum(summary["pass_rate_histogram"].values()) == summary["kept"]
