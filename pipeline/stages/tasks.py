@@ -15,8 +15,8 @@ on a repaired environment -> its verifier derived again).
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,7 @@ from verify.evaluate import answer_items
 from verify.models import args_model, catalog, clean_args
 from verify.proofs import prove
 from verify.replay import describe_call, fresh
+from verify.rows import Lookup, answer_columns, plan_lookup, row_labels, shown_rows
 from verify.sampling import Escalating
 from verify.state import Change, TableInfo, id_table, qi
 
@@ -124,53 +125,6 @@ def plan_tasks(env: Environment, n: int) -> list[Plan]:
 # ---------------------------------------------------------------- prompt and reply model
 
 
-def _value(v: Any) -> Any:
-    return v[:57] + "..." if isinstance(v, str) and len(v) > 60 else v
-
-
-def shown_rows(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo], per_table: int) -> str:
-    tables = tables_used(env, list(plan.tools))
-    for name in plan.tools:
-        for p in env.tool(name).params:
-            t = id_table(infos, p.name)
-            if t and t not in tables:
-                tables.append(t)
-    blocks = []
-    for table in tables:
-        info = infos[table]
-        total = conn.execute(f"SELECT COUNT(*) FROM {qi(table)}").fetchone()[0]
-        if not total:
-            blocks.append(f"{table}: (no rows)")
-            continue
-        offset = ((plan.index - 1) * 2) % total if total > per_table else 0
-        order = "rowid" if info.key == ("rowid",) else ", ".join(qi(k) for k in info.key)
-        rows = conn.execute(
-            f"SELECT * FROM {qi(table)} ORDER BY {order} LIMIT {per_table} OFFSET {offset}"
-        ).fetchall()
-        if len(rows) < per_table and total > per_table:
-            rows += conn.execute(f"SELECT * FROM {qi(table)} ORDER BY {order} LIMIT {per_table - len(rows)}").fetchall()
-        lines = [json.dumps({c: _value(v) for c, v in zip(info.columns, r, strict=True)}, ensure_ascii=False) for r in rows]
-        blocks.append(f"{table} ({total} rows):\n" + "\n".join(lines))
-    return "\n\n".join(blocks)
-
-
-def row_labels(conn: Any, info: TableInfo, limit: int = 200) -> tuple[str, dict[str, Any]] | None:
-    """A text column naming each row uniquely (``name``/``title`` first): (column, {label: key})."""
-    if len(info.key) != 1 or info.key == ("rowid",):
-        return None
-    key = info.key[0]
-    cols = [c for c, t in zip(info.columns, info.types, strict=True) if t.upper().startswith("TEXT") and c != key]
-    cols.sort(key=lambda c: 0 if re.search(r"name|title", c, re.I) else 1)
-    for col in cols:
-        rows = conn.execute(f"SELECT {qi(col)}, {qi(key)} FROM {qi(info.name)} ORDER BY {qi(key)} LIMIT {limit + 1}").fetchall()
-        labels = [r[0] for r in rows]
-        if not rows or len(rows) > limit or len(set(labels)) != len(labels):
-            continue
-        if all(isinstance(x, str) and x.strip() and not _DATE.match(x) and "@" not in x for x in labels):
-            return col, dict(rows)
-    return None
-
-
 Refs = dict[tuple[str, str], dict[str, Any]]
 
 
@@ -211,12 +165,6 @@ def _id_choices(env: Environment, tool_name: str, conn: Any, infos: dict[str, Ta
     return out
 
 
-def _answer_columns(cols: list[str], searched: set[str]) -> list[str]:
-    """Result columns a user could ask about: not internal ids, not what the question searches by."""
-    keep = [c for c in cols if c.lower() != "id" and not c.lower().endswith("_id") and c not in searched]
-    return keep or cols
-
-
 def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo]) -> tuple[type[BaseModel], Refs, list[str]]:
     """The reply schema for ``plan``, the label -> id maps of its id parameters, and notes for the prompt."""
     refs: Refs = {}
@@ -228,7 +176,7 @@ def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, Tab
     if all(tool_op(env, n) == "read" for n in plan.tools):
         last = env.tool(plan.tools[-1])
         searched = {p.name for p in last.params}
-        cols = _answer_columns(engine.result_columns(conn, last.returns.sql), searched) if last.returns else []
+        cols = answer_columns(engine.result_columns(conn, last.returns.sql), searched) if last.returns else []
         fields["answer_field"] = (Literal[tuple(cols)] if cols else str, ...)  # type: ignore[valid-type]
     model = create_model("TaskProposal", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
     return model, refs, notes
@@ -253,7 +201,7 @@ def proposal_messages(env: Environment, plan: Plan, conn: Any, infos: dict[str, 
         scenario=f"{env.scenario.name}: {env.scenario.description}",
         tools=catalog(env, list(plan.tools)) if len(plan.tools) == 1 else
         "\n".join(f"{i}. {catalog(env, [t])[2:]}" for i, t in enumerate(plan.tools, 1)),
-        rows=shown_rows(env, plan, conn, infos, settings.rows_per_table),
+        rows=shown_rows(env, list(plan.tools), plan.index, conn, infos, settings.rows_per_table),
         refs=("Arguments that name a row:\n" + "\n".join(f"- {n}" for n in notes)) if notes else "",
         kind_hint=render_section("tasks", f"hint_{plan.kind}"),
     )
@@ -381,7 +329,32 @@ def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *
     return task, None
 
 
+class Revision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user_request: str = Field(..., min_length=15, max_length=400)
+
+
+def lookup_messages(env: Environment, lookup: Lookup) -> list[dict[str, Any]]:
+    user = render_section("tasks", "phrase_lookup", scenario=f"{env.scenario.name}: {env.scenario.description}",
+                          tool=catalog(env, [lookup.call.tool]), field=lookup.answer_field.replace("_", " "),
+                          subject=lookup.subject)
+    return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
+
+
 # ---------------------------------------------------------------- entry points
+
+
+def _checker(env: Environment, plan: Plan, initial_db: str | Path | None, prov: dict[str, Any], seen: set[str], *,
+             lookup: Lookup | None = None, refs: Refs | None = None) -> Callable[[Any], tuple[Task | None, str | None]]:
+    def check(reply: Any) -> tuple[Task | None, str | None]:
+        field: str | None
+        if lookup is not None:
+            calls, field = [lookup.call], lookup.answer_field
+        else:
+            calls, field = reply_calls(reply, plan, refs or {}), getattr(reply, "answer_field", None)
+        return build_and_prove(env, calls, reply.user_request, answer_field=field, initial_db=initial_db,
+                               provenance=prov, plan=plan, seen=seen)
+    return check
 
 
 def generate_tasks(
@@ -404,16 +377,19 @@ def generate_tasks(
     with fresh(env, initial_db) as run:
         conn, infos = run.inst.conn, run.infos
         for plan in plans:
-            model, refs, notes = proposal_model(env, plan, conn, infos)
-
-            def check(reply: BaseModel, plan: Plan = plan, refs: Refs = refs) -> tuple[Task | None, str | None]:
-                calls = reply_calls(reply, plan, refs)
-                return build_and_prove(env, calls, reply.user_request,  # type: ignore[attr-defined]
-                                       answer_field=getattr(reply, "answer_field", None), initial_db=initial_db,
-                                       provenance=_provenance(client, 0, {"plan": plan.label()}), plan=plan, seen=seen)
+            prov = _provenance(client, 0, {"plan": plan.label()})
+            lookup = plan_lookup(env, plan.tools[0], plan.index, run) if plan.kind == "lookup" else None
+            if lookup is not None:  # code chose the row and the field; the model phrases the question
+                model: type[BaseModel] = Revision
+                messages = lookup_messages(env, lookup)
+                check = _checker(env, plan, initial_db, prov, seen, lookup=lookup)
+            else:
+                model, refs, notes = proposal_model(env, plan, conn, infos)
+                messages = proposal_messages(env, plan, conn, infos, settings, notes)
+                check = _checker(env, plan, initial_db, prov, seen, refs=refs)
 
             out = ask_with_feedback(
-                Escalating(client, settings.retry_temperature), model, proposal_messages(env, plan, conn, infos, settings, notes), check, stage=STAGE,
+                Escalating(client, settings.retry_temperature), model, messages, check, stage=STAGE,
                 max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
                 feedback=lambda e: render_section("tasks", "feedback", error=e),
             )
@@ -433,11 +409,6 @@ def _last_reply(messages: tuple[dict[str, Any], ...]) -> str:
         if m.get("role") == "assistant":
             return str(m.get("content"))[:1000]
     return ""
-
-
-class Revision(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    user_request: str = Field(..., min_length=15, max_length=400)
 
 
 def revise_task(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.ir import ToolCall
+from pipeline.ir import SeedRows, ToolCall
 from pipeline.llm import fake_client
 from pipeline.stages.tasks import (
     TaskSettings,
@@ -66,8 +66,8 @@ def _requests_text(client, i: int) -> str:
 def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
     env = library_env()
     client = fake_client([
-        # 1. lookup
-        {"find_member_by_name": {"name": "Dan Wu"}, "answer_field": "email", "user_request": "What is the email address of Dan Wu?"},
+        # 1. lookup (planned by code: Dan Wu's tier)
+        {"user_request": "What membership tier is Dan Wu on?"},
         # 2. update: not on loan -> named by id -> fine
         {"return_book": {"book_id": "A Brief History of Time"}, "user_request": "A Brief History of Time came back today."},
         {"return_book": {"book_id": "The Guns of August"}, "user_request": "Please record the return of book id 3."},
@@ -81,7 +81,7 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
     res = generate_tasks(env, client, n=3)
     assert res.ok and not res.rejections, res.rejections
     lookup, update, create = res.value
-    assert lookup.kind == "lookup" and lookup.verifier.answer == "dan@example.org"
+    assert lookup.kind == "lookup" and lookup.verifier.answer == "basic"
     assert update.kind == "update" and update.reference_solution[0].arguments == {"book_id": 3}
     assert create.kind == "create" and create.verifier.mutable_tables == ["books"]
     # the evidence went back to the model, in the same conversation
@@ -100,26 +100,39 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
         assert prove(env, t).ok
     assert update.provenance["llm_replies"] == 3
     # the prompt showed real rows and the chosen tool only
-    first = _requests_text(client, 0)
-    assert '"name": "Dan Wu"' in first and "find_member_by_name(" in first and "borrow_book(" not in first
+    second = _requests_text(client, 1)
+    assert '"title": "The Guns of August"' in second and "return_book(" in second and "borrow_book(" not in second
     assert "book_id: give the title of the books row" in _requests_text(client, 1)
 
 
-def test_a_task_failing_a_proof_goes_back_then_is_rejected_with_the_reason() -> None:
+def _shop_with_three_orders():
     env = shop_env()
-    evasive = {"get_order": {"customer": "Ada"}, "answer_field": "status", "user_request": "What is the status of Ada's order?"}
-    client = fake_client([evasive] * 3)
+    orders = [*env.seed[0].rows, {"id": 3, "customer": "Cy", "code": "C3", "status": "open",
+                                   "created_at": "2026-01-04T12:00:00"}]
+    return env.model_copy(update={"seed": [SeedRows(table="orders", rows=orders), env.seed[1]]})
+
+
+def test_lookups_are_planned_by_code_and_phrased_by_the_model() -> None:
+    env = library_env()
+    client = fake_client([{"user_request": "Which membership tier does Dan Wu have?"}])
+    res = generate_tasks(env, client, n=1)
+    (task,) = res.value
+    assert task.kind == "lookup" and task.verifier.answer == "basic"
+    assert task.reference_solution == [ToolCall(tool="find_member_by_name", arguments={"name": "Dan Wu"})]
+    prompt = _requests_text(client, 0)
+    assert "the tier of the member 'Dan Wu'" in prompt and "dan@example.org" not in prompt  # no result rows shown
+
+
+def test_a_task_failing_a_proof_goes_back_then_is_rejected_with_the_reason() -> None:
+    env = _shop_with_three_orders()  # the first lookup asks for Ada's order status: 'complete'
+    client = fake_client([{"user_request": "What is the status of Ada's order?"}] * 3)
     res = generate_tasks(env, client, n=1, settings=TaskSettings(max_attempts=3))
     assert res.value == [] and len(res.rejections) == 1
     rej = res.rejections[0]
+    # "I could not complete the task." states the answer 'complete': the no-op proof fails
     assert rej.stage == "tasks" and "no_op" in rej.reason and "lookup" in rej.item
-    assert rej.evidence["replies"] == 3 and "get_order" in rej.evidence["last_reply"]
-    assert "no_op" in _requests_text(client, 1)
-    # asking about an order whose status no evasive answer contains passes every proof
-    client = fake_client([evasive, {"get_order": {"customer": "Ben"}, "answer_field": "status",
-                                    "user_request": "What is the status of Ben's order?"}])
-    res = generate_tasks(env, client, n=1)
-    assert [t.verifier.answer for t in res.value] == ["open"]
+    assert rej.evidence["replies"] == 3 and "Ada" in rej.evidence["last_reply"]
+    assert "no_op" in _requests_text(client, 1) and "no_op" in _requests_text(client, 2)
 
 
 def test_wording_lint() -> None:

@@ -26,9 +26,9 @@ from verify.emit import read_task_bank, write_env_results, write_task_bank
 from verify.run import VerifySettings, verify_env
 
 REPLIES = [
-    {"find_member_by_name": {"name": "Dan Wu"}, "answer_field": "email", "user_request": "What is the email address of Dan Wu?"},
+    {"user_request": "What is the email address of Dan Wu?"},  # lookup planned by code: Dan Wu's tier
     {"return_book": {"book_id": "The Guns of August"}, "user_request": "Alice Park brought back The Guns of August; please record it."},
-    call("find_member_by_name", name="Dan Wu"), finish("It is dan@example.org."), all_pass(1),
+    call("find_member_by_name", name="Dan Wu"), finish("Dan Wu is a basic member."), all_pass(1),
     call("search_books", query="Guns of August"), finish("Done."),  # stops before returning the book
     all_pass(1, "agent", "none", "", "never called return_book"),
 ]
