@@ -61,7 +61,7 @@ def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key
         out: ScenarioState = {"rejections": _rejections(state, res)}
         if not res.ok:
             reasons = "; ".join(r.reason for r in res.rejections[-3:]) or "gave up"
-            out.update(status="rejected", reason=f"{name}: {reasons}")
+            out["status"], out["reason"] = "rejected", f"{name}: {reasons}"
         else:
             out[key] = _dump(res.value)  # type: ignore[literal-required]
         return out
@@ -86,17 +86,17 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     def scenario(s: ScenarioState) -> ir.Scenario:
         return ir.Scenario.model_validate(s["scenario"])
 
-    def intents(s: ScenarioState) -> list[Any]:
-        return [Intent.model_validate(i) for i in s["intents"]]
+    def intents(s: ScenarioState) -> tuple[Intent, ...]:
+        return tuple(Intent.model_validate(i) for i in s["intents"])
 
-    def tables(s: ScenarioState) -> list[ir.Table]:
-        return [ir.Table.model_validate(t) for t in s["tables"]]
+    def tables(s: ScenarioState) -> tuple[ir.Table, ...]:
+        return tuple(ir.Table.model_validate(t) for t in s["tables"])
 
-    def seed(s: ScenarioState) -> list[ir.SeedRows]:
-        return [ir.SeedRows.model_validate(r) for r in s["seed"]]
+    def seed(s: ScenarioState) -> tuple[ir.SeedRows, ...]:
+        return tuple(ir.SeedRows.model_validate(r) for r in s["seed"])
 
     def environment(s: ScenarioState) -> ir.Environment:
-        return ir.Environment(scenario=scenario(s), clock=bs.clock, tables=tables(s), seed=seed(s),
+        return ir.Environment(scenario=scenario(s), clock=bs.clock, tables=list(tables(s)), seed=list(seed(s)),
                               tools=[ir.Tool.model_validate(t) for t in s["tools"]])
 
     def n_intents(s: ScenarioState) -> StageResult[Any]:
@@ -135,12 +135,12 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
             if new.exists():
                 shutil.rmtree(new)
             d.rename(new)
-            out.update(env_id=res.env.env_id, env_dir=str(new), tools=_dump(res.env.tools), seed=_dump(res.env.seed),
-                       tables=_dump(res.env.tables))
+            out["env_id"], out["env_dir"] = res.env.env_id, str(new)
+            out["tools"], out["seed"], out["tables"] = _dump(res.env.tools), _dump(res.env.seed), _dump(res.env.tables)
         if res.tasks:
-            out.update(status="verified", reason="")
+            out["status"], out["reason"] = "verified", ""
         else:
-            out.update(status="rejected", reason="verify: no task survived its proofs and review")
+            out["status"], out["reason"] = "rejected", "verify: no task survived its proofs and review"
         return out
 
     def route(next_node: str) -> Callable[[ScenarioState], str]:

@@ -21,9 +21,10 @@ from rich.table import Table
 
 from pipeline.cli.common import emit_json, json_option, llm_options
 from pipeline.config import Config
+from pipeline.run import Progress as RunProgress
 
 
-class RichProgress:
+class RichProgress(RunProgress):
     """Progress bars per stage with counts, ETA and tokens/s; a status line with the current step."""
 
     def __init__(self, console: Console):
