@@ -68,7 +68,7 @@ class Precomputed:
         return self.vectors
 
 
-def scale(sizes: list[int], batch_size: int, threads: int | None) -> None:
+def scale(sizes: list[int], batch_size: int, threads: int | None, quantize: bool) -> None:
     """Wall and CPU seconds to embed N synthetic scenarios and dedup them (the load average is printed
     because other processes on a shared machine inflate wall time; CPU seconds are not inflated)."""
     import os
@@ -77,10 +77,12 @@ def scale(sizes: list[int], batch_size: int, threads: int | None) -> None:
 
     if threads:
         torch.set_num_threads(threads)
-    embedder = get_embedder(None)
-    embedder.batch_size = batch_size
+    embedder = get_embedder(None, quantize)
+    if not quantize:
+        embedder.batch_size = batch_size
     embedder.encode(["warm-up"])
-    print(f"torch threads {torch.get_num_threads()}, batch {batch_size}, {_cores()} cores")
+    print(f"model {embedder.label}, torch threads {torch.get_num_threads()}, batch {embedder.batch_size}, "
+          f"{_cores()} cores")
     print("| N | embed wall s | embed CPU s | dedup wall s | total wall s | kept | load avg (1 min) |")
     print("|---|---|---|---|---|---|---|")
     for n in sizes:
@@ -123,10 +125,11 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
-def sweep(lo: float, hi: float, step: float) -> None:
+def sweep(lo: float, hi: float, step: float, quantize: bool) -> None:
     import numpy as np
 
-    embedder = get_embedder(None)
+    embedder = get_embedder(None, quantize)
+    print(f"model {embedder.label}")
     pairs = [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines()]
     y = np.array([bool(p["duplicate"]) for p in pairs])
     print(f"{len(pairs)} labelled pairs ({int(y.sum())} duplicates, {int((~y).sum())} distinct)")
@@ -155,19 +158,21 @@ def main() -> None:
     s.add_argument("sizes", nargs="*", type=int, default=[1000, 10000])
     s.add_argument("--batch-size", type=int, default=64)
     s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    s.add_argument("--quantize", action="store_true", help="int8 embedding, one text at a time")
     wc = sub.add_parser("worst", help="time dedup alone on N random vectors (nothing is a duplicate)")
     wc.add_argument("sizes", nargs="*", type=int, default=[1000, 10000, 100000])
     w = sub.add_parser("sweep", help="precision/recall per threshold on the labelled pairs")
     w.add_argument("--lo", type=float, default=0.45)
     w.add_argument("--hi", type=float, default=0.75)
     w.add_argument("--step", type=float, default=0.02)
+    w.add_argument("--quantize", action="store_true", help="int8 embedding, one text at a time")
     args = ap.parse_args()
     if args.cmd == "scale":
-        scale(args.sizes, args.batch_size, args.threads)
+        scale(args.sizes, args.batch_size, args.threads, args.quantize)
     elif args.cmd == "worst":
         worst_case(args.sizes)
     else:
-        sweep(args.lo, args.hi, args.step)
+        sweep(args.lo, args.hi, args.step, args.quantize)
 
 
 if __name__ == "__main__":

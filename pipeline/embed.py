@@ -88,20 +88,44 @@ def _load(path: str) -> Any:
         raise EmbeddingError(f"cannot load sentence-transformers model from {path}: {e}") from None
 
 
-class Embedder:
-    """Encodes texts into L2-normalised float32 vectors with a sentence-transformers model."""
+@lru_cache(maxsize=4)
+def _load_int8(path: str) -> Any:
+    import warnings
 
-    def __init__(self, model: str | Path | None = None, *, batch_size: int = 64) -> None:
-        self.label = model_label(model)
+    import torch
+
+    base = _load(path)
+    with warnings.catch_warnings():  # torch.ao dynamic quantization is deprecated in favour of torchao
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(base, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+class Embedder:
+    """Encodes texts into L2-normalised float32 vectors with a sentence-transformers model.
+
+    ``quantize=True`` runs the linear layers in int8 (torch dynamic quantization): about 2.5x less CPU
+    per text. Dynamic quantization scales activations per batch, so a text's vector would depend on its
+    batch-mates; the quantized model therefore encodes one text at a time, which keeps vectors
+    batch-independent. Its vectors differ from fp32 ones (cosine ~0.95), so it has its own label.
+    """
+
+    #: below this many texts, encode in this process; above it, shard across worker processes
+    PARALLEL_MIN = 2000
+
+    def __init__(self, model: str | Path | None = None, *, batch_size: int = 64, quantize: bool = False,
+                 workers: int | None = None) -> None:
+        self.label = model_label(model) + ("+int8" if quantize else "")
         self.path = resolve_model(model)
-        self.batch_size = batch_size
+        self.quantize = quantize
+        self.batch_size = 1 if quantize else batch_size
+        self.workers = workers if workers is not None else _default_workers()
         self._model: Any = None
 
     @property
     def model(self) -> Any:
         with _lock:
             if self._model is None:
-                self._model = _load(str(self.path))
+                self._model = (_load_int8 if self.quantize else _load)(str(self.path))
         return self._model
 
     @property
@@ -116,6 +140,8 @@ class Embedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.workers > 1 and len(texts) >= self.PARALLEL_MIN:
+            return self._encode_sharded(list(texts))
         vecs = self.model.encode(
             list(texts),
             batch_size=self.batch_size,
@@ -125,11 +151,51 @@ class Embedder:
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
+    def _encode_sharded(self, texts: list[str]) -> np.ndarray:
+        """Contiguous shards, one single-threaded worker process each: on a small machine this uses
+        every core without intra-op threads spinning at barriers (much slower under contention)."""
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
 
-@lru_cache(maxsize=4)
-def get_embedder(model: str | None = None) -> Embedder:
+        import numpy as np
+
+        n = self.workers
+        bounds = [len(texts) * i // n for i in range(n + 1)]
+        shards = [texts[bounds[i]:bounds[i + 1]] for i in range(n)]
+        with ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                                 initargs=(str(self.path), self.quantize, self.batch_size)) as pool:
+            parts = list(pool.map(_worker_encode, shards))
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+
+def _default_workers() -> int:
+    env = os.environ.get("ENVFOUNDRY_EMBED_WORKERS")
+    if env:
+        return max(1, int(env))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+_worker: Embedder | None = None
+
+
+def _worker_init(path: str, quantize: bool, batch_size: int) -> None:  # pragma: no cover - child process
+    import torch
+
+    global _worker
+    torch.set_num_threads(1)
+    _worker = Embedder(path, quantize=quantize, batch_size=batch_size, workers=1)
+
+
+def _worker_encode(texts: list[str]) -> np.ndarray:  # pragma: no cover - child process
+    assert _worker is not None
+    return _worker.encode(texts)
+
+
+@lru_cache(maxsize=8)
+def get_embedder(model: str | None = None, quantize: bool = False) -> Embedder:
     """A shared :class:`Embedder` per model (loading the model once per process)."""
-    return Embedder(model)
+    return Embedder(model, quantize=quantize)
 
 
 # ---------------------------------------------------------------- faiss

@@ -55,3 +55,28 @@ def test_range_pairs_includes_the_threshold() -> None:
     lims, ids, sims = range_pairs(v, 0.6)
     neighbours = {q: sorted(int(i) for i in ids[lims[q]:lims[q + 1]] if i != q) for q in range(3)}
     assert neighbours == {0: [1], 1: [0, 2], 2: [1]}
+
+
+def test_quantized_embedder_is_batch_independent_and_has_its_own_label() -> None:
+    q = get_embedder(DEFAULT_MODEL, True)
+    assert q.label == "all-MiniLM-L6-v2+int8" and q.batch_size == 1
+    texts = ["Members borrow and return library books.", "Guests book hotel rooms for their dates and pay."]
+    together = q.encode(texts)
+    alone = q.encode(texts[1:])
+    assert together[1].tobytes() == alone[0].tobytes()  # a vector does not depend on its batch-mates
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    fp32 = get_embedder(DEFAULT_MODEL).encode(texts)
+    agreement = (together * fp32).sum(axis=1)
+    assert (agreement > 0.85).all() and (agreement < 0.9999).all()  # close, but not the same vectors
+
+
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_sharded_encoding_in_worker_processes_matches_in_process(quantize: bool) -> None:
+    texts = [f"Clerks {verb} {thing} for customers." for verb in ("book", "cancel", "renew")
+             for thing in ("rooms", "loans", "tickets")]
+    local = Embedder(DEFAULT_MODEL, quantize=quantize, workers=1).encode(texts)
+    sharded = Embedder(DEFAULT_MODEL, quantize=quantize, workers=2)
+    sharded.PARALLEL_MIN = 4  # type: ignore[misc]
+    out = sharded.encode(texts)
+    assert out.shape == local.shape and out.dtype == np.float32
+    assert np.allclose(out, local, atol=1e-5)

@@ -78,7 +78,7 @@ def _open_index(index_dir: Path | None, settings: Any) -> Any:
 
     if index_dir is not None:
         return DedupIndex.open(index_dir, settings)
-    return DedupIndex(get_embedder(settings.model), settings.text)
+    return DedupIndex(get_embedder(settings.model, settings.quantize), settings.text)
 
 
 def _with_cap(settings: Any, max_per_seed: int | None) -> Any:
@@ -141,9 +141,12 @@ def register(main: click.Group) -> None:
                   help="What is embedded (default: the whole record: name, description, entities, goals).")
     @click.option("--max-per-seed", type=click.IntRange(0), default=None,
                   help="Cap of records per 'seed' value (default 25; 0: no cap).")
+    @click.option("--quantize/--no-quantize", default=None,
+                  help="int8 embedding (about 2.5x less CPU; its own index, not mixed with fp32 vectors).")
     @json_option
     def dedup(in_file: Path, out: Path, threshold: float | None, embedding_model: str | None,
-              index_dir: Path | None, text: str | None, max_per_seed: int | None, as_json: bool) -> None:
+              index_dir: Path | None, text: str | None, max_per_seed: int | None, quantize: bool | None,
+              as_json: bool) -> None:
         """Run the dedup stage alone on JSONL records with 'name' and 'description'.
 
         Records are compared in file order against the index (if any) and the records kept before them.
@@ -151,7 +154,8 @@ def register(main: click.Group) -> None:
         from pipeline.stages.dedup import dedup_scenarios
 
         records = read_records(in_file)
-        settings = _with_cap(dedup_settings(threshold=threshold, model=embedding_model, text=text), max_per_seed)
+        settings = _with_cap(dedup_settings(threshold=threshold, model=embedding_model, text=text,
+                                            quantize=quantize), max_per_seed)
         index = _open_index(index_dir, settings)
         before = len(index)
         result = dedup_scenarios([r[2] for r in records], index, settings)

@@ -50,6 +50,8 @@ class DedupSettings(Section):
     the description alone, or ``name: description``."""
     max_per_seed: int | None = Field(default=25, ge=1)
     """At most this many scenarios per seed in the catalog (None: no cap)."""
+    quantize: bool = False
+    """Embed with int8 linear layers, one text at a time: ~2.5x less CPU, different vectors (own index)."""
 
 
 def _one_line(text: str) -> str:
@@ -104,7 +106,7 @@ class DedupIndex:
     def open(cls, path: str | Path, settings: DedupSettings | None = None, embedder: Embedder | None = None) -> DedupIndex:
         """Load the index saved in ``path``, or start an empty one that :meth:`save` will write there."""
         settings = settings or DedupSettings()
-        embedder = embedder or get_embedder(settings.model)
+        embedder = embedder or get_embedder(settings.model, settings.quantize)
         path = Path(path)
         if (path / "meta.json").exists():
             return cls.load(path, embedder, settings.text)

@@ -193,7 +193,7 @@ def expand_and_dedup(
     if index is None:
         from pipeline.embed import get_embedder
 
-        index = DedupIndex(get_embedder(settings.dedup.model), settings.dedup.text)
+        index = DedupIndex(get_embedder(settings.dedup.model, settings.dedup.quantize), settings.dedup.text)
     scenarios: list[Scenario] = []
     rejections: list[Rejection] = []
     counts = dict.fromkeys(COUNT_KEYS, 0)

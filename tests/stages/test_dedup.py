@@ -117,6 +117,8 @@ def test_index_built_with_another_model_is_refused(embedder: Embedder, tmp_path:
     other = Embedder(str(packaged_model_dir()))  # same weights, but named by path: a different label
     with pytest.raises(DedupError, match="was built with model 'all-MiniLM-L6-v2'"):
         DedupIndex.load(d, other)
+    with pytest.raises(DedupError, match=r"not 'all-MiniLM-L6-v2\+int8'"):
+        DedupIndex.open(d, DedupSettings(quantize=True))
     with pytest.raises(DedupError, match="embeds .scenario. texts"):
         DedupIndex.load(d, embedder, "name_description")
 

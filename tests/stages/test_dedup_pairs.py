@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipeline.embed import get_embedder
 from pipeline.ir import Scenario
 from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios
@@ -32,9 +34,10 @@ def test_the_labelled_set_is_big_and_balanced_enough() -> None:
     assert 25 <= positives <= len(pairs) - 25
 
 
-def test_precision_and_recall_at_the_default_threshold() -> None:
-    settings = DedupSettings()
-    embedder = get_embedder(settings.model)
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_precision_and_recall_at_the_default_threshold(quantize: bool) -> None:
+    settings = DedupSettings(quantize=quantize)
+    embedder = get_embedder(settings.model, settings.quantize)
     tp = fp = fn = tn = 0
     misses = []
     for a, b, duplicate in load_pairs():
@@ -51,7 +54,7 @@ def test_precision_and_recall_at_the_default_threshold() -> None:
             misses.append(f"{'FP' if flagged else 'FN'} {a.name!r} ~ {b.name!r} ({sim})")
     precision = tp / (tp + fp)
     recall = tp / (tp + fn)
-    print(f"\nthreshold {settings.threshold} on {settings.text}: precision {precision:.3f} recall {recall:.3f} "
+    print(f"\n{embedder.label}, threshold {settings.threshold} on {settings.text}: precision {precision:.3f} recall {recall:.3f} "
           f"(tp {tp} fp {fp} fn {fn} tn {tn})", *misses, sep="\n  ")
     assert precision >= 0.9, misses
     assert recall >= 0.9, misses
