@@ -294,6 +294,9 @@ def run_catalog(
                    timings={"total": seconds})
     catalog.record_run(run_row)
     catalog.close()
+    for c in clients:  # the last close folds the log in: one file, the catalog can be copied or committed as is
+        if c.cache is not None:
+            c.cache.close()
     return RunResult(out, counts, envs, failed, usage, seconds, dict(sorted(hist.items())),
                      {k: str(v) for k, v in bank.items()})
 

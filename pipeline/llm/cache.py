@@ -100,5 +100,10 @@ class ResponseCache:
             return self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
+        """Fold the write-ahead log into the file (so the cache is one self-contained file) and close."""
         with self._lock:
+            try:
+                self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
             self._con.close()
