@@ -269,6 +269,7 @@ class LLMClient:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+        time.sleep(0.05)  # flock is not fair: give a waiting process the lock before this one asks again
 
     def _content(self, resp: Any, key: str) -> str:
         try:
