@@ -36,7 +36,7 @@ from verify.proofs import prove
 from verify.replay import describe_call, fresh
 from verify.rows import Lookup, answer_columns, plan_lookup, row_labels, shown_rows
 from verify.sampling import Escalating
-from verify.state import Change, TableInfo, id_table, qi
+from verify.state import Change, TableInfo, id_table, qi, singular_forms
 
 STAGE = "tasks"
 Kind = Literal["lookup", "create", "update", "delete", "multi_step"]
@@ -231,6 +231,16 @@ def lint_instruction(env: Environment, calls: list[ToolCall], instruction: str, 
     for t in env.tools:
         if _mentions(instruction, t.description) or _mentions(t.description, instruction):
             return f"the request repeats the description of tool {t.name}; write what this user wants about these rows"
+    for table, info in infos.items():
+        labelled = row_labels(conn, info) if info.int_pk else None
+        if labelled is None:
+            continue
+        by_key = {v: k for k, v in labelled[1].items()}
+        for noun in sorted(singular_forms(table)):
+            for m in re.finditer(rf"\b{re.escape(noun)}\s+(?:id\s*|#\s*|number\s+|no\.?\s*)?(\d+)\b", instruction, re.I):
+                if int(m.group(1)) in by_key:
+                    return (f"the request says {m.group(0)!r}, an id users do not know; name the {noun} instead "
+                            f"(for example {by_key[int(m.group(1))]!r})")
     question = all(env.tool(c.tool).kind == "read" for c in calls)
     for call in calls:
         write = env.tool(call.tool).kind == "write"

@@ -86,7 +86,7 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
     assert create.kind == "create" and create.verifier.mutable_tables == ["books"]
     # the evidence went back to the model, in the same conversation
     assert "book 2 is not on loan" in _requests_text(client, 2)
-    assert "as an id" in _requests_text(client, 3)
+    assert "an id users do not know" in _requests_text(client, 3)
     assert "author 'Frank Herbert'" in _requests_text(client, 5)
     assert len(client.requests[3]) == len(client.requests[1]) + 4  # two replies and two feedbacks appended
     # a retry after feedback samples (seeded) instead of repeating the greedy reply
@@ -144,6 +144,10 @@ def test_wording_lint() -> None:
     _, err = build_and_prove(env, calls, "What is the email address of Alice Park?", answer_field="email",
                              initial_db=None, provenance={})
     assert err and "'Dan'" in err  # a question must say what it is about
+    _, err = build_and_prove(env, [ToolCall(tool="return_book", arguments={"book_id": 3})],
+                             "Return the book 'The Guns of August' to member 2.", answer_field=None,
+                             initial_db=None, provenance={})
+    assert err and "'member 2'" in err and "Bob Stone" in err
 
 
 def test_duplicates_and_giveaways_are_refused() -> None:
