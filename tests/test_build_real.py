@@ -14,7 +14,7 @@ from pipeline.stages.tools import Sampler, exercise
 SCENARIO = ir.Scenario(name="Public library", description="A small public library lends books to members.")
 # Lean on purpose: a 1.5B model on 2 cores reads ~68 prompt tokens/s and writes ~11 tokens/s.
 SETTINGS = BuildSettings(max_attempts=2, intents_min=4, intents_max=5, tables_min=2, tables_max=3,
-                         rows_per_table=6, rows_per_call=6, rows_min=3, tools_min=4, tools_max=5, sample_calls=3)
+                         rows_per_table=6, rows_per_call=6, rows_min=3, tools_min=3, tools_max=4, sample_calls=3)
 
 
 @pytest.mark.real_llm
