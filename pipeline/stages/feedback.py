@@ -25,7 +25,6 @@ from pipeline.prompts import PromptError, load
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
 
-Check = Callable[[M], "tuple[V | None, str | None]"]
 
 _SECTION = re.compile(r"^## ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.M)
 
