@@ -85,7 +85,8 @@ def normalise_ddl(ddl: str) -> str:
 
     s = _COLTYPE.sub(sub, s)
     m = _OPTIONS.search(s)
-    body, options = s[: m.start()].rstrip(), s[m.start() :]
+    cut = m.start() if m else len(s)
+    body, options = s[:cut].rstrip(), s[cut:]
     early = _early_close(body)
     if early is not None:  # a stray ')' closed the column list before its end: move it to the end
         body = body[:early] + body[early + 1 :]
@@ -275,7 +276,8 @@ def check_enums(ddl: str) -> dict[str, tuple[str | int | float, ...]]:
     """Columns constrained by ``CHECK (col IN (literal, ...))`` and their allowed values."""
     out: dict[str, tuple[str | int | float, ...]] = {}
     for m in _CHECK_IN.finditer(ddl):
-        body, pos, vals = m.group(2), 0, []
+        body, pos = m.group(2), 0
+        vals: list[str | int | float] = []
         while pos < len(body):
             lm = _LITERAL.match(body, pos)
             if not lm or lm.end() == pos:
