@@ -93,3 +93,19 @@ def test_later_attempts_sample_with_their_own_seed() -> None:
 def test_action_schema_is_typed_per_tool() -> None:
     schema = json.dumps(turn_model(library_env()).model_json_schema())
     assert "borrow_book" in schema and "final_answer" in schema and "maxLength" in schema
+
+
+def test_a_parameter_named_title_survives_the_client_schema() -> None:
+    from pipeline.llm.client import inline_refs
+
+    schema = inline_refs(turn_model(library_env()).model_json_schema())
+    add_book = next(s for s in schema["properties"]["action"]["anyOf"]
+                    if s["properties"]["tool"].get("enum") == ["add_book"] or s["properties"]["tool"].get("const") == "add_book")
+    args = add_book["properties"]["arguments"]
+    assert set(args["required"]) <= set(args["properties"])  # nothing required is missing from the grammar
+    env = library_env()
+    task = library_tasks(env)[0]
+    client = fake_client([call("add_book", title_="Dune", author="Frank Herbert", genre="fiction", year=1965,
+                               replacement_cost=9.5), finish()])
+    a = run_attempt(client, env, task)
+    assert a.steps[0].arguments["title"] == "Dune" and a.steps[0].response["ok"]
