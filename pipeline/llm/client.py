@@ -88,15 +88,18 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     small servers handle that best); drops ``title`` noise."""
     defs = schema.get("$defs", {})
 
-    def walk(node: Any, depth: int = 0) -> Any:
+    def walk(node: Any, depth: int = 0, names: bool = False) -> Any:
         if depth > 40:
             raise ValueError("schema nests too deeply (recursive model?)")
         if isinstance(node, dict):
+            if names:  # the keys of "properties" are field names (a field may be called "title")
+                return {k: walk(v, depth + 1) for k, v in node.items()}
             if "$ref" in node:
                 name = node["$ref"].split("/")[-1]
                 merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
                 return walk(merged, depth + 1)
-            return {k: walk(v, depth + 1) for k, v in node.items() if k not in ("$defs", "title")}
+            return {k: walk(v, depth + 1, names=(k == "properties")) for k, v in node.items()
+                    if k not in ("$defs", "title")}
         if isinstance(node, list):
             return [walk(v, depth + 1) for v in node]
         return node

@@ -123,3 +123,14 @@ def test_refs_are_inlined_for_nested_models():
     schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
     assert "$defs" not in schema and schema["properties"]["pairs"]["items"]["properties"]["count"]["type"] == "integer"
     assert schema["properties"]["pairs"]["minItems"] == 1
+
+
+def test_a_field_named_title_survives_schema_cleaning():
+    class Book(BaseModel):
+        title: str
+        pages: int
+
+    client = fake_client([{"title": "Emma", "pages": 3}])
+    assert client.structured(Book, MSGS, stage="s").title == "Emma"
+    schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"title", "pages"} and "title" not in schema
