@@ -21,7 +21,7 @@ from pipeline.runtime import EnvInstance
 from tests.stages.library_replies import SCENARIO, SCHEMA, all_replies, small_settings
 
 BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT"},
-                    SCHEMA["tables"][1]]}
+                    *SCHEMA["tables"][1:]]}
 
 
 def test_build_produces_a_working_environment() -> None:
@@ -51,9 +51,11 @@ def test_a_stage_that_gives_up_rejects_the_build_with_reasons() -> None:
     replies = all_replies()[:1] + [BROKEN, {"ddl": BROKEN["tables"][0]["ddl"]}]
     res = build_environment(SCENARIO, fake_client(replies), small_settings(max_attempts=2))
     assert not res.ok and res.env is None
-    assert [r.stage for r in res.rejections] == ["schema", "schema"]
+    assert [(r.stage, r.item) for r in res.rejections] == [("schema", "members"), ("schema", "loans"),
+                                                            ("schema", SCENARIO.name)]
     assert res.rejections[0].reason == 'near ")": syntax error'
-    assert res.rejections[1].reason == "only 1 valid tables, at least 2 needed"
+    assert "references table members, which does not exist" in res.rejections[1].reason
+    assert res.rejections[2].reason == "only 1 valid tables, at least 2 needed"
     assert "tools" not in res.timings and res.usage["schema"]["calls"] == 2
 
 
@@ -105,7 +107,7 @@ def _cli(server: ThreadingHTTPServer, replies: list[Any], *args: str) -> Any:
 
 def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_path: Path) -> None:
     config = tmp_path / "envfoundry.toml"
-    config.write_text("[stages.build]\nrows_per_table = 4\nrows_per_call = 4\nintents_max = 6\n")
+    config.write_text("[stages.build]\nrows_per_table = 4\nrows_per_call = 4\nintents_max = 6\ntools_min = 3\n")
     out = tmp_path / "library"
     res = _cli(endpoint, all_replies(), "--scenario", SCENARIO.description, "--name", SCENARIO.name,
                "--out", str(out), "--config", str(config))

@@ -78,9 +78,11 @@ def ask_with_feedback(
 
     An :class:`LLMError` (no schema-valid reply even after the client's own retries, or a transport
     failure) ends the loop at once: asking the same messages again at temperature 0 would repeat it.
+    So does a reply identical to the previous one, which the 1.5B model tends to keep repeating.
     """
     msgs = list(messages)
     error: str | None = None
+    previous: str | None = None
     for attempt in range(1, max_attempts + 1):
         try:
             reply, raw = client.structured_reply(model, msgs, stage=stage, max_tokens=max_tokens)
@@ -91,6 +93,9 @@ def ask_with_feedback(
         value, error = check(reply)
         if error is None:
             return Outcome(value, None, attempt, tuple(msgs))
+        if raw.content == previous:  # at temperature 0 a repeated reply tends to repeat again
+            return Outcome(None, f"{error}\n(the model repeated its previous reply)", attempt, tuple(msgs))
+        previous = raw.content
         msgs = msgs + [
             {"role": "assistant", "content": raw.content},
             {"role": "user", "content": feedback(error)},

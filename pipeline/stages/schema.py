@@ -316,6 +316,12 @@ def table_columns(conn: sqlite3.Connection, table: ir.Table) -> list[Column]:
 # ------------------------------------------------------------------ the stage
 
 
+def ask_min(minimum: int, maximum: int) -> int:
+    """Ask for one more item than is needed (within the maximum), so that one may fail. The 1.5B
+    model writes the fewest items the schema allows, so this minimum is what it writes."""
+    return min(minimum + 1, maximum)
+
+
 def _valid_listing(current: dict[str, str], errors: dict[str, str | None]) -> str:
     ok = [ddl for n, ddl in current.items() if errors.get(n) is None]
     return "\n".join(ok) if ok else "(none yet)"
@@ -365,13 +371,13 @@ def generate_schema(
     prompt = render_section(
         "schema", "ask", name=scenario.name, description=scenario.description,
         intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
-        min=settings.tables_min, max=settings.tables_max,
+        min=ask_min(settings.tables_min, settings.tables_max), max=settings.tables_max,
     )
     messages = user(prompt)
     rejections: list[ir.Rejection] = []
+    model = reply_model(ask_min(settings.tables_min, settings.tables_max), settings.tables_max)
     try:
-        reply, raw = client.structured_reply(reply_model(settings.tables_min, settings.tables_max), messages,
-                                             stage=STAGE, max_tokens=settings.max_tokens_schema)
+        reply, raw = client.structured_reply(model, messages, stage=STAGE, max_tokens=settings.max_tokens_schema)
     except LLMUnavailable:
         raise
     except LLMError as e:

@@ -39,7 +39,7 @@ from pipeline import ir
 from pipeline.runtime import EnvInstance, engine
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.schema import Column, scratch_db, table_columns
+from pipeline.stages.schema import Column, ask_min, scratch_db, table_columns
 
 if TYPE_CHECKING:
     from pipeline.build import BuildSettings
@@ -151,8 +151,10 @@ class Sampler:
         self.tables = tables
         self.columns: dict[str, list[tuple[str, Column]]] = {}
         self.unique: set[tuple[str, str]] = set()
+        self.table_cols: dict[str, list[str]] = {}
         for t in tables:
             for c in table_columns(conn, t):
+                self.table_cols.setdefault(t.name, []).append(c.name)
                 self.columns.setdefault(c.name, []).append((t.name, c))
                 if c.pk == 1 and not c.auto_id:
                     self.unique.add((t.name, c.name))
@@ -299,7 +301,7 @@ def ddl_text(tables: list[ir.Table] | tuple[ir.Table, ...]) -> str:
 def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], ddl: str, client: Any, settings: BuildSettings):
     prompt = render_section("tools", "plan", name=scenario.name, description=scenario.description, ddl=ddl,
                             intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
-                            min=settings.tools_min, max=settings.tools_max)
+                            min=ask_min(settings.tools_min, settings.tools_max), max=settings.tools_max)
 
     def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
         items: list[ToolPlanItem] = []
@@ -313,10 +315,18 @@ def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], ddl: str, client: 
         return (None, "; ".join(problems) + ".") if problems else (items, None)
 
     return ask_with_feedback(
-        client, plan_model(settings.tools_min, settings.tools_max), user(prompt), check, stage=STAGE,
+        client, plan_model(ask_min(settings.tools_min, settings.tools_max), settings.tools_max), user(prompt), check, stage=STAGE,
         max_attempts=settings.max_attempts, max_tokens=settings.max_tokens_tool_plan,
         feedback=lambda e: render_section("tools", "plan_feedback", error=e),
     )
+
+
+def _column_hint(error: str, sampler: Sampler) -> str:
+    """After 'no such column', the columns that do exist (the model tends to invent a status column)."""
+    if "no such column" not in error:
+        return ""
+    listing = "; ".join(f"{t}({', '.join(cols)})" for t, cols in sampler.table_cols.items())
+    return f"\nThe tables have only these columns: {listing}"
 
 
 def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environment, conn: sqlite3.Connection,
@@ -343,7 +353,7 @@ def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environm
     return ask_with_feedback(
         client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
         max_tokens=settings.max_tokens_tool,
-        feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e),
+        feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e + _column_hint(e, sampler)),
     )
 
 

@@ -92,6 +92,14 @@ def test_order_puts_parents_first() -> None:
     assert [t.name for t in order_tables(tables)] == ["books", "members", "loans"]
 
 
+def test_one_more_table_than_needed_is_asked_for() -> None:
+    client = fake_client([SCHEMA])
+    generate_schema(SCENARIO, INTENTS, client, small_settings(tables_min=2, tables_max=4))
+    schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
+    assert (schema["properties"]["tables"]["minItems"], schema["properties"]["tables"]["maxItems"]) == (3, 4)
+    assert "Write 3 to 4 tables" in client.requests[0][0]["content"]
+
+
 def test_clean_reply() -> None:
     client = fake_client([SCHEMA])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings())
@@ -133,14 +141,15 @@ def test_unfixable_table_is_dropped_with_its_reason_and_so_are_its_children() ->
 def test_too_few_tables_rejects_the_stage() -> None:
     reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS}]}
     client = fake_client([reply, {"ddl": BROKEN_BOOKS}])
-    res = generate_schema(SCENARIO, INTENTS, client, small_settings(max_attempts=2))
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings(max_attempts=2, tables_max=2))
     assert not res.ok
     assert res.rejections[-1].reason == "only 1 valid tables, at least 2 needed"
 
 
 def test_type_names_are_repaired_without_a_round_trip() -> None:
     reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL.replace("name TEXT", "name VARCHAR(100)")
-                         .replace(" STRICT", "")}, {"name": "books", "ddl": BOOKS_DDL}]}
+                         .replace(" STRICT", "")}, {"name": "books", "ddl": BOOKS_DDL},
+                        {"name": "loans", "ddl": LOANS_DDL}]}
     client = fake_client([reply])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings())
     assert res.ok and len(client.requests) == 1

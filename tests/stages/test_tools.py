@@ -112,6 +112,8 @@ def test_statement_that_fails_explain_is_fed_back_verbatim_and_fixed(seed) -> No
     assert "no such column: nme" in problem
     retry = client.requests[2]
     assert retry[-2]["role"] == "assistant" and problem in retry[-1]["content"]
+    assert "The tables have only these columns: members(member_id, name, email, status); books(" \
+        in retry[-1]["content"]
 
 
 def test_runtime_failure_on_sample_arguments_is_fed_back(seed) -> None:
@@ -143,11 +145,14 @@ def test_guard_refusals_do_not_fail_a_tool(seed) -> None:
 
 def test_unfixable_tool_is_dropped_and_too_few_tools_reject_the_stage(seed) -> None:
     broken = dict(RETURN_BOOK, writes=["UPDATE loanz SET status = 'returned' WHERE loan_id = :loan_id"])
-    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, broken, broken], max_attempts=2)
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, broken, broken], max_attempts=3,
+                      tools_min=4, tools_max=4)
     assert not res.ok
     dropped, stage = res.rejections
     assert dropped.stage == "tools" and dropped.item == "return_book"
     assert "no such table: loanz" in dropped.reason
+    assert dropped.reason.endswith("(the model repeated its previous reply)")  # 2 of 3 attempts used
+    assert len(client.requests) == 6
     assert stage.reason == "only 3 working tools, at least 4 needed"
     assert stage.evidence == {"working": ["find_member", "list_member_loans", "lend_book"]}
 
