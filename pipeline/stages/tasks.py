@@ -169,8 +169,8 @@ def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, Tab
     """The reply schema for ``plan``, the label -> id maps of its id parameters, and notes for the prompt."""
     refs: Refs = {}
     notes: list[str] = []
-    # the user's words first, then the calls that fulfil them: the order a model writes best in
-    fields: dict[str, Any] = {"user_request": (str, Field(..., min_length=15, max_length=400))}
+    # the calls first, then the user's words: having just picked 'Matilda', the model names it
+    fields: dict[str, Any] = {}
     for name in plan.tools:
         fields[name] = (args_model(env.tool(name), _id_choices(env, name, conn, infos, refs, notes)), ...)
     if all(tool_op(env, n) == "read" for n in plan.tools):
@@ -178,6 +178,7 @@ def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, Tab
         searched = {p.name for p in last.params}
         cols = answer_columns(engine.result_columns(conn, last.returns.sql), searched) if last.returns else []
         fields["answer_field"] = (Literal[tuple(cols)] if cols else str, ...)  # type: ignore[valid-type]
+    fields["user_request"] = (str, Field(..., min_length=15, max_length=400))
     model = create_model("TaskProposal", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
     return model, refs, notes
 
