@@ -41,6 +41,8 @@ from verify.state import (
 )
 
 MAX_ANSWER_ROWS = 5
+COUNT = "*count"
+"""The answer field of "how many ..." questions: the number of rows the last read returned."""
 FINGERPRINT_LIMIT = 40_000
 CLOCK_SHIFT = "2031-07-04T17:23:41"
 _FLAG = re.compile(r"^(is|has|on|in|can|was)_|_(flag|active|available)$")
@@ -81,6 +83,8 @@ def extract_answer(result: Any, field_name: str) -> tuple[str | None, str | None
     """The expected answer from a read result: ``field_name`` of each returned row (at most 5)."""
     rows = result if isinstance(result, list) else [result]
     rows = [r for r in rows if isinstance(r, dict)]
+    if field_name == COUNT:
+        return (str(len(rows)), None) if rows else (None, "the call returned no rows, so there is nothing to count")
     if not rows:
         return None, "the call returned no rows, so there is nothing to ask about; choose arguments that match a row"
     if len(rows) > MAX_ANSWER_ROWS:

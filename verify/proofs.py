@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.runtime import engine
-from verify.derive import tables_used
+from verify.derive import COUNT, tables_used
 from verify.evaluate import NO, YES, answer_items, answer_matches, evaluate
 from verify.replay import Run, describe_call, fresh, play
 from verify.state import TableInfo, diff, id_table, qi, sort_key
@@ -70,7 +70,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
             detail = "reference replay passes the verifier" if ev.passed else "reference replay fails: " + ev.summary()
             ok = ev.passed
             if ok and v.answer is not None:
-                grounded = _grounded(v.answer, run)
+                grounded = _grounded(v.answer, run, counted=task.metadata.get("answer_field") == COUNT)
                 if not grounded:
                     ok, detail = False, f"the expected answer {v.answer!r} is not in what the reference read"
             results.append(ProofResult(name="reference", ok=ok, detail=detail,
@@ -134,8 +134,12 @@ def _kind(env: Environment, tool: str) -> str:
         return "unknown"
 
 
-def _grounded(answer: str, run: Run) -> bool:
-    """Every item of ``answer`` appears in the results the reference read (yes/no items excepted)."""
+def _grounded(answer: str, run: Run, counted: bool = False) -> bool:
+    """Every item of ``answer`` appears in the results the reference read (yes/no items excepted); for a
+    count, the last result has that many rows."""
+    if counted:
+        result = run.records[-1].response.get("result") if run.records else None
+        return isinstance(result, list) and answer == str(len(result))
     text = json.dumps([r.response.get("result") for r in run.records], ensure_ascii=False)
     items = [i for i in answer_items(answer) if i.casefold() not in YES | NO | {"none"}]
     return not items or answer_matches("; ".join(items), text)

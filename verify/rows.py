@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.ir import Environment, ToolCall
 from pipeline.runtime import engine
-from verify.derive import extract_answer, tables_used
+from verify.derive import COUNT, extract_answer, tables_used
 from verify.replay import Run
 from verify.state import TableInfo, id_table, qi, singular_forms
 
@@ -83,6 +83,10 @@ class Lookup:
     answer: str
     subject: str
 
+    @property
+    def counts(self) -> bool:
+        return self.answer_field == COUNT
+
 
 def _target_table(env: Environment, tool_name: str, infos: dict[str, TableInfo], cols: list[str]) -> str | None:
     tool = env.tool(tool_name)
@@ -147,14 +151,19 @@ def plan_lookup(env: Environment, tool_name: str, index: int, run: Run) -> Looku
     order = "rowid" if info.key == ("rowid",) else ", ".join(qi(k) for k in info.key)
     rows = [dict(zip(info.columns, r, strict=True)) for r in conn.execute(f"SELECT * FROM {qi(table)} ORDER BY {order} LIMIT 200")]
     searched = {p.name for p in tool.params}
-    for k in range(len(rows)):
-        row = rows[(index * 3 + k) % len(rows)]
-        args = _fill(env, tool_name, table, row, infos, labelled[0] if labelled else None)
+    label_col = labelled[0] if labelled else None
+    count: Lookup | None = None
+    for k in range(len(rows) if tool.params else 1):
+        row = rows[(index * 3 + k) % len(rows)] if rows else {}
+        args = _fill(env, tool_name, table, row, infos, label_col) if rows else ({} if not tool.params else None)
         if args is None:
             return None
         resp = run.inst.call(tool_name, args)
         result = resp.get("result") if resp.get("ok") else None
         found = result if isinstance(result, list) else [result] if isinstance(result, dict) else []
+        if len(found) > MAX_ROWS and isinstance(result, list) and count is None:
+            what = _subject(table, row, label_col, args) if args else ""
+            count = Lookup(ToolCall(tool=tool_name, arguments=args), COUNT, str(len(found)), what)
         if not 1 <= len(found) <= MAX_ROWS:
             continue
         fields = [c for c in answer_columns(cols, searched) if all(r.get(c) is not None for r in found)]
@@ -167,6 +176,5 @@ def plan_lookup(env: Environment, tool_name: str, index: int, run: Run) -> Looku
         answer, err = extract_answer(result, field)
         if answer is None or err:
             continue
-        label_col = labelled[0] if labelled else None
         return Lookup(ToolCall(tool=tool_name, arguments=args), field, answer, _subject(table, row, label_col, args))
-    return None
+    return count  # a list too long to ask about row by row: ask how many

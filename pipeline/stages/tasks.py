@@ -346,9 +346,14 @@ class Revision(BaseModel):
 
 
 def lookup_messages(env: Environment, lookup: Lookup) -> list[dict[str, Any]]:
-    user = render_section("tasks", "phrase_lookup", scenario=f"{env.scenario.name}: {env.scenario.description}",
-                          tool=catalog(env, [lookup.call.tool]), field=lookup.answer_field.replace("_", " "),
-                          subject=lookup.subject)
+    scenario, tool = f"{env.scenario.name}: {env.scenario.description}", catalog(env, [lookup.call.tool])
+    if lookup.counts:
+        what = env.tool(lookup.call.tool).description.rstrip(".")
+        what += f" (for {lookup.subject})" if lookup.subject else ""
+        user = render_section("tasks", "phrase_count", scenario=scenario, tool=tool, what=what)
+    else:
+        user = render_section("tasks", "phrase_lookup", scenario=scenario, tool=tool,
+                              field=lookup.answer_field.replace("_", " "), subject=lookup.subject)
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
 
 

@@ -170,3 +170,26 @@ def test_a_model_that_never_replies_validly_is_a_rejection() -> None:
     env = library_env()
     res = generate_tasks(env, fake_client(["not json"] * 3), n=1, settings=TaskSettings(max_attempts=2))
     assert res.value == [] and "LLM gave no usable reply" in res.rejections[0].reason
+
+
+def test_long_lists_become_count_questions() -> None:
+    from pipeline.ir import Returns, Tool
+    from verify.derive import COUNT
+    from verify.rows import plan_lookup
+
+    env = library_env()
+    listing = Tool(name="list_catalogue", description="List every book in the catalogue.", kind="read",
+                   returns=Returns(sql="SELECT id, title FROM books ORDER BY id", mode="all"))
+    env = env.model_copy(update={"tools": [*env.tools, listing]})
+    with fresh(env) as run:
+        lookup = plan_lookup(env, "list_catalogue", 1, run)
+    assert lookup is not None and lookup.counts and lookup.answer == "6"
+    client = fake_client([{"user_request": "How many books are in the catalogue?"}])
+    env = env.model_copy(update={"tools": [t for t in env.tools if t.kind == "write"] + [listing]})
+    res = generate_tasks(env, client, n=1)
+    (task,) = res.value
+    assert task.verifier.answer == "6" and task.metadata["answer_field"] == COUNT
+    assert "how many there are of: List every book in the catalogue" in client.requests[0][-1]["content"]
+    report = prove(env, task)
+    assert report.ok, report.reason()
+    assert next(r for r in report.results if r.name == "wrong_answer").ok  # "7" fails
