@@ -247,13 +247,13 @@ def lint_instruction(env: Environment, calls: list[ToolCall], instruction: str, 
         write = env.tool(call.tool).kind == "write"
         params = {p.name: p for p in env.tool(call.tool).params}
         for k, v in call.arguments.items():
-            table = id_table(infos, k)
-            if table and isinstance(v, int):
+            ref = id_table(infos, k)
+            if ref and isinstance(v, int):
                 if re.search(rf"(\bids?\b|#|\bnumber\b|\bno\.)\s*:?\s*{v}\b", instruction, re.I):
-                    return f"the request mentions {k} {v} as an id; users do not know ids, name the {table} row instead"
-                names = _row_names(conn, infos[table], v)
+                    return f"the request mentions {k} {v} as an id; users do not know ids, name the {ref} row instead"
+                names = _row_names(conn, infos[ref], v)
                 if names and not any(_mentions(instruction, n) for n in names):
-                    return (f"the request must name the {table} row with {k}={v} by its name or title "
+                    return (f"the request must name the {ref} row with {k}={v} by its name or title "
                             f"(for example {names[0]!r}), not by its id")
             elif (write or question) and isinstance(v, str) and not _mentions(instruction, v) \
                     and not (params.get(k) and params[k].enum and not write):
