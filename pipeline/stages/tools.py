@@ -298,12 +298,29 @@ def ddl_text(tables: list[ir.Table] | tuple[ir.Table, ...]) -> str:
     return "\n".join(f"{t.ddl.strip()};" for t in tables)
 
 
-def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], ddl: str, client: Any, settings: BuildSettings):
-    prompt = render_section("tools", "plan", name=scenario.name, description=scenario.description, ddl=ddl,
-                            intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
+def _stem(table: str) -> str:
+    t = table.lower()
+    for suffix in ("ies", "es", "s"):
+        if t.endswith(suffix) and len(t) > len(suffix) + 2:
+            return t[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return t
+
+
+def uncovered_tables(items: list[ToolPlanItem], tables: tuple[ir.Table, ...]) -> list[str]:
+    """Tables that no planned tool names (in its name or purpose, singular or plural)."""
+    text = " ".join(f"{it.name.replace('_', ' ')} {it.purpose}" for it in items).lower()
+    return [t.name for t in tables if _stem(t.name) not in text and _stem(t.name).replace("_", " ") not in text]
+
+
+def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.Table, ...], client: Any,
+          settings: BuildSettings):
+    prompt = render_section("tools", "plan", name=scenario.name, description=scenario.description,
+                            ddl=ddl_text(tables), intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
                             min=ask_min(settings.tools_min, settings.tools_max), max=settings.tools_max)
+    attempt = [0]
 
     def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
+        attempt[0] += 1
         items: list[ToolPlanItem] = []
         for it in reply.tools:
             if it.name not in {x.name for x in items}:
@@ -312,12 +329,15 @@ def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], ddl: str, client: 
         problems = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
         if len(items) < settings.tools_min:
             problems.append(f"only {len(items)} distinct tool names, at least {settings.tools_min} needed")
+        missing = uncovered_tables(items, tables)
+        if missing and not problems and attempt[0] < settings.max_attempts:  # coverage is asked for, not required
+            problems.append(f"no tool works with the table(s) {', '.join(missing)}; replace a tool to cover them")
         return (None, "; ".join(problems) + ".") if problems else (items, None)
 
+    model = plan_model(ask_min(settings.tools_min, settings.tools_max), settings.tools_max)
     return ask_with_feedback(
-        client, plan_model(ask_min(settings.tools_min, settings.tools_max), settings.tools_max), user(prompt), check, stage=STAGE,
-        max_attempts=settings.max_attempts, max_tokens=settings.max_tokens_tool_plan,
-        feedback=lambda e: render_section("tools", "plan_feedback", error=e),
+        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
+        max_tokens=settings.max_tokens_tool_plan, feedback=lambda e: render_section("tools", "plan_feedback", error=e),
     )
 
 
@@ -363,7 +383,7 @@ def generate_tools(
 ) -> StageResult[tuple[ir.Tool, ...]]:
     base_env = ir.Environment(scenario=scenario, clock=settings.clock, tables=list(tables), seed=list(seed))
     rejections: list[ir.Rejection] = []
-    plan = _plan(scenario, intents, ddl_text(tables), client, settings)
+    plan = _plan(scenario, intents, tables, client, settings)
     attempts = plan.attempts
     if plan.value is None:
         rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable tool plan: {plan.error}"))

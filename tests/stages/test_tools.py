@@ -10,7 +10,16 @@ from pipeline.runtime import EnvInstance, engine
 from pipeline.stages.intents import Intent
 from pipeline.stages.schema import scratch_db
 from pipeline.stages.seed_data import generate_seed
-from pipeline.stages.tools import Sampler, ToolPlanItem, WriteToolReply, exercise, generate_tools, to_tool
+from pipeline.stages.tools import (
+    Sampler,
+    ToolPlanItem,
+    WriteToolReply,
+    _plan,
+    exercise,
+    generate_tools,
+    to_tool,
+    uncovered_tables,
+)
 from tests.stages.library_replies import (
     BOOK_ROWS,
     BOOKS_DDL,
@@ -180,3 +189,24 @@ def test_a_select_among_the_writes_becomes_the_result() -> None:
     tool = to_tool(ToolPlanItem(name="return_book", kind="write", purpose="Return a book"), reply, {})
     assert [s.kind for s in tool.steps] == ["guard", "write", "write"]
     assert tool.returns == ir.Returns(sql="SELECT loan_id, status FROM loans WHERE loan_id = :loan_id", mode="one")
+
+
+def test_plan_that_leaves_a_table_out_is_asked_to_cover_it_but_not_forced(seed) -> None:
+    no_loans = {"tools": [
+        {"name": "find_member", "kind": "read", "purpose": "Find a member by email"},
+        {"name": "list_books", "kind": "read", "purpose": "List every book"},
+        {"name": "add_member", "kind": "write", "purpose": "Register a member"},
+        {"name": "restock_book", "kind": "write", "purpose": "Add copies of a book"},
+    ]}
+    items = [ToolPlanItem(**t) for t in no_loans["tools"]]
+    assert uncovered_tables(items, TABLES) == ["loans"]
+    assert uncovered_tables([ToolPlanItem(name="lend_book", kind="write", purpose="Record a loan")], TABLES) \
+        == ["members"]
+    res, client = run(seed, [no_loans, TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK])
+    assert res.ok
+    assert "no tool works with the table(s) loans; replace a tool to cover them" in client.requests[1][-1]["content"]
+    # with one attempt there is no retry, and the plan is taken as it is
+    client = fake_client([no_loans])
+
+    out = _plan(SCENARIO, INTENTS, TABLES, client, small_settings(max_attempts=1))
+    assert out.value is not None and [t.name for t in out.value] == [t["name"] for t in no_loans["tools"]]
