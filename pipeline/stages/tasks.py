@@ -317,6 +317,15 @@ def _provenance(client: Any, replies: int, extra: dict[str, Any] | None = None) 
             "llm_replies": replies, **(extra or {})}
 
 
+def _call_key(calls: Any) -> str:
+    return "calls:" + canonical_json([c.model_dump(mode="json") for c in calls])
+
+
+def _effect_key(verifier: Any) -> str:
+    """Tasks with the same verifier ask for the same end state (or answer): duplicates in effect."""
+    return "effect:" + canonical_json(verifier)
+
+
 def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *, answer_field: str | None,
                     initial_db: str | Path | None, provenance: dict[str, Any], plan: Plan | None = None,
                     seen: set[str] | None = None) -> tuple[Task | None, str | None]:
@@ -326,13 +335,12 @@ def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *
         hint = "; choose a new value that differs from the current one" if "changed nothing" in (d.error or "") else \
             "; choose other values from the data"
         return None, f"replaying the calls failed: {d.error}{hint}"
+    if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier) in seen):
+        return None, "another task already does exactly this; choose different rows or values"
     with fresh(env, initial_db) as run:
         problem = lint_instruction(env, list(d.calls), instruction, d.verifier.answer, run.inst.conn, run.infos)
     if problem:
         return None, problem
-    key = canonical_json([c.model_dump(mode="json") for c in d.calls])
-    if seen is not None and key in seen:
-        return None, "another task already makes exactly these calls; choose different rows or values"
     task = make_task(env, d, instruction, answer_field=answer_field, provenance=provenance, plan=plan)
     report = prove(env, task, initial_db=initial_db)
     if not report.ok:
@@ -415,7 +423,7 @@ def generate_tasks(
                                             evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages)}))
                 continue
             task = out.value.model_copy(update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
-            seen.add(canonical_json([c.model_dump(mode="json") for c in task.reference_solution]))
+            seen |= {_call_key(task.reference_solution), _effect_key(task.verifier)}
             tasks.append(task)
     return StageResult(tasks, tuple(rejections), attempts=replies)
 

@@ -9,6 +9,8 @@ from pipeline.ir import SeedRows, ToolCall
 from pipeline.llm import fake_client
 from pipeline.stages.tasks import (
     TaskSettings,
+    _call_key,
+    _effect_key,
     build_and_prove,
     generate_tasks,
     plan_tasks,
@@ -157,10 +159,15 @@ def test_duplicates_and_giveaways_are_refused() -> None:
     task, err = build_and_prove(env, calls, "Which email address does Dan Wu use?", answer_field="email",
                                 initial_db=None, provenance={})
     assert task is not None and err is None
-    seen = {json.dumps([c.model_dump(mode="json") for c in task.reference_solution], sort_keys=True, separators=(",", ":"))}
+    seen = {_call_key(task.reference_solution), _effect_key(task.verifier)}
     _, err = build_and_prove(env, calls, "What is Dan Wu's email?", answer_field="email", initial_db=None,
                              provenance={}, seen=seen)
-    assert err and "already makes exactly these calls" in err
+    assert err and "already does exactly this" in err
+    # other calls with the same effect (a search first, then the same answer) are duplicates too
+    other = [ToolCall(tool="search_books", arguments={"query": "Emma"}), *calls]
+    _, err = build_and_prove(env, other, "What is Dan Wu's email?", answer_field="email", initial_db=None,
+                             provenance={}, seen=seen)
+    assert err and "already does exactly this" in err
     _, err = build_and_prove(env, calls, "Is dan@example.org the email of Dan Wu?", answer_field="email",
                              initial_db=None, provenance={})
     assert err and "gives its answer away" in err
