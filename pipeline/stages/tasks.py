@@ -321,9 +321,11 @@ def _call_key(calls: Any) -> str:
     return "calls:" + canonical_json([c.model_dump(mode="json") for c in calls])
 
 
-def _effect_key(verifier: Any) -> str:
-    """Tasks with the same verifier ask for the same end state (or answer): duplicates in effect."""
-    return "effect:" + canonical_json(verifier)
+def _effect_key(verifier: Any, calls: Any) -> str:
+    """Duplicates in effect: the same end state, or the same answer read by the same last call."""
+    if verifier.answer is not None:
+        return "answer:" + canonical_json([calls[-1].model_dump(mode="json"), verifier.answer])
+    return "state:" + canonical_json(verifier)
 
 
 def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *, answer_field: str | None,
@@ -335,7 +337,7 @@ def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *
         hint = "; choose a new value that differs from the current one" if "changed nothing" in (d.error or "") else \
             "; choose other values from the data"
         return None, f"replaying the calls failed: {d.error}{hint}"
-    if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier) in seen):
+    if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier, d.calls) in seen):
         return None, "another task already does exactly this; choose different rows or values"
     with fresh(env, initial_db) as run:
         problem = lint_instruction(env, list(d.calls), instruction, d.verifier.answer, run.inst.conn, run.infos)
@@ -423,7 +425,7 @@ def generate_tasks(
                                             evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages)}))
                 continue
             task = out.value.model_copy(update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
-            seen |= {_call_key(task.reference_solution), _effect_key(task.verifier)}
+            seen |= {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
             tasks.append(task)
     return StageResult(tasks, tuple(rejections), attempts=replies)
 

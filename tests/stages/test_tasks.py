@@ -159,7 +159,7 @@ def test_duplicates_and_giveaways_are_refused() -> None:
     task, err = build_and_prove(env, calls, "Which email address does Dan Wu use?", answer_field="email",
                                 initial_db=None, provenance={})
     assert task is not None and err is None
-    seen = {_call_key(task.reference_solution), _effect_key(task.verifier)}
+    seen = {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
     _, err = build_and_prove(env, calls, "What is Dan Wu's email?", answer_field="email", initial_db=None,
                              provenance={}, seen=seen)
     assert err and "already does exactly this" in err
