@@ -12,17 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pipeline.ir import Environment, Param, Tool
 
 _PY = {"string": str, "integer": int, "number": float, "boolean": bool}
-# JSON-schema keywords the LLM client strips from schemas wherever they appear as keys (it drops
-# "title" annotations), so a parameter with that name is sent as "<name>_" and mapped back.
-ESCAPED = {"title"}
-
-
-def field_name(param: str) -> str:
-    return param + "_" if param in ESCAPED else param
-
-
-def param_name(field: str) -> str:
-    return field[:-1] if field.endswith("_") and field[:-1] in ESCAPED else field
 
 
 def camel(name: str) -> str:
@@ -49,7 +38,7 @@ def param_annotation(p: Param, choices: list[Any] | None = None) -> tuple[Any, A
 
 def args_model(tool: Tool, choices: dict[str, list[Any]] | None = None, prefix: str = "Args") -> type[BaseModel]:
     """A model of ``tool``'s arguments (no extra keys)."""
-    fields = {field_name(p.name): param_annotation(p, (choices or {}).get(p.name)) for p in tool.params}
+    fields = {p.name: param_annotation(p, (choices or {}).get(p.name)) for p in tool.params}
     return create_model(  # type: ignore[call-overload, no-any-return]
         f"{prefix}{camel(tool.name)}", __config__=ConfigDict(extra="forbid"), **fields
     )
@@ -58,7 +47,7 @@ def args_model(tool: Tool, choices: dict[str, list[Any]] | None = None, prefix: 
 def clean_args(args: BaseModel | dict[str, Any]) -> dict[str, Any]:
     """Arguments as a plain dict without nulls (an absent optional parameter)."""
     data = args.model_dump(mode="json") if isinstance(args, BaseModel) else dict(args)
-    return {param_name(k): v for k, v in data.items() if v is not None}
+    return {k: v for k, v in data.items() if v is not None}
 
 
 def signature(tool: Tool) -> str:

@@ -75,9 +75,9 @@ def test_generation_feeds_back_replay_errors_and_wording_problems() -> None:
         {"return_book": {"book_id": "The Guns of August"}, "user_request": "Please record the return of book id 3."},
         {"return_book": {"book_id": "The Guns of August"}, "user_request": "Alice Park brought back The Guns of August; please record it."},
         # 3. create: the author is missing, then given
-        {"add_book": {"title_": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
+        {"add_book": {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
          "user_request": "Add the fiction book Dune (1965) with a replacement cost of 10.50."},
-        {"add_book": {"title_": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
+        {"add_book": {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10.5},
          "user_request": "Add the fiction book Dune by Frank Herbert (1965) with a replacement cost of 10.50."},
     ])
     res = generate_tasks(env, client, n=3)

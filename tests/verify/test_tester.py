@@ -105,7 +105,7 @@ def test_a_parameter_named_title_survives_the_client_schema() -> None:
     assert set(args["required"]) <= set(args["properties"])  # nothing required is missing from the grammar
     env = library_env()
     task = library_tasks(env)[0]
-    client = fake_client([call("add_book", title_="Dune", author="Frank Herbert", genre="fiction", year=1965,
+    client = fake_client([call("add_book", title="Dune", author="Frank Herbert", genre="fiction", year=1965,
                                replacement_cost=9.5), finish()])
     a = run_attempt(client, env, task)
     assert a.steps[0].arguments["title"] == "Dune" and a.steps[0].response["ok"]
