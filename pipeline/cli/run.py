@@ -65,6 +65,41 @@ class RichProgress(RunProgress):
             self.tok_s += seconds
 
 
+class LogProgress(RunProgress):
+    """Plain timestamped lines for batch jobs whose stderr is a log file (rich draws no bars there)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.lock = threading.Lock()
+        self.totals: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+        self.t0 = time.perf_counter()
+
+    def __enter__(self) -> LogProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def _line(self, text: str) -> None:
+        self.console.print(f"[{time.perf_counter() - self.t0:7.1f}s] {text}", markup=False, highlight=False,
+                           soft_wrap=True)
+
+    def stage(self, name: str, total: int) -> None:
+        with self.lock:
+            self.totals[name], self.done[name] = total, 0
+            self._line(f"{name}: {total} to do")
+
+    def advance(self, name: str, n: int = 1, info: str = "") -> None:
+        with self.lock:
+            self.done[name] = self.done.get(name, 0) + n
+            self._line(f"{name}: {self.done[name]}/{self.totals.get(name, '?')}" + (f"  {info}" if info else ""))
+
+    def message(self, text: str) -> None:
+        with self.lock:
+            self._line(text)
+
+
 def print_summary(console: Console, s: dict[str, Any]) -> None:
     c = s["counts"]
     t = Table(title=f"envfoundry run: {s['out']}", show_header=False, title_justify="left")
@@ -124,7 +159,8 @@ def register(main: click.Group) -> None:
             "run": {"tasks_per_env": tasks_per_env, "concurrency": concurrency, "max_scenarios": max_scenarios},
         })
         console = Console(stderr=True)
-        with RichProgress(console) as prog:
+        front: type[RichProgress | LogProgress] = RichProgress if console.is_terminal else LogProgress
+        with front(console) as prog:
             result = run_catalog(seeds_file, out_dir, plan, allow_other_config=continue_other_config,
                                  progress=prog)
         s = summary_dict(result)
