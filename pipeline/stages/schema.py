@@ -71,9 +71,44 @@ _OPTIONS = re.compile(r"(?:\s*,?\s*(?:STRICT|WITHOUT\s+ROWID))*\s*$", re.I)
 _STRING = re.compile(r"'(?:[^']|'')*'")
 
 
+_DATE_LITERAL = re.compile(r"'\d{4}-\d{2}-\d{2}[^']*'")
+_CHECK_START = re.compile(r"(,\s*)?(CONSTRAINT\s+\w+\s+)?\bCHECK\s*\(", re.I)
+
+
+def drop_date_literal_checks(ddl: str) -> str:
+    """Remove CHECK constraints that compare with a calendar date literal (``CHECK (due_date < '2024-01-01')``).
+
+    The model pins dates to the year it imagines; the seeded rows and every later write use dates around the
+    environment's clock, so such a constraint refuses realistic data (a whole table's rows, seen from the 1.5B
+    model). Checks between columns (``CHECK (due_date >= loan_date)``) are kept."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), ddl)  # same offsets, no parentheses inside strings
+    out, pos = [], 0
+    for m in _CHECK_START.finditer(bare):
+        if m.start() < pos:
+            continue
+        depth, end = 0, None
+        for i in range(m.end() - 1, len(bare)):
+            depth += {"(": 1, ")": -1}.get(bare[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        if end is None or not _DATE_LITERAL.search(ddl[m.end():end]):
+            continue
+        start = m.start()
+        if m.group(1) is None:  # a column constraint (or a table's first item): drop the spaces before it
+            while start > pos and ddl[start - 1] == " ":
+                start -= 1
+            if bare[:start].endswith("("):  # it was the first item: its trailing comma goes too
+                end += len(bare[end:]) - len(bare[end:].lstrip(", "))
+        out.append(ddl[pos:start])
+        pos = end
+    out.append(ddl[pos:])
+    return "".join(out)
+
+
 def normalise_ddl(ddl: str) -> str:
-    """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, close the column list
-    when closing parentheses are missing, end with ``STRICT``."""
+    """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, drop CHECKs against calendar date
+    literals, close the column list when closing parentheses are missing, end with ``STRICT``."""
     s = ddl.strip().strip("`").strip()
     s = re.sub(r"^sql\s+", "", s, flags=re.I).strip().rstrip(";").strip()
 
@@ -84,6 +119,7 @@ def normalise_ddl(ddl: str) -> str:
         return m.group(0)
 
     s = _COLTYPE.sub(sub, s)
+    s = drop_date_literal_checks(s)
     m = _OPTIONS.search(s)
     cut = m.start() if m else len(s)
     body, options = s[:cut].rstrip(), s[cut:]
