@@ -79,28 +79,41 @@ def ask_with_feedback(
     An :class:`LLMError` (no schema-valid reply even after the client's own retries, or a transport
     failure) ends the loop at once: asking the same messages again at temperature 0 would repeat it.
     So does a reply identical to the previous one, which the 1.5B model tends to keep repeating.
+
+    ``check`` may also return ``(value, error)`` with both set: the value is acceptable but could be better
+    (the error says how). The loop asks again, and when no better reply comes (a repeated reply, an LLM
+    error, attempts spent) it ends with the latest acceptable value instead of giving up.
     """
     msgs = list(messages)
     error: str | None = None
     previous: str | None = None
+    acceptable: tuple[V, int, tuple[dict[str, Any], ...]] | None = None
+
+    def give_up(err: str | None, attempt: int) -> Outcome[V]:
+        if acceptable is not None:
+            return Outcome(acceptable[0], None, acceptable[1], acceptable[2])
+        return Outcome(None, err, attempt, tuple(msgs))
+
     for attempt in range(1, max_attempts + 1):
         try:
             reply, raw = client.structured_reply(model, msgs, stage=stage, max_tokens=max_tokens)
         except LLMUnavailable:
             raise  # the endpoint failed, not this item: the caller marks it failed, to be retried
         except LLMError as e:
-            return Outcome(None, f"LLM gave no usable reply: {e}", attempt, tuple(msgs))
+            return give_up(f"LLM gave no usable reply: {e}", attempt)
         value, error = check(reply)
         if error is None:
             return Outcome(value, None, attempt, tuple(msgs))
+        if value is not None:
+            acceptable = (value, attempt, tuple(msgs))
         if raw.content == previous:  # at temperature 0 a repeated reply tends to repeat again
-            return Outcome(None, f"{error}\n(the model repeated its previous reply)", attempt, tuple(msgs))
+            return give_up(f"{error}\n(the model repeated its previous reply)", attempt)
         previous = raw.content
         msgs = msgs + [
             {"role": "assistant", "content": raw.content},
             {"role": "user", "content": feedback(error)},
         ]
-    return Outcome(None, error, max_attempts, tuple(msgs))
+    return give_up(error, max_attempts)
 
 
 def user(content: str) -> list[dict[str, Any]]:

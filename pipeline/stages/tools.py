@@ -317,10 +317,7 @@ def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.T
     prompt = render_section("tools", "plan", name=scenario.name, description=scenario.description,
                             ddl=ddl_text(tables), intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
                             min=ask_min(settings.tools_min, settings.tools_max), max=settings.tools_max)
-    attempt = [0]
-
     def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
-        attempt[0] += 1
         items: list[ToolPlanItem] = []
         for it in reply.tools:
             if it.name not in {x.name for x in items}:
@@ -329,10 +326,12 @@ def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.T
         problems = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
         if len(items) < settings.tools_min:
             problems.append(f"only {len(items)} distinct tool names, at least {settings.tools_min} needed")
+        if problems:
+            return None, "; ".join(problems) + "."
         missing = uncovered_tables(items, tables)
-        if missing and not problems and attempt[0] < settings.max_attempts:  # coverage is asked for, not required
-            problems.append(f"no tool works with the table(s) {', '.join(missing)}; replace a tool to cover them")
-        return (None, "; ".join(problems) + ".") if problems else (items, None)
+        if missing:  # coverage is asked for, not required: this plan is kept if no better one comes
+            return items, f"no tool works with the table(s) {', '.join(missing)}; replace a tool to cover them."
+        return items, None
 
     model = plan_model(ask_min(settings.tools_min, settings.tools_max), settings.tools_max)
     return ask_with_feedback(

@@ -210,3 +210,8 @@ def test_plan_that_leaves_a_table_out_is_asked_to_cover_it_but_not_forced(seed) 
 
     out = _plan(SCENARIO, INTENTS, TABLES, client, small_settings(max_attempts=1))
     assert out.value is not None and [t.name for t in out.value] == [t["name"] for t in no_loans["tools"]]
+    # the model repeats the uncovering plan (what the embedded 1.5B model did on the quickstart): it is kept
+    client = fake_client([no_loans, no_loans])
+    out = _plan(SCENARIO, INTENTS, TABLES, client, small_settings(max_attempts=3))
+    assert out.error is None and [t.name for t in out.value] == [t["name"] for t in no_loans["tools"]]
+    assert len(client.requests) == 2
