@@ -24,6 +24,9 @@ class BuildSettings(BaseModel):
 
     max_attempts: int = Field(default=3, ge=1, le=10)
     """LLM replies per step: the first one plus retries with the exact error fed back."""
+    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of those retries (seeded, so cached and reproducible): at temperature 0 a small
+    model tends to send the same wrong reply again whatever the feedback says. 0 keeps retries greedy."""
     intents_min: int = Field(default=4, ge=2, le=20)
     """Fewest user goals (functional requirements) asked for."""
     intents_max: int = Field(default=7, ge=2, le=30)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from string import Template
 
@@ -20,7 +20,7 @@ class PromptError(ValueError):
     pass
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> str:
     """Text of ``prompts/<name>.md``."""
     path = PROMPTS_DIR / f"{name}.md"

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.sampling import Escalating
 from pipeline.prompts import PromptError, load
 
 M = TypeVar("M", bound=BaseModel)
@@ -72,6 +73,7 @@ def ask_with_feedback(
     max_attempts: int,
     max_tokens: int,
     feedback: Callable[[str], str],
+    retry_temperature: float | None = None,
 ) -> Outcome[V]:
     """Ask for ``model``; ``check(reply)`` returns ``(value, None)`` or ``(None, error)``. On an error the
     reply and ``feedback(error)`` are appended to the conversation and the LLM is asked again.
@@ -80,10 +82,16 @@ def ask_with_feedback(
     failure) ends the loop at once: asking the same messages again at temperature 0 would repeat it.
     So does a reply identical to the previous one, which the 1.5B model tends to keep repeating.
 
+    With ``retry_temperature`` the first request is greedy and the retries are seeded samples at that
+    temperature (:class:`pipeline.llm.sampling.Escalating`), each with its own seed, so a repeated reply does
+    not end the loop early.
+
     ``check`` may also return ``(value, error)`` with both set: the value is acceptable but could be better
     (the error says how). The loop asks again, and when no better reply comes (a repeated reply, an LLM
     error, attempts spent) it ends with the latest acceptable value instead of giving up.
     """
+    if retry_temperature:
+        client = Escalating(client, retry_temperature)
     msgs = list(messages)
     error: str | None = None
     previous: str | None = None
@@ -106,7 +114,7 @@ def ask_with_feedback(
             return Outcome(value, None, attempt, tuple(msgs))
         if value is not None:
             acceptable = (value, attempt, tuple(msgs))
-        if raw.content == previous:  # at temperature 0 a repeated reply tends to repeat again
+        if raw.content == previous and not retry_temperature:  # greedy: a repeated reply tends to repeat again
             return give_up(f"{error}\n(the model repeated its previous reply)", attempt)
         previous = raw.content
         msgs = msgs + [

@@ -77,7 +77,7 @@ def generate_intents(
     out = ask_with_feedback(
         client, model, user(prompt),
         lambda r: check_intents(r.intents, settings.intents_min),  # type: ignore[attr-defined]
-        stage=STAGE, max_attempts=settings.max_attempts, max_tokens=settings.max_tokens_intents,
+        stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_intents,
         feedback=lambda e: render_section("intents", "feedback", error=e),
     )
     if out.value is None:

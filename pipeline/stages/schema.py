@@ -396,7 +396,7 @@ def _fix_table(
 
     out = ask_with_feedback(
         client, DdlFix, conv + user(ask(errors[name])), check_fix, stage=STAGE,
-        max_attempts=settings.max_attempts - 1, max_tokens=settings.max_tokens_schema, feedback=ask,
+        max_attempts=settings.max_attempts - 1, retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_schema, feedback=ask,
     )
     return out.value, out.attempts
 

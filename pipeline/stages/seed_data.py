@@ -150,7 +150,7 @@ def _ask_batch(
 
     out = ask_with_feedback(
         client, rows_model(table.name, cols, choices, n), user(prompt), check, stage=STAGE,
-        max_attempts=settings.max_attempts, max_tokens=settings.max_tokens_rows, feedback=lambda e: e,
+        max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_rows, feedback=lambda e: e,
     )
     return out, dropped
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task, ToolCall
+from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes
 from pipeline.runtime import engine
 from pipeline.stages.base import StageResult
@@ -35,7 +36,6 @@ from verify.models import args_model, catalog, clean_args
 from verify.proofs import prove
 from verify.replay import describe_call, fresh
 from verify.rows import Lookup, answer_columns, plan_lookup, row_labels, shown_rows
-from verify.sampling import Escalating
 from verify.state import Change, TableInfo, id_table, qi, singular_forms
 
 STAGE = "tasks"

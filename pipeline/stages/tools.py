@@ -335,7 +335,7 @@ def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.T
 
     model = plan_model(ask_min(settings.tools_min, settings.tools_max), settings.tools_max)
     return ask_with_feedback(
-        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
+        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
         max_tokens=settings.max_tokens_tool_plan, feedback=lambda e: render_section("tools", "plan_feedback", error=e),
     )
 
@@ -370,7 +370,7 @@ def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environm
 
     model = ReadToolReply if plan.kind == "read" else WriteToolReply
     return ask_with_feedback(
-        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
+        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
         max_tokens=settings.max_tokens_tool,
         feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e + _column_hint(e, sampler)),
     )

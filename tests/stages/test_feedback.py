@@ -56,3 +56,11 @@ def test_an_acceptable_reply_is_kept_when_the_model_repeats_it_or_attempts_run_o
 def test_a_repeated_bad_reply_ends_the_loop_early():
     out, client = ask([{"n": -1}, {"n": -1}, {"n": 50}])
     assert out.value is None and "repeated its previous reply" in out.error and len(client.requests) == 2
+
+
+def test_retries_are_seeded_samples_when_a_retry_temperature_is_set():
+    client = fake_client([{"n": -1}, {"n": -1}, {"n": 12}])
+    out = ask_with_feedback(client, Reply, user("give n"), check, stage="t", max_attempts=3, max_tokens=20,
+                            feedback=lambda e: f"fix: {e}", retry_temperature=0.7)
+    assert out.value == 12
+    assert [(b["temperature"], b["seed"]) for b in client.bodies] == [(0.0, 0), (0.7, 1), (0.7, 2)]

@@ -155,14 +155,19 @@ def test_guard_refusals_do_not_fail_a_tool(seed) -> None:
 def test_unfixable_tool_is_dropped_and_too_few_tools_reject_the_stage(seed) -> None:
     broken = dict(RETURN_BOOK, writes=["UPDATE loanz SET status = 'returned' WHERE loan_id = :loan_id"])
     res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, broken, broken], max_attempts=3,
-                      tools_min=4, tools_max=4)
+                      tools_min=4, tools_max=4, retry_temperature=0)
     assert not res.ok
     dropped, stage = res.rejections
     assert dropped.stage == "tools" and dropped.item == "return_book"
     assert "no such table: loanz" in dropped.reason
-    assert dropped.reason.endswith("(the model repeated its previous reply)")  # 2 of 3 attempts used
+    assert dropped.reason.endswith("(the model repeated its previous reply)")  # greedy: 2 of 3 attempts used
     assert len(client.requests) == 6
     assert stage.reason == "only 3 working tools, at least 4 needed"
+    # sampled retries (the default) differ from seed to seed: a repeat does not end the loop, attempts do
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, broken, broken, broken],
+                      max_attempts=3, tools_min=4, tools_max=4)
+    assert not res.ok and len(client.requests) == 7
+    assert [b["temperature"] for b in client.bodies[4:]] == [0.0, 0.7, 0.7]
     assert stage.evidence == {"working": ["find_member", "list_member_loans", "lend_book"]}
 
 
@@ -212,6 +217,6 @@ def test_plan_that_leaves_a_table_out_is_asked_to_cover_it_but_not_forced(seed) 
     assert out.value is not None and [t.name for t in out.value] == [t["name"] for t in no_loans["tools"]]
     # the model repeats the uncovering plan (what the embedded 1.5B model did on the quickstart): it is kept
     client = fake_client([no_loans, no_loans])
-    out = _plan(SCENARIO, INTENTS, TABLES, client, small_settings(max_attempts=3))
+    out = _plan(SCENARIO, INTENTS, TABLES, client, small_settings(max_attempts=3, retry_temperature=0))
     assert out.error is None and [t.name for t in out.value] == [t["name"] for t in no_loans["tools"]]
     assert len(client.requests) == 2
