@@ -458,7 +458,9 @@ def _check_tool(conn, tool):
     def check_message(text, where):
         for field in sorted(set(_FIELD.findall(text or ""))):
             if field not in known and not (has_write and field in ("last_id", "changes")):
-                problems.append(f"{where}: error message uses unknown field {{{field}}}")
+                usable = ", ".join(f"{{{k}}}" for k in sorted(known)) or "none"
+                problems.append(f"{where}: error message uses {{{field}}}, which is not a parameter or a bound "
+                                f"name of this tool (usable: {usable}); write the message without it")
 
     for i, step in enumerate(tool.get("steps") or [], 1):
         kind, sql = step.get("kind"), step.get("sql") or ""

@@ -340,12 +340,20 @@ def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.T
     )
 
 
+_NOT_NULL = re.compile(r"NOT NULL constraint failed: (\w+)\.(\w+)")
+
+
 def _column_hint(error: str, sampler: Sampler) -> str:
-    """After 'no such column', the columns that do exist (the model tends to invent a status column)."""
-    if "no such column" not in error:
-        return ""
-    listing = "; ".join(f"{t}({', '.join(cols)})" for t, cols in sampler.table_cols.items())
-    return f"\nThe tables have only these columns: {listing}"
+    """After 'no such column' the columns that do exist (the model tends to invent a status column); after a
+    NOT NULL failure, what to do about it (the model tends to leave a required column out of its INSERT)."""
+    hints = []
+    if "no such column" in error or "no such table" in error:
+        listing = "; ".join(f"{t}({', '.join(cols)})" for t, cols in sampler.table_cols.items())
+        hints.append(f"The tables have only these columns: {listing}")
+    for table, col in dict.fromkeys(_NOT_NULL.findall(error)):
+        hints.append(f"{table}.{col} is required: an INSERT INTO {table} must list {col} and give it a value "
+                     f"(a parameter :{col}, or a fixed value), and an UPDATE must not set it to NULL")
+    return "".join(f"\n{h}" for h in hints)
 
 
 def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environment, conn: sqlite3.Connection,

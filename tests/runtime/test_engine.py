@@ -314,7 +314,7 @@ def test_fixture_tools_pass_the_checker(conn):
         (tool(kind="write", returns={"sql": "SELECT 1"}), "declared 'write' but has no write step"),
         (tool(steps=[{"kind": "write", "sql": "CREATE TABLE x (a)"}]), "must start with INSERT/UPDATE/DELETE"),
         (tool(kind="read", returns={"sql": "SELECT * FROM loans WHERE id = :last_id"}), "uses :last_id before any write step"),
-        (tool(kind="read", steps=[{"kind": "guard", "sql": "SELECT 1", "must": "exist", "error": "no {thing}"}], returns={"sql": "SELECT 1"}), "unknown field {thing}"),
+        (tool(kind="read", steps=[{"kind": "guard", "sql": "SELECT 1", "must": "exist", "error": "no {thing}"}], returns={"sql": "SELECT 1"}), "error message uses {thing}, which is not a parameter"),
         (tool(kind="read", params=[{"name": "member_id", "type": "integer"}], steps=[{"kind": "query", "bind": "member", "sql": "SELECT id FROM members"}], returns={"sql": "SELECT 1"}), "bound column :member_id"),
         (tool(kind="read", params=[{"name": "g", "type": "integer", "enum": ["a"]}], returns={"sql": "SELECT :g"}), "enum value \"a\" expected an integer"),
         (tool(kind="read", params=[{"name": "g", "type": "integer", "minimum": 5, "maximum": 1}], returns={"sql": "SELECT :g"}), "minimum 5 is greater than maximum 1"),
