@@ -104,8 +104,28 @@ def _all_sql(guards: list[GuardSpec], writes: list[str], returns: ReturnsSpec | 
     return [g.sql for g in guards] + list(writes) + ([returns.sql] if returns else [])
 
 
-def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: dict[str, tuple[Any, ...]]) -> ir.Tool:
-    """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot)."""
+_BUILTINS = ("now", "today", "last_id", "changes")
+_PARAM_TYPE = {"INTEGER": "integer", "REAL": "number", "TEXT": "string"}
+
+
+def schema_columns(conn: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+    """Column name -> (its first table, its parameter type), over every table of ``conn``."""
+    out: dict[str, tuple[str, str]] = {}
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid").fetchall():
+        for r in conn.execute(f'PRAGMA table_info("{table}")').fetchall():
+            if r[2].upper() in _PARAM_TYPE:
+                out.setdefault(r[1], (table, _PARAM_TYPE[r[2].upper()]))
+    return out
+
+
+def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: dict[str, tuple[Any, ...]],
+            columns: dict[str, tuple[str, str]] | None = None) -> ir.Tool:
+    """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot).
+
+    Two slips the 1.5B model keeps making whatever the feedback says are repaired here, deterministically:
+    a statement reading ``:x`` that is not a parameter gets parameter ``x`` when ``x`` is a column of the
+    schema (``columns``: typed like it), and an error message naming ``{x}`` the tool does not know says
+    ``x`` in words instead."""
     writes: list[str] = []
     returns_spec = reply.returns
     for w in getattr(reply, "writes", []):
@@ -119,8 +139,16 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
         used.update(engine.placeholders(sql))
     for g in reply.guards:
         used.update(_FIELD.findall(g.error))
+    specs = list(reply.params)
+    declared = {p.name for p in specs}
+    for name in sorted(used - declared - set(_BUILTINS)):
+        if columns and name in columns and any(name in engine.placeholders(q)
+                                               for q in _all_sql(reply.guards, writes, returns_spec)):
+            table, ptype = columns[name]
+            specs.append(ParamSpec(name=name, type=ptype,  # type: ignore[arg-type]
+                                   description=f"The {name.replace('_', ' ')} ({table}.{name})"))
     params = []
-    for p in reply.params:
+    for p in specs:
         if p.name not in used:
             continue  # an argument no statement reads would only mislead the agent
         enum = enums.get(p.name)
@@ -129,7 +157,13 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
             or (p.type == "integer" and all(isinstance(v, int) for v in enum)))
         params.append(ir.Param(name=p.name, type=p.type, description=p.description,
                                enum=list(enum) if ok_enum and enum else None))
-    steps = [ir.Step(kind="guard", sql=g.sql.strip(), must=g.must, error=g.error) for g in reply.guards]
+    known = {p.name for p in params} | set(_BUILTINS)
+
+    def words(m: re.Match[str]) -> str:
+        return m.group(0) if m.group(1) in known else m.group(1).replace("_", " ")
+
+    steps = [ir.Step(kind="guard", sql=g.sql.strip(), must=g.must, error=_FIELD.sub(words, g.error))
+             for g in reply.guards]
     steps += [ir.Step(kind="write", sql=w.strip()) for w in writes]
     returns = ir.Returns(sql=returns_spec.sql.strip(), mode=returns_spec.mode) if returns_spec else None
     return ir.Tool(name=plan.name, description=reply.description.strip(), kind=plan.kind, params=params,
@@ -363,10 +397,11 @@ def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environm
         kind=plan.kind, tool=plan.name, purpose=plan.purpose,
         kind_rule=render_section("tools", f"{plan.kind}_rule"),
     )
+    columns = schema_columns(conn)
 
     def check(reply: Any) -> tuple[ir.Tool | None, str | None]:
         try:
-            tool = to_tool(plan, reply, enums)
+            tool = to_tool(plan, reply, enums, columns)
         except ValidationError as e:
             return None, "; ".join(err["msg"] for err in e.errors())
         problems = engine.check_tool(conn, tool.model_dump(mode="json"))

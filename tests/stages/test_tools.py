@@ -17,6 +17,7 @@ from pipeline.stages.tools import (
     _plan,
     exercise,
     generate_tools,
+    schema_columns,
     to_tool,
     uncovered_tables,
 )
@@ -220,3 +221,29 @@ def test_plan_that_leaves_a_table_out_is_asked_to_cover_it_but_not_forced(seed) 
     out = _plan(SCENARIO, INTENTS, TABLES, client, small_settings(max_attempts=3, retry_temperature=0))
     assert out.error is None and [t.name for t in out.value] == [t["name"] for t in no_loans["tools"]]
     assert len(client.requests) == 2
+
+
+def test_slips_the_small_model_repeats_are_repaired_when_mapping_the_reply() -> None:
+    """Seen on the quickstart: an INSERT reading :copies_available that is no parameter, and a guard message
+    naming {member_id} in a tool that only takes book_id. Both came back unchanged after three rounds of
+    feedback; mapping the reply repairs them (a typed parameter from the column; the name in words)."""
+    add = ToolPlanItem(name="add_book", kind="write", purpose="Add a book")
+    reply = WriteToolReply.model_validate({
+        "description": "Add a book.",
+        "params": [{"name": "title", "type": "string", "description": "Title"},
+                   {"name": "author", "type": "string", "description": "Author"}],
+        "guards": [{"sql": "SELECT 1 FROM books WHERE title = :title", "must": "not_exist",
+                    "error": "{title} is already in the catalogue of member {member_id}"}],
+        "writes": ["INSERT INTO books (title, author, copies_available) VALUES (:title, :author, :copies_available)"],
+        "returns": {"sql": "SELECT * FROM books WHERE book_id = :last_id", "mode": "one"},
+    })
+    tool = to_tool(add, reply, {}, schema_columns(scratch_db(TABLES)))
+    assert [(p.name, p.type) for p in tool.params] == [("title", "string"), ("author", "string"),
+                                                       ("copies_available", "integer")]
+    assert tool.params[2].description == "The copies available (books.copies_available)"
+    assert tool.steps[0].error == "{title} is already in the catalogue of member member id"
+    assert engine.check_tool(scratch_db(TABLES), tool.model_dump(mode="json")) == []
+    # without the schema's columns nothing is invented: the checker reports the placeholder
+    bare = to_tool(add, reply, {})
+    assert any("unknown placeholder :copies_available" in p
+               for p in engine.check_tool(scratch_db(TABLES), bare.model_dump(mode="json")))
