@@ -162,6 +162,13 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+# llama-cpp-python's RAM prompt cache counts only the KV state of each saved prompt (~28 KB a token here) against
+# its capacity, but every saved state also copies the logits of its tokens (n_tokens x 151,936 floats: ~0.6 MB a
+# token), so real memory is ~20x the count: at 2 GiB the server grew to 23 GB and was OOM-killed mid-run. 128 MiB
+# keeps a few recent prompts (~3 GB real at most); the live context already serves consecutive requests.
+RAM_CACHE_BYTES = 128 << 20
+
+
 class EmbeddedServer:
     """A llama.cpp OpenAI-compatible server on loopback for one model, owned by this process."""
 
@@ -193,7 +200,7 @@ class EmbeddedServer:
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
                    "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", str(threads),
                    "--n_threads_batch", str(threads), "--seed", str(self.settings.seed),
-                   "--cache", "true", "--cache_type", "ram", "--cache_size", str(2 << 30),
+                   "--cache", "true", "--cache_type", "ram", "--cache_size", str(RAM_CACHE_BYTES),
                    "--model_alias", self.name]
             log_dir = default_home() / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
