@@ -53,6 +53,19 @@ def catalog_dir(tmp_path_factory) -> Path:
     return build_catalog(tmp_path_factory.mktemp("catalog"))
 
 
+EXAMPLE = REPO / "generated" / "quickstart"
+
+
+@pytest.fixture(scope="session", params=["fixture", "example"])
+def any_catalog(request, catalog_dir) -> Path:
+    """The hand-written catalog, then the committed example catalog the embedded model produced."""
+    if request.param == "fixture":
+        return catalog_dir
+    if not (EXAMPLE / "catalog.db").is_file():
+        pytest.fail(f"the example catalog {EXAMPLE} is missing (README: Quickstart and example)")
+    return EXAMPLE
+
+
 def trainer_python(name: str) -> Path:
     """The python of a trainer venv made by scripts/setup_trainers.sh (fails loudly when missing)."""
     py = TRAINER_VENVS / name / "bin" / "python"

@@ -40,8 +40,8 @@ def import_exported(pkg_root: Path, name: str):
         sys.path.remove(str(pkg_root))
 
 
-def test_verl_rows_and_tool_config(catalog_dir, tmp_path):
-    cat = load_catalog(catalog_dir)
+def test_verl_rows_and_tool_config(any_catalog, tmp_path):
+    cat = load_catalog(any_catalog)
     (root,) = export_catalog(cat, "verl", tmp_path).paths
     rows = pq.read_table(root / "train.parquet").to_pylist()
     tasks = {t.task_id: t for t in cat.tasks}
@@ -83,8 +83,8 @@ def hermes(calls, reply):
     return "".join(parts)
 
 
-def test_verl_tool_and_reward_run_trajectories(catalog_dir, tmp_path):
-    cat = load_catalog(catalog_dir)
+def test_verl_tool_and_reward_run_trajectories(any_catalog, tmp_path):
+    cat = load_catalog(any_catalog)
     (root,) = export_catalog(cat, "verl", tmp_path).paths
     tools = import_exported(root, root.name)
     rows = {r["extra_info"]["task_id"]: r for r in pq.read_table(root / "train.parquet").to_pylist()}
@@ -134,8 +134,8 @@ def test_verl_tool_and_reward_run_trajectories(catalog_dir, tmp_path):
         assert agent.request_id not in tools._DBS
 
 
-def test_jsonl_transcripts_round_trip(catalog_dir, tmp_path):
-    cat = load_catalog(catalog_dir)
+def test_jsonl_transcripts_round_trip(any_catalog, tmp_path):
+    cat = load_catalog(any_catalog)
     (path,) = export_catalog(cat, "jsonl", tmp_path).paths
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     tasks = {t.task_id: t for t in cat.tasks}
@@ -167,7 +167,7 @@ def digest(root: Path) -> dict[str, str]:
     }
 
 
-def test_all_formats_same_bank_and_deterministic(catalog_dir, tmp_path):
+def test_all_formats_same_bank_and_deterministic(any_catalog, tmp_path):
     runner = CliRunner()
     from pipeline.cli import export as export_cli
     from pipeline.cli import main
@@ -178,13 +178,13 @@ def test_all_formats_same_bank_and_deterministic(catalog_dir, tmp_path):
     for n in (1, 2):
         r = runner.invoke(
             main,
-            ["export", str(catalog_dir), "--format", "all", "--out", str(tmp_path / f"run{n}"), "--json"],
+            ["export", str(any_catalog), "--format", "all", "--out", str(tmp_path / f"run{n}"), "--json"],
         )
         assert r.exit_code == 0, r.output
         outs.append(json.loads(r.output))
     assert [o["format"] for o in outs[0]] == ["verifiers", "openenv", "verl", "jsonl"]
     assert digest(tmp_path / "run1") == digest(tmp_path / "run2")
-    cat = load_catalog(catalog_dir)
+    cat = load_catalog(any_catalog)
     bank = {t.task_id: (t.instruction, t.verifier.model_dump(mode="json")) for t in cat.tasks}
     run = tmp_path / "run1"
     for pkg_tasks in [

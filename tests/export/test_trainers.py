@@ -74,12 +74,12 @@ def script_file(catalog_dir: Path, out: Path, submit: str | None = None) -> tupl
     return path, script
 
 
-def test_verifiers_package_scores_reference_1_and_noop_0(catalog_dir, tmp_path):
+def test_verifiers_package_scores_reference_1_and_noop_0(any_catalog, tmp_path):
     python = trainer_python("verifiers")
-    (result,) = export_catalog(catalog_dir, "verifiers", tmp_path / "export").paths
+    (result,) = export_catalog(any_catalog, "verifiers", tmp_path / "export").paths
     target = tmp_path / "site"
     install(python, result, target)
-    script, expected = script_file(catalog_dir, tmp_path)
+    script, expected = script_file(any_catalog, tmp_path)
     report = run_report(python, "run_verifiers.py", [result.name, str(script)], [target, TRAINER_DIR])
 
     assert report["verifiers"] == "0.4.0"
@@ -87,7 +87,7 @@ def test_verifiers_package_scores_reference_1_and_noop_0(catalog_dir, tmp_path):
     assert report["default_harness"] == result.name  # the package's own tool-calling chat loop
     rollouts = report["rollouts"]
     assert len(rollouts) == 2 * len(expected)
-    env = next(iter(load_catalog(catalog_dir).envs.values())).env
+    env = next(iter(load_catalog(any_catalog).envs.values())).env
     tool_names = sorted(t.name for t in env.tools)
     for r in rollouts:
         assert r["ok"], r["errors"]
@@ -105,17 +105,17 @@ def test_verifiers_package_scores_reference_1_and_noop_0(catalog_dir, tmp_path):
     assert ref["info"]["tool_schemas"] == {t.name: t.input_schema() for t in env.tools}
 
 
-def test_openenv_server_scores_reference_1_and_noop_0(catalog_dir, tmp_path):
+def test_openenv_server_scores_reference_1_and_noop_0(any_catalog, tmp_path):
     python = trainer_python("openenv")
-    (result,) = export_catalog(catalog_dir, "openenv", tmp_path / "export").paths
+    (result,) = export_catalog(any_catalog, "openenv", tmp_path / "export").paths
     assert (result / "openenv.yaml").read_text().startswith("spec_version: 1\n")
     target = tmp_path / "site"
     install(python, result, target)
-    script, expected = script_file(catalog_dir, tmp_path, submit="submit")
+    script, expected = script_file(any_catalog, tmp_path, submit="submit")
     report = run_report(python, "run_openenv.py", [result.name, str(script)], [target])
 
     assert report["validation"] == {"passed": True, "failed": []}  # openenv's own runtime validator
-    env = next(iter(load_catalog(catalog_dir).envs.values())).env
+    env = next(iter(load_catalog(any_catalog).envs.values())).env
     assert report["listed_tools"] == sorted([t.name for t in env.tools] + ["submit"])
     assert len(report["episodes"]) == 2 * len(expected)
     for e in report["episodes"]:
