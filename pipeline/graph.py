@@ -77,7 +77,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     from pipeline.stages import seed_data as st_seed
     from pipeline.stages import tools as st_tools
     from pipeline.stages.intents import Intent
-    from pipeline.stages.repair import repair_tool
+    from pipeline.stages.repair import repair_data, repair_tool
     from verify.emit import write_env_results
     from verify.run import verify_env
 
@@ -128,6 +128,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
         say(f"{env.scenario.name}: tasks and verification")
         res = verify_env(env, c, initial_db=d / "initial.db", n_tasks=deps.n_tasks, settings=deps.verify,
                          fix_tool=lambda e, fault: repair_tool(e, fault, c, bs),
+                         fix_data=lambda e, fault: repair_data(e, fault, c, bs),
                          progress=lambda m: say(f"{env.scenario.name}: {m}"))
         write_env_results(d, res.env, res.tasks, res.report, res.trajectories)
         out: ScenarioState = {"rejections": list(s.get("rejections", [])) + _dump(res.rejections),

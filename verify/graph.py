@@ -135,7 +135,9 @@ def _fix(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
             fixer = deps.fix_tool if how == "tool" else deps.fix_data
             assert fixer is not None and deps.rederive is not None
             new_env = fixer(env, fault)
-            if new_env is None:
+            if new_env is None and how == "data" and deps.fix_task is not None:
+                how = entry["fix"] = "task"  # the data could not be rewritten safely: reword the task instead
+            elif new_env is None:
                 entry["fix_result"] = f"the {how} fixer could not repair {fault.target}"
             else:
                 if how == "data":
@@ -146,7 +148,7 @@ def _fix(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
                 else:
                     update |= {"env": new_env, "task": new_task, "fixed": True, "env_changed": True}
                     entry["fix_result"] = f"{how} repaired; verifier derived again"
-        elif how == "task" and fault.target == "verifier" and deps.rederive is not None \
+        if how == "task" and fault.target == "verifier" and deps.rederive is not None \
                 and (rederived := deps.rederive(env, task))[0] is not None:
             update |= {"task": rederived[0], "fixed": True}  # the verifier derived again from the reference
             entry["fix_result"] = "verifier derived again from the reference solution"

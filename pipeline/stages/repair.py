@@ -3,6 +3,13 @@
 ``repair_tool(env, fault, client, settings)``: the tool named by ``fault.target`` is written again by the tools
 agent (same name and kind), with the checker's finding in its purpose, and must pass the same static checks and
 sample execution as any new tool. Returns the repaired environment, or None when no better tool came back.
+
+``repair_data(env, fault, client, settings)``: the rows of the table named by ``fault.target`` are written again
+by the seed-data agent, with the checker's finding in the scenario it sees, through the same SQLite checks as at
+build time. Only a table no other table references is rewritten (new rows in a parent would orphan its
+children). Returns the repaired environment, or None (unknown or referenced table, too few valid rows).
+The verify loop then derives the task's verifier again on the new data, and every task accepted earlier is
+derived again at the end (or dropped with the reason).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline import ir
 from pipeline.runtime import EnvInstance
 from pipeline.stages.schema import scratch_db, table_columns
+from pipeline.stages.seed_data import generate_seed_for
 from pipeline.stages.tools import Sampler, ToolPlanItem, _write_tool
 
 if TYPE_CHECKING:
@@ -38,3 +46,36 @@ def repair_tool(env: ir.Environment, fault: Any, client: Any, settings: BuildSet
     if out.value is None or out.value == old:
         return None
     return env.model_copy(update={"tools": [out.value if t.name == old.name else t for t in env.tools]})
+
+
+def _blamed_table(env: ir.Environment, target: str) -> ir.Table | None:
+    """The table a data fault names: ``books``, ``books.quantity``, ``table books``; else None."""
+    words = [w.strip("`'\".,:;()") for w in target.replace(".", " ").split()]
+    for t in env.tables:
+        if t.name in words:
+            return t
+    return None
+
+
+def repair_data(env: ir.Environment, fault: Any, client: Any, settings: BuildSettings) -> ir.Environment | None:
+    table = _blamed_table(env, str(fault.target))
+    if table is None:
+        return None
+    with EnvInstance(env.model_copy(update={"tools": []})) as seeded:
+        referenced = any(fk[2] == table.name for t in env.tables if t.name != table.name
+                         for fk in seeded.conn.execute(f'PRAGMA foreign_key_list("{t.name}")').fetchall())
+    if referenced:
+        return None
+    old = next((s for s in env.seed if s.table == table.name), None)
+    n_rows = max(len(old.rows) if old else 0, settings.rows_min)
+    scenario = env.scenario.model_copy(update={
+        "description": f"{env.scenario.description} A reviewer found this problem with the {table.name} data; "
+                       f"the new rows must not have it: {fault.reason}"})
+    rows = generate_seed_for(scenario, env, table, client,
+                             settings.model_copy(update={"rows_per_table": n_rows, "clock": env.clock}))
+    if rows is None or (old is not None and rows == old):
+        return None
+    seed = [rows if s.table == table.name else s for s in env.seed]
+    if old is None:
+        seed.append(rows)
+    return env.model_copy(update={"seed": seed})

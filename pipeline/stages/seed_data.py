@@ -233,3 +233,26 @@ def generate_seed(
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
+
+
+def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Table, client: Any,
+                      settings: BuildSettings) -> ir.SeedRows | None:
+    """Write the rows of one ``table`` of ``env`` again, every other table keeping its seed rows (the data
+    fixer of the verify loop). None when fewer than ``settings.rows_min`` valid rows came back."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    try:
+        for t in env.tables:
+            conn.execute(t.ddl)
+        db = sqlite_utils.Database(conn)
+        for s in env.seed:
+            if s.table != table.name and s.rows:
+                db.table(s.table).insert_all(s.rows)
+        count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings)
+        if count < settings.rows_min:
+            return None
+        cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
+        cols = [d[0] for d in cur.description]
+        return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur])
+    finally:
+        conn.close()

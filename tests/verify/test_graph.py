@@ -123,3 +123,39 @@ def test_subgraph_runs_with_a_checkpointer() -> None:
     assert out.status == "accepted"
     state = graph.get_state({"configurable": {"thread_id": task.task_id}})
     assert state.values["proofs"].ok and len(state.values["attempts"]) == 1
+
+
+def test_data_fault_goes_to_the_data_fixer_and_falls_back_to_rewording() -> None:
+    env = library_env()
+    task = _task(env, [ToolCall(tool="borrow_book", arguments={"member_id": 4, "book_id": 2, "days": 7})],
+                 instruction="Dan Wu wants A Brief History of Time for 7 days.")
+    new = "Please lend 'A Brief History of Time' to our member Dan Wu for 7 days."
+    blamed = []
+
+    def cannot(e, fault):
+        blamed.append(fault)
+        return None
+
+    client = fake_client([
+        finish("What should I do?"),
+        all_pass(0, "environment", "data", "members", "the data has no member called Dan Wu"),
+        {"user_request": new},
+        *SOLVE_DAN, all_pass(3),
+    ])
+    out = verify_task(env, task, _deps(client, fix_data=cannot))
+    assert blamed and blamed[0].kind == "data" and blamed[0].target == "members"
+    assert out.status == "accepted" and out.task.instruction == new and not out.env_changed
+    assert out.history[0]["fix"] == "task" and out.history[0]["fix_result"] == "task reworded"
+
+    def rewrite(e, fault):  # a data fixer that returns new seed data: the task is derived again on it
+        return e.model_copy(update={"seed": [s if s.table != "books" else s.model_copy(update={
+            "rows": [{**r, "year": r["year"] + 1} for r in s.rows]}) for s in e.seed]})
+
+    client = fake_client([
+        finish("What should I do?"),
+        all_pass(0, "environment", "data", "books", "the years are those of the first editions"),
+        *SOLVE_DAN, all_pass(3),
+    ])
+    out = verify_task(env, task, _deps(client, fix_data=rewrite))
+    assert out.history[0]["fix"] == "data" and out.env_changed and out.env.env_id != env.env_id
+    assert out.task.env_id == out.env.env_id
