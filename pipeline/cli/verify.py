@@ -70,7 +70,9 @@ def register(main: click.Group) -> None:
 
         Exits 1 when no task survives.
         """
+        from pipeline.cli.build import build_settings
         from pipeline.envdir import load_env_dir
+        from pipeline.stages.repair import repair_data, repair_tool
         from verify.emit import write_env_results
         from verify.run import verify_env
 
@@ -87,8 +89,11 @@ def register(main: click.Group) -> None:
         say(f"verifying {env.env_id} with {client.describe()}")
         t0 = time.perf_counter()
         initial_db = env_dir / "initial.db"
+        bs = build_settings(config)  # the fixers regenerate a blamed tool or table as the build stages would
         result = verify_env(env, client, initial_db=initial_db if initial_db.is_file() else None,
-                            tasks=existing if reuse_tasks else None, settings=settings, progress=say)
+                            tasks=existing if reuse_tasks else None, settings=settings, progress=say,
+                            fix_tool=lambda e, fault: repair_tool(e, fault, client, bs),
+                            fix_data=lambda e, fault: repair_data(e, fault, client, bs))
         write_env_results(env_dir, result.env, result.tasks, result.report, result.trajectories)
         summary = dict(result.report["summary"])
         summary["env_dir"] = str(env_dir)

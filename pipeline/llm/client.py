@@ -156,6 +156,8 @@ class LLMClient:
 
     def describe(self) -> str:
         if self.embedded and not self._started:
+            if not self.usage.total()["calls"]:
+                return f"{self.model} (embedded; its server starts when a reply is not in the cache)"
             return f"{self.model} (embedded; server not started: every reply came from the cache)"
         kind = "embedded llama.cpp server" if self.embedded else "configured endpoint"
         return f"{self.model} at {self.base_url} ({kind})"
