@@ -363,6 +363,39 @@ def _valid_listing(current: dict[str, str], errors: dict[str, str | None]) -> st
     return "\n".join(ok) if ok else "(none yet)"
 
 
+_FK_ACTIONS = r"(?:\s+ON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION))*"
+
+
+def drop_dangling_references(current: dict[str, str]) -> dict[str, str]:
+    """Remove foreign keys to tables the schema does not have (``orders.customer_name REFERENCES customers``
+    when no customers table was written): the column stays, the link goes. Without this the table fails and
+    is dropped, and with it often the application's central table (seen from the 1.5B model); asking the
+    model to fix one table cannot add the missing one."""
+    out = dict(current)
+    conn = _connect()
+    try:
+        for name, ddl in current.items():
+            try:
+                conn.execute(ddl)  # SQLite accepts a REFERENCES to a missing table at CREATE time
+                fks = conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall()
+                conn.execute(f'DROP TABLE "{name}"')
+            except sqlite3.Error:
+                continue
+            missing = sorted({fk[2] for fk in fks if fk[2] not in current})
+            new = ddl
+            for parent in missing:
+                p = re.escape(parent)
+                new = re.sub(rf",\s*(?:CONSTRAINT\s+\w+\s+)?FOREIGN\s+KEY\s*\([^)]*\)\s*REFERENCES\s+[\"`]?{p}[\"`]?"
+                             rf"\s*(?:\([^)]*\))?{_FK_ACTIONS}", "", new, flags=re.I)
+                new = re.sub(rf"\s+REFERENCES\s+[\"`]?{p}[\"`]?\s*(?:\([^)]*\))?{_FK_ACTIONS}", "", new,
+                             flags=re.I)
+            if new != ddl:
+                out[name] = new
+    finally:
+        conn.close()
+    return out
+
+
 def settle(current: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
     """Drop failing tables until the rest is consistent; returns (kept, [(name, ddl, reason)])."""
     kept = dict(current)
@@ -430,6 +463,7 @@ def generate_schema(
             continue
         current[name] = ddl
 
+    current = drop_dangling_references(current)
     errors = check_tables(list(current.items()))
     if settings.max_attempts >= 2:
         for name in list(current):

@@ -12,6 +12,7 @@ from pipeline.stages.intents import Intent
 from pipeline.stages.schema import (
     check_enums,
     check_tables,
+    drop_dangling_references,
     generate_schema,
     normalise_ddl,
     order_tables,
@@ -165,3 +166,20 @@ def test_type_names_are_repaired_without_a_round_trip() -> None:
     res = generate_schema(SCENARIO, INTENTS, client, small_settings())
     assert res.ok and len(client.requests) == 1
     assert res.value[0].ddl == MEMBERS_DDL
+
+
+def test_foreign_keys_to_tables_the_schema_lacks_are_dropped_and_the_table_kept() -> None:
+    """Seen from the 1.5B model: orders.customer_name REFERENCES customers, with no customers table; the fix
+    conversation cannot add a table, so orders (the central table) was dropped and the build failed."""
+    current = {
+        "mechanics": "CREATE TABLE mechanics (mechanic_id INTEGER PRIMARY KEY, name TEXT NOT NULL) STRICT",
+        "orders": "CREATE TABLE orders (order_id INTEGER PRIMARY KEY, customer_name TEXT NOT NULL REFERENCES "
+                  "customers(name) ON DELETE CASCADE, mechanic_id INTEGER REFERENCES mechanics(mechanic_id), "
+                  "bike_id INTEGER, CONSTRAINT fk_bike FOREIGN KEY (bike_id) REFERENCES bikes (bike_id)) STRICT",
+    }
+    assert "which does not exist" in (check_tables(list(current.items()))["orders"] or "")
+    out = drop_dangling_references(current)
+    assert out["orders"] == ("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, customer_name TEXT NOT NULL, "
+                             "mechanic_id INTEGER REFERENCES mechanics(mechanic_id), bike_id INTEGER) STRICT")
+    assert out["mechanics"] == current["mechanics"]
+    assert check_tables(list(out.items())) == {"mechanics": None, "orders": None}
