@@ -118,6 +118,14 @@ def schema_columns(conn: sqlite3.Connection) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _column_of(name: str, columns: dict[str, Any]) -> str | None:
+    """The column an argument stands for: ``status`` for ``status`` or ``new_status``; else None."""
+    for n in [name] + [name[len(p):] for p in _PREFIXES if name.startswith(p)]:
+        if n in columns:
+            return n
+    return None
+
+
 def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: dict[str, tuple[Any, ...]],
             columns: dict[str, tuple[str, str]] | None = None) -> ir.Tool:
     """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot).
@@ -142,16 +150,18 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
     specs = list(reply.params)
     declared = {p.name for p in specs}
     for name in sorted(used - declared - set(_BUILTINS)):
-        if columns and name in columns and any(name in engine.placeholders(q)
-                                               for q in _all_sql(reply.guards, writes, returns_spec)):
-            table, ptype = columns[name]
+        col = _column_of(name, columns or {})
+        if col is not None and any(name in engine.placeholders(q)
+                                   for q in _all_sql(reply.guards, writes, returns_spec)):
+            table, ptype = columns[col]  # type: ignore[index]
             specs.append(ParamSpec(name=name, type=ptype,  # type: ignore[arg-type]
-                                   description=f"The {name.replace('_', ' ')} ({table}.{name})"))
+                                   description=f"The {name.replace('_', ' ')} ({table}.{col})"))
     params = []
     for p in specs:
         if p.name not in used:
             continue  # an argument no statement reads would only mislead the agent
-        enum = enums.get(p.name)
+        col = _column_of(p.name, {k: ("", "") for k in enums})
+        enum = enums.get(col) if col is not None else None
         ok_enum = enum is not None and (
             (p.type == "string" and all(isinstance(v, str) for v in enum))
             or (p.type == "integer" and all(isinstance(v, int) for v in enum)))
@@ -274,6 +284,18 @@ class Sampler:
                 args[p.name] = v
             if args not in sets:
                 sets.append(args)
+        if tool.kind == "write" and len(tool.params) > 1:
+            # one more set whose arguments come from different rows: drawn from the same row, an "assign
+            # mechanic 1 to order 1" may be what the seed already says, and a tool that works changes nothing
+            mixed: dict[str, Any] = {}
+            for j, p in enumerate(tool.params):
+                src = None if p.enum else self.source(p.name, sql)
+                v = p.enum[j % len(p.enum)] if p.enum else None
+                if src is not None:
+                    v = self._coerce(p, self._row_value(src[0], src[1].name, j, k))
+                mixed[p.name] = self._fallback(p, j) if v is None else v
+            if mixed not in sets:
+                sets.append(mixed)
         if tool.kind == "write" and sets and fresh:
             first = {**sets[0], **fresh}
             sets.insert(0, first)

@@ -81,7 +81,8 @@ def test_sample_arguments_come_from_the_seeded_rows(seed) -> None:
         lend = to_tool(LEND, WriteToolReply.model_validate(LEND_BOOK), {})
         sets = sampler.arguments(lend, 3)
         assert sets == [{"member_id": 1, "book_id": 1}, {"member_id": 2, "book_id": 2},
-                        {"member_id": 3, "book_id": 3}]
+                        {"member_id": 3, "book_id": 3},
+                        {"member_id": 1, "book_id": 2}]  # a write tool also gets arguments from different rows
         create = to_tool(ToolPlanItem(name="add_member", kind="write", purpose="Register a member"),
                          WriteToolReply.model_validate({
                              "description": "Register a member.",
@@ -247,3 +248,36 @@ def test_slips_the_small_model_repeats_are_repaired_when_mapping_the_reply() -> 
     bare = to_tool(add, reply, {})
     assert any("unknown placeholder :copies_available" in p
                for p in engine.check_tool(scratch_db(TABLES), bare.model_dump(mode="json")))
+
+
+def test_an_assign_tool_whose_aligned_samples_change_nothing_still_passes(seed) -> None:
+    """Seen on a bike shop: assign_mechanic(order 1, mechanic 1) when the seed already assigns mechanic 1 to
+    order 1, and likewise for every aligned sample; the mixed-rows set shows that the tool works."""
+    env = base_env(seed)
+    assign = to_tool(ToolPlanItem(name="move_loan", kind="write", purpose="Give a loan to another member"),
+                     WriteToolReply.model_validate({
+                         "description": "Move a loan to another member.",
+                         "params": [{"name": "loan_id", "type": "integer", "description": "l"},
+                                    {"name": "member_id", "type": "integer", "description": "m"}],
+                         "guards": [], "returns": None,
+                         "writes": ["UPDATE loans SET member_id = :member_id WHERE loan_id = :loan_id"]}), {})
+    env = env.model_copy(update={"tools": [assign]})
+    with EnvInstance(env) as inst:
+        sampler = Sampler(inst.conn, TABLES, env.clock)
+        sets = sampler.arguments(assign, 3)
+        aligned = [a for a in sets if inst.conn.execute("SELECT COUNT(*) FROM loans WHERE loan_id = ? AND "
+                                                        "member_id = ?", (a["loan_id"], a["member_id"])).fetchone()[0]]
+    _, error = exercise(env, assign, sets)
+    assert error is None
+    assert len(sets) > len(aligned)
+
+
+def test_an_undeclared_prefixed_placeholder_becomes_a_parameter_typed_like_its_column() -> None:
+    reply = WriteToolReply.model_validate({
+        "description": "Restock a book.", "params": [{"name": "book_id", "type": "integer", "description": "b"}],
+        "guards": [], "returns": None,
+        "writes": ["UPDATE books SET copies_available = :new_copies_available WHERE book_id = :book_id"]})
+    tool = to_tool(ToolPlanItem(name="restock", kind="write", purpose="Restock"), reply, {},
+                   schema_columns(scratch_db(TABLES)))
+    assert [(p.name, p.type) for p in tool.params] == [("book_id", "integer"), ("new_copies_available", "integer")]
+    assert tool.params[1].description == "The new copies available (books.copies_available)"
