@@ -61,9 +61,12 @@ def repair_data(env: ir.Environment, fault: Any, client: Any, settings: BuildSet
     table = _blamed_table(env, str(fault.target))
     if table is None:
         return None
-    with EnvInstance(env.model_copy(update={"tools": []})) as seeded:
+    conn = scratch_db(env.tables)  # the schema alone: its foreign keys say who references the table
+    try:
         referenced = any(fk[2] == table.name for t in env.tables if t.name != table.name
-                         for fk in seeded.conn.execute(f'PRAGMA foreign_key_list("{t.name}")').fetchall())
+                         for fk in conn.execute(f'PRAGMA foreign_key_list("{t.name}")').fetchall())
+    finally:
+        conn.close()
     if referenced:
         return None
     old = next((s for s in env.seed if s.table == table.name), None)

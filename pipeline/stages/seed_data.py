@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import sqlite_utils
@@ -29,7 +30,7 @@ from pydantic import BaseModel, Field, create_model
 from pipeline import ir
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.schema import Column, table_columns
+from pipeline.stages.schema import Column, scratch_db, table_columns
 
 if TYPE_CHECKING:
     from pipeline.build import BuildSettings
@@ -207,10 +208,7 @@ def _seed_table(
 def generate_seed(
     scenario: ir.Scenario, tables: tuple[ir.Table, ...], client: Any, settings: BuildSettings
 ) -> StageResult[tuple[ir.SeedRows, ...]]:
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("PRAGMA foreign_keys=ON")
-    for t in tables:
-        conn.execute(t.ddl)
+    conn = _empty_db(tables)
     db = sqlite_utils.Database(conn)
     by_name = {t.name: t for t in tables}
     rejections: list[ir.Rejection] = []
@@ -225,11 +223,7 @@ def generate_seed(
                     stage=STAGE, item=table.name,
                     reason=f"table {table.name} has {count} valid rows, at least {settings.rows_min} needed"))
                 return StageResult(None, tuple(rejections), attempts)
-        seed = []
-        for table in tables:
-            cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
-            cols = [d[0] for d in cur.description]
-            seed.append(ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur]))
+        seed = [_rows_of(conn, table) for table in tables]
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
@@ -239,20 +233,25 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
                       settings: BuildSettings) -> ir.SeedRows | None:
     """Write the rows of one ``table`` of ``env`` again, every other table keeping its seed rows (the data
     fixer of the verify loop). None when fewer than ``settings.rows_min`` valid rows came back."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("PRAGMA foreign_keys=ON")
+    conn = _empty_db(env.tables)
     try:
-        for t in env.tables:
-            conn.execute(t.ddl)
         db = sqlite_utils.Database(conn)
         for s in env.seed:
             if s.table != table.name and s.rows:
                 db.table(s.table).insert_all(s.rows)
         count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings)
-        if count < settings.rows_min:
-            return None
-        cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
-        cols = [d[0] for d in cur.description]
-        return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur])
+        return _rows_of(conn, table) if count >= settings.rows_min else None
     finally:
         conn.close()
+
+
+def _empty_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
+    conn = scratch_db(tuple(tables))
+    conn.isolation_level = None  # autocommit: sqlite-utils' atomic() blocks manage the transactions
+    return conn
+
+
+def _rows_of(conn: sqlite3.Connection, table: ir.Table) -> ir.SeedRows:
+    cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
+    cols = [d[0] for d in cur.description]
+    return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur])

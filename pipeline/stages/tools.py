@@ -142,17 +142,15 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
                 returns_spec = ReturnsSpec(sql=w, mode="one")
             continue
         writes.append(w)
-    used: set[str] = set()
+    in_sql: set[str] = set()
     for sql in _all_sql(reply.guards, writes, returns_spec):
-        used.update(engine.placeholders(sql))
-    for g in reply.guards:
-        used.update(_FIELD.findall(g.error))
+        in_sql.update(engine.placeholders(sql))
+    used = in_sql.union(*(_FIELD.findall(g.error) for g in reply.guards))
     specs = list(reply.params)
     declared = {p.name for p in specs}
-    for name in sorted(used - declared - set(_BUILTINS)):
+    for name in sorted(in_sql - declared - set(_BUILTINS)):
         col = _column_of(name, columns or {})
-        if col is not None and any(name in engine.placeholders(q)
-                                   for q in _all_sql(reply.guards, writes, returns_spec)):
+        if col is not None:
             table, ptype = columns[col]  # type: ignore[index]
             specs.append(ParamSpec(name=name, type=ptype,  # type: ignore[arg-type]
                                    description=f"The {name.replace('_', ' ')} ({table}.{col})"))
@@ -160,7 +158,7 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
     for p in specs:
         if p.name not in used:
             continue  # an argument no statement reads would only mislead the agent
-        col = _column_of(p.name, {k: ("", "") for k in enums})
+        col = _column_of(p.name, enums)
         enum = enums.get(col) if col is not None else None
         ok_enum = enum is not None and (
             (p.type == "string" and all(isinstance(v, str) for v in enum))
@@ -226,6 +224,14 @@ class Sampler:
         return self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL ORDER BY rowid '
                                  f"LIMIT 1 OFFSET {offset}").fetchone()[0]
 
+    def _drawn(self, p: ir.Param, sql: str, i: int, k: int) -> Any:
+        """The ``i``-th of ``k`` values for ``p``: from its enum, else from the seeded column it stands for
+        (spread over the table), else None."""
+        if p.enum:
+            return p.enum[i % len(p.enum)]
+        src = self.source(p.name, sql)
+        return None if src is None else self._coerce(p, self._row_value(src[0], src[1].name, i, k))
+
     def _fallback(self, p: ir.Param, i: int) -> Any:
         low = p.name.lower()
         if p.type == "string":
@@ -271,29 +277,18 @@ class Sampler:
         for i in range(k):
             args: dict[str, Any] = {}
             for p in tool.params:
-                src = self.source(p.name, sql)
-                v = None
-                if p.enum:
-                    v = p.enum[i % len(p.enum)]
-                elif src is not None:
-                    v = self._coerce(p, self._row_value(src[0], src[1].name, i, k))
-                    if i == 0 and isinstance(v, str) and (src[0], src[1].name) in self.unique:
-                        fresh[p.name] = f"new.{v}" if "@" in v else f"{v} (new)"
-                if v is None:
-                    v = self._fallback(p, i)
-                args[p.name] = v
+                v = self._drawn(p, sql, i, k)
+                src = None if p.enum else self.source(p.name, sql)
+                if i == 0 and isinstance(v, str) and src is not None and (src[0], src[1].name) in self.unique:
+                    fresh[p.name] = f"new.{v}" if "@" in v else f"{v} (new)"
+                args[p.name] = self._fallback(p, i) if v is None else v
             if args not in sets:
                 sets.append(args)
         if tool.kind == "write" and len(tool.params) > 1:
             # one more set whose arguments come from different rows: drawn from the same row, an "assign
             # mechanic 1 to order 1" may be what the seed already says, and a tool that works changes nothing
-            mixed: dict[str, Any] = {}
-            for j, p in enumerate(tool.params):
-                src = None if p.enum else self.source(p.name, sql)
-                v = p.enum[j % len(p.enum)] if p.enum else None
-                if src is not None:
-                    v = self._coerce(p, self._row_value(src[0], src[1].name, j, k))
-                mixed[p.name] = self._fallback(p, j) if v is None else v
+            mixed = {p.name: v if (v := self._drawn(p, sql, j, k)) is not None else self._fallback(p, j)
+                     for j, p in enumerate(tool.params)}
             if mixed not in sets:
                 sets.append(mixed)
         if tool.kind == "write" and sets and fresh:
