@@ -9,74 +9,15 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-
-class ConfigError(ValueError):
-    """A configuration problem, already phrased for the user (names the file and key)."""
-
-
-def default_home() -> Path:
-    """Where envfoundry keeps assembled models and the default LLM cache (``ENVFOUNDRY_HOME``)."""
-    env = os.environ.get("ENVFOUNDRY_HOME")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "envfoundry"
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class LLMSettings(Section):
-    base_url: str | None = None
-    """OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp). None: start the embedded model."""
-    api_key: str | None = Field(default=None, repr=False, exclude=True)
-    """API key for ``base_url``; never written to logs, caches or run records."""
-    model: str | None = None
-    """Model name at ``base_url``; required when ``base_url`` is set."""
-    embedded_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
-    """Which embedded model to serve when no endpoint is configured."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature; 0 makes replies reproducible."""
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    """Nucleus sampling mass."""
-    seed: int = 0
-    """Sampling seed sent with every request (part of the cache key)."""
-    structured_mode: Literal["auto", "json_schema", "json_object"] = "auto"
-    """How the response schema is sent: ``json_schema`` (OpenAI style), ``json_object`` with a ``schema``
-    (llama.cpp), or ``auto`` (json_object for the embedded server, json_schema otherwise)."""
-    validation_retries: int = Field(default=2, ge=0, le=10)
-    """Extra requests when a reply fails schema validation (the error is fed back each time)."""
-    max_retries: int = Field(default=4, ge=0, le=20)
-    """Transport retries with exponential backoff on timeouts, connection errors, 429 and 5xx."""
-    timeout_s: float = Field(default=900.0, gt=0)
-    """Per-request timeout in seconds (small CPU models are slow on long replies)."""
-    concurrency: int = Field(default=2, ge=1, le=256)
-    """Maximum requests in flight from this process."""
-    cache: bool = True
-    """Use the persistent SQLite response cache."""
-    cache_path: Path | None = None
-    """Cache file; default ``$ENVFOUNDRY_HOME/llm_cache.sqlite`` (a run uses its catalog's own cache)."""
-    n_ctx: int = Field(default=8192, ge=512)
-    """Context window of the embedded server."""
-    threads: int | None = Field(default=None, ge=1)
-    """CPU threads for the embedded server; default: all cores."""
-    startup_timeout_s: float = Field(default=180.0, gt=0)
-    """How long to wait for the embedded server to load its model."""
-
-    def resolved_cache_path(self) -> Path:
-        return self.cache_path or default_home() / "llm_cache.sqlite"
-
-
-class Config(Section):
-    """The whole configuration. Stage sections are added by the stages that own them."""
-
-    llm: LLMSettings = LLMSettings()
-    stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per-stage settings tables (``[stages.schema]`` ...), validated by each stage's own settings model."""
+from pipeline.settings import Config as Config
+from pipeline.settings import ConfigError as ConfigError
+from pipeline.settings import LLMSettings as LLMSettings
+from pipeline.settings import Section as Section
+from pipeline.settings import default_home as default_home
 
 
 def _format_errors(err: ValidationError, source: str) -> str:

@@ -20,24 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from pipeline.catalog import Catalog
-from pipeline.config import Config, ConfigError, LLMSettings, Section
+from pipeline.config import Config, ConfigError, LLMSettings
 from pipeline.hashing import canonical_json, content_hash
+from pipeline.settings import RunSettings as RunSettings
 
 KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
-
-
-class RunSettings(Section):
-    """``[stages.run]``: the batch job itself."""
-
-    concurrency: int = Field(default=1, ge=1, le=64)
-    """Scenarios processed at once (the embedded server answers one request at a time)."""
-    tasks_per_env: int | None = Field(default=None, ge=1, le=200)
-    """Tasks generated per environment (default: ``[stages.tasks] n_tasks``)."""
-    max_scenarios: int | None = Field(default=None, ge=1)
-    """Stop after this many kept scenarios (a cheap trial run)."""
 
 
 @dataclass
@@ -71,9 +61,7 @@ def _section_error(prefix: str, e: ValidationError) -> ConfigError:
 
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
     """Validate every ``[stages.*]`` table (a bad key or value is named) with CLI ``overrides`` on top."""
-    from pipeline.build import BuildSettings
-    from pipeline.stages.expand import ScenarioSettings
-    from verify.run import VerifySettings
+    from pipeline.settings import BuildSettings, ScenarioSettings, VerifySettings
 
     stages = {k: dict(v) for k, v in config.stages.items()}
     unknown = sorted(set(stages) - KNOWN_STAGES)

@@ -28,6 +28,7 @@ from pipeline.ir import Environment, Rejection, Task, ToolCall
 from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes
 from pipeline.runtime import engine
+from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section
 from verify.derive import Derivation, derive_verifier, tables_used
@@ -43,22 +44,6 @@ Kind = Literal["lookup", "create", "update", "delete", "multi_step"]
 KIND_CYCLE: tuple[Kind, ...] = ("lookup", "update", "create", "multi_step", "delete")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-class TaskSettings(BaseModel):
-    """``[stages.tasks]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    n_tasks: int = Field(default=6, ge=1, le=200)
-    """How many tasks to plan per environment."""
-    max_attempts: int = Field(default=3, ge=1, le=10)
-    """LLM replies per task (the first plus corrections fed back with the evidence)."""
-    rows_per_table: int = Field(default=5, ge=1, le=30)
-    """Rows of each relevant table shown to the agent."""
-    max_tokens: int = Field(default=400, ge=64, le=4096)
-    """Reply budget per proposal."""
-    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of the replies after feedback (seeded; the first reply uses the client's own)."""
 
 
 @dataclass(frozen=True)
