@@ -26,6 +26,7 @@ from pipeline.catalog import Catalog
 from pipeline.config import Config, ConfigError, LLMSettings
 from pipeline.hashing import canonical_json, content_hash
 from pipeline.settings import RunSettings as RunSettings
+from pipeline.settings import format_validation_error
 
 KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
 
@@ -51,12 +52,7 @@ class RunPlan:
 
 
 def _section_error(prefix: str, e: ValidationError) -> ConfigError:
-    msgs = []
-    for err in e.errors():
-        key = prefix + ".".join(str(x) for x in err["loc"])
-        msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden"
-                    else f"'{key}': {err['msg']} (got {err.get('input')!r})")
-    return ConfigError("; ".join(msgs))
+    return ConfigError(format_validation_error(e, prefix=prefix.rstrip(".")))
 
 
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:

@@ -7,12 +7,15 @@ from here, so no module has to import a stage to learn another stage's knobs.
 Field names and defaults are part of the fingerprint of a run (``pipeline.run.RunPlan.fingerprint``):
 changing one makes existing catalogs refuse to resume.
 
-This module imports only pydantic and the standard library.
+This module imports only pydantic and the standard library. Loading a configuration (TOML, environment,
+flags) is ``pipeline.config``'s job; :func:`format_validation_error` is the one way a ``ValidationError``
+is shown to a user.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +32,32 @@ def default_home() -> Path:
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "envfoundry"
+
+
+def format_validation_error(err: ValidationError, source: str = "", prefix: str = "",
+                            origin: Callable[[str], str | None] | None = None) -> str:
+    """One line for the user naming where, the dotted key and the value of each problem, e.g.
+    ``c.toml: 'llm.temperature': Input should be less than or equal to 2 (got 5)`` or
+    ``c.toml: unknown key 'llm.temprature'``; several problems are joined by ``; ``.
+
+    ``source`` names the file (or ``file:line``, or an environment variable); ``prefix`` is the dotted
+    path of the validated model inside the whole configuration (``stages.build``); ``origin(key)`` may
+    name a more precise source for one key (the variable or flag that set it), else ``source`` is used.
+    """
+    groups: dict[str, list[str]] = {}
+    for e in err.errors():
+        path = [str(x) for x in e["loc"]]
+        key = ".".join([prefix, *path] if prefix else path)
+        if e["type"] == "extra_forbidden":
+            text = f"unknown key '{key}'"
+        elif not path or e["type"] == "missing" or isinstance(e.get("input"), dict):  # no single value to show
+            text = f"'{key}': {e['msg']}" if key else e["msg"]
+        else:
+            value = repr(e.get("input"))
+            text = f"'{key}': {e['msg']} (got {value if len(value) <= 80 else value[:77] + '...'})"
+        where = (origin(key) if origin and key else None) or source
+        groups.setdefault(where, []).append(text)
+    return "; ".join((f"{where}: " if where else "") + "; ".join(texts) for where, texts in groups.items())
 
 
 class Section(BaseModel):
@@ -151,12 +180,7 @@ class ScenarioSettings(Section):
         try:
             return cls.model_validate(data)
         except ValidationError as e:
-            msgs = []
-            for err in e.errors():
-                key = "stages." + ".".join(str(x) for x in err["loc"])
-                msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden"
-                            else f"'{key}': {err['msg']} (got {err.get('input')!r})")
-            raise ConfigError("; ".join(msgs)) from None
+            raise ConfigError(format_validation_error(e, prefix="stages")) from None
 
 
 # ---------------------------------------------------------------- [stages.build]
@@ -304,3 +328,31 @@ class VerifySettings(BaseModel):
             if key in stages:
                 data[key] = stages[key]
         return cls.model_validate(data)
+
+
+# ---------------------------------------------------------------- all [stages.*] tables
+
+
+class Stages(Section):
+    """Every ``[stages.NAME]`` table a configuration may hold, each checked by its own model when the
+    configuration is loaded (so a bad key is named with its file). ``Config.stages`` keeps the raw tables:
+    the commands put their flags on top before validating again (``pipeline.run.plan_from_config``)."""
+
+    run: RunSettings = RunSettings()
+    """``[stages.run]``."""
+    expand: ExpandSettings = ExpandSettings()
+    """``[stages.expand]``."""
+    dedup: DedupSettings = DedupSettings()
+    """``[stages.dedup]``."""
+    build: BuildSettings = BuildSettings()
+    """``[stages.build]``."""
+    verify: VerifySettings = VerifySettings()
+    """``[stages.verify]`` (its agents' tables may also be nested here)."""
+    tasks: TaskSettings = TaskSettings()
+    """``[stages.tasks]``."""
+    tester: TesterSettings = TesterSettings()
+    """``[stages.tester]``."""
+    checker: CheckerSettings = CheckerSettings()
+    """``[stages.checker]``."""
+    difficulty: DifficultyPolicy = DifficultyPolicy()
+    """``[stages.difficulty]``."""
