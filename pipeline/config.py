@@ -63,7 +63,7 @@ class _ShortEnv(PydanticBaseSettingsSource):
         return {"llm": llm} if llm else {}
 
 
-class _Layered(Config, BaseSettings):  # type: ignore[misc]  # both bases define model_config
+class _Layered(Config, BaseSettings):
     """:class:`Config` with its values drawn from the layers; the TOML file is set per load."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER,
