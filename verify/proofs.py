@@ -17,7 +17,6 @@ that proof is then vacuous (recorded as such, not as a failure).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.runtime import engine
-from verify.derive import COUNT, tables_used
 from verify import reward
+from verify.derive import COUNT, tables_used
 from verify.evaluate import evaluate, render_answer
 from verify.replay import Run, describe_call, fresh, play
 from verify.state import TableInfo, diff, id_table, qi, sort_key

@@ -24,6 +24,7 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task, ToolCall
 from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes
+from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section
 from pipeline.stages.planner import Chain, plan_chains, tool_op
@@ -35,28 +36,6 @@ from verify.replay import describe_call, fresh
 STAGE = "tasks"
 Kind = Literal["lookup", "create", "update", "delete", "multi_step"]
 __all__ = ["TaskSettings", "generate_tasks", "rederive_task", "revise_task", "tool_op"]
-
-
-class TaskSettings(BaseModel):
-    """``[stages.tasks]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    n_tasks: int = Field(default=6, ge=1, le=200)
-    """How many tasks to plan per environment."""
-    max_attempts: int = Field(default=3, ge=1, le=10)
-    """LLM replies per task (the first plus corrections fed back with the evidence)."""
-    rows_per_table: int = Field(default=5, ge=1, le=30)
-    """Rows of each relevant table shown to the agent."""
-    max_tokens: int = Field(default=400, ge=64, le=4096)
-    """Reply budget per proposal."""
-    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of the replies after feedback (seeded; the first reply uses the client's own)."""
-    tiers: dict[int, float] = Field(default_factory=lambda: {1: 0.3, 2: 0.4, 3: 0.3})
-    """Share of tasks per tier (1: one call; 2: two or three calls in sequence; 3: four or more calls, or a
-    decision or an aggregate over what was read). Tiers an environment cannot fill give their places to the
-    others."""
-    overplan: float = Field(default=1.5, ge=1.0, le=5.0)
-    """Chains planned per task wanted (some are lost to wording or proofs)."""
 
 
 # ---------------------------------------------------------------- wording
@@ -227,7 +206,7 @@ def generate_tasks(
             if problem:
                 return None, problem
             return build_and_prove(env, chain.calls, reply.user_request, answer_field=None, initial_db=initial_db,
-                                   provenance=prov, chain=chain, answer=answer, seen=seen)
+                                   provenance=prov, chain=chain, answer=answer, seen=seen)  # noqa: B023 (seen is read while the loop runs)
 
         out = ask_with_feedback(
             Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,

@@ -43,7 +43,7 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
     """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order."""
     out: dict[str, list[Chain]] = {}
     seen: set[str] = set()
-    for name, gen in SHAPES.items():
+    for gen in SHAPES.values():
         got: list[Chain] = []
         for s in range(3):
             for ch in gen(planner, seed + s):
