@@ -8,7 +8,14 @@ import re
 from pipeline.ir import ToolCall
 from pipeline.llm import fake_client
 from pipeline.stages.planner import make_planner, plan_chains
-from pipeline.stages.tasks import TaskSettings, _call_key, _effect_key, build_and_prove, generate_tasks, lint_request
+from pipeline.stages.tasks import (
+    TaskSettings,
+    _call_key,
+    _effect_key,
+    build_and_prove,
+    generate_tasks,
+    lint_request,
+)
 from tests.fixtures.library import library_env
 from verify.proofs import prove
 from verify.replay import fresh, play
