@@ -255,6 +255,12 @@ class TaskSettings(BaseModel):
     """Reply budget per proposal."""
     retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     """Sampling temperature of the replies after feedback (seeded; the first reply uses the client's own)."""
+    tiers: dict[int, float] = Field(default_factory=lambda: {1: 0.3, 2: 0.4, 3: 0.3})
+    """Share of tasks per tier (1: one call; 2: two or three calls in sequence; 3: four or more calls, or a
+    decision or an aggregate over what was read). Tiers an environment cannot fill give their places to the
+    others."""
+    overplan: float = Field(default=1.5, ge=1.0, le=5.0)
+    """Chains planned per task wanted (some are lost to wording or proofs)."""
 
 
 class TesterSettings(BaseModel):
