@@ -151,7 +151,7 @@ def wrong_answer(answer: Any) -> str:
     if spec["type"] == "boolean":
         return "no" if value else "yes"
     if spec["type"] == "number":
-        return str(float(value) + 1).removesuffix(".0")
+        return str(float(value or 0) + 1).removesuffix(".0")
     if spec["type"] == "date":
         return "1999-12-31"
     others = spec.get("others") or []

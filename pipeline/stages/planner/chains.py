@@ -226,7 +226,7 @@ class Planner:
             return False
         if any(self.is_surrogate((table, c)) for c, _ in cols):
             return False  # the agent would need the parent's id to tell rows apart
-        same = [r for r in result if all(r.get(f) == row.get(c) for c, f in cols)]
+        same = [r for r in result if all(r.get(f or "") == row.get(c) for c, f in cols)]
         if len(same) != 1:
             return False
         for c, _ in cols:
