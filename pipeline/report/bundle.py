@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.report import plots
 from pipeline.report.data import load_catalog
-from pipeline.report.html import badge, compact, esc, number, page, pct, script_json, table
+from pipeline.report.html import badge, compact, esc, number, page, pct, plural, script_json, table
 
 
 class ReportError(ValueError):
@@ -122,8 +122,8 @@ def env_card(e: dict[str, Any], link: str | None = None) -> str:
     if scenario.get("description"):
         out.append(f"<p>{esc(scenario['description'])}</p>")
     if d.get("tables"):
-        items = "".join(f"<li><code>{esc(t['name'])}</code> <span class=muted>{t.get('rows', 0)} rows, "
-                        f"{len(t['columns'])} columns</span></li>" for t in d["tables"])
+        items = "".join(f"<li><code>{esc(t['name'])}</code> <span class=muted>{plural(t.get('rows', 0), 'row')}, "
+                        f"{plural(len(t['columns']), 'column')}</span></li>" for t in d["tables"])
         out.append(f"<b>tables</b><ul>{items}</ul>")
     if d.get("tools"):
         items = "".join(f"<li><code>{esc(t.get('name'))}</code> <span class=muted>({esc(t.get('kind'))})</span> "

@@ -48,6 +48,16 @@ def open_readonly(catalog_dir: str | Path) -> sqlite_utils.Database:
     return sqlite_utils.Database(conn, use_counts_table=False)
 
 
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (records are read defensively)."""
+    return value if isinstance(value, dict) else {}
+
+
+def arr(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
 def _json(text: Any, default: Any = None) -> Any:
     if not isinstance(text, str) or not text:
         return default
@@ -139,10 +149,8 @@ def answer_text(answer: Any) -> str | None:
 
 def normalize_task(raw: dict[str, Any]) -> dict[str, Any]:
     """One task record as the views use it; every field read defensively (absent -> None)."""
-    md = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-    diff = raw.get("difficulty") if isinstance(raw.get("difficulty"), dict) else {}
-    verifier = raw.get("verifier") if isinstance(raw.get("verifier"), dict) else {}
-    ref = raw.get("reference_solution") if isinstance(raw.get("reference_solution"), list) else []
+    md, diff, verifier = obj(raw.get("metadata")), obj(raw.get("difficulty")), obj(raw.get("verifier"))
+    ref = arr(raw.get("reference_solution"))
     attempts = int(_num(diff.get("attempts")) or 0)
     passes = int(_num(diff.get("passes")) or 0)
     rate = _num(diff.get("pass_rate"))
@@ -178,7 +186,7 @@ def normalize_task(raw: dict[str, Any]) -> dict[str, Any]:
         "reference_solution": [c for c in ref if isinstance(c, dict)],
         "tools_used": list(md.get("tools_used") or dict.fromkeys(str(c.get("tool")) for c in ref if isinstance(c, dict))),
         "metadata": md,
-        "provenance": raw.get("provenance") if isinstance(raw.get("provenance"), dict) else {},
+        "provenance": obj(raw.get("provenance")),
     }
 
 
@@ -252,7 +260,7 @@ def load_env(env_dir: Path, problems: list[str], *, trajectories: bool = True) -
             report = json.loads((env_dir / "report.json").read_text(encoding="utf-8"))
         except ValueError as e:
             problems.append(f"{env_dir / 'report.json'}: not valid JSON ({e})")
-    verify = report.get("verify") if isinstance(report.get("verify"), dict) else {}
+    verify = obj(report.get("verify"))
     tasks = [normalize_task(t) for t in read_jsonl(env_dir / "tasks.jsonl", problems)]
     trajs: dict[str, list[dict[str, Any]]] = {}
     if trajectories:
@@ -262,7 +270,7 @@ def load_env(env_dir: Path, problems: list[str], *, trajectories: bool = True) -
     tables = schema_of(env_json)
     for t in tables:
         t["rows"] = counts.get(t["name"], 0)
-    scenario = env_json.get("scenario") if isinstance(env_json.get("scenario"), dict) else {}
+    scenario = obj(env_json.get("scenario"))
     return {
         "dir_name": env_dir.name,
         "scenario": scenario,
@@ -271,7 +279,7 @@ def load_env(env_dir: Path, problems: list[str], *, trajectories: bool = True) -
         "tools": [t for t in env_json.get("tools") or [] if isinstance(t, dict)],
         "tasks": tasks,
         "trajectories": trajs,
-        "summary": verify.get("summary") if isinstance(verify.get("summary"), dict) else {},
+        "summary": obj(verify.get("summary")),
         "verify_tasks": {str(v.get("task_id")): v for v in verify.get("tasks") or [] if isinstance(v, dict)},
         "model": verify.get("model"),
     }

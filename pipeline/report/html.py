@@ -105,6 +105,11 @@ def table(headers: list[str], rows: list[list[str]], *, num: set[int] | frozense
     return f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def plural(n: int, word: str) -> str:
+    """``1 row``, ``2 rows``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def pct(rate: float | None) -> str:
     return "–" if rate is None else f"{rate * 100:.0f}%"
 

@@ -25,7 +25,7 @@ STATUS_STYLE = {  # scenario status -> (marker, label)
     "cap": ("s", "over the per-seed cap"),
     "unsuitable": ("^", "unsuitable"),
 }
-RC = {
+RC: Any = {
     "svg.hashsalt": SALT,
     "svg.fonttype": "none",
     "font.family": ["DejaVu Sans", "sans-serif"],
@@ -131,7 +131,9 @@ def scenario_map(points: list[dict[str, Any]]) -> str | None:
     present = [st for st in STATUS_STYLE if any(p["status"] == st for p in points)]
     handles += [Line2D([], [], marker=STATUS_STYLE[st][0], ls="", markerfacecolor="white" if st != "kept" else "#666",
                        markeredgecolor="#666", label=STATUS_STYLE[st][1]) for st in present]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="seed / status", title_fontsize=8)
+    ax.margins(x=0.18, y=0.08)  # room for the labels of the outermost points
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), title="seed / status", title_fontsize=8,
+              alignment="left")
     ax.set_xlabel("principal component 1")
     ax.set_ylabel("principal component 2")
     ax.set_title("Seeds → scenarios (PCA of the dedup embeddings)")

@@ -22,9 +22,9 @@ def _embed(scenarios: list[dict[str, Any]], meta: dict[str, Any]) -> np.ndarray:
     from pipeline.embed import Embedder
     from pipeline.stages.dedup import scenario_text
 
-    model = meta.get("model") or None
-    quantize = isinstance(model, str) and model.endswith("+int8")
-    if quantize:
+    model = str(meta.get("model") or "") or None
+    quantize = model is not None and model.endswith("+int8")
+    if model is not None and quantize:
         model = model.removesuffix("+int8")
     embedder = Embedder(model, quantize=quantize, workers=1)
     texts = [scenario_text(s["name"], s["description"], meta.get("text") or "scenario", s["entities"], s["goals"])

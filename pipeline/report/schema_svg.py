@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.report.html import esc
+from pipeline.report.html import esc, plural
 
 ROW = 18
 HEAD = 24
@@ -75,7 +75,7 @@ def schema_svg(tables: list[dict[str, Any]]) -> str:
                      f'<rect x="{bx}" y="{by}" width="{bw}" height="{bh}" rx="5" fill="#fff" stroke="#8a94a6"/>'
                      f'<rect x="{bx}" y="{by}" width="{bw}" height="{HEAD}" rx="5" fill="#1d2433"/>'
                      f'<text x="{bx + PAD}" y="{by + 16}" fill="#fff" font-weight="bold">{esc(t["name"])}'
-                     f'<tspan fill="#c9d1e0" font-weight="normal"> {t.get("rows", 0)} rows</tspan></text>')
+                     f'<tspan fill="#c9d1e0" font-weight="normal"> {plural(t.get("rows", 0), "row")}</tspan></text>')
         for i, c in enumerate(t["columns"]):
             cy = by + HEAD + ROW * i + ROW / 2 + 6
             mark = "PK" if c["pk"] else ("FK" if (t["name"], c["name"]) in fk_cols else "")

@@ -7,7 +7,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from pipeline.report.bundle import env_card, summary_section
-from pipeline.report.html import badge, compact, esc, page, pct, table
+from pipeline.report.data import obj
+from pipeline.report.html import badge, compact, esc, page, pct, plural, table
 from pipeline.report.schema_svg import schema_svg
 
 NAV = ('<nav class="sections"><a href="/">Environments</a><a href="/tasks">Tasks</a>'
@@ -79,7 +80,7 @@ def env_page(data: dict[str, Any], env: dict[str, Any]) -> str:
         if scn.get(key):
             head.append(f"<p><b>{key}:</b> {esc('; '.join(map(str, scn[key])))}</p>")
     tables = "".join(
-        f"<details><summary><code>{esc(t['name'])}</code> — {t.get('rows', 0)} rows</summary>"
+        f"<details><summary><code>{esc(t['name'])}</code> — {plural(t.get('rows', 0), 'row')}</summary>"
         + table(["column", "type", "key"], [[f"<code>{esc(c['name'])}</code>", esc(c["type"]),
                                              "primary key" if c["pk"] else ", ".join(
                                                  f"→ {esc(fk['table'])}.{esc(fk['to'])}" for fk in t["foreign_keys"]
@@ -157,10 +158,10 @@ LIVE_FILTER_JS = """
 """
 
 
-def _select(name: str, current: str, options: list[tuple[str, str]]) -> str:
-    opts = "".join(f'<option value="{esc(v)}"{" selected" if v == current else ""}>{esc(label)}</option>'
-                   for v, label in [("", f"any {name}")] + options)
-    return f'<select name="{esc(name)}" aria-label="{esc(name)}">{opts}</select>'
+def _select(label: str, current: str, options: list[tuple[str, str]], name: str | None = None) -> str:
+    opts = "".join(f'<option value="{esc(v)}"{" selected" if v == current else ""}>{esc(text)}</option>'
+                   for v, text in [("", f"any {label}")] + options)
+    return f'<select name="{esc(name or label)}" aria-label="{esc(label)}">{opts}</select>'
 
 
 def tasks_page(data: dict[str, Any], *, env: str = "", kind: str = "", tier: str = "", q: str = "") -> str:
@@ -172,7 +173,7 @@ def tasks_page(data: dict[str, Any], *, env: str = "", kind: str = "", tier: str
     tiers = sorted({str(t["tier"]) for t in tasks if t["tier"] is not None})
     tier_opts = [(x, f"tier {x}") for x in tiers] + ([("none", "no tier")] if any(t["tier"] is None for t in tasks) else [])
     form = ('<form class="filters" method="get" action="/tasks">'
-            + _select("env", env, envs) + _select("kind", kind, [(k, k) for k in kinds])
+            + _select("environment", env, envs, "env") + _select("kind", kind, [(k, k) for k in kinds])
             + _select("tier", tier, tier_opts)
             + f'<input type="search" id="q" name="q" value="{esc(q)}" placeholder="search text" size="32">'
             '<button type="submit">filter</button>'
@@ -238,7 +239,7 @@ def _reference(replayed: dict[str, Any] | None) -> str:
 
 
 def _trajectory(t: dict[str, Any]) -> str:
-    review = t.get("review") if isinstance(t.get("review"), dict) else {}
+    review = obj(t.get("review"))
     verdicts = {v.get("index"): v for v in review.get("verdicts") or [] if isinstance(v, dict)}
     head = (f"<h3>attempt {esc(t.get('attempt'))} {badge('passed', 'pass') if t.get('passed') else badge('failed', 'fail')}"
             f" <span class=muted>stop: {esc(t.get('stop'))}"
@@ -256,7 +257,7 @@ def _trajectory(t: dict[str, Any]) -> str:
         if v:
             verdict = (f"<div>checker ({esc(v.get('source'))}): {badge(v.get('verdict'))} "
                        f"{esc(compact(v.get('reason'), 300))}</div>")
-        resp = s.get("response") if isinstance(s.get("response"), dict) else {}
+        resp = obj(s.get("response"))
         shown = resp.get("result") if resp.get("ok") else resp.get("error", resp)
         thought = f'<div class="muted">{esc(compact(s.get("thought"), 600))}</div>' if s.get("thought") else ""
         out.append(f'<div class="step{"" if resp.get("ok") else " failed"}"><b>step {esc(s.get("index"))}</b> '
