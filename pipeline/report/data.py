@@ -193,32 +193,32 @@ def normalize_task(raw: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- environments
 
 
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def schema_of(env_json: dict[str, Any]) -> list[dict[str, Any]]:
     """Tables of an environment IR with their columns and foreign keys, read by SQLite from the DDL."""
-    from verify.state import table_infos
-
     conn = sqlite3.connect(":memory:")
     out = []
     try:
-        declared = [t for t in env_json.get("tables") or [] if isinstance(t, dict)]
+        declared = [t for t in arr(env_json.get("tables")) if isinstance(t, dict)]
         for t in declared:
             try:
                 conn.execute(str(t.get("ddl", "")))
             except sqlite3.Error:
                 pass  # shown without columns; the DDL itself is still listed
-        infos = table_infos(conn)
+        created = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         for t in declared:
             name = str(t.get("name", ""))
-            info = infos.get(name)
-            cols = []
-            if info is not None:
-                for c, typ in zip(info.columns, info.types, strict=True):
-                    cols.append({"name": c, "type": typ, "pk": c in info.key})
-            out.append({
-                "name": name, "description": t.get("description") or "", "ddl": t.get("ddl") or "",
-                "columns": cols,
-                "foreign_keys": [{"column": c, "table": p, "to": pc} for c, p, pc in (info.foreign_keys if info else ())],
-            })
+            cols, fks = [], []
+            if name in created:
+                cols = [{"name": c[1], "type": str(c[2] or ""), "pk": bool(c[5])}
+                        for c in conn.execute(f"PRAGMA table_info({_q(name)})")]
+                fks = [{"column": r[3], "table": r[2], "to": r[4] or ""}
+                       for r in conn.execute(f"PRAGMA foreign_key_list({_q(name)})")]
+            out.append({"name": name, "description": t.get("description") or "", "ddl": t.get("ddl") or "",
+                        "columns": cols, "foreign_keys": fks})
     finally:
         conn.close()
     return out

@@ -147,3 +147,16 @@ def test_browse_refuses_a_foreign_host(served: str) -> None:
     r = httpx.get(f"{served}/", headers={"Host": "attacker.example"})
     assert r.status_code == 403
     assert httpx.get(f"{served}/").status_code == 200
+
+
+def test_the_console_check_sees_script_errors_and_blocked_fetches(tmp_path: Path) -> None:
+    """Control: the same page shell with a failing script and a network fetch logs what the checks look for."""
+    from pipeline.report.html import page
+
+    bad = tmp_path / "bad.html"
+    bad.write_text(page("bad", "<p>x</p>", script="<script>fetch('http://127.0.0.1:9/x'); missing();</script>"),
+                   encoding="utf-8")
+    shot = open_page(bad.as_uri(), tmp_path, "bad", (400, 300))
+    text = "\n".join(shot.console)
+    assert "Uncaught ReferenceError: missing is not defined" in text
+    assert "Content Security Policy" in text  # the page's CSP refuses any fetch, and says so
