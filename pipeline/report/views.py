@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from pipeline.report.bundle import env_card, summary_section
-from pipeline.report.data import obj
+from pipeline.report.data import arr, obj
 from pipeline.report.html import badge, compact, esc, page, pct, plural, table
 from pipeline.report.schema_svg import schema_svg
 
@@ -286,6 +286,12 @@ def task_page(data: dict[str, Any], task: dict[str, Any], env: dict[str, Any] | 
     where = f'<a href="{env_link(task["env_id"])}">{env_name}</a>' if env and env.get("detail") else env_name
     answer = (f"<p><b>expected answer:</b> <code>{esc(task['answer_text'])}</code></p>"
               if task["answer_text"] is not None else '<p class="muted">no answer expected (the state is checked)</p>')
+    spec = obj(task["answer"])
+    for key, label in (("others", "must not also name"), ("stated", "stated in the request (may be repeated)")):
+        if arr(spec.get(key)):
+            answer += f'<p class="muted">{label}: {esc(", ".join(map(str, spec[key])))}</p>'
+    if task["metadata"].get("shape"):
+        facts.append(f"shape {esc(task['metadata']['shape'])}")
     proofs = ((d.get("verify_tasks") or {}).get(task["task_id"]) or {}).get("proofs") or []
     proof_rows = [[esc(p.get("name")), badge("ok", "pass") if p.get("ok") else badge("failed", "fail"),
                    esc(compact(p.get("detail"), 300))] for p in proofs if isinstance(p, dict)]

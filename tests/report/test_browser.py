@@ -73,7 +73,7 @@ def has_colour(img: np.ndarray, rgb: tuple[int, int, int], at_least: int = 200, 
 def test_report_in_chromium(rich_catalog: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     write_report(rich_catalog, out)
-    shot = open_page(out.as_uri(), tmp_path, "report", (1280, 4200))
+    shot = open_page(out.as_uri(), tmp_path, "report", (1280, 3400))
     assert shot.console == [], shot.console
     assert_not_blank(shot, colours=200, ink=0.08)
     for rgb in ((0x4C, 0x78, 0xA8), (0xF5, 0x85, 0x18), (0x54, 0xA2, 0x4B)):  # the plots' bars and points
