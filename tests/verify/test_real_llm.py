@@ -1,4 +1,5 @@
-"""The real embedded model generates and verifies tasks for the library environment (2 tasks, k=1).
+"""The real embedded model words and verifies planned tasks for two unrelated environments (a library and
+a small shop of orders and items; 2 tasks each, k=1).
 
 What must hold whatever the small model writes: every kept task was proven (reference replay passes,
 initial / no-op / destructive trajectories fail) and holds again when proven independently; every
@@ -14,6 +15,7 @@ import pytest
 
 from pipeline.stages.tasks import TaskSettings
 from tests.fixtures.library import library_env
+from tests.verify.envs import shop_env
 from verify import tester
 from verify.proofs import prove
 from verify.run import VerifySettings, verify_env
@@ -26,8 +28,9 @@ SETTINGS = VerifySettings(
 
 
 @pytest.mark.real_llm
-def test_real_model_generates_and_verifies_library_tasks(real_llm) -> None:
-    env = library_env()
+@pytest.mark.parametrize("make_env", [library_env, shop_env], ids=["library", "shop"])
+def test_real_model_generates_and_verifies_tasks(real_llm, make_env) -> None:
+    env = make_env()
     t0 = time.perf_counter()
     res = verify_env(env, real_llm, n_tasks=2, settings=SETTINGS, progress=print)
     print(f"\nreal verify: {time.perf_counter() - t0:.1f}s; usage {real_llm.usage.by_stage()}")
