@@ -1,9 +1,10 @@
-"""Build one environment from a scenario: intents -> schema -> seed data -> tools.
+"""Build one environment from a scenario: intents -> schema -> seed data -> tools (``envfoundry build``).
 
 ``build_environment(scenario, client, settings)`` runs the four LLM-driven stages (each validated for
-real and fed its own errors back, see ``pipeline/stages/``) and returns a :class:`BuildResult`: the
-:class:`pipeline.ir.Environment` or None, every rejection recorded on the way, LLM usage per stage and
-wall time per stage. It holds no graph logic; the LangGraph wiring wraps the stages one by one.
+real and fed its own errors back, see ``pipeline/stages/``) through the scenario graph
+(:mod:`pipeline.graph.scenario`, build only: the path ``envfoundry run`` takes too) and returns a
+:class:`BuildResult`: the :class:`pipeline.ir.Environment` or None, every rejection recorded on the way,
+LLM usage per stage and wall time per stage.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import ir
+from pipeline.graph import GraphDeps, build_scenario_graph
 from pipeline.settings import BuildSettings as BuildSettings
+from pipeline.stages.intents import Intent
 
 
 @dataclass(frozen=True)
@@ -61,45 +64,21 @@ def _usage_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str,
 
 
 def build_environment(scenario: ir.Scenario, client: Any, settings: BuildSettings | None = None) -> BuildResult:
-    """Run intents -> schema -> seed -> tools for ``scenario``; stop at the first stage that gives up."""
-    from pipeline.stages import intents as st_intents
-    from pipeline.stages import schema as st_schema
-    from pipeline.stages import seed_data as st_seed
-    from pipeline.stages import tools as st_tools
-
+    """Run intents -> schema -> seed -> tools for ``scenario`` (the scenario graph, build only); stop at the
+    first stage that gives up."""
     settings = settings or BuildSettings()
     usage0 = client.usage.by_stage()
-    rejections: list[ir.Rejection] = []
-    timings: dict[str, float] = {}
     t_start = time.perf_counter()
-
-    def finish(env: ir.Environment | None, intents: tuple = ()) -> BuildResult:
-        timings["total"] = round(time.perf_counter() - t_start, 3)
-        return BuildResult(env, tuple(rejections), _usage_delta(usage0, client.usage.by_stage()), dict(timings),
-                           intents)
-
-    def run(name: str, fn: Any, *args: Any) -> Any:
-        t0 = time.perf_counter()
-        res = fn(*args, client, settings)
-        timings[name] = round(time.perf_counter() - t0, 3)
-        rejections.extend(res.rejections)
-        return res
-
-    r_int = run("intents", st_intents.generate_intents, scenario)
-    if not r_int.ok:
-        return finish(None)
-    intents = r_int.value
-    r_schema = run("schema", st_schema.generate_schema, scenario, intents)
-    if not r_schema.ok:
-        return finish(None, intents)
-    tables = r_schema.value
-    r_seed = run("seed_data", st_seed.generate_seed, scenario, tables)
-    if not r_seed.ok:
-        return finish(None, intents)
-    seed = r_seed.value
-    r_tools = run("tools", st_tools.generate_tools, scenario, intents, tables, seed)
-    if not r_tools.ok:
-        return finish(None, intents)
-    env = ir.Environment(scenario=scenario, clock=settings.clock, tables=list(tables), seed=list(seed),
-                         tools=list(r_tools.value))
-    return finish(env, intents)
+    graph = build_scenario_graph(GraphDeps(client=client, build=settings))
+    final = graph.invoke({"scenario": scenario.model_dump(mode="json"), "status": "building", "rejections": []})
+    timings = dict(final.get("timings", {}))
+    timings["total"] = round(time.perf_counter() - t_start, 3)
+    env = None
+    if final.get("status") != "rejected":
+        env = ir.Environment(scenario=scenario, clock=settings.clock,
+                             tables=[ir.Table.model_validate(t) for t in final["tables"]],
+                             seed=[ir.SeedRows.model_validate(r) for r in final["seed"]],
+                             tools=[ir.Tool.model_validate(t) for t in final["tools"]])
+    return BuildResult(env, tuple(ir.Rejection.model_validate(r) for r in final.get("rejections", [])),
+                       _usage_delta(usage0, client.usage.by_stage()), timings,
+                       tuple(Intent.model_validate(i) for i in final.get("intents", [])))

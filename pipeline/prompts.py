@@ -3,12 +3,16 @@
 Templates use ``$name`` placeholders (``string.Template``) so JSON examples need no escaping. The
 rendered text goes into the LLM messages, so it is part of the LLM cache key: edit a prompt and
 the affected calls are asked again.
+
+Prompt files may hold several sections, each introduced by a line ``## <key>``; a stage renders
+one section with ``$placeholders`` filled (a missing value is an error naming it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from functools import cache
 from pathlib import Path
 from string import Template
@@ -42,3 +46,28 @@ def prompt_hashes() -> dict[str, str]:
     return {
         p.stem: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(PROMPTS_DIR.glob("*.md"))
     }
+
+
+_SECTION = re.compile(r"^## ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.M)
+
+
+def sections(name: str) -> dict[str, str]:
+    """The ``## key`` sections of ``prompts/<name>.md`` (text before the first heading is ignored)."""
+    text = load(name)
+    heads = list(_SECTION.finditer(text))
+    out: dict[str, str] = {}
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        out[m.group(1)] = text[m.end() : end].strip("\n")
+    return out
+
+
+def render_section(name: str, key: str, /, **values: object) -> str:
+    """Fill the ``$placeholders`` of section ``key`` of ``prompts/<name>.md``."""
+    secs = sections(name)
+    if key not in secs:
+        raise PromptError(f"prompt {name!r} has no section '## {key}' (has: {sorted(secs)})")
+    try:
+        return Template(secs[key]).substitute({k: str(v) for k, v in values.items()}).strip()
+    except KeyError as e:
+        raise PromptError(f"prompt {name!r} section {key!r} needs a value for ${e.args[0]}") from None

@@ -10,6 +10,7 @@ from pipeline.envdir import write_env_dir
 from pipeline.runtime import EnvInstance
 from tests.fixtures.library import library_env, library_tasks
 from tests.fixtures.server import http, running_server
+from verify import reward
 
 ENV = library_env()
 
@@ -61,5 +62,5 @@ def test_instance_and_http_agree_call_by_call_and_on_final_state(tmp_path):
     with sqlite3.connect(db) as served:
         assert dump(served) == dump(inst.conn)
     final = EnvInstance(ENV, db)
-    assert final.snapshot() == inst.snapshot()
+    assert reward.snapshot(final.conn) == reward.snapshot(inst.conn)
     assert final.query("SELECT COUNT(*) FROM books") == 7 and final.query("SELECT COUNT(*) FROM loans") == 6

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.prompts import render_section
 from pipeline.settings import CheckerSettings as CheckerSettings
-from pipeline.stages.feedback import render_section
 from verify.models import signature
 from verify.replay import call_once, describe_call, fresh
 from verify.state import Change, qi

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.sampling import sampled
+from pipeline.prompts import render_section
 from pipeline.settings import TesterSettings as TesterSettings
-from pipeline.stages.feedback import render_section
 from verify.evaluate import evaluate
 from verify.models import args_model, camel, catalog, clean_args
 from verify.replay import call_once, fresh

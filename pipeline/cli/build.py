@@ -22,7 +22,7 @@ def _name_from_text(text: str) -> str:
 
 def build_settings(config: Config, **flags: Any) -> Any:
     """``[stages.build]`` of the config with flags on top; a bad key or value is named."""
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
 
     values = dict(config.stages.get("build", {}))
     values.update({k: v for k, v in flags.items() if v is not None})

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +15,13 @@ from pydantic import ValidationError
 
 from pipeline.cli.common import client_from_config, emit_json, json_option, llm_options
 from pipeline.config import Config
+from pipeline.hashing import content_hash
 from pipeline.settings import Stages, format_validation_error
 
 
 def verify_settings(config: Config, **flags: Any) -> Any:
     """``[stages.verify|tasks|tester|checker|difficulty]`` of the config with flags on top."""
-    from verify.run import VerifySettings
+    from pipeline.settings import VerifySettings
 
     stages = {k: dict(v) for k, v in config.stages.items()}
     for dotted, value in flags.items():
@@ -30,6 +34,35 @@ def verify_settings(config: Config, **flags: Any) -> Any:
         return VerifySettings.from_stages(stages)
     except ValidationError as e:
         raise click.UsageError(format_validation_error(e, prefix="stages")) from None
+
+
+CHECKPOINTS = ".verify-checkpoints.sqlite"
+
+
+@contextmanager
+def checkpoints(env_dir: Path) -> Iterator[Any]:
+    """The graph's checkpoints for one verification of ``env_dir``: kept when it is killed or fails (the rerun
+    resumes with every finished task), removed when it finishes."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = env_dir / CHECKPOINTS
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    except BaseException:
+        conn.close()
+        raise
+    conn.close()
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
+
+
+def thread_id(env: Any, tasks: list[Any] | None, settings: Any, client: Any) -> str:
+    """What decides a verification's outcome: the environment, the tasks given, the settings, the model."""
+    return content_hash({"env": env.env_id, "tasks": None if tasks is None else [t.task_id for t in tasks],
+                         "settings": settings.model_dump(mode="json"), "model": getattr(client, "model_key", None),
+                         "base_url": getattr(client, "base_url", None) if not getattr(client, "embedded", False)
+                         else "embedded"})
 
 
 def _summary_line(summary: dict[str, Any]) -> str:
@@ -64,13 +97,12 @@ def register(main: click.Group) -> None:
         trajectories fail), run the tester k times and the checker on every call, and write tasks.jsonl,
         report.json and trajectories.jsonl.
 
-        Exits 1 when no task survives.
+        Resumable: until it finishes, every verified task is checkpointed in ENV_DIR/.verify-checkpoints.sqlite;
+        rerun the same command after a kill and it continues with the next task. Exits 1 when no task survives.
         """
         from pipeline.cli.build import build_settings
         from pipeline.envdir import load_env_dir
-        from pipeline.stages.repair import repair_data, repair_tool
-        from verify.emit import write_env_results
-        from verify.run import verify_env
+        from pipeline.graph import verify_env
 
         settings = verify_settings(
             config, **{"tasks.n_tasks": n_tasks, "tester.attempts": attempts, "tester.max_turns": max_turns,
@@ -86,11 +118,11 @@ def register(main: click.Group) -> None:
         t0 = time.perf_counter()
         initial_db = env_dir / "initial.db"
         bs = build_settings(config)  # the fixers regenerate a blamed tool or table as the build stages would
-        result = verify_env(env, client, initial_db=initial_db if initial_db.is_file() else None,
-                            tasks=existing if reuse_tasks else None, settings=settings, progress=say,
-                            fix_tool=lambda e, fault: repair_tool(e, fault, client, bs),
-                            fix_data=lambda e, fault: repair_data(e, fault, client, bs))
-        write_env_results(env_dir, result.env, result.tasks, result.report, result.trajectories)
+        given = existing if reuse_tasks else None
+        with checkpoints(env_dir) as saver:
+            result = verify_env(env, client, initial_db=initial_db if initial_db.is_file() else None, tasks=given,
+                                settings=settings, build=bs, repairs=True, progress=say, env_dir=env_dir,
+                                checkpointer=saver, thread_id=thread_id(env, given, settings, client))
         summary = dict(result.report["summary"])
         summary["env_dir"] = str(env_dir)
         summary["seconds"] = round(time.perf_counter() - t0, 1)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from pipeline.ir import Environment
 from pipeline.runtime import engine
+from pipeline.runtime.database import build_database
 
 
 class _Template:
@@ -30,8 +30,6 @@ class _Template:
         self.lock = threading.Lock()
         self.conn = engine.connect(":memory:")
         if initial_db is None:
-            from pipeline.envdir import build_database
-
             build_database(env, self.conn)
         else:
             if not initial_db.is_file():
@@ -85,14 +83,9 @@ def _template(env: Environment, initial_db: str | Path | None) -> _Template:
         return _TEMPLATES.setdefault(key, tpl)
 
 
-def _sort_key(row: tuple) -> tuple:
-    # SQLite values of mixed types: order by (type rank, value) so sorting never fails.
-    rank = {type(None): 0, int: 1, float: 1, str: 2, bytes: 3}
-    return tuple((rank.get(type(v), 4), v if v is not None else 0) for v in row)
-
-
 class EnvInstance:
-    """One live copy of an environment: call tools, inspect state, reset.
+    """One live copy of an environment: call tools, query, reset. (Snapshots and row diffs of its state:
+    ``verify.state`` / ``verify.reward`` over ``instance.conn``.)
 
     ``initial_db`` is an ``initial.db`` file; when None the initial state is built from
     ``env.tables`` and ``env.seed``.
@@ -103,14 +96,6 @@ class EnvInstance:
         self._template = _template(env, initial_db)
         self.conn = engine.connect(":memory:")
         self._template.copy_into(self.conn)
-
-    @classmethod
-    def from_dir(cls, env_dir: str | Path) -> EnvInstance:
-        """An instance of the environment directory ``env_dir`` (its env.json and initial.db)."""
-        from pipeline.envdir import load_env_dir
-
-        env, _, _ = load_env_dir(env_dir)
-        return cls(env, Path(env_dir) / "initial.db")
 
     # -- tools
 
@@ -141,33 +126,6 @@ class EnvInstance:
         if len(rows) == 1 and len(rows[0]) == 1:
             return rows[0][0]
         return [list(r) for r in rows]
-
-    def snapshot(self) -> dict[str, list[tuple]]:
-        """Every table's rows, sorted: ``{table: [row tuple, ...]}``."""
-        out = {}
-        tables = self.conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        ).fetchall()
-        for (table,) in tables:
-            quoted = table.replace('"', '""')
-            rows = self.conn.execute(f'SELECT * FROM "{quoted}"').fetchall()
-            out[table] = sorted(rows, key=_sort_key)
-        return out
-
-    def diff(self, before: dict[str, list[tuple]]) -> dict[str, dict[str, list[tuple]]]:
-        """Rows added and removed per table since ``before`` (an update is a removal plus an addition).
-
-        Only tables that changed appear: ``{table: {"added": [...], "removed": [...]}}``.
-        """
-        after = self.snapshot()
-        out = {}
-        for table in sorted(set(before) | set(after)):
-            old, new = Counter(before.get(table, [])), Counter(after.get(table, []))
-            added = sorted((new - old).elements(), key=_sort_key)
-            removed = sorted((old - new).elements(), key=_sort_key)
-            if added or removed:
-                out[table] = {"added": added, "removed": removed}
-        return out
 
     def close(self) -> None:
         self.conn.close()

@@ -5,51 +5,24 @@ check fails sends the exact error back in the same conversation and asks again, 
 ``max_attempts`` times in all. The outcome is data: the value, or the last error (which the stage
 turns into a :class:`pipeline.ir.Rejection`). Given the same replies, the loop is deterministic.
 
-Prompt files may hold several sections, each introduced by a line ``## <key>``; a stage renders
-one section with ``$placeholders`` filled (a missing value is an error naming it).
+Prompt sections (``render_section``) live in :mod:`pipeline.prompts`; they are re-exported here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from string import Template
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.sampling import Escalating
-from pipeline.prompts import PromptError, load
+from pipeline.prompts import render_section as render_section
+from pipeline.prompts import sections as sections
 
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
-
-
-_SECTION = re.compile(r"^## ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.M)
-
-
-def sections(name: str) -> dict[str, str]:
-    """The ``## key`` sections of ``prompts/<name>.md`` (text before the first heading is ignored)."""
-    text = load(name)
-    heads = list(_SECTION.finditer(text))
-    out: dict[str, str] = {}
-    for i, m in enumerate(heads):
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        out[m.group(1)] = text[m.end() : end].strip("\n")
-    return out
-
-
-def render_section(name: str, key: str, /, **values: object) -> str:
-    """Fill the ``$placeholders`` of section ``key`` of ``prompts/<name>.md``."""
-    secs = sections(name)
-    if key not in secs:
-        raise PromptError(f"prompt {name!r} has no section '## {key}' (has: {sorted(secs)})")
-    try:
-        return Template(secs[key]).substitute({k: str(v) for k, v in values.items()}).strip()
-    except KeyError as e:
-        raise PromptError(f"prompt {name!r} section {key!r} needs a value for ${e.args[0]}") from None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from pipeline.runtime import EnvInstance, engine
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.schema import Column, ask_min, scratch_db, table_columns
+from verify import reward
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
@@ -317,9 +318,9 @@ def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
     with EnvInstance(env) as inst:
         for args in arg_sets:
             inst.reset()
-            before = inst.snapshot()
+            before = reward.snapshot(inst.conn)
             res = inst.call(tool.name, args)
-            changed = bool(inst.diff(before)) if res.get("ok") else False
+            changed = reward.snapshot(inst.conn) != before if res.get("ok") else False
             calls.append((args, res, changed))
     for args, res, _ in calls:
         if _definition_error(res):

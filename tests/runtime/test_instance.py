@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from pipeline.envdir import create_initial_db
+from pipeline.envdir import create_initial_db, open_instance
 from pipeline.runtime import EnvInstance
 from tests.fixtures.library import library_env
+from verify.reward import snapshot
+from verify.state import diff, table_infos
 
 ENV = library_env()
 BORROW = {"member_id": 4, "book_id": 2, "days": 7}
@@ -28,12 +30,12 @@ def test_two_instances_never_see_each_others_writes():
 
 def test_reset_restores_the_initial_state():
     inst = EnvInstance(ENV)
-    initial = inst.snapshot()
+    initial = snapshot(inst.conn)
     assert inst.call("borrow_book", BORROW)["ok"]
     assert inst.call("update_member_email", {"member_id": 1, "email": "new@example.org"})["ok"]
-    assert inst.snapshot() != initial
+    assert snapshot(inst.conn) != initial
     inst.reset()
-    assert inst.snapshot() == initial
+    assert snapshot(inst.conn) == initial
     assert inst.call("borrow_book", BORROW)["result"]["id"] == 5  # same ids after reset: deterministic replays
     assert inst.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
 
@@ -50,18 +52,18 @@ def test_reset_discards_an_open_transaction():
 def test_initial_db_file_gives_the_same_state_as_the_ir(tmp_path):
     db = create_initial_db(ENV, tmp_path / "initial.db")
     from_file, from_ir = EnvInstance(ENV, db), EnvInstance(ENV)
-    assert from_file.snapshot() == from_ir.snapshot()
+    assert snapshot(from_file.conn) == snapshot(from_ir.conn)
     assert from_file.call("borrow_book", BORROW) == from_ir.call("borrow_book", BORROW)
     from_file.reset()
-    assert from_file.snapshot() == EnvInstance(ENV).snapshot()
+    assert snapshot(from_file.conn) == snapshot(EnvInstance(ENV).conn)
 
 
 def test_from_dir(tmp_path):
     from pipeline.envdir import write_env_dir
 
     d = write_env_dir(ENV, tmp_path / "d")
-    inst = EnvInstance.from_dir(d)
-    assert inst.env == ENV and inst.snapshot() == EnvInstance(ENV).snapshot()
+    inst = open_instance(d)
+    assert inst.env == ENV and snapshot(inst.conn) == snapshot(EnvInstance(ENV).conn)
 
 
 def test_edited_initial_db_file_is_not_served_from_a_stale_template(tmp_path):
@@ -78,29 +80,22 @@ def test_edited_initial_db_file_is_not_served_from_a_stale_template(tmp_path):
     assert EnvInstance(ENV, db).query("SELECT COUNT(*) FROM books") == 5
 
 
-def test_query_snapshot_and_diff():
+def test_query_and_state_changes():
     inst = EnvInstance(ENV)
     assert inst.query("SELECT name FROM members WHERE id = ?", (2,)) == "Bob Stone"
     assert inst.query("SELECT id, tier FROM members WHERE id <= 2 ORDER BY id") == [[1, "basic"], [2, "premium"]]
     assert inst.query("SELECT id FROM members WHERE id > 100") == []
-    before = inst.snapshot()
-    assert set(before) == {"members", "books", "loans"}
-    assert before["loans"][0][0] == 1 and len(before["loans"]) == 4
-    assert inst.diff(before) == {}
+    infos = table_infos(inst.conn)
+    before = snapshot(inst.conn)
+    assert set(before) == {"members", "books", "loans"} and len(before["loans"]) == 4
+    assert diff(before, snapshot(inst.conn)) == []
     inst.call("return_book", {"book_id": 3})
     inst.call("add_book", {"title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965, "replacement_cost": 10})
-    diff = inst.diff(before)
-    assert set(diff) == {"loans", "books"}
-    assert diff["books"] == {"added": [(7, "Dune", "Frank Herbert", "fiction", 1965, 10.0)], "removed": []}
-    assert diff["loans"]["removed"] == [(2, 1, 3, "2026-01-10T11:00:00", "2026-01-24", None)]
-    assert diff["loans"]["added"] == [(2, 1, 3, "2026-01-10T11:00:00", "2026-01-24", "2026-01-15T09:00:00")]
-
-
-def test_snapshot_sorts_mixed_types_and_nulls():
-    inst = EnvInstance(ENV)
-    inst.conn.execute("CREATE TABLE mixed (a ANY) STRICT")
-    inst.conn.executemany("INSERT INTO mixed VALUES (?)", [("x",), (None,), (2,), (1.5,), (b"\x00",)])
-    assert inst.snapshot()["mixed"] == [(None,), (1.5,), (2,), ("x",), (b"\x00",)]
+    changes = diff(before, snapshot(inst.conn, {n: (i.columns, i.key) for n, i in infos.items()}))
+    assert [(c.table, c.op, c.key) for c in changes] == [("books", "insert", (7,)), ("loans", "update", (2,))]
+    assert changes[0].after == {"id": 7, "title": "Dune", "author": "Frank Herbert", "genre": "fiction", "year": 1965,
+                                "replacement_cost": 10.0}
+    assert changes[1].changed_columns == ("returned_at",) and changes[1].after["returned_at"] == "2026-01-15T09:00:00"
 
 
 def test_unknown_tool_and_default_arguments():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from pipeline.graph.task import VerifyDeps, build_verify_graph, verify_task
 from pipeline.ir import Assertion, ToolCall, Verifier
 from pipeline.llm import fake_client
 from pipeline.stages.tasks import rederive_task, revise_task
@@ -12,7 +13,6 @@ from tests.verify.envs import broken_library_env
 from tests.verify.test_checker import _task, all_pass
 from tests.verify.test_tester import call, finish
 from verify import tester
-from verify.graph import VerifyDeps, build_verify_graph, verify_task
 
 ONE = tester.TesterSettings(attempts=1)
 

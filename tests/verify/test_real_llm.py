@@ -13,12 +13,13 @@ import time
 
 import pytest
 
+from pipeline.graph import verify_env
+from pipeline.settings import VerifySettings
 from pipeline.stages.tasks import TaskSettings
 from tests.fixtures.library import library_env
 from tests.verify.envs import shop_env
 from verify import tester
 from verify.proofs import prove
-from verify.run import VerifySettings, verify_env
 
 SETTINGS = VerifySettings(
     tasks=TaskSettings(max_attempts=2, rows_per_table=4, max_tokens=200),

@@ -9,7 +9,8 @@
 Nodes are thin adapters over pure functions (``verify.proofs.prove``, ``verify.tester.run_attempts``,
 ``verify.checker.review_attempt``, and the fixers passed in ``VerifyDeps``); the loop is bounded by
 ``fix_rounds``. ``verify_task`` runs the compiled graph for one task and returns a
-:class:`TaskOutcome`; the catalog-level graph can embed :func:`build_verify_graph` as a subgraph.
+:class:`TaskOutcome`; the scenario graph (:mod:`pipeline.graph.scenario`) runs it once per task, one
+checkpointed step each.
 
 Fixers: ``fix_task(env, task, problem)`` rewords a task (default: the task agent's ``revise_task``);
 ``fix_tool(env, fault)`` and ``fix_data(env, fault)`` return a repaired environment (owned by the

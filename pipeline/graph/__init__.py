@@ -1,0 +1,27 @@
+"""The orchestration layer: one LangGraph behind ``envfoundry run``, ``build`` and ``verify``.
+
+* :mod:`pipeline.graph.scenario` — the graph: build stages, then one checkpointed step per task, then the
+  difficulty policy, the report and the files (``build_scenario_graph``, ``GraphDeps``, ``run_graph``);
+* :mod:`pipeline.graph.task` — the per-task subgraph: proofs, tester, checker and the fix loop as edges
+  (``build_verify_graph``, ``verify_task``, ``TaskOutcome``, ``VerifyDeps``);
+* :mod:`pipeline.graph.verification` — ``verify_env``: the graph entered with an environment;
+* :mod:`pipeline.graph.report` — the ``verify`` section of ``report.json`` and the trajectories.
+
+Layers point down: ``pipeline.cli`` -> ``pipeline.run`` / ``pipeline.build`` -> ``pipeline.graph`` ->
+``pipeline.stages`` -> ``verify`` -> ``pipeline.runtime`` -> ``pipeline.ir`` / ``llm`` / ``settings``.
+"""
+
+from pipeline.graph.scenario import (
+    GraphDeps,
+    ScenarioState,
+    build_scenario_graph,
+    environment_state,
+    run_graph,
+)
+from pipeline.graph.task import TaskOutcome, VerifyDeps, build_verify_graph, verify_task
+from pipeline.graph.verification import EnvVerification, verification_of, verify_env
+
+__all__ = [
+    "EnvVerification", "GraphDeps", "ScenarioState", "TaskOutcome", "VerifyDeps", "build_scenario_graph",
+    "build_verify_graph", "environment_state", "run_graph", "verification_of", "verify_env", "verify_task",
+]

@@ -1,0 +1,337 @@
+"""The one orchestration path: a LangGraph behind ``envfoundry run``, ``build`` and ``verify``.
+
+::
+
+    START --a scenario---> intents -> schema -> seed_data -> tools --build only--> END
+      |                                                        \\--> write_env --> tasks
+      \\--an environment (envfoundry verify) ---------------------------------------> tasks
+    tasks -> verify_task -> verify_task -> ... (one step per task) -> finish -> END
+
+Nodes are thin adapters around the stage entry points (``pipeline/stages``) and the per-task subgraph
+(:mod:`pipeline.graph.task`, with the fix loop as edges). The state holds only JSON-able records, so it
+checkpoints (langgraph-checkpoint-sqlite) after every node: a killed run resumes from the last finished
+node, and every task already verified keeps its outcome, because each task is a step of its own. A stage
+that gives up routes to END with status ``rejected``.
+
+Three entries, one graph: ``run`` starts from a scenario and writes the environment directory under
+``GraphDeps.envs_dir``; ``build`` starts from a scenario and stops after the tools (``verify=None``);
+``verify`` starts from an environment (its fields in the state, see :func:`environment_state`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from pipeline import ir
+from pipeline.envdir import write_env_dir
+from pipeline.graph.report import build_report, trajectories
+from pipeline.graph.task import EnvFixer, TaskOutcome, VerifyDeps, build_verify_graph, verify_task
+from pipeline.hashing import content_hash
+from pipeline.settings import BuildSettings, VerifySettings
+from pipeline.stages import intents as st_intents
+from pipeline.stages import schema as st_schema
+from pipeline.stages import seed_data as st_seed
+from pipeline.stages import tools as st_tools
+from pipeline.stages.base import StageResult
+from pipeline.stages.intents import Intent
+from pipeline.stages.repair import repair_data, repair_tool
+from pipeline.stages.tasks import generate_tasks, rederive_task, revise_task
+from verify.difficulty import apply_policy
+from verify.emit import write_env_results
+
+DONE = ("verified", "rejected")
+ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version")
+
+
+class ScenarioState(TypedDict, total=False):
+    scenario: dict[str, Any]
+    intents: list[dict[str, Any]]
+    clock: str
+    tables: list[dict[str, Any]]
+    seed: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    ir_version: int
+    env_id: str
+    env_dir: str
+    initial_db: str | None
+    """The initial database file of the environment as written (None: build it from the IR)."""
+    data_key: str
+    """Hash of the tables and seed ``initial_db`` holds: after a data repair it no longer applies."""
+    given_tasks: list[dict[str, Any]] | None
+    """Tasks to verify instead of generating them (``envfoundry verify --reuse-tasks``)."""
+    queue: list[dict[str, Any]]
+    planned: int
+    cursor: int
+    """How many tasks of ``queue`` are done."""
+    outcomes: list[dict[str, Any]]
+    """The finished tasks' :class:`TaskOutcome` (without the environment, which ``env`` fields hold)."""
+    verify_rejections: list[dict[str, Any]]
+    env_changed: bool
+    kept: list[dict[str, Any]]
+    report: dict[str, Any]
+    tasks: int
+    status: str  # building | verified | rejected
+    reason: str
+    rejections: list[dict[str, Any]]
+    timings: dict[str, float]
+
+
+@dataclass(frozen=True)
+class GraphDeps:
+    """What the nodes need: the LLM client, settings, where environments go, how faults are repaired."""
+
+    client: Any
+    build: BuildSettings
+    verify: VerifySettings | None = None
+    """None: build only (the graph ends after the tools)."""
+    envs_dir: Path | None = None
+    """``run``: environment directories are written here, and follow their env id after a repair."""
+    n_tasks: int | None = None
+    progress: Callable[[str], None] | None = None
+    repairs: bool = True
+    """Repair a blamed tool or table with the build stages (``pipeline.stages.repair``)."""
+    fix_tool: EnvFixer | None = None
+    """Instead of the stages' tool repair (tests)."""
+    fix_data: EnvFixer | None = None
+
+
+def _dump(items: Any) -> list[dict[str, Any]]:
+    return [i.model_dump(mode="json") for i in items]
+
+
+def environment_state(env: ir.Environment) -> ScenarioState:
+    """The state fields that hold ``env`` (the entry of ``envfoundry verify``)."""
+    return {**env.model_dump(mode="json"), "env_id": env.env_id}  # type: ignore[typeddict-item]
+
+
+def data_key(env: ir.Environment) -> str:
+    return content_hash({"tables": [t.model_dump(mode="json") for t in env.tables],
+                         "seed": [s.model_dump(mode="json") for s in env.seed]})
+
+
+def _rejections(state: ScenarioState, res: StageResult[Any]) -> list[dict[str, Any]]:
+    return list(state.get("rejections", [])) + _dump(res.rejections)
+
+
+def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key: str) -> Callable[..., Any]:
+    def node(state: ScenarioState) -> ScenarioState:
+        t0 = time.perf_counter()
+        res = run(state)
+        out: ScenarioState = {"rejections": _rejections(state, res),
+                              "timings": {**state.get("timings", {}), name: round(time.perf_counter() - t0, 3)}}
+        if not res.ok:
+            reasons = "; ".join(r.reason for r in res.rejections[-3:]) or "gave up"
+            out["status"], out["reason"] = "rejected", f"{name}: {reasons}"
+        else:
+            out[key] = _dump(res.value)  # type: ignore[literal-required]
+        return out
+
+    node.__name__ = name
+    return node
+
+
+def run_graph(graph: Any, inputs: ScenarioState, config: dict[str, Any]) -> ScenarioState:
+    """Run ``graph`` on ``inputs``; with a checkpointed thread, resume it where it stopped instead, or return
+    its final state when it already finished."""
+    if graph.checkpointer is not None and config.get("configurable", {}).get("thread_id"):
+        state = graph.get_state(config)
+        if state.next:
+            return graph.invoke(None, config)  # type: ignore[no-any-return]
+        if state.values.get("status") in DONE:
+            return state.values  # type: ignore[no-any-return]
+    return graph.invoke(inputs, config)  # type: ignore[no-any-return]
+
+
+def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
+    c, bs = deps.client, deps.build
+    vs = deps.verify or VerifySettings()
+    say0 = deps.progress or (lambda _m: None)
+
+    def scenario(s: ScenarioState) -> ir.Scenario:
+        return ir.Scenario.model_validate(s["scenario"])
+
+    def say(s: ScenarioState, msg: str) -> None:
+        say0(f"{s['scenario']['name']}: {msg}")
+
+    def intents(s: ScenarioState) -> tuple[Intent, ...]:
+        return tuple(Intent.model_validate(i) for i in s["intents"])
+
+    def tables(s: ScenarioState) -> tuple[ir.Table, ...]:
+        return tuple(ir.Table.model_validate(t) for t in s["tables"])
+
+    def seed(s: ScenarioState) -> tuple[ir.SeedRows, ...]:
+        return tuple(ir.SeedRows.model_validate(r) for r in s["seed"])
+
+    def environment(s: ScenarioState) -> ir.Environment:
+        fields = {k: s[k] for k in ENV_FIELDS if k in s}  # type: ignore[literal-required]
+        return ir.Environment.model_validate({"clock": bs.clock, **fields})
+
+    # ---------------------------------------------------------------- build
+
+    def n_intents(s: ScenarioState) -> StageResult[Any]:
+        say(s, "intents")
+        return st_intents.generate_intents(scenario(s), c, bs)
+
+    def n_schema(s: ScenarioState) -> StageResult[Any]:
+        say(s, "schema")
+        return st_schema.generate_schema(scenario(s), intents(s), c, bs)
+
+    def n_seed(s: ScenarioState) -> StageResult[Any]:
+        say(s, "seed data")
+        return st_seed.generate_seed(scenario(s), tables(s), c, bs)
+
+    def n_tools(s: ScenarioState) -> StageResult[Any]:
+        say(s, "tools")
+        return st_tools.generate_tools(scenario(s), intents(s), tables(s), seed(s), c, bs)
+
+    def n_write(s: ScenarioState) -> ScenarioState:
+        env = environment(s)
+        assert deps.envs_dir is not None
+        d = deps.envs_dir / env.env_id
+        write_env_dir(env, d, (), {"build": {"rejections": s.get("rejections", [])}})
+        return {"env_id": env.env_id, "env_dir": str(d), "initial_db": str(d / "initial.db"), "clock": env.clock}
+
+    # ---------------------------------------------------------------- verify
+
+    def db_for(s: ScenarioState, env: ir.Environment) -> str | None:
+        db = s.get("initial_db")
+        return db if db is not None and data_key(env) == s.get("data_key") else None
+
+    def verify_deps(s: ScenarioState) -> VerifyDeps:
+        def fix_task(e: ir.Environment, t: ir.Task, problem: str) -> tuple[ir.Task | None, str | None]:
+            return revise_task(e, t, problem, c, initial_db=db_for(s, e), settings=vs.tasks)
+
+        fix_tool, fix_data = deps.fix_tool, deps.fix_data
+        if deps.repairs:
+            fix_tool = fix_tool or (lambda e, fault: repair_tool(e, fault, c, bs))
+            fix_data = fix_data or (lambda e, fault: repair_data(e, fault, c, bs))
+        return VerifyDeps(client=c, tester=vs.tester, checker=vs.checker, fix_rounds=vs.fix_rounds,
+                          fix_task=fix_task, fix_tool=fix_tool, fix_data=fix_data,
+                          rederive=lambda e, t: rederive_task(e, t, initial_db=db_for(s, e)))
+
+    def n_tasks(s: ScenarioState) -> ScenarioState:
+        env = environment(s)
+        base: ScenarioState = {**s, "data_key": data_key(env)}
+        say(s, "tasks and verification")
+        rejections: list[ir.Rejection] = []
+        given = s.get("given_tasks")
+        if given is None:
+            say(s, f"generating tasks for {env.env_id}")
+            res = generate_tasks(env, c, n=deps.n_tasks, initial_db=db_for(base, env), settings=vs.tasks)
+            queue = list(res.value or [])
+            rejections += res.rejections
+            planned = len(queue) + len(res.rejections)
+        else:
+            queue = [ir.Task.model_validate(t) for t in given]
+            planned = len(queue)
+        return {"data_key": base["data_key"], "queue": _dump(queue), "planned": planned, "cursor": 0,
+                "outcomes": [], "verify_rejections": _dump(rejections), "env_changed": False}
+
+    def n_verify_task(s: ScenarioState) -> ScenarioState:
+        env, i, queue = environment(s), s["cursor"], s["queue"]
+        task = ir.Task.model_validate(queue[i])
+        rejections = list(s.get("verify_rejections", []))
+        out: ScenarioState = {"cursor": i + 1, "verify_rejections": rejections}
+        if task.env_id != env.env_id:  # an earlier task's fix repaired the environment
+            task2, err = rederive_task(env, task, initial_db=db_for(s, env))
+            if task2 is None:
+                rejections.append(ir.Rejection(stage="verify", item=task.task_id, reason=f"does not hold on the "
+                                               f"repaired environment: {err}").model_dump(mode="json"))
+                return out
+            task = task2
+        say(s, f"task {i + 1}/{len(queue)}: {task.kind}: {task.instruction[:70]}")
+        vdeps = verify_deps(s)
+        o = verify_task(env, task, vdeps, initial_db=db_for(s, env), graph=build_verify_graph(vdeps, checkpointer=False))
+        out["outcomes"] = [*s.get("outcomes", []), o.model_dump(mode="json", exclude={"env"})]
+        if o.env_changed:
+            new = o.env.model_dump(mode="json")
+            out |= {"env_changed": True, "tables": new["tables"], "seed": new["seed"], "tools": new["tools"]}  # type: ignore[typeddict-item]
+        if o.status == "rejected":
+            rejections.append(ir.Rejection(stage="verify", item=o.task.task_id, reason=o.reason,
+                                           evidence={"instruction": o.task.instruction}).model_dump(mode="json"))
+        return out
+
+    def n_finish(s: ScenarioState) -> ScenarioState:
+        env = environment(s)
+        env_json = env.model_dump(mode="json")
+        outcomes = [TaskOutcome.model_validate({**o, "env": env_json}) for o in s.get("outcomes", [])]
+        rejections = [ir.Rejection.model_validate(r) for r in s.get("verify_rejections", [])]
+        final: list[ir.Task] = []
+        for o in outcomes:  # the environment may have been repaired after a task was accepted
+            if o.status != "accepted":
+                continue
+            t = o.task
+            if t.env_id != env.env_id:
+                t2, err = rederive_task(env, t, initial_db=db_for(s, env))
+                if t2 is None:
+                    rejections.append(ir.Rejection(stage="verify", item=t.task_id,
+                                                   reason=f"does not hold on the repaired environment: {err}"))
+                    continue
+                t = t2
+            final.append(t)
+        kept, dropped = apply_policy(final, vs.difficulty)
+        rejections += dropped
+        report = build_report(env, c, vs, s.get("planned", 0), outcomes, kept, rejections,
+                              env_changed=s.get("env_changed", False))
+        out: ScenarioState = {"rejections": list(s.get("rejections", [])) + _dump(rejections), "tasks": len(kept),
+                              "kept": _dump(kept), "report": report}
+        if s.get("env_dir"):
+            d = Path(s["env_dir"])
+            write_env_results(d, env, kept, report, trajectories(outcomes))
+            if env.env_id != s.get("env_id"):  # a tool or the data was repaired
+                out["env_id"] = env.env_id
+                if deps.envs_dir is not None:  # in a catalog the directory follows the new id
+                    new = deps.envs_dir / env.env_id
+                    if new.exists():
+                        shutil.rmtree(new)
+                    d.rename(new)
+                    out["env_dir"] = str(new)
+        if kept:
+            out["status"], out["reason"] = "verified", ""
+        else:
+            out["status"], out["reason"] = "rejected", "verify: no task survived its proofs and review"
+        return out
+
+    # ---------------------------------------------------------------- edges
+
+    def start(s: ScenarioState) -> str:
+        return "tasks" if "tools" in s and "intents" not in s else "intents"
+
+    def route(next_node: str) -> Callable[[ScenarioState], str]:
+        def r(s: ScenarioState) -> str:
+            return END if s.get("status") == "rejected" else next_node
+
+        return r
+
+    def after_tools(s: ScenarioState) -> str:
+        return END if s.get("status") == "rejected" or deps.verify is None else "write_env"
+
+    def next_task(s: ScenarioState) -> str:
+        return "verify_task" if s["cursor"] < len(s["queue"]) else "finish"
+
+    g = StateGraph(ScenarioState)
+    g.add_node("intents", _stage_node("intents", n_intents, "intents"))
+    g.add_node("schema", _stage_node("schema", n_schema, "tables"))
+    g.add_node("seed_data", _stage_node("seed_data", n_seed, "seed"))
+    g.add_node("tools", _stage_node("tools", n_tools, "tools"))
+    g.add_node("write_env", n_write)
+    g.add_node("tasks", n_tasks)
+    g.add_node("verify_task", n_verify_task)
+    g.add_node("finish", n_finish)
+    g.add_conditional_edges(START, start, ["intents", "tasks"])
+    g.add_conditional_edges("intents", route("schema"), ["schema", END])
+    g.add_conditional_edges("schema", route("seed_data"), ["seed_data", END])
+    g.add_conditional_edges("seed_data", route("tools"), ["tools", END])
+    g.add_conditional_edges("tools", after_tools, ["write_env", END])
+    g.add_edge("write_env", "tasks")
+    g.add_conditional_edges("tasks", next_task, ["verify_task", "finish"])
+    g.add_conditional_edges("verify_task", next_task, ["verify_task", "finish"])
+    g.add_edge("finish", END)
+    return g.compile(checkpointer=checkpointer)

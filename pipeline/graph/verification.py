@@ -1,0 +1,90 @@
+"""Verifying one environment: the scenario graph entered at ``tasks`` (generate tasks or take given ones,
+one checkpointed step per task through the per-task subgraph, then the difficulty policy and the report).
+
+``verify_env`` is what ``envfoundry verify ENV_DIR`` calls; with ``env_dir`` it writes ``tasks.jsonl``,
+``report.json`` and ``trajectories.jsonl`` there (``verify.emit``), and with a ``checkpointer`` and a
+``thread_id`` a killed verification resumes with every finished task kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.graph.report import trajectories
+from pipeline.graph.scenario import (
+    ENV_FIELDS,
+    GraphDeps,
+    ScenarioState,
+    build_scenario_graph,
+    environment_state,
+    run_graph,
+)
+from pipeline.graph.task import EnvFixer, TaskOutcome
+from pipeline.ir import Environment, Rejection, Task
+from pipeline.settings import BuildSettings, VerifySettings
+
+
+@dataclass
+class EnvVerification:
+    env: Environment
+    tasks: list[Task]
+    rejections: list[Rejection]
+    outcomes: list[TaskOutcome]
+    report: dict[str, Any]
+    env_changed: bool = False
+    trajectories: list[dict[str, Any]] = field(default_factory=list)
+
+
+def verify_env(
+    env: Environment,
+    client: Any,
+    *,
+    initial_db: str | Path | None = None,
+    tasks: list[Task] | None = None,
+    n_tasks: int | None = None,
+    settings: VerifySettings | None = None,
+    build: BuildSettings | None = None,
+    repairs: bool = False,
+    fix_tool: EnvFixer | None = None,
+    fix_data: EnvFixer | None = None,
+    progress: Callable[[str], None] | None = None,
+    env_dir: str | Path | None = None,
+    checkpointer: Any = None,
+    thread_id: str | None = None,
+) -> EnvVerification:
+    """Generate (when ``tasks`` is None) and verify the tasks of ``env``.
+
+    ``repairs``: repair blamed tools and tables with the build stages (``build`` settings); ``fix_tool`` /
+    ``fix_data`` replace those repairs. ``env_dir``: write the results there.
+    """
+    s = settings or VerifySettings()
+    deps = GraphDeps(client=client, build=build or BuildSettings(), verify=s, n_tasks=n_tasks, progress=progress,
+                     repairs=repairs, fix_tool=fix_tool, fix_data=fix_data)
+    graph = build_scenario_graph(deps, checkpointer=checkpointer)
+    inputs: ScenarioState = {**environment_state(env), "status": "building", "rejections": [],
+                             "initial_db": None if initial_db is None else str(initial_db),
+                             "given_tasks": None if tasks is None else [t.model_dump(mode="json") for t in tasks]}
+    if env_dir is not None:
+        inputs["env_dir"] = str(env_dir)
+    config: dict[str, Any] = {"recursion_limit": 10_000}  # one step per task; the task queue bounds the loop
+    if thread_id is not None:
+        config["configurable"] = {"thread_id": thread_id}
+    final = run_graph(graph, inputs, config)
+    return verification_of(final)
+
+
+def verification_of(state: ScenarioState) -> EnvVerification:
+    """The result of a finished verification, from the graph's final state."""
+    env = Environment.model_validate({k: state[k] for k in ENV_FIELDS if k in state})  # type: ignore[literal-required]
+    env_json = env.model_dump(mode="json")
+    outcomes = [TaskOutcome.model_validate({**o, "env": env_json}) for o in state.get("outcomes", [])]
+    report = state.get("report", {})
+    return EnvVerification(
+        env=env, tasks=[Task.model_validate(t) for t in state.get("kept", [])],
+        rejections=[Rejection.model_validate(r) for r in report.get("rejections", [])],
+        outcomes=outcomes, report=report, env_changed=bool(state.get("env_changed")),
+        trajectories=trajectories(outcomes),
+    )
