@@ -16,6 +16,10 @@ Fixers: ``fix_task(env, task, problem)`` rewords a task (default: the task agent
 ``fix_tool(env, fault)`` and ``fix_data(env, fault)`` return a repaired environment (owned by the
 tool and data stages; when absent, the fault is reported and the task judged without repair);
 ``rederive(env, task)`` derives the task's verifier again on a repaired environment.
+
+Rewording is only for a task whose proofs fail or whose wording the checker blames (a ``task`` fault).
+A task proved solvable that no tester attempt solved is not reworded toward an easier one: it is
+accepted and flagged ``metadata["hard_pool"] = True`` (every tested task carries the flag).
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ def _fixer_for(deps: VerifyDeps, fault: Fault | None) -> str | None:
         return "tool"
     if fault.kind == "data" and deps.fix_data is not None and deps.rederive is not None:
         return "data"
-    if fault.kind in ("task", "data") and deps.fix_task is not None:
+    if fault.kind == "task" and deps.fix_task is not None:  # the wording (or a failed proof): never a fallback
         return "task"
     return None
 
@@ -136,9 +140,7 @@ def _fix(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
             fixer = deps.fix_tool if how == "tool" else deps.fix_data
             assert fixer is not None and deps.rederive is not None
             new_env = fixer(env, fault)
-            if new_env is None and how == "data" and deps.fix_task is not None:
-                how = entry["fix"] = "task"  # the data could not be rewritten safely: reword the task instead
-            elif new_env is None:
+            if new_env is None:  # not reworded instead: a solvable task nobody solved goes to the hard pool
                 entry["fix_result"] = f"the {how} fixer could not repair {fault.target}"
             else:
                 if how == "data":
@@ -237,7 +239,9 @@ def outcome(state: VerifyState) -> TaskOutcome:
     ref_tools = {c.tool for c in task.reference_solution}
     if fault is not None and fault.source == "rule" and (fault.kind != "tool" or fault.target in ref_tools):
         return make("rejected", f"unresolved environment fault ({fault.kind} {fault.target}): {fault.reason}", task)
-    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=sum(a.passed for a in attempts))})
+    passes = sum(a.passed for a in attempts)
+    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes),
+                                   "metadata": {**task.metadata, "hard_pool": bool(attempts) and passes == 0}})
     reason = "proofs hold" + (f"; checker flag left: {fault.kind} {fault.target}: {fault.reason}" if fault else "")
     return make("accepted", reason, task)
 

@@ -110,7 +110,7 @@ def test_fix_rounds_are_bounded() -> None:
     out = verify_task(env, task, _deps(client, fix_rounds=2))
     assert [h["round"] for h in out.history] == [0, 1, 2]
     assert out.status == "accepted" and out.task.difficulty.passes == 0  # flagged by the LLM only: kept, tagged
-    assert "checker flag left" in out.reason
+    assert "checker flag left" in out.reason and out.task.metadata["hard_pool"] is True
     assert client.remaining == []
 
 
@@ -125,11 +125,10 @@ def test_subgraph_runs_with_a_checkpointer() -> None:
     assert state.values["proofs"].ok and len(state.values["attempts"]) == 1
 
 
-def test_data_fault_goes_to_the_data_fixer_and_falls_back_to_rewording() -> None:
+def test_data_fault_goes_to_the_data_fixer_and_never_falls_back_to_rewording() -> None:
     env = library_env()
     task = _task(env, [ToolCall(tool="borrow_book", arguments={"member_id": 4, "book_id": 2, "days": 7})],
                  instruction="Dan Wu wants A Brief History of Time for 7 days.")
-    new = "Please lend 'A Brief History of Time' to our member Dan Wu for 7 days."
     blamed = []
 
     def cannot(e, fault):
@@ -139,13 +138,17 @@ def test_data_fault_goes_to_the_data_fixer_and_falls_back_to_rewording() -> None
     client = fake_client([
         finish("What should I do?"),
         all_pass(0, "environment", "data", "members", "the data has no member called Dan Wu"),
-        {"user_request": new},
-        *SOLVE_DAN, all_pass(3),
     ])
     out = verify_task(env, task, _deps(client, fix_data=cannot))
     assert blamed and blamed[0].kind == "data" and blamed[0].target == "members"
-    assert out.status == "accepted" and out.task.instruction == new and not out.env_changed
-    assert out.history[0]["fix"] == "task" and out.history[0]["fix_result"] == "task reworded"
+    assert out.history[0]["fix"] == "data" and "could not repair members" in out.history[0]["fix_result"]
+    assert out.status == "accepted" and out.task.instruction == task.instruction and not out.env_changed
+    assert out.task.metadata["hard_pool"] is True and out.task.difficulty.passes == 0
+    assert len(client.requests) == 2 and client.remaining == []  # no rewording was asked for
+    # without a data fixer the fault is only reported: the task goes to the hard pool as it is
+    client = fake_client([finish("?"), all_pass(0, "environment", "data", "members", "no Dan Wu")])
+    out = verify_task(env, task, _deps(client))
+    assert out.task.metadata["hard_pool"] is True and [h["fix"] for h in out.history] == [None]
 
     def rewrite(e, fault):  # a data fixer that returns new seed data: the task is derived again on it
         return e.model_copy(update={"seed": [s if s.table != "books" else s.model_copy(update={
@@ -158,4 +161,16 @@ def test_data_fault_goes_to_the_data_fixer_and_falls_back_to_rewording() -> None
     ])
     out = verify_task(env, task, _deps(client, fix_data=rewrite))
     assert out.history[0]["fix"] == "data" and out.env_changed and out.env.env_id != env.env_id
-    assert out.task.env_id == out.env.env_id
+    assert out.task.env_id == out.env.env_id and out.task.metadata["hard_pool"] is False
+
+
+def test_a_solvable_task_nobody_solved_goes_to_the_hard_pool_unreworded() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    client = fake_client([finish("I could not."), finish("No idea."),
+                          all_pass(0, "agent", "none", "", "never borrowed the book"), all_pass(0, "agent")])
+    deps = _deps(client)
+    out = verify_task(env, task, VerifyDeps(**{**deps.__dict__, "tester": tester.TesterSettings(attempts=2)}))
+    assert out.status == "accepted" and out.task.instruction == task.instruction
+    assert out.task.difficulty.model_dump() == {"attempts": 2, "passes": 0} and out.task.metadata["hard_pool"] is True
+    assert [h["fix"] for h in out.history] == [None] and len(client.requests) == 4
