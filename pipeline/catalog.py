@@ -1,9 +1,17 @@
-"""The catalog database (``catalog.db``, SQLite via sqlite-utils) of a run's output directory.
+"""A catalog directory: what ``envfoundry run`` writes and every export, report and eval reads.
 
-Tables: ``runs`` (resolved config, git revision, model, prompt hashes, timings, tokens per stage), ``seeds``,
-``scenarios``, ``rejections`` (stage, item, reason, evidence), ``environments`` (status and counts),
-``tasks``, and ``meta`` (the config fingerprint the directory belongs to). Every write is an upsert on a
-content-derived primary key, so a resumed or repeated run never writes duplicates.
+It holds ``envs/<env_id>/`` environment directories (see ``pipeline.envdir``), the task bank
+(``task_bank.jsonl``, the verified tasks across environments) and ``catalog.db`` (SQLite via sqlite-utils).
+
+The database's tables: ``runs`` (resolved config, git revision, model, prompt hashes, timings, tokens per
+stage), ``seeds``, ``scenarios``, ``rejections`` (stage, item, reason, evidence), ``environments`` (status
+and counts), ``tasks``, and ``meta`` (the config fingerprint the directory belongs to). Every write is an
+upsert on a content-derived primary key, so a resumed or repeated run never writes duplicates.
+
+The environments and the task bank (``Catalog.envs``, ``Catalog.tasks``) are read from the files: the
+task bank is ``task_bank.jsonl`` when present, else the union of the environments' ``tasks.jsonl``; every
+task must name an environment of the catalog and only use its tools. ``load_catalog`` reads a directory
+that may have no ``catalog.db`` (one assembled by hand).
 """
 
 from __future__ import annotations
@@ -11,19 +19,37 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+from pydantic import ValidationError
 
+from pipeline.envdir import EnvDirError, load_env_dir
 from pipeline.hashing import canonical_json, content_hash
-from pipeline.ir import Rejection, Scenario, Task
+from pipeline.ir import Environment, Rejection, Scenario, Task
+from pipeline.settings import format_validation_error
 
 CATALOG_DB = "catalog.db"
 
 
 class CatalogError(ValueError):
-    """A catalog directory that cannot be used as asked (other config, unreadable database)."""
+    """A catalog directory that cannot be used as asked (other config, unreadable database, a bad task bank);
+    the message names the file, line or key."""
+
+
+@dataclass
+class CatalogEnv:
+    """One environment of a catalog with its tasks from the task bank."""
+
+    env: Environment
+    path: Path
+    tasks: list[Task] = field(default_factory=list)
+
+    @property
+    def env_id(self) -> str:
+        return self.env.env_id
 
 
 def _j(obj: Any) -> str:
@@ -31,20 +57,36 @@ def _j(obj: Any) -> str:
 
 
 class Catalog:
-    """Thread-safe writer/reader of ``<out>/catalog.db``."""
+    """A catalog directory: the thread-safe writer/reader of ``<root>/catalog.db`` and the reader of its
+    environments and task bank.
 
-    def __init__(self, out_dir: str | Path, *, create: bool = True):
-        self.dir = Path(out_dir)
+    ``create=True`` (a run) creates the directory and the database; ``create=False`` opens an existing one
+    (raising :class:`CatalogError` when there is none); ``database=False`` reads only the files.
+    """
+
+    def __init__(self, root: str | Path, *, create: bool = True, database: bool = True):
+        self.dir = self.root = Path(root)
+        self._lock = threading.Lock()
+        self._envs: dict[str, CatalogEnv] | None = None
+        self._bank_source = ""
+        self._db: sqlite_utils.Database | None = None
         path = self.dir / CATALOG_DB
+        if not database:
+            return
         if not create and not path.is_file():
             raise CatalogError(f"{self.dir} is not a catalog (no {CATALOG_DB})")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
         conn = sqlite3.connect(path, check_same_thread=False)  # writes are serialised by self._lock
-        self.db = sqlite_utils.Database(conn, use_counts_table=False)
-        self.db.conn.execute("PRAGMA busy_timeout=30000")
-        self.db.enable_wal()
+        self._db = sqlite_utils.Database(conn, use_counts_table=False)
+        self._db.conn.execute("PRAGMA busy_timeout=30000")
+        self._db.enable_wal()
         self._ensure()
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        if self._db is None:
+            raise CatalogError(f"{self.dir}: opened without its {CATALOG_DB}")
+        return self._db
 
     def _ensure(self) -> None:
         db = self.db
@@ -164,4 +206,95 @@ class Catalog:
         return list(self.db.query("SELECT * FROM runs ORDER BY started"))
 
     def close(self) -> None:
-        self.db.close()
+        if self._db is not None:
+            self._db.close()
+
+    # ---------------------------------------------------------------- the files: environments and task bank
+
+    @property
+    def envs(self) -> dict[str, CatalogEnv]:
+        """The environments by env id, each with its tasks of the task bank (sorted by task id)."""
+        if self._envs is None:
+            self._envs, self._bank_source = _read_envs(self.dir)
+        return self._envs
+
+    @property
+    def bank_source(self) -> str:
+        """Where the task bank came from: ``task_bank.jsonl`` or ``envs/*/tasks.jsonl``."""
+        self.envs  # noqa: B018 (reads the files)
+        return self._bank_source
+
+    @property
+    def tasks(self) -> list[Task]:
+        return [t for e in self.envs.values() for t in e.tasks]
+
+
+def load_catalog(root: str | Path) -> Catalog:
+    """Read ``root`` (a catalog directory, with or without ``catalog.db``) with its environments and task
+    bank; raises :class:`CatalogError` naming the file and line of a problem."""
+    cat = Catalog(root, database=False)
+    cat.envs  # noqa: B018 (reads and checks the files now)
+    return cat
+
+
+def _read_bank(path: Path) -> list[Task]:
+    tasks = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            tasks.append(Task.model_validate_json(line))
+        except ValidationError as exc:
+            raise CatalogError(format_validation_error(exc, f"{path}:{lineno}: invalid task record")) from exc
+    return tasks
+
+
+def _check_task(task: Task, env: Environment, where: str) -> None:
+    names = {t.name for t in env.tools}
+    for i, call in enumerate(task.reference_solution):
+        if call.tool not in names:
+            raise CatalogError(
+                f"{where}: task {task.task_id} reference_solution[{i}] calls unknown tool {call.tool!r} "
+                f"(env {env.env_id} has {', '.join(sorted(names))})"
+            )
+    expected = Task.make_id(task.env_id, task.instruction, task.reference_solution, task.verifier)
+    if task.task_id != expected:
+        raise CatalogError(f"{where}: task_id {task.task_id} is not the content hash of the task ({expected})")
+
+
+def _read_envs(root: Path) -> tuple[dict[str, CatalogEnv], str]:
+    envs_dir = root / "envs"
+    if not envs_dir.is_dir():
+        raise CatalogError(f"{root}: not a catalog (no envs/ directory)")
+    envs: dict[str, CatalogEnv] = {}
+    env_tasks: dict[str, list[Task]] = {}
+    for d in sorted(p for p in envs_dir.iterdir() if p.is_dir()):
+        try:
+            env, tasks, _report = load_env_dir(d)
+        except EnvDirError as exc:
+            raise CatalogError(str(exc)) from exc
+        if env.env_id in envs:
+            raise CatalogError(f"{d}: environment {env.env_id} also in {envs[env.env_id].path}")
+        envs[env.env_id] = CatalogEnv(env=env, path=d)
+        env_tasks[env.env_id] = tasks
+    if not envs:
+        raise CatalogError(f"{envs_dir}: no environment directories")
+    bank = root / "task_bank.jsonl"
+    if bank.is_file():
+        source = "task_bank.jsonl"
+        pairs = [(t, f"{bank}") for t in _read_bank(bank)]
+    else:
+        source = "envs/*/tasks.jsonl"
+        pairs = [(t, f"{envs[e].path / 'tasks.jsonl'}") for e, ts in env_tasks.items() for t in ts]
+    seen: set[str] = set()
+    for task, where in pairs:
+        if task.env_id not in envs:
+            raise CatalogError(f"{where}: task {task.task_id} names env {task.env_id!r}, not in {envs_dir}")
+        if task.task_id in seen:
+            raise CatalogError(f"{where}: duplicate task_id {task.task_id}")
+        seen.add(task.task_id)
+        _check_task(task, envs[task.env_id].env, where)
+        envs[task.env_id].tasks.append(task)
+    for e in envs.values():
+        e.tasks.sort(key=lambda t: t.task_id)
+    return envs, source

@@ -9,14 +9,13 @@ render, see ``pipeline.render``), ``tasks.jsonl`` (one canonical JSON task per l
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from pipeline import atomic
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Task
 from pipeline.render import render_server
@@ -43,22 +42,11 @@ def create_initial_db(env: Environment, path: str | Path) -> Path:
     mem = engine.connect(":memory:")
     try:
         build_database(env, mem)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        mem.execute("VACUUM INTO ?", (str(tmp),))
-        os.replace(tmp, path)
+        with atomic.replacing(path) as tmp:
+            mem.execute("VACUUM INTO ?", (str(tmp),))
     finally:
         mem.close()
     return path
-
-
-def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def write_env_dir(
@@ -73,11 +61,11 @@ def write_env_dir(
         if t.env_id != env_id:
             raise EnvDirError(f"task {t.task_id} belongs to env {t.env_id!r}, not {env_id!r}")
     create_initial_db(env, out / "initial.db")
-    _write_text(out / "env.json", pretty_json(env))
-    _write_text(out / "schema.sql", f"-- {env_id}: {env.scenario.name}\n" + env.ddl())
-    _write_text(out / "server.py", render_server(env))
-    _write_text(out / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in tasks))
-    _write_text(out / "report.json", pretty_json(report or {}))
+    atomic.write_text(out / "env.json", pretty_json(env))
+    atomic.write_text(out / "schema.sql", f"-- {env_id}: {env.scenario.name}\n" + env.ddl())
+    atomic.write_text(out / "server.py", render_server(env))
+    atomic.write_text(out / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in tasks))
+    atomic.write_text(out / "report.json", pretty_json(report or {}))
     return out
 
 

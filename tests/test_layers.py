@@ -1,4 +1,5 @@
-"""The layers only point down: cli -> run -> graph -> stages -> verify -> runtime -> ir / llm / config / catalog.
+"""The layers only point down: cli -> run -> graph -> stages -> verify -> envdir / catalog -> runtime ->
+ir / llm / config / settings. (The catalog reads environment directories, so it sits with ``envdir``.)
 
 Every import counts, at the top of a module or inside a function. A module may import its own layer or a
 lower one; a new top-level module or folder must be placed in ``LAYERS`` first.
@@ -14,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a room is a top-level module of pipeline/ (or a folder of it), or the verify package
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.prompts",
-              "pipeline.ir", "pipeline.llm", "pipeline.catalog", "pipeline.embed", "pipeline.seeds"}),
+              "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic"}),
     ("runtime", {"pipeline.runtime", "pipeline.server_template", "pipeline.render"}),
-    ("envdir", {"pipeline.envdir"}),
+    ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the catalog reads environment directories
     ("verify", {"verify"}),
     ("stages", {"pipeline.stages"}),
     ("graph", {"pipeline.graph"}),

@@ -3,12 +3,11 @@ tester trajectories), and the catalog-wide task bank in JSONL and Parquet. Same 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline import atomic
 from pipeline.envdir import load_env_dir, pretty_json, write_env_dir
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Task
@@ -16,14 +15,6 @@ from verify.difficulty import pass_rate, tag
 
 REPORT_KEY = "verify"
 TRAJECTORIES = "trajectories.jsonl"
-
-
-def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def write_env_results(
@@ -42,9 +33,9 @@ def write_env_results(
     if old_env.env_id != env.env_id:
         write_env_dir(env, d, tasks, merged)
     else:
-        _write(d / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in tasks))
-        _write(d / "report.json", pretty_json(merged))
-    _write(d / TRAJECTORIES, "".join(canonical_json(t) + "\n" for t in trajectories))
+        atomic.write_text(d / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in tasks))
+        atomic.write_text(d / "report.json", pretty_json(merged))
+    atomic.write_text(d / TRAJECTORIES, "".join(canonical_json(t) + "\n" for t in trajectories))
     return d
 
 
@@ -86,7 +77,7 @@ def write_task_bank(tasks: Iterable[Task], out_dir: str | Path) -> dict[str, Pat
     if dup:
         raise ValueError(f"task bank: duplicate task ids {dup[:5]}")
     jsonl = out / "task_bank.jsonl"
-    _write(jsonl, "".join(canonical_json(t) + "\n" for t in ordered))
+    atomic.write_text(jsonl, "".join(canonical_json(t) + "\n" for t in ordered))
     schema = pa.schema([
         ("task_id", pa.string()), ("env_id", pa.string()), ("kind", pa.string()), ("instruction", pa.string()),
         ("answer", pa.string()), ("tier", pa.int32()), ("mutable_tables", pa.list_(pa.string())), ("tools_used", pa.list_(pa.string())),
@@ -98,9 +89,8 @@ def write_task_bank(tasks: Iterable[Task], out_dir: str | Path) -> dict[str, Pat
     rows = [_row(t) for t in ordered]
     table = pa.Table.from_pylist(rows, schema=schema)
     parquet = out / "task_bank.parquet"
-    tmp = parquet.with_name(parquet.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, parquet)
+    with atomic.replacing(parquet) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
     return {"jsonl": jsonl, "parquet": parquet}
 
 

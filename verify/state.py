@@ -13,6 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import sqlite_utils
+
 from verify import reward
 
 Key = tuple[Any, ...]
@@ -30,7 +32,8 @@ class TableInfo:
     int_pk: bool
     """The key is an ``INTEGER PRIMARY KEY`` (an alias of rowid, assigned by SQLite on insert)."""
     foreign_keys: tuple[tuple[str, str, str], ...]
-    """(column, parent table, parent column)."""
+    """(column, parent table, parent column); an implicit ``REFERENCES parent`` names the parent's key column
+    (``""`` only when it cannot be told)."""
 
     def column_type(self, col: str) -> str:
         return self.types[self.columns.index(col)].upper() if col in self.columns else ""
@@ -82,28 +85,24 @@ def sqlite_type(value: Any) -> str:
 
 
 def table_infos(conn: sqlite3.Connection) -> dict[str, TableInfo]:
-    names = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        )
-    ]
+    """Every user table of ``conn`` with its columns, key and foreign keys (read through sqlite-utils)."""
+    db = sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
     out = {}
-    for name in names:
-        cols = conn.execute(f"PRAGMA table_info({qi(name)})").fetchall()
-        columns = tuple(c[1] for c in cols)
-        types = tuple(str(c[2] or "") for c in cols)
-        pk = tuple(c[1] for c in sorted((c for c in cols if c[5]), key=lambda c: c[5]))
+    for name in sorted(n for n in db.table_names() if not n.startswith("sqlite_")):
+        table = db.table(name)
+        cols = table.columns
+        columns = tuple(c.name for c in cols)
+        types = tuple(str(c.type or "") for c in cols)
+        key = tuple(table.pks)  # the primary key in declaration order, or ("rowid",)
         try:
             conn.execute(f"SELECT rowid FROM {qi(name)} LIMIT 0").fetchall()
             has_rowid = True
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError:  # WITHOUT ROWID
             has_rowid = False
-        int_pk = has_rowid and len(pk) == 1 and types[columns.index(pk[0])].upper() == "INTEGER"
-        fks = tuple(
-            (r[3], r[2], r[4] or "") for r in conn.execute(f"PRAGMA foreign_key_list({qi(name)})").fetchall()
-        )
-        out[name] = TableInfo(name, columns, types, pk or ("rowid",), int_pk, fks)
+        int_pk = has_rowid and not table.use_rowid and len(key) == 1 and types[columns.index(key[0])].upper() == "INTEGER"
+        fks = tuple((col, fk.other_table, other or "") for fk in table.foreign_keys
+                    for col, other in zip(fk.columns, fk.other_columns, strict=True))
+        out[name] = TableInfo(name, columns, types, key, int_pk, fks)
     return out
 
 
