@@ -4,6 +4,9 @@ and the SQL literals assertions are written with.
 A row is identified by its declared primary key, or by ``rowid`` when the table has none. A diff
 lists every inserted, updated and deleted row with its values before and after; that is what
 verifiers are derived from, what the checker shows for every tool call, and what proofs compare.
+
+Snapshots, ``query_value`` and ``jsonable`` are those of :mod:`verify.reward` (the stdlib-only module the
+exports vendor): one implementation.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any, Literal
 import sqlite_utils
 
 from verify import reward
+from verify.reward import jsonable as jsonable
+from verify.reward import query_value as query_value
 
 Key = tuple[Any, ...]
 Row = dict[str, Any]
@@ -168,14 +173,6 @@ class Change:
         return d
 
 
-def jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
-
-
 def diff(before: Snapshot, after: Snapshot) -> list[Change]:
     """Row-level changes from ``before`` to ``after``, ordered by table then key."""
     out: list[Change] = []
@@ -194,19 +191,6 @@ def diff(before: Snapshot, after: Snapshot) -> list[Change]:
 
 def _row_differs(a: Row, b: Row) -> bool:
     return any(a.get(c) != b.get(c) or type(a.get(c)) is not type(b.get(c)) for c in set(a) | set(b))
-
-
-def changed_tables(changes: list[Change]) -> list[str]:
-    return sorted({c.table for c in changes})
-
-
-def query_value(conn: sqlite3.Connection, sql: str) -> Any:
-    """The value of a query as assertions see it: the single cell of a 1x1 result, else a list of row
-    lists (the convention of ``Assertion`` and of external checkers)."""
-    rows = conn.execute(sql).fetchall()
-    if len(rows) == 1 and len(rows[0]) == 1:
-        return jsonable(rows[0][0])
-    return [[jsonable(v) for v in r] for r in rows]
 
 
 def summarize(changes: list[Change], limit: int = 12) -> str:
