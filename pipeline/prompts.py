@@ -71,3 +71,15 @@ def render_section(name: str, key: str, /, **values: object) -> str:
         return Template(secs[key]).substitute({k: str(v) for k, v in values.items()}).strip()
     except KeyError as e:
         raise PromptError(f"prompt {name!r} section {key!r} needs a value for ${e.args[0]}") from None
+
+
+def fill_section(name: str, key: str, /, **values: object) -> str:
+    """Like :func:`render_section`, without stripping the result: for pieces joined into a larger prompt,
+    whose values (a cut SQL text, a reason) may end in whitespace that must reach the LLM unchanged."""
+    secs = sections(name)
+    if key not in secs:
+        raise PromptError(f"prompt {name!r} has no section '## {key}' (has: {sorted(secs)})")
+    try:
+        return Template(secs[key]).substitute({k: str(v) for k, v in values.items()})
+    except KeyError as e:
+        raise PromptError(f"prompt {name!r} section {key!r} needs a value for ${e.args[0]}") from None

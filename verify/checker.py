@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
-from pipeline.prompts import render_section
+from pipeline.prompts import fill_section, render_section
 from pipeline.settings import CheckerSettings as CheckerSettings
 from verify.models import signature
 from verify.replay import call_once, describe_call, fresh
@@ -168,41 +168,49 @@ def reply_model(n_calls: int) -> type[BaseModel]:
 
 def _tool_spec(env: Environment, name: str) -> str:
     tool = env.tool(name)
-    lines = [f"- {signature(tool)}"]
+    lines = [fill_section("checker", "tool", signature=signature(tool))]
     for s in tool.steps:
-        extra = f" must {s.must}, else error '{s.error}'" if s.kind == "guard" else ""
-        lines.append(f"    {s.kind}: {s.sql[:220]}{extra}")
+        if s.kind == "guard":
+            lines.append(fill_section("checker", "tool_guard", kind=s.kind, sql=s.sql[:220], must=s.must, error=s.error))
+        else:
+            lines.append(fill_section("checker", "tool_step", kind=s.kind, sql=s.sql[:220]))
     if tool.returns:
-        lines.append(f"    returns ({tool.returns.mode}): {tool.returns.sql[:220]}")
+        lines.append(fill_section("checker", "tool_returns", mode=tool.returns.mode, sql=tool.returns.sql[:220]))
     return "\n".join(lines)
 
 
 def _call_line(i: int, step: Any, limit: int) -> str:
     res = json.dumps(step.response, ensure_ascii=False)
     res = res if len(res) <= limit else res[:limit] + "..."
-    changed = "; ".join(json.dumps(c, ensure_ascii=False)[:160] for c in step.changes[:4]) or "nothing"
-    return f"{i}. {step.tool}({json.dumps(step.arguments, ensure_ascii=False)}) -> {res}\n   rows changed: {changed}"
+    changed = "; ".join(json.dumps(c, ensure_ascii=False)[:160] for c in step.changes[:4]) \
+        or fill_section("checker", "nothing_changed")
+    return fill_section("checker", "call", index=i, tool=step.tool, arguments=json.dumps(step.arguments, ensure_ascii=False),
+                        result=res, changed=changed)
 
 
 def review_messages(env: Environment, task: Task, attempt: Attempt, rule_verdicts: list[CallVerdict],
                     settings: CheckerSettings) -> list[dict[str, Any]]:
+    """The checker's request: every wording in ``prompts/checker.md``; this only lays the facts out."""
     names = {t.name for t in env.tools}
     used = [n for n in dict.fromkeys(s.tool for s in attempt.steps) if n in names]
-    outcome = "passed" if attempt.passed else "failed: " + "; ".join(attempt.failures)[:400]
-    outcome += f" (stopped: {attempt.stop}; final answer: {attempt.final_answer!r})"
-    findings = [f"call {v.index}: {v.verdict}: {v.reason}" for v in rule_verdicts if v.verdict != "pass"]
+    stop = {"stop": attempt.stop, "answer": repr(attempt.final_answer)}
+    outcome = fill_section("checker", "outcome_passed", **stop) if attempt.passed else \
+        fill_section("checker", "outcome_failed", failures="; ".join(attempt.failures)[:400], **stop)
+    findings = [fill_section("checker", "finding", index=v.index, verdict=v.verdict, reason=v.reason)
+                for v in rule_verdicts if v.verdict != "pass"]
     ref_tools = {c.tool for c in task.reference_solution}
     missing = sorted(ref_tools - {s.tool for s in attempt.steps})
     if missing:
-        findings.append(f"the assistant never called {', '.join(missing)} (the correct solution does)")
+        findings.append(fill_section("checker", "never_called", tools=", ".join(missing)))
     return [
         {"role": "system", "content": render_section("checker", "system")},
         {"role": "user", "content": render_section(
             "checker", "review", instruction=task.instruction, outcome=outcome,
             reference="; ".join(describe_call(c) for c in task.reference_solution),
-            tools="\n".join(_tool_spec(env, n) for n in used) or "(none)",
-            calls="\n".join(_call_line(s.index, s, settings.result_chars) for s in attempt.steps) or "(no calls)",
-            findings="; ".join(findings) or "none",
+            tools="\n".join(_tool_spec(env, n) for n in used) or fill_section("checker", "no_tools"),
+            calls="\n".join(_call_line(s.index, s, settings.result_chars) for s in attempt.steps)
+            or fill_section("checker", "no_calls"),
+            findings="; ".join(findings) or fill_section("checker", "no_findings"),
         )},
     ]
 

@@ -34,8 +34,8 @@ def register(main: click.Group) -> None:
             where = config.llm.base_url or f"embedded {config.llm.embedded_model} (llama.cpp on loopback)"
             click.echo(f"endpoint: {where}")
         t0 = time.perf_counter()
-        messages = [{"role": "system", "content": prompts.load("llm_check").strip()},
-                    {"role": "user", "content": "What is 17 + 25? Also name three colours."}]
+        messages = [{"role": "system", "content": prompts.render_section("llm_check", "system")},
+                    {"role": "user", "content": prompts.render_section("llm_check", "ask")}]
         reply_obj, reply = client.structured_reply(CheckReply, messages, stage="llm_check", max_tokens=64)
         wall = time.perf_counter() - t0
         tps = reply.completion_tokens / reply.seconds if reply.seconds > 0 else None

@@ -32,6 +32,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Difficulty, Environment, Task
+from pipeline.prompts import fill_section
 from verify.checker import CheckerSettings, Fault, Review, review_attempt, rule_review
 from verify.proofs import ProofReport, prove
 from verify.tester import Attempt, TesterSettings, run_attempts
@@ -157,7 +158,7 @@ def _fix(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
             entry["fix_result"] = "verifier derived again from the reference solution"
         elif how == "task":
             assert deps.fix_task is not None
-            problem = f"{fault.kind} problem ({fault.target}): {fault.reason}"
+            problem = fill_section("tasks", "problem", kind=fault.kind, target=fault.target, reason=fault.reason)
             new_task, err = deps.fix_task(env, task, problem)
             if new_task is None:
                 entry["fix_result"] = f"rewording failed: {err}"

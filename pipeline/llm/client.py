@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.config import LLMSettings, default_home
 from pipeline.llm.cache import ResponseCache, cache_key
+from pipeline.prompts import fill_section
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -184,8 +185,7 @@ class LLMClient:
                 last_error = _format_validation(e)
                 msgs = msgs + [
                     {"role": "assistant", "content": reply.content},
-                    {"role": "user", "content": "Your reply was invalid:\n" + last_error
-                     + "\nReply again with only the corrected JSON object."},
+                    {"role": "user", "content": fill_section("structured", "invalid", problems=last_error)},
                 ]
         raise LLMError(
             f"stage {stage!r}: {self.model} gave no valid {response_model.__name__} after "
