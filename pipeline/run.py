@@ -179,7 +179,7 @@ def run_catalog(
     # ---- per scenario: the checkpointed graph
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from pipeline.graph import GraphDeps, build_scenario_graph, run_graph
+    from pipeline.graph import GraphDeps, run_scenario
 
     envs_dir = out / "envs"
     envs_dir.mkdir(parents=True, exist_ok=True)
@@ -196,14 +196,10 @@ def run_catalog(
         client = new_client()
         deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
                          n_tasks=plan.run.tasks_per_env, progress=prog.message)
-        # one graph step per stage and per task: the task queue bounds the loop, not the recursion limit
-        cfg = {"configurable": {"thread_id": f"{fingerprint}:{scn.scenario_id}"}, "recursion_limit": 10_000}
         t = time.perf_counter()
         catalog.set_environment(scn.scenario_id, name=scn.name, status="building", reason="")
-        try:
-            graph = build_scenario_graph(deps, checkpointer=saver)
-            final = run_graph(graph, {"scenario": scn.model_dump(mode="json"), "status": "building",
-                                      "rejections": []}, cfg)  # or resume after the last finished node
+        try:  # or resume after the last finished node
+            final = run_scenario(scn, deps, checkpointer=saver, thread_id=f"{fingerprint}:{scn.scenario_id}")
         except Exception as e:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
             reason = f"{type(e).__name__}: {e}".splitlines()[0][:500]
             catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=reason,

@@ -17,11 +17,12 @@ from pipeline.graph.scenario import (
     build_scenario_graph,
     environment_state,
     run_graph,
+    run_scenario,
 )
 from pipeline.graph.task import TaskOutcome, VerifyDeps, build_verify_graph, verify_task
 from pipeline.graph.verification import EnvVerification, verification_of, verify_env
 
 __all__ = [
     "EnvVerification", "GraphDeps", "ScenarioState", "TaskOutcome", "VerifyDeps", "build_scenario_graph",
-    "build_verify_graph", "environment_state", "run_graph", "verification_of", "verify_env", "verify_task",
+    "build_verify_graph", "environment_state", "run_graph", "run_scenario", "verification_of", "verify_env", "verify_task",
 ]

@@ -149,6 +149,18 @@ def run_graph(graph: Any, inputs: ScenarioState, config: dict[str, Any]) -> Scen
     return graph.invoke(inputs, config)  # type: ignore[no-any-return]
 
 
+def run_scenario(scenario: ir.Scenario, deps: GraphDeps, *, checkpointer: Any = None,
+                 thread_id: str | None = None) -> ScenarioState:
+    """One scenario through the whole graph (``envfoundry run``'s unit of work), or resumed from the last
+    checkpoint of ``thread_id``."""
+    config: dict[str, Any] = {"recursion_limit": 10_000}  # one step per stage and per task: the queue bounds it
+    if thread_id is not None:
+        config["configurable"] = {"thread_id": thread_id}
+    graph = build_scenario_graph(deps, checkpointer=checkpointer)
+    return run_graph(graph, {"scenario": scenario.model_dump(mode="json"), "status": "building", "rejections": []},
+                     config)
+
+
 def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     c, bs = deps.client, deps.build
     vs = deps.verify or VerifySettings()
