@@ -91,24 +91,24 @@ class Catalog:
     def _ensure(self) -> None:
         db = self.db
         if "meta" not in db.table_names():
-            db["meta"].create({"key": str, "value": str}, pk="key")
-            db["runs"].create({"run_id": str, "started": str, "finished": str, "status": str, "seeds_file": str,
+            db.table("meta").create({"key": str, "value": str}, pk="key")
+            db.table("runs").create({"run_id": str, "started": str, "finished": str, "status": str, "seeds_file": str,
                                "config": str, "config_fingerprint": str, "git_revision": str, "model": str,
                                "prompt_hashes": str, "counts": str, "usage": str, "timings": str}, pk="run_id")
-            db["seeds"].create({"seed_id": str, "name": str, "description": str, "source": str, "line": int},
+            db.table("seeds").create({"seed_id": str, "name": str, "description": str, "source": str, "line": int},
                                pk="seed_id")
-            db["scenarios"].create({"scenario_id": str, "seed": str, "name": str, "description": str,
+            db.table("scenarios").create({"scenario_id": str, "seed": str, "name": str, "description": str,
                                     "entities": str, "goals": str, "status": str}, pk="scenario_id")
-            db["rejections"].create({"rejection_id": str, "scenario_id": str, "stage": str, "item": str,
+            db.table("rejections").create({"rejection_id": str, "scenario_id": str, "stage": str, "item": str,
                                      "reason": str, "evidence": str}, pk="rejection_id")
-            db["environments"].create({"scenario_id": str, "env_id": str, "name": str, "status": str,
+            db.table("environments").create({"scenario_id": str, "env_id": str, "name": str, "status": str,
                                        "reason": str, "dir": str, "tables": int, "rows": int, "tools": int,
                                        "tasks": int, "prompt_tokens": int, "completion_tokens": int,
                                        "seconds": float}, pk="scenario_id")
-            db["tasks"].create({"task_id": str, "env_id": str, "kind": str, "instruction": str, "steps": int,
+            db.table("tasks").create({"task_id": str, "env_id": str, "kind": str, "instruction": str, "steps": int,
                                 "attempts": int, "passes": int}, pk="task_id")
-            db["rejections"].create_index(["stage"], if_not_exists=True)
-            db["tasks"].create_index(["env_id"], if_not_exists=True)
+            db.table("rejections").create_index(["stage"], if_not_exists=True)
+            db.table("tasks").create_index(["env_id"], if_not_exists=True)
 
     # ---------------------------------------------------------------- meta / runs
 
@@ -125,11 +125,11 @@ class Catalog:
                 "use another --out, or pass --continue-other-config to add to it anyway"
             )
         with self._lock:
-            self.db["meta"].upsert({"key": "config_fingerprint", "value": fingerprint}, pk="key")
+            self.db.table("meta").upsert({"key": "config_fingerprint", "value": fingerprint}, pk="key")
 
     def record_run(self, row: dict[str, Any]) -> None:
         with self._lock:
-            self.db["runs"].upsert({k: v if isinstance(v, str | int | float) or v is None else _j(v)
+            self.db.table("runs").upsert({k: v if isinstance(v, str | int | float) or v is None else _j(v)
                                     for k, v in row.items()}, pk="run_id")
 
     # ---------------------------------------------------------------- items
@@ -138,13 +138,13 @@ class Catalog:
         rows = [{"seed_id": content_hash({"name": s.name, "description": s.description}), "name": s.name,
                  "description": s.description, "source": s.source, "line": s.line} for s in seeds]
         with self._lock:
-            self.db["seeds"].upsert_all(rows, pk="seed_id")
+            self.db.table("seeds").upsert_all(rows, pk="seed_id")
 
     def add_scenarios(self, scenarios: list[Scenario], status: str = "kept") -> None:
         rows = [{"scenario_id": s.scenario_id, "seed": s.seed or "", "name": s.name, "description": s.description,
                  "entities": _j(s.entities), "goals": _j(s.goals), "status": status} for s in scenarios]
         with self._lock:
-            self.db["scenarios"].upsert_all(rows, pk="scenario_id")
+            self.db.table("scenarios").upsert_all(rows, pk="scenario_id")
 
     def kept_scenarios(self) -> list[Scenario]:
         rows = self.db.execute(
@@ -161,11 +161,11 @@ class Catalog:
                          "stage": r.stage, "item": r.item, "reason": r.reason, "evidence": _j(r.evidence)})
         if rows:
             with self._lock:
-                self.db["rejections"].upsert_all(rows, pk="rejection_id")
+                self.db.table("rejections").upsert_all(rows, pk="rejection_id")
 
     def set_environment(self, scenario_id: str, **fields: Any) -> None:
         with self._lock:
-            self.db["environments"].upsert({"scenario_id": scenario_id, **fields}, pk="scenario_id")
+            self.db.table("environments").upsert({"scenario_id": scenario_id, **fields}, pk="scenario_id")
 
     def environment_status(self, scenario_id: str) -> str | None:
         row = self.db.execute("SELECT status FROM environments WHERE scenario_id=?", (scenario_id,)).fetchone()
@@ -178,7 +178,7 @@ class Catalog:
         with self._lock:
             self.db.execute("DELETE FROM tasks WHERE env_id = ?", (env_id,))
             if rows:
-                self.db["tasks"].upsert_all(rows, pk="task_id")
+                self.db.table("tasks").upsert_all(rows, pk="task_id")
             self.db.conn.commit()
 
     # ---------------------------------------------------------------- reading

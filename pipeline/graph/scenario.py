@@ -328,7 +328,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     def next_task(s: ScenarioState) -> str:
         return "verify_task" if s["cursor"] < len(s["queue"]) else "finish"
 
-    g = StateGraph(ScenarioState)
+    g: Any = StateGraph(ScenarioState)  # nodes read and write parts of the state: typed by ScenarioState
     g.add_node("intents", _stage_node("intents", n_intents, "intents"))
     g.add_node("schema", _stage_node("schema", n_schema, "tables"))
     g.add_node("seed_data", _stage_node("seed_data", n_seed, "seed"))
