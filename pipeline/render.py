@@ -26,7 +26,7 @@ def _template_body() -> str:
     if begin < 0 or end < begin:
         raise RuntimeError(f"{TEMPLATE_PATH}: engine import markers are missing")
     end = text.index("\n", end) + 1
-    note = "# (connect, failure, json, run_tool and sqlite3 come from the engine above)\n"
+    note = "# (BUSY_TIMEOUT_S, DEFAULT_TIMEOUT_S, connect, failure, json, run_tool and sqlite3 come from the engine above)\n"
     return text[:begin] + note + text[end:]
 
 

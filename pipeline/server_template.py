@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 
+import anyio
 import mcp.types as mcp_types
 import uvicorn
 from fastapi import FastAPI, Request
@@ -31,17 +32,26 @@ from mcp.server.streamable_http_manager import (
     StreamableHTTPSessionManager,
 )
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 # envfoundry:engine-import-begin (render replaces this block with the engine source)
-from pipeline.runtime.engine import connect, failure, json, run_tool, sqlite3
+from pipeline.runtime.engine import (
+    BUSY_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    connect,
+    failure,
+    json,
+    run_tool,
+    sqlite3,
+)
 
 # envfoundry:engine-import-end
 
 MAX_BODY_BYTES = 1 << 20
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-STATUS_BY_KIND = {"validation": 422, "guard": 400, "not_found": 400, "sql": 400}
+STATUS_BY_KIND = {"validation": 422, "guard": 400, "not_found": 400, "sql": 400, "busy": 503}
 
 
 class SafeJSONResponse(JSONResponse):
@@ -59,11 +69,12 @@ class EnvState:
     readers and a crashed server lose nothing; only an OS crash could, which episodes do not need).
     """
 
-    def __init__(self, env, db_path):
+    def __init__(self, env, db_path, call_timeout=DEFAULT_TIMEOUT_S, busy_timeout=BUSY_TIMEOUT_S):
         self.env = env
         self.tools = {t["name"]: t for t in env["tools"]}
+        self.call_timeout = call_timeout
         self.lock = threading.Lock()
-        self.conn = connect(db_path)
+        self.conn = connect(db_path, timeout=busy_timeout)
         self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         self.pristine = connect(":memory:")
@@ -74,7 +85,7 @@ class EnvState:
         if tool is None:
             return failure("not_found", f"unknown tool {name!r} (available: {', '.join(self.tools)})")
         with self.lock:
-            return run_tool(self.conn, tool, arguments, now=self.env["clock"])
+            return run_tool(self.conn, tool, arguments, now=self.env["clock"], timeout=self.call_timeout)
 
     def reset(self):
         with self.lock:
@@ -105,13 +116,19 @@ async def read_arguments(request):
         return None, (422, failure("validation", f"request body is not valid JSON: {str(exc)[:200]}"))
 
 
+def tool_response(out):
+    status = 200 if out["ok"] else STATUS_BY_KIND.get(out["kind"], 400)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return SafeJSONResponse(out, status_code=status, headers=headers)
+
+
 def tool_endpoint(state, name):
     async def call_tool(request: Request) -> Response:
         arguments, problem = await read_arguments(request)
         if problem is not None:
             return SafeJSONResponse(problem[1], status_code=problem[0])
-        out = state.call(name, arguments)
-        return SafeJSONResponse(out, status_code=200 if out["ok"] else STATUS_BY_KIND.get(out["kind"], 400))
+        out = await run_in_threadpool(state.call, name, arguments)  # SQLite work never blocks the event loop
+        return tool_response(out)
 
     call_tool.__name__ = f"call_{name}"
     return call_tool
@@ -145,7 +162,7 @@ def mcp_server(state, schemas, env_id):
         return mcp_types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx, params):
-        out = state.call(params.name, params.arguments or {})
+        out = await anyio.to_thread.run_sync(state.call, params.name, params.arguments or {})
         if out["ok"]:
             text = json.dumps(out["result"], ensure_ascii=False)
             return mcp_types.CallToolResult(
@@ -164,9 +181,10 @@ def mcp_server(state, schemas, env_id):
     )
 
 
-def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1"):
+def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1", call_timeout=DEFAULT_TIMEOUT_S,
+               busy_timeout=BUSY_TIMEOUT_S):
     """The FastAPI app serving ``env`` (the IR as a dict) on the SQLite file ``db_path``."""
-    state = EnvState(env, db_path)
+    state = EnvState(env, db_path, call_timeout=call_timeout, busy_timeout=busy_timeout)
     security = None
     if host in LOOPBACK_HOSTS:
         security = TransportSecuritySettings(
@@ -219,7 +237,7 @@ def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1"):
 
     @app.post("/reset")
     async def reset():
-        state.reset()
+        await run_in_threadpool(state.reset)
         return {"ok": True}
 
     for name, tool in state.tools.items():
@@ -249,13 +267,18 @@ def main(env, schemas, env_id, argv=None):
     parser.add_argument("--db", required=True, help="SQLite database file (a copy of initial.db); writes go here")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--call-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help="stop a tool call that runs longer than this (default %(default)s)")
+    parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S, metavar="SECONDS",
+                        help="wait this long for a lock held by another connection before answering 503 (default %(default)s)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if not os.path.isfile(args.db):
         print(f"error: database file {args.db} does not exist (start from a copy of initial.db)", file=sys.stderr)
         return 2
     try:
-        app = create_app(env, schemas, args.db, env_id=env_id, host=args.host)
+        app = create_app(env, schemas, args.db, env_id=env_id, host=args.host, call_timeout=args.call_timeout,
+                         busy_timeout=args.busy_timeout)
     except sqlite3.Error as exc:
         print(f"error: cannot open {args.db} as a SQLite database: {exc}", file=sys.stderr)
         return 2

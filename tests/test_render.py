@@ -46,7 +46,7 @@ def test_server_embeds_the_engine_verbatim_and_imports_no_project_code():
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported.isdisjoint({"pipeline", "verify", "tests"}), imported
-    assert imported <= {"json", "math", "re", "sqlite3", "time", "argparse", "contextlib", "os", "sys", "threading",
+    assert imported <= {"json", "math", "re", "sqlite3", "time", "anyio", "argparse", "contextlib", "os", "sys", "threading",
                         "mcp", "uvicorn", "fastapi", "starlette"}, imported
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert {"ENV", "TOOL_SCHEMAS", "ENV_ID", "main", "run_tool"} <= names

@@ -501,7 +501,7 @@ def _busy(exc):
     return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or str(exc).startswith(("database is locked", "database table is locked"))
 
 
-BUSY_MESSAGE = "the database is locked by another connection (waited {s} s for it); retry the call"
+BUSY_MESSAGE = "the database stayed locked by another connection for longer than the busy timeout; retry the call"
 
 
 def _rollback(conn, began):
@@ -618,7 +618,7 @@ def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_T
         except (sqlite3.Error, sqlite3.Warning) as exc:
             _rollback(conn, began)
             if _busy(exc):
-                return failure("busy", BUSY_MESSAGE.format(s=_number(float(BUSY_TIMEOUT_S))))
+                return failure("busy", BUSY_MESSAGE)
             return failure("sql", _sql_message(exc, where, timeout))
         except Exception as exc:
             _rollback(conn, began)
@@ -634,7 +634,7 @@ def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_T
         except Exception:
             pass
         if isinstance(exc, sqlite3.Error) and _busy(exc):
-            return failure("busy", BUSY_MESSAGE.format(s=_number(float(BUSY_TIMEOUT_S))))
+            return failure("busy", BUSY_MESSAGE)
         return failure("sql", f"{where} could not run: {type(exc).__name__}: {exc}")
     finally:
         try:
