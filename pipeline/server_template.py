@@ -1,16 +1,20 @@
 """The server half of every generated server.py: FastAPI routes and an MCP endpoint over the engine.
 
-``pipeline.render`` writes ``server.py`` as: the engine source (``pipeline/runtime/engine.py``)
-verbatim, then this module without its engine import block, then the environment as literals
-(``ENV_ID``, ``ENV``, ``TOOL_SCHEMAS``) and a ``__main__`` guard calling ``main``. This module is
-also importable as is (the engine then comes from the package), which is how tests exercise it.
+``pipeline.render`` writes ``server.py`` as: the engine source (``pipeline/runtime/engine.py``) and
+the request gate (``pipeline/server_gate.py``) verbatim, then this module without its import
+block of those two, then the environment as literals (``ENV_ID``, ``ENV``, ``TOOL_SCHEMAS``,
+``RESULT_SCHEMAS``) and a ``__main__`` guard calling ``main``. This module is also importable as
+is (the engine and gate then come from the package), which is how tests exercise it.
 
 Routes: ``POST /tools/<name>`` (a JSON object of arguments), ``GET /tools``, ``POST /reset``,
-``GET /health``, ``/openapi.json`` (one request schema per tool) and MCP streamable HTTP at
-``/mcp`` (the same tools and input schemas; tool errors are ``isError`` results).
+``GET /health``, ``/openapi.json`` (request and response schemas per tool) and MCP streamable HTTP
+at ``/mcp`` (the same tools and input schemas; tool errors are ``isError`` results).
 Status codes: 200 ok; 422 invalid arguments (the body names the parameter); 404 unknown tool;
-400 guard / not found / database constraint; 413 body over 1 MiB. Nothing a client sends yields
-a 5xx. Every call runs in one transaction on the ``--db`` file and is committed when it succeeds;
+400 guard / not found / database constraint; 503 (with ``Retry-After``) the database stayed
+locked by another connection; and from the gate, on every route: 403 foreign Host or Origin,
+401 missing token, 413 body over 1 MiB, 415 a body that is not JSON. 405 answers carry ``Allow``.
+Nothing a client sends yields a 5xx. SQLite runs in worker threads, never on the event loop.
+Every call runs in one transaction on the ``--db`` file and is committed when it succeeds;
 ``POST /reset`` restores the file to the state the server started with.
 """
 
@@ -36,7 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-# envfoundry:engine-import-begin (render replaces this block with the engine source)
+# envfoundry:engine-import-begin (render replaces this block with the engine and gate sources)
 from pipeline.runtime.engine import (
     BUSY_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -44,14 +48,16 @@ from pipeline.runtime.engine import (
     failure,
     json,
     run_tool,
+    served_tool,
     sqlite3,
 )
+from pipeline.server_gate import RequestGate
 
 # envfoundry:engine-import-end
 
 MAX_BODY_BYTES = 1 << 20
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 STATUS_BY_KIND = {"validation": 422, "guard": 400, "not_found": 400, "sql": 400, "busy": 503}
+ERROR_KINDS = ["validation", "guard", "not_found", "sql", "busy", "request"]
 
 
 class SafeJSONResponse(JSONResponse):
@@ -67,11 +73,12 @@ class EnvState:
     One lock serialises tool calls and resets, so HTTP and MCP requests never interleave. Each
     successful call is committed to the file before the response is sent (``synchronous = OFF``:
     readers and a crashed server lose nothing; only an OS crash could, which episodes do not need).
+    Each tool validates its arguments by the rules its published schema states.
     """
 
-    def __init__(self, env, db_path, call_timeout=DEFAULT_TIMEOUT_S, busy_timeout=BUSY_TIMEOUT_S):
+    def __init__(self, env, schemas, db_path, call_timeout=DEFAULT_TIMEOUT_S, busy_timeout=BUSY_TIMEOUT_S):
         self.env = env
-        self.tools = {t["name"]: t for t in env["tools"]}
+        self.tools = {t["name"]: served_tool(t, schemas.get(t["name"])) for t in env["tools"]}
         self.call_timeout = call_timeout
         self.lock = threading.Lock()
         self.conn = connect(db_path, timeout=busy_timeout)
@@ -97,17 +104,9 @@ class EnvState:
 
 
 async def read_arguments(request):
-    """The request body as JSON (an empty body is ``{}``), or a (status, failure) pair."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        return None, (413, failure("validation", f"request body is larger than {MAX_BODY_BYTES} bytes"))
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None, (413, failure("validation", f"request body is larger than {MAX_BODY_BYTES} bytes"))
-        chunks.append(chunk)
-    body = b"".join(chunks)
+    """The request body as JSON (an empty body is ``{}``), or a (status, failure) pair. The gate
+    has already refused bodies over the size limit and bodies that are not declared JSON."""
+    body = await request.body()
     if not body.strip():
         return {}, None
     try:
@@ -134,17 +133,70 @@ def tool_endpoint(state, name):
     return call_tool
 
 
-def openapi_extra(schema):
-    result = {"description": "`{ok: true, result}` or `{ok: false, error, parameter, kind}`"}
+# ---------------------------------------------------------------- OpenAPI: what each route returns
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "ok": {"const": False},
+        "error": {"type": "string"},
+        "parameter": {"type": ["string", "null"]},
+        "kind": {"enum": ERROR_KINDS},
+    },
+    "required": ["ok", "error", "parameter", "kind"],
+    "additionalProperties": False,
+}
+GATE_ERRORS = {
+    "401": "missing or wrong bearer token (when the server has one)",
+    "403": "the Host or Origin header names a host or site that is not allowed",
+    "413": "request body over 1 MiB",
+    "415": "a request body that is not `application/json`",
+}
+
+
+def json_content(schema):
+    return {"application/json": {"schema": schema}}
+
+
+def error_responses(codes):
+    """OpenAPI responses in the error shape: ``{code: description}`` plus the gate's refusals."""
+    described = {**codes, **GATE_ERRORS}
+    return {code: {"description": text, "content": json_content(ERROR_SCHEMA)} for code, text in sorted(described.items())}
+
+
+def openapi_extra(schema, result):
+    ok = {"type": "object", "properties": {"ok": {"const": True}, "result": result}, "required": ["ok", "result"],
+          "additionalProperties": False}
     return {
-        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        # an empty body is the empty object: only a tool with required parameters needs one
+        "requestBody": {"required": bool(schema.get("required")), "content": json_content(schema)},
         "responses": {
-            "200": result,
-            "400": {"description": "guard failed, record not found, or a database constraint"},
-            "404": {"description": "unknown tool"},
-            "422": {"description": "invalid arguments; `parameter` names the offending one"},
+            "200": {"description": "the tool's result", "content": json_content(ok)},
+            **error_responses({
+                "400": "a rule of the tool (guard), a record not found, or a database constraint",
+                "422": "invalid arguments; `parameter` names the offending one",
+                "503": "the database stayed locked by another connection; retry (see `Retry-After`)",
+            }),
         },
     }
+
+
+def plain_responses(schema, description):
+    return {200: {"description": description, "content": json_content(schema)},
+            **{int(code): spec for code, spec in error_responses({}).items()}}
+
+
+HEALTH_SCHEMA = {"type": "object", "properties": {"ok": {"const": True}, "env_id": {"type": "string"},
+                                                  "tools": {"type": "integer"}},
+                 "required": ["ok", "env_id", "tools"], "additionalProperties": False}
+TOOLS_SCHEMA = {"type": "array", "items": {"type": "object", "properties": {
+    "name": {"type": "string"}, "description": {"type": "string"}, "kind": {"enum": ["read", "write"]},
+    "input_schema": {"type": "object"}}, "required": ["name", "description", "kind", "input_schema"],
+    "additionalProperties": False}}
+OK_SCHEMA = {"type": "object", "properties": {"ok": {"const": True}}, "required": ["ok"], "additionalProperties": False}
+
+
+# ---------------------------------------------------------------- MCP
 
 
 def mcp_server(state, schemas, env_id):
@@ -181,18 +233,19 @@ def mcp_server(state, schemas, env_id):
     )
 
 
-def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1", call_timeout=DEFAULT_TIMEOUT_S,
-               busy_timeout=BUSY_TIMEOUT_S):
-    """The FastAPI app serving ``env`` (the IR as a dict) on the SQLite file ``db_path``."""
-    state = EnvState(env, db_path, call_timeout=call_timeout, busy_timeout=busy_timeout)
-    security = None
-    if host in LOOPBACK_HOSTS:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-    manager = StreamableHTTPSessionManager(app=mcp_server(state, schemas, env_id), security_settings=security)
+# ---------------------------------------------------------------- the app
+
+
+def create_app(env, schemas, db_path, env_id="environment", results=None, allow_hosts=(), allow_origins=(), token=None,
+               call_timeout=DEFAULT_TIMEOUT_S, busy_timeout=BUSY_TIMEOUT_S):
+    """The ASGI app serving ``env`` (the IR as a dict) on the SQLite file ``db_path``: the FastAPI
+    routes and ``/mcp`` behind the request gate (``allow_hosts``, ``allow_origins``, ``token``)."""
+    state = EnvState(env, schemas, db_path, call_timeout=call_timeout, busy_timeout=busy_timeout)
+    results = results or {}
+    # The gate enforces Host/Origin on every route, /mcp included, so the MCP transport's own check is off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    manager = StreamableHTTPSessionManager(app=mcp_server(state, schemas, env_id), security_settings=security,
+                                           max_request_body_size=MAX_BODY_BYTES)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -215,7 +268,9 @@ def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1", ca
         return SafeJSONResponse(failure("sql", message), status_code=400)
 
     async def on_http_error(request, exc):
-        return SafeJSONResponse(failure("not_found", str(exc.detail)), status_code=exc.status_code)
+        kind = "not_found" if exc.status_code == 404 else "request"
+        return SafeJSONResponse(failure(kind, str(exc.detail)), status_code=exc.status_code,
+                                headers=getattr(exc, "headers", None))
 
     async def on_validation_error(request, exc):
         return SafeJSONResponse(failure("validation", "invalid request"), status_code=422)
@@ -224,18 +279,18 @@ def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1", ca
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
 
-    @app.get("/health")
+    @app.get("/health", responses=plain_responses(HEALTH_SCHEMA, "the server is up"))
     async def health():
         return {"ok": True, "env_id": env_id, "tools": len(state.tools)}
 
-    @app.get("/tools")
+    @app.get("/tools", responses=plain_responses(TOOLS_SCHEMA, "every tool with its JSON input schema"))
     async def list_tools():
         return [
             {"name": n, "description": t["description"], "kind": t["kind"], "input_schema": schemas[n]}
             for n, t in state.tools.items()
         ]
 
-    @app.post("/reset")
+    @app.post("/reset", responses=plain_responses(OK_SCHEMA, "the database is back in its initial state"))
     async def reset():
         await run_in_threadpool(state.reset)
         return {"ok": True}
@@ -249,7 +304,7 @@ def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1", ca
             summary=tool["description"].splitlines()[0][:120],
             description=tool["description"],
             tags=[tool["kind"]],
-            openapi_extra=openapi_extra(schemas[name]),
+            openapi_extra=openapi_extra(schemas[name], results.get(name, {})),
         )
 
     @app.post("/tools/{name}", include_in_schema=False)
@@ -258,15 +313,24 @@ def create_app(env, schemas, db_path, env_id="environment", host="127.0.0.1", ca
         return SafeJSONResponse(failure("not_found", f"unknown tool {name!r} (available: {available})"), status_code=404)
 
     app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(manager)))
-    return app
+    return RequestGate(app, allow_hosts=allow_hosts, allow_origins=allow_origins, token=token, max_body=MAX_BODY_BYTES)
 
 
-def main(env, schemas, env_id, argv=None):
-    """``python server.py --db PATH --port PORT [--host 127.0.0.1]``."""
+def main(env, schemas, env_id, argv=None, results=None):
+    """``python server.py --db PATH --port PORT [--host 127.0.0.1] [options]``."""
     parser = argparse.ArgumentParser(description=f"Serve the {env_id} environment over HTTP and MCP.")
     parser.add_argument("--db", required=True, help="SQLite database file (a copy of initial.db); writes go here")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default %(default)s)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                        help="also accept requests whose Host header names this host (repeatable; '*' for any). "
+                             "Loopback names are always accepted; others are refused (DNS rebinding protection), "
+                             "also when bound to 0.0.0.0")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="also accept browser requests from this origin, e.g. https://app.example.org "
+                             "(repeatable; '*' for any). Loopback origins are always accepted")
+    parser.add_argument("--token", default=os.environ.get("ENVFOUNDRY_TOKEN") or None,
+                        help="require 'Authorization: Bearer TOKEN' on every route (default: $ENVFOUNDRY_TOKEN)")
     parser.add_argument("--call-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help="stop a tool call that runs longer than this (default %(default)s)")
     parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S, metavar="SECONDS",
@@ -277,7 +341,8 @@ def main(env, schemas, env_id, argv=None):
         print(f"error: database file {args.db} does not exist (start from a copy of initial.db)", file=sys.stderr)
         return 2
     try:
-        app = create_app(env, schemas, args.db, env_id=env_id, host=args.host, call_timeout=args.call_timeout,
+        app = create_app(env, schemas, args.db, env_id=env_id, results=results, allow_hosts=args.allow_host,
+                         allow_origins=args.allow_origin, token=args.token, call_timeout=args.call_timeout,
                          busy_timeout=args.busy_timeout)
     except sqlite3.Error as exc:
         print(f"error: cannot open {args.db} as a SQLite database: {exc}", file=sys.stderr)

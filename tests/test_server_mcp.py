@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pipeline.envdir import write_env_dir
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.schemas import tool_schemas
 from tests.fixtures.library import library_env
 from tests.fixtures.server import http, running_server
 
@@ -46,7 +47,7 @@ def test_list_tools_has_the_same_input_schemas(base):
     tools = run(base, work)
     assert [t.name for t in tools] == [t.name for t in ENV.tools]
     for listed, tool in zip(tools, ENV.tools, strict=True):
-        assert listed.input_schema == tool.input_schema()
+        assert listed.input_schema == tool_schemas(ENV)[tool.name]
         assert listed.description == tool.description
         assert listed.annotations.read_only_hint is (tool.kind == "read")
 
