@@ -1,8 +1,9 @@
 """Render ``server.py``: a deterministic, self-contained FastAPI + MCP server for one environment.
 
 ``server.py`` = a header, the engine source (``pipeline/runtime/engine.py``) and the request gate
-(``pipeline/server_gate.py``) verbatim, the server template (``pipeline/server_template.py``)
-without its import block of those two, and the environment as Python literals: the IR
+(``pipeline/server_gate.py``) verbatim, the sessions (``pipeline/server_sessions.py``) and the server
+template (``pipeline/server_template.py``) without their import blocks of those, and the
+environment as Python literals: the IR
 (``ENV``), each tool's served input schema (``TOOL_SCHEMAS``: the IR's schema plus string length
 caps, nullable optional parameters and CHECK-derived rules, see ``pipeline.runtime.schemas``) and
 the schema of each tool's result (``RESULT_SCHEMAS``). Same IR (and the same envfoundry and
@@ -22,6 +23,7 @@ from pipeline.runtime.schemas import result_schemas, tool_schemas
 
 ENGINE_PATH = Path(__file__).parent / "runtime" / "engine.py"
 GATE_PATH = Path(__file__).parent / "server_gate.py"
+SESSIONS_PATH = Path(__file__).parent / "server_sessions.py"
 TEMPLATE_PATH = Path(__file__).parent / "server_template.py"
 IMPORT_BEGIN = "# envfoundry:engine-import-begin"
 IMPORT_END = "# envfoundry:engine-import-end"
@@ -32,13 +34,14 @@ class EnvJsonError(Exception):
     """An env.json that cannot be read or is not a valid environment; the message names the file."""
 
 
-def _template_body() -> str:
-    text = TEMPLATE_PATH.read_text(encoding="utf-8")
+def _without_imports(path: Path) -> str:
+    """``path``'s source without its block importing what the embedded sections above define."""
+    text = path.read_text(encoding="utf-8")
     begin, end = text.find(IMPORT_BEGIN), text.find(IMPORT_END)
     if begin < 0 or end < begin:
-        raise RuntimeError(f"{TEMPLATE_PATH}: engine import markers are missing")
+        raise RuntimeError(f"{path}: engine import markers are missing")
     end = text.index("\n", end) + 1
-    note = "# (the engine and the request gate above provide what the template imports from them)\n"
+    note = "# (the sections above provide what this one imported from them)\n"
     return text[:begin] + note + text[end:]
 
 
@@ -56,7 +59,7 @@ def render_server(env: Environment) -> str:
         "# Usage: python server.py --db PATH --port PORT [--host 127.0.0.1] (--help for the options)\n"
         "# Needs fastapi, uvicorn and mcp>=2; no other envfoundry file. Sections: the tool engine\n"
         "# (pipeline/runtime/engine.py, verbatim), the request gate (pipeline/server_gate.py, verbatim),\n"
-        "# the server (pipeline/server_template.py), the environment.\n"
+        "# the sessions (pipeline/server_sessions.py), the server (pipeline/server_template.py), the environment.\n"
         "# ruff: noqa: E402\n"
     )
     literals = (
@@ -71,9 +74,11 @@ def render_server(env: Environment) -> str:
     )
     engine = ENGINE_PATH.read_text(encoding="utf-8").rstrip("\n")
     gate = GATE_PATH.read_text(encoding="utf-8").rstrip("\n")
-    body = _template_body().rstrip("\n")
+    sessions = _without_imports(SESSIONS_PATH).rstrip("\n")
+    body = _without_imports(TEMPLATE_PATH).rstrip("\n")
     return (
         f"{header}{engine}\n\n\n{RULE}\n# The request gate (pipeline/server_gate.py).\n\n{gate}\n\n\n"
+        f"{RULE}\n# The sessions (pipeline/server_sessions.py).\n\n{sessions}\n\n\n"
         f"{RULE}\n# The server (pipeline/server_template.py).\n\n{body}\n\n\n{literals}"
     )
 

@@ -38,6 +38,7 @@ def test_render_is_deterministic(tmp_path):
 def test_server_embeds_the_engine_verbatim_and_imports_no_project_code():
     source = render_server(ENV)
     assert ENGINE_PATH.read_text() in source and GATE_PATH.read_text() in source
+    assert "class Sessions:" in source and "class RequestGate:" in source
     assert "envfoundry:engine-import" not in source
     tree = ast.parse(source)
     imported = set()
@@ -48,7 +49,7 @@ def test_server_embeds_the_engine_verbatim_and_imports_no_project_code():
             imported.add((node.module or "").split(".")[0])
     assert imported.isdisjoint({"pipeline", "verify", "tests"}), imported
     assert imported <= {"json", "math", "re", "sqlite3", "time", "anyio", "argparse", "contextlib", "os", "sys", "threading",
-                        "hmac", "urllib", "mcp", "uvicorn", "fastapi", "starlette"}, imported
+                        "hmac", "urllib", "socket", "importlib", "mcp", "uvicorn", "fastapi", "starlette"}, imported
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert {"ENV", "TOOL_SCHEMAS", "RESULT_SCHEMAS", "ENV_ID", "main", "run_tool", "RequestGate"} <= names
 

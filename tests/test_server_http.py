@@ -41,7 +41,7 @@ def rows(db, sql):
 
 
 def test_health_and_tool_list(base):
-    assert http("GET", base + "/health") == (200, {"ok": True, "env_id": ENV.env_id, "tools": len(ENV.tools)})
+    assert http("GET", base + "/health") == (200, {"ok": True, "env_id": ENV.env_id, "tools": len(ENV.tools), "sessions": 0})
     status, tools = http("GET", base + "/tools")
     assert status == 200
     assert [t["name"] for t in tools] == [t.name for t in ENV.tools]
@@ -57,7 +57,8 @@ def test_openapi_has_a_request_schema_per_tool(base):
         op = spec["paths"][f"/tools/{tool.name}"]["post"]
         assert op["operationId"] == tool.name
         assert op["requestBody"]["content"]["application/json"]["schema"] == SCHEMAS[tool.name]
-        assert set(op["responses"]) == {"200", "400", "401", "403", "413", "415", "422", "503"}
+        assert set(op["responses"]) == {"200", "400", "401", "403", "413", "415", "422", "429", "503"}
+        assert [p["name"] for p in op["parameters"]] == ["X-Session-Id"]
         ok = op["responses"]["200"]["content"]["application/json"]["schema"]
         assert ok["required"] == ["ok", "result"]
         error = op["responses"]["400"]["content"]["application/json"]["schema"]

@@ -3,7 +3,8 @@
 ``tool_schemas(env)`` starts from each tool's IR schema (``Tool.input_schema``) and adds what the
 engine enforces anyway, so that a client can see it:
 
-* every string parameter has a ``maxLength`` (``engine.MAX_STRING_LENGTH`` unless the IR sets one);
+* every string parameter has a ``maxLength`` (``engine.MAX_STRING_LENGTH`` unless the IR sets one),
+  every integer parameter the 64-bit bounds SQLite can store unless it has tighter ones;
 * an optional parameter also accepts ``null`` (the engine treats null as absent);
 * a parameter bound to a table column (``col = :p``, ``col IN (:p)``, ``SET col = :p``,
   ``INSERT (col) VALUES (:p)``, through ``COALESCE``/``IFNULL`` too) and used in no other way takes
@@ -103,6 +104,9 @@ def tool_schema(tool: Tool, derived: dict[str, dict[str, Any]] | None = None) ->
         if param.type == "string":
             prop["maxLength"] = param.max_length if param.max_length is not None else engine.MAX_STRING_LENGTH
         _apply(prop, param.type, (derived or {}).get(param.name, {}))
+        if param.type == "integer":  # what SQLite can store
+            prop.setdefault("minimum", engine.INT64_MIN)
+            prop.setdefault("maximum", engine.INT64_MAX)
         if not param.required:
             prop["type"] = [param.type, "null"]
             if "enum" in prop:

@@ -60,6 +60,7 @@ def test_check_rules_reach_parameters_bound_to_the_column():
     assert p["status"] == {"type": "string", "enum": ["open", "closed", "on hold"], "maxLength": engine.MAX_STRING_LENGTH}
     assert p["priority"] == {"type": "integer", "minimum": 1, "maximum": 5}
     assert p["seats"] == {"type": "integer", "minimum": 1, "maximum": 99}  # > 0 and < 100 on an integer
+    assert props("set_status")["ticket_id"] == {"type": "integer", "minimum": engine.INT64_MIN, "maximum": engine.INT64_MAX}
     assert p["price"] == {"type": "number", "minimum": 0.5}
 
 
@@ -67,7 +68,6 @@ def test_coalesce_and_optional_parameters_are_nullable():
     p = props("set_status")
     assert p["status"] == {"type": ["string", "null"], "enum": ["open", "closed", "on hold", None],
                            "maxLength": engine.MAX_STRING_LENGTH}
-    assert p["ticket_id"] == {"type": "integer"}
 
 
 def test_parameters_used_in_other_ways_or_declared_keep_their_own_rules():
