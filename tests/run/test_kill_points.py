@@ -1,8 +1,10 @@
 """SIGKILL a real `envfoundry run` at several points, rerun it, and get exactly the catalog of an uninterrupted run.
 
 The LLM is a scripted fake endpoint over real HTTP on loopback that answers each request with the reply the
-committed example's run got for the same messages and sampling (from ``generated/quickstart/llm_cache.sqlite``): every stage
-of the pipeline runs for real, deterministically, without model time. One run goes through uninterrupted; another
+committed example's run got for the same messages and sampling (``generated/quickstart/llm_cache.sqlite``; the
+seed file and stage settings are those its catalog.db recorded): every stage of the pipeline runs for real,
+deterministically, without model time. When a prompt changes, the example must be regenerated (as for
+``test_resume.py``); the test then fails naming the first request it cannot answer. One run goes through uninterrupted; another
 output directory is killed (``tests/run/kill_driver.py``: the real CLI, killed by a real SIGKILL of its own
 process) at each point below in turn — each rerun reaching the next point — and then run to the end:
 
@@ -120,7 +122,10 @@ class RecordedLLM:
         with self.lock:
             asked, self.asked = self.asked, []
             unknown, self.unknown = self.unknown, []
-        assert not unknown, f"requests with no recorded reply (prompts changed since the example?): {unknown[:2]}"
+        assert not unknown, (
+            f"{len(unknown)} request(s) with no recorded reply: the example catalog {EXAMPLE} (its llm_cache.sqlite) "
+            "predates a change of the prompts or the pipeline; regenerate it with the README's command "
+            f"(tests/run/test_resume.py replays it too). First: {unknown[0]!r}")
         return asked
 
     def close(self) -> None:
@@ -137,12 +142,41 @@ def llm() -> Iterator[RecordedLLM]:
     server.close()
 
 
-def run(llm: RecordedLLM, out: Path, point: str = "none") -> subprocess.CompletedProcess[str]:
-    args = ["run", "--seeds", str(ROOT / "seeds" / "quickstart.txt"), "--out", str(out),
-            "--config", str(ROOT / "seeds" / "quickstart.toml"), "--base-url", llm.url, "--model", "recorded",
-            "--json"]
+def _toml_value(v: Any) -> str:
+    if isinstance(v, dict):
+        raise AssertionError(f"a nested setting in the example's config: {v!r}")
+    return json.dumps(v)  # str, int, float, bool and lists of them are written alike in JSON and TOML
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The seed file and config of the example's run, as its catalog.db recorded them (so the recorded replies
+    fit even when seeds/quickstart.* have moved on since the example was made)."""
+    d = tmp_path_factory.mktemp("inputs")
+    con = sqlite3.connect(f"file:{EXAMPLE / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        seeds = con.execute("SELECT name, description FROM seeds ORDER BY source, line").fetchall()
+        (config,) = con.execute("SELECT config FROM runs ORDER BY started LIMIT 1").fetchone()
+    finally:
+        con.close()
+    seed_file = d / "seeds.txt"
+    seed_file.write_text("".join(f"{n}: {desc}\n" if desc else f"{n}\n" for n, desc in seeds))
+    cfg = json.loads(config)
+    lines = ["[llm]"] + [f"{k} = {_toml_value(cfg['llm'][k])}" for k in SAMPLING[2:] + ("validation_retries",)]
+    for stage, values in sorted(cfg["stages"].items()):
+        lines += [f"[stages.{stage}]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(values.items())]
+    config_file = d / "config.toml"
+    config_file.write_text("\n".join(lines) + "\n")
+    return seed_file, config_file
+
+
+def run(llm: RecordedLLM, inputs: tuple[Path, Path], out: Path, point: str = "none") -> subprocess.CompletedProcess[str]:
+    seeds, config = inputs
+    args = ["run", "--seeds", str(seeds), "--out", str(out), "--config", str(config), "--base-url", llm.url,
+            "--model", "recorded", "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    env.pop("OPENAI_BASE_URL", None)
+    for var in ("OPENAI_BASE_URL", "ENVFOUNDRY_MODEL"):
+        env.pop(var, None)
     return subprocess.run([sys.executable, str(DRIVER), point, "--", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
 
@@ -168,34 +202,36 @@ def catalog_rows(out: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.fixture(scope="module")
-def reference(llm: RecordedLLM, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """The uninterrupted run: its output directory and the requests it asked."""
+def reference(llm: RecordedLLM, inputs: tuple[Path, Path],
+              tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], int]:
+    """The uninterrupted run: its output directory, the requests it asked, the environments it finished."""
     out = tmp_path_factory.mktemp("uninterrupted") / "catalog"
-    done = run(llm, out)
+    done = run(llm, inputs, out)
+    asked = llm.take()
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout)["counts"]
-    assert counts["environments_verified"] == 1 and counts["tasks"] >= 1, counts
-    return out, llm.take()
+    assert counts["environments_verified"] >= 1 and counts["tasks"] >= 1, counts
+    return out, asked, counts["environments_verified"] + counts["environments_rejected"]
 
 
-def test_killed_at_every_stage_then_rerun_gives_the_uninterrupted_catalog(llm: RecordedLLM, reference: Any,
-                                                                          tmp_path: Path) -> None:
-    ref_out, ref_asked = reference
+def test_killed_at_every_stage_then_rerun_gives_the_uninterrupted_catalog(llm: RecordedLLM, inputs: Any,
+                                                                          reference: Any, tmp_path: Path) -> None:
+    ref_out, ref_asked, finished = reference
     out = tmp_path / "catalog"
     asked: list[str] = []
     for point in KILL_POINTS:
-        r = run(llm, out, point)
+        r = run(llm, inputs, out, point)
         asked += llm.take()
         assert r.returncode == -signal.SIGKILL, (
             f"kill point {point} was never reached (exit {r.returncode}): {r.stderr[-2000:]}")
         assert f"SIGKILL at {point}" in r.stderr
         if point == "dedup:save:after":  # the index has the scenario, catalog.db does not yet
             assert (out / "dedup").is_dir() and catalog_rows(out)["scenarios"] == []
-    done = run(llm, out)
+    done = run(llm, inputs, out)
     asked += llm.take()
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
-    assert summary["failed"] == [] and summary["counts"]["skipped_done"] == 1  # the last kill came after it
+    assert summary["failed"] == [] and summary["counts"]["skipped_done"] == finished  # the last kill came after
 
     ref_files, files = outputs(ref_out), outputs(out)
     assert sorted(files) == sorted(ref_files), "files differ (a stray temporary file, or one missing)"
