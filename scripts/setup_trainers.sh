@@ -7,7 +7,7 @@
 #   .venv-trainers/verl       — verl[verl-core]==0.9.1 on torch==2.13.0, the CPU build on this
 #                               machine's disk (installed first: any other torch request pulls
 #                               several GB of CUDA packages)
-#   .venv-trainers/sft        — transformers==5.23.0 (chat templates for the SFT transcripts)
+#   .venv-trainers/sft        — transformers==5.23.0 + jinja2 (chat templates for the SFT transcripts)
 # Idempotent: a venv whose pinned versions are installed is left alone (checked from installed
 # metadata, without importing the heavy libraries), so a second run takes a few seconds.
 set -euo pipefail
@@ -52,5 +52,5 @@ make_venv verifiers "$V; assert v('verifiers') == '0.4.0'; v('mcp'); v('wheel')"
   "verifiers==0.4.0" "setuptools>=68" wheel
 make_venv verl "$V; assert v('verl') == '0.9.1' and v('torch').startswith('2.13.0'); v('cachetools'); v('wheel')" \
   "torch==2.13.0" -- "verl[verl-core]==0.9.1" "setuptools>=68" wheel
-make_venv sft "$V; assert v('transformers') == '5.23.0'" \
-  "transformers==5.23.0"
+make_venv sft "$V; assert v('transformers') == '5.23.0'; v('jinja2')" \
+  "transformers==5.23.0" jinja2

@@ -42,10 +42,10 @@ reply), replayed on the environment and checked by its verifier. One line per ta
 `task_id`, `env_id`, `split`, `tier`, `pass_rate`, `difficulty`, `messages`, `tools` (OpenAI
 function schemas). Tool-call `arguments` are written {arguments}.
 
-Render it with a model's chat template (only `transformers` needed):
+Render it with a model's chat template (only `transformers` and `jinja2` needed):
 
 ```bash
-pip install transformers
+pip install transformers jinja2
 python render_sft.py sft.jsonl --tokenizer Qwen/Qwen2.5-7B-Instruct --out rendered.jsonl
 ```
 

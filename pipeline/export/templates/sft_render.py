@@ -1,6 +1,6 @@
 """Render envfoundry's SFT transcripts (sft.jsonl) through a model's chat template.
 
-    pip install transformers
+    pip install transformers jinja2
     python render_sft.py sft.jsonl --tokenizer Qwen/Qwen2.5-7B-Instruct --out rendered.jsonl
 
 ``--tokenizer`` is anything ``AutoTokenizer.from_pretrained`` takes (a hub id or a local

@@ -154,7 +154,9 @@ async def main(export_dir: str, package: str, script_file: str, fmt: str) -> dic
     for row in rows:
         extra = row["extra_info"]
         s = script[extra["task_id"]]
-        reference = [make_call(c["tool"], c["arguments"]) for c in s["calls"]] + [s["reply"] or "Done."]
+        # The model calls the tools by the names it is shown (qualified when two environments share one).
+        shown = {n.split("__")[-1]: n for n in extra["tool_selection"]}
+        reference = [make_call(shown[c["tool"]], c["arguments"]) for c in s["calls"]] + [s["reply"] or "Done."]
         shared = dict(extra)  # one extra_info dict for this prompt's rollouts, as a repeated batch has
         # Reference twice in a row with the same request id (step 1, step 2 of full_determinism),
         # then reference and no-op interleaved, then a no-op alone.
