@@ -98,7 +98,7 @@ def reference_reply(verifier: dict[str, Any]) -> str | None:
     if spec["type"] == "boolean":
         return "Yes." if value else "No."
     if spec["type"] == "list":
-        return ", ".join(str(v) for v in value)
+        return ", ".join(str(v) for v in value or [])
     if spec["type"] == "number" and isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

@@ -19,7 +19,7 @@ import sqlite3
 import zlib
 from pathlib import Path
 
-from . import engine, reward
+from . import engine, reward  # type: ignore[attr-defined]  # siblings in the exported package
 
 RUNTIME_VERSION = 2
 

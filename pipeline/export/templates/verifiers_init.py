@@ -17,7 +17,7 @@ from typing import Any
 import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 
-from . import reward, taskrt
+from . import reward, taskrt  # type: ignore[attr-defined]  # vendored beside this file
 from .toolset import BUNDLE_DIR, EnvFoundryState, EnvFoundryToolset, bundle
 
 logger = logging.getLogger(__name__)

@@ -98,7 +98,7 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
 
         call.__name__ = name
         call.__doc__ = tool["description"]
-        call.__signature__ = signature(tool)
+        call.__signature__ = signature(tool)  # type: ignore[attr-defined]
         return call
 
     def register(self, mcp) -> None:
