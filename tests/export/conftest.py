@@ -27,7 +27,7 @@ def question_task(env) -> Task:
             Assertion(sql="SELECT COUNT(*) FROM loans WHERE member_id = 3 AND returned_at IS NULL", expect=2)
         ],
         mutable_tables=[],
-        answer="2",
+        answer={"type": "number", "value": 2},
     )
     return Task(
         task_id=Task.make_id(env.env_id, instruction, solution, verifier),
