@@ -211,6 +211,10 @@ def test_verl_tools_and_reward_in_verl(fmt, multi_catalog_dir, tmp_path):
     script, expected = script_file(multi_catalog_dir, tmp_path)
     report = run_report(python, "run_verl.py", [str(result), result.name, str(script), fmt], [target], cwd=tmp_path)
 
+    assert report["readme_config"] == {
+        "overrides": report["readme_config"]["overrides"], "train_files": "train.parquet", "val_files": "val.parquet",
+        "tool_config_path": "tool_config.yaml", "reward_path": f"pkg://{result.name}.tools", "reward_name": "compute_score",
+    }
     cat = load_catalog(multi_catalog_dir)
     assert len(cat.envs) == 2
     # The two environments share tool names: both are exposed qualified, each row sees its own.

@@ -13,7 +13,9 @@ tool/reward package through veRL's own pieces, as a veRL worker would after the 
 * the reward comes from veRL's ``NaiveRewardManager.run_single`` with ``compute_score`` loaded by
   ``get_custom_reward_fn`` from ``reward.custom_reward_function.path=pkg://<package>.tools``, the
   agent loop's ``extra_fields`` passed as ``tool_extra_fields`` and one ``extra_info`` dict shared
-  by the rollouts of a prompt (as a repeated batch shares it).
+  by the rollouts of a prompt (as a repeated batch shares it);
+* the README's ``main_ppo`` overrides are composed with veRL's own Hydra config (``ppo_trainer``):
+  a key veRL does not have fails the composition.
 
 The model's text is scripted (the reference solution, or nothing), and the tokenizer is a byte
 stand-in (token ids are UTF-8 bytes): no LLM server and no GPU run here. Prints one JSON report.
@@ -21,12 +23,15 @@ stand-in (token ids are UTF-8 bytes): no LLM server and no GPU run here. Prints 
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import torch
+import verl
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from verl import DataProto
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, ToolAgentLoop
@@ -131,6 +136,23 @@ async def score(manager, row, shared_extra_info, agent_data, text, tokenizer):
     return await manager.run_single(data)
 
 
+def readme_config(readme: Path) -> dict:
+    """Compose veRL's trainer config with the README command's overrides, as main_ppo would."""
+    block = re.search(r"```bash\n(.*?)```", readme.read_text(encoding="utf-8"), re.S).group(1)
+    command = next(line for line in block.replace("\\\n", " ").splitlines() if "verl.trainer.main_ppo" in line)
+    overrides = [t for t in command.split("verl.trainer.main_ppo", 1)[1].split() if "=" in t]
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=overrides)
+    return {
+        "overrides": overrides,
+        "train_files": cfg.data.train_files,
+        "val_files": cfg.data.val_files,
+        "tool_config_path": cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path,
+        "reward_path": cfg.reward.custom_reward_function.path,
+        "reward_name": cfg.reward.custom_reward_function.name,
+    }
+
+
 async def main(export_dir: str, package: str, script_file: str, fmt: str) -> dict:
     root = Path(export_dir)
     script = json.loads(Path(script_file).read_text(encoding="utf-8"))
@@ -144,7 +166,8 @@ async def main(export_dir: str, package: str, script_file: str, fmt: str) -> dic
     loop = make_loop(tools, fmt, tokenizer)
     make_call = CALL_FORMATS[fmt]
     rows = [r for split in ("train", "val") for r in pq.read_table(root / f"{split}.parquet").to_pylist()]
-    report = {"format": fmt, "tools": sorted(loop.tools), "rollouts": [], "leaks": []}
+    report = {"format": fmt, "tools": sorted(loop.tools), "rollouts": [], "leaks": [],
+              "readme_config": readme_config(root / "README.md")}
 
     def check_leaks(where):
         held = {"open_databases": tools_module.open_databases(), "live_handles": tools_module.live_handles()}
