@@ -37,7 +37,7 @@ from pipeline.llm.chat import ChatOptions, chat_tools
 from pipeline.llm.sampling import sampled
 from pipeline.runtime import engine
 from pipeline.stages.feedback import render_section
-from verify.evaluate import evaluate
+from verify import reward
 from verify.models import args_model, camel, catalog, clean_args
 from verify.replay import Run, call_once, fresh
 
@@ -120,10 +120,11 @@ class Scored(Frozen):
     failures: list[str]
 
 
-def score(task: Task, run: Run, answer: str | None) -> Scored:
-    """The reward of a final state and answer (the verifier is read here and nowhere else in an attempt)."""
-    ev = evaluate(task.verifier, run.inst.conn, initial=run.initial, answer=answer, infos=run.infos)
-    return Scored(reward=1.0 if ev.passed else 0.0, passed=ev.passed, failures=list(ev.failures))
+def score(task: Task, run: Run, initial: reward.Snapshot, answer: str | None) -> Scored:
+    """The reward of a final state and answer: :func:`verify.reward.score`, the one implementation (the
+    verifier is read here and nowhere else in an attempt)."""
+    s = reward.score(task.verifier.model_dump(mode="json"), run.inst.conn, initial=initial, answer=answer)
+    return Scored(reward=s.reward, passed=s.passed, failures=list(s.failures))
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -238,8 +239,9 @@ def run_attempt(
     loop = _native if protocol == "native" else _json_action
     t0 = time.perf_counter()
     with fresh(env, initial_db) as run:
+        initial = reward.snapshot(run.inst.conn)
         state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors)
-        scored = score(task, run, state["final"])
+        scored = score(task, run, initial, state["final"])
     return Attempt(
         task_id=task.task_id, attempt=attempt, steps=state["steps"], final_answer=state["final"], stop=state["stop"],
         passed=scored.passed, reward=scored.reward, failures=scored.failures, error=state["error"],

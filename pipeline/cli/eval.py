@@ -110,10 +110,12 @@ def register(main: click.Group) -> None:
             return
         table = Table(title=f"{summary['model']} ({summary['protocol']} tool calls), k={summary['k']}")
         for col in ("group", "tasks", "attempts", "pass@1", "pass@k", "mean reward", "errors"):
-            table.add_column(col, justify="left" if col == "group" else "right")
+            table.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
         for row in summary_table(summary):
             table.add_row(*row)
-        Console().print(table)
+        out = Console()
+        out.width = max(out.width, 140)  # env ids are long: never fold them
+        out.print(table)
         click.echo(f"wrote {out_dir}/results.jsonl, trajectories.jsonl, summary.json in {summary['seconds']}s")
         if summary["errors"]:
             click.echo(f"{summary['errors']} attempts lost to endpoint faults (rerun to retry them)", err=True)

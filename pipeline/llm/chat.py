@@ -17,6 +17,7 @@ sampling parameters) and the usage ledger.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -78,6 +79,7 @@ def parse_text_tool_calls(content: str) -> tuple[str, list[ToolCallRequest]]:
     calls: list[ToolCallRequest] = []
     kept: list[str] = []
     pos = 0
+    tag = hashlib.sha256(content.encode("utf-8")).hexdigest()[:8]  # ids differ from turn to turn
     for i, m in enumerate(_TOOL_CALL.finditer(content)):
         try:
             obj = json.loads(m.group(1))
@@ -89,7 +91,7 @@ def parse_text_tool_calls(content: str) -> tuple[str, list[ToolCallRequest]]:
         text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
         kept.append(content[pos:m.start()])
         pos = m.end()
-        calls.append(ToolCallRequest(id=f"call_{i + 1}", name=obj["name"], arguments=text))
+        calls.append(ToolCallRequest(id=f"call_{tag}_{i + 1}", name=obj["name"], arguments=text))
     kept.append(content[pos:])
     return "".join(kept).strip(), calls
 

@@ -70,7 +70,7 @@ def test_verify_env_writes_tasks_that_hold_over_http(env_dir: Path, tmp_path: Pa
     lookup, update = result.tasks
     assert lookup.difficulty.model_dump() == {"attempts": 1, "passes": 1}
     assert update.difficulty.model_dump() == {"attempts": 1, "passes": 0}
-    assert lookup.metadata["difficulty_tag"] == "easy" and update.metadata["difficulty_tag"] == "unsolved"
+    assert lookup.metadata["difficulty_tag"] == "easy" and update.metadata["difficulty_tag"] == "hard_pool"
     summary = result.report["summary"]
     assert summary["kept"] == 2 and summary["pass_rate_histogram"]["0"] == 1
     assert summary["pass_rate_histogram"]["(0.75,1]"] == 1 and summary["blame"] == {"agent": 1, "none": 1}
