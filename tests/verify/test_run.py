@@ -101,7 +101,8 @@ def test_reports_are_deterministic_and_the_band_policy_drops_with_reasons(env_di
     a, b = _verify(env_dir), _verify(env_dir)
     assert json.dumps(a.report, sort_keys=True) == json.dumps(b.report, sort_keys=True)
     assert a.tasks == b.tasks
-    band = SETTINGS.model_copy(update={"difficulty": DifficultyPolicy(mode="band", min_pass_rate=0.5)})
+    band = SETTINGS.model_copy(update={"difficulty": DifficultyPolicy(mode="band", min_pass_rate=0.5, max_pass_rate=1.0,
+                                                                            keep_hard_pool=False)})
     c = _verify(env_dir, band)
     assert [t.kind for t in c.tasks] == ["lookup"]
     dropped = [r for r in c.rejections if r.stage == "difficulty"]
