@@ -14,8 +14,9 @@ verifier is never shown to the model; the final state and answer are scored once
 (:func:`score`, the one place the reward is computed).
 
 The ``json_action`` protocol (one schema-constrained JSON step per reply, results as user
-messages) is kept for endpoints whose tool calling does not work; ``auto`` picks ``native`` for
-every configured endpoint and :data:`EMBEDDED_PROTOCOL` for the embedded llama.cpp server.
+messages, the final answer a ``final_answer`` field) is kept for endpoints whose tool calling does
+not work; ``auto`` picks ``native`` for every configured endpoint and :data:`EMBEDDED_PROTOCOL`
+(``json_action``, measured) for the embedded llama.cpp server.
 
 Endpoint faults (the endpoint unreachable, timing out or answering garbage after the client's
 transport retries) are recorded on the attempt (``stop="endpoint_error"``), or raised when the
@@ -44,9 +45,14 @@ from verify.replay import Run, call_once, fresh
 Protocol = Literal["native", "json_action"]
 Stop = Literal["answer", "max_turns", "loop", "llm_error", "endpoint_error"]
 
-EMBEDDED_PROTOCOL: Protocol = "native"
-"""What ``protocol="auto"`` uses for the embedded llama.cpp server (Qwen2.5-Coder; see the README's
-``envfoundry eval`` section for the measurement behind it)."""
+EMBEDDED_PROTOCOL: Protocol = "json_action"
+"""What ``protocol="auto"`` uses for the embedded llama.cpp server, measured (README, ``envfoundry eval``):
+llama-cpp-python 0.3.36's server renders ``tools`` with Qwen2.5-Coder-1.5B's own chat template but parses
+no call back, and the model wrote its calls as bare JSON (three in a Markdown fence, one with doubled
+braces), never in the ``<tool_call>`` blocks :func:`pipeline.llm.chat.parse_text_tool_calls` reads: 0 of
+4 first replies on the example became a tool call. Its ``chatml-function-calling`` handler parses calls
+but its template drops ``tool`` messages, so the model would never see a result. The schema-constrained
+JSON action always parses."""
 
 CHARS_PER_TOKEN = 3.0
 """A conservative estimate for the context budget (JSON and ids tokenise densely)."""
