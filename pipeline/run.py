@@ -26,7 +26,7 @@ from pipeline.catalog import Catalog
 from pipeline.config import Config, ConfigError, LLMSettings, Section
 from pipeline.hashing import canonical_json, content_hash
 
-KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
+KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run", "eval"}
 
 
 class RunSettings(Section):
