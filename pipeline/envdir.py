@@ -23,6 +23,7 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Task
 from pipeline.render import render_server
 from pipeline.runtime import engine
+from pipeline.settings import format_validation_error
 
 FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "report.json")
 
@@ -208,7 +209,7 @@ def load_env_dir(env_dir: str | Path) -> tuple[Environment, list[Task], dict[str
     try:
         env = Environment.model_validate_json((d / "env.json").read_text(encoding="utf-8"))
     except ValidationError as exc:
-        raise EnvDirError(f"{d / 'env.json'}: invalid environment IR: {exc}") from exc
+        raise EnvDirError(format_validation_error(exc, f"{d / 'env.json'}: invalid environment IR")) from exc
     tasks: list[Task] = []
     tasks_path = d / "tasks.jsonl"
     if tasks_path.is_file():
@@ -218,7 +219,7 @@ def load_env_dir(env_dir: str | Path) -> tuple[Environment, list[Task], dict[str
             try:
                 tasks.append(Task.model_validate_json(line))
             except ValidationError as exc:
-                raise EnvDirError(f"{tasks_path}:{lineno}: invalid task record: {exc}") from exc
+                raise EnvDirError(format_validation_error(exc, f"{tasks_path}:{lineno}: invalid task record")) from exc
     report: dict[str, Any] = {}
     report_path = d / "report.json"
     if report_path.is_file():

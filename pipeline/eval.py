@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from pipeline.envdir import EnvDirError, load_env_dir
 from pipeline.hashing import canonical_json, content_hash
 from pipeline.ir import Environment, Task
-from verify.agent import AgentSettings, Attempt, resolve_protocol, run_attempt
+from pipeline.settings import EvalSettings as EvalSettings
+from verify.agent import Attempt, resolve_protocol, run_attempt
 
 STAGE = "eval"
 FINAL_ANSWER = "the text of the last assistant message"
@@ -43,15 +44,6 @@ FINGERPRINT_KEYS = ("model", "protocol", "max_turns", "max_tokens", "temperature
 
 class EvalError(ValueError):
     """Bad input for an eval (missing catalog, unknown env of a task, a resume that does not match)."""
-
-
-class EvalSettings(AgentSettings):
-    """The harness settings of ``envfoundry eval`` (flags override)."""
-
-    attempts: int = Field(default=1, ge=1, le=64)
-    """Attempts per task (k of pass@k); attempt 1 is greedy, later ones sample at ``temperature``."""
-    concurrency: int = Field(default=4, ge=1, le=256)
-    """Attempts in flight at once."""
 
 
 @dataclass(frozen=True)
@@ -113,12 +105,14 @@ def load_items(source: str | Path, task_filter: str | None = None) -> list[EvalI
             env, tasks, _ = load_env_dir(d)
         except EnvDirError as e:
             raise EvalError(str(e)) from None
-        envs[env.env_id] = (env, d, tasks)
+        envs[env.env_id] = envs[d.name] = (env, d, tasks)  # the dir is named by the env id it was written with
     bank = source / "task_bank.jsonl"
     if not (source / "env.json").is_file() and bank.is_file():
         tasks = _bank(bank)
     else:
-        tasks = [t for _, _, ts in envs.values() for t in ts]
+        tasks = []
+        for d in dict.fromkeys(v[1] for v in envs.values()):
+            tasks += [t.model_copy(update={"env_id": d.name}) if t.env_id not in envs else t for t in envs[d.name][2]]
     items = []
     for t in tasks:
         if t.env_id not in envs:

@@ -37,6 +37,7 @@ from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.chat import ChatOptions, chat_tools
 from pipeline.llm.sampling import sampled
 from pipeline.runtime import engine
+from pipeline.settings import AgentSettings as AgentSettings
 from pipeline.stages.feedback import render_section
 from verify import reward
 from verify.models import args_model, camel, catalog, clean_args
@@ -56,24 +57,6 @@ JSON action always parses."""
 
 CHARS_PER_TOKEN = 3.0
 """A conservative estimate for the context budget (JSON and ids tokenise densely)."""
-
-
-class AgentSettings(BaseModel):
-    """What one attempt may use (shared by ``[stages.tester]`` and ``envfoundry eval``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    max_turns: int = Field(default=8, ge=1, le=50)
-    """Model replies per attempt (each may call tools; the last one should answer)."""
-    max_tokens: int = Field(default=300, ge=32, le=8192)
-    """Reply budget per turn."""
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of attempts 2..k (attempt 1 uses the client's own, normally 0: greedy)."""
-    context_budget: int | None = Field(default=None, ge=512)
-    """Tokens the conversation may fill; older tool results are cut to fit. None: never cut (the embedded
-    server's budget is its context window less the reply budget)."""
-    protocol: Literal["auto", "native", "json_action"] = "auto"
-    """``native`` tool calls, the ``json_action`` fallback, or ``auto`` (native; the embedded server uses
-    ``EMBEDDED_PROTOCOL``)."""
 
 
 class Frozen(BaseModel):

@@ -18,35 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
 
 from pipeline.ir import Difficulty, Rejection, Task
+from pipeline.settings import DifficultyPolicy as DifficultyPolicy
 
 BINS = ((0.0, 0.0, "0"), (0.0, 0.25, "(0,0.25]"), (0.25, 0.5, "(0.25,0.5]"), (0.5, 0.75, "(0.5,0.75]"),
         (0.75, 1.0, "(0.75,1]"))
 Z95 = 1.959963984540054
-
-
-class DifficultyPolicy(BaseModel):
-    """``[stages.difficulty]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    mode: Literal["tag", "band"] = "tag"
-    """``tag``: keep every task and tag its difficulty; ``band``: keep tasks whose pass rate is in the band."""
-    min_pass_rate: float = Field(default=0.1, ge=0.0, le=1.0)
-    """Lowest pass rate kept in ``band`` mode (inclusive)."""
-    max_pass_rate: float = Field(default=0.9, ge=0.0, le=1.0)
-    """Highest pass rate kept in ``band`` mode (inclusive)."""
-    keep_hard_pool: bool = True
-    """In ``band`` mode, keep (flagged) the tasks proved solvable that no attempt solved."""
-
-    @model_validator(mode="after")
-    def _band(self) -> DifficultyPolicy:
-        if self.min_pass_rate > self.max_pass_rate:
-            raise ValueError(f"min_pass_rate {self.min_pass_rate} is above max_pass_rate {self.max_pass_rate}")
-        return self
 
 
 def wilson(passes: int, attempts: int, z: float = Z95) -> tuple[float, float] | None:

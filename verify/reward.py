@@ -27,7 +27,8 @@ list). Rules:
   also names another candidate (``others``) fails, so a pasted list of candidates or of tool output cannot
   pass. Values the request states (``stated``) may be repeated freely.
 
-An assertion without ``role`` is a goal; a plain-string ``answer`` is a text answer.
+An assertion without ``role`` is a goal. A plain-string ``answer`` (older task banks) is typed by its form:
+a number, an ISO date, yes/no, items separated by ``"; "`` (a list), else text.
 """
 
 from __future__ import annotations
@@ -288,7 +289,16 @@ def expected_answer(expected: Any) -> dict:
         return {"type": "boolean", "value": expected}
     if isinstance(expected, int | float):
         return {"type": "number", "value": expected}
-    return {"type": "text", "value": str(expected)}
+    text = str(expected).strip()
+    if "; " in text:  # an older plain answer listing one item per row
+        return {"type": "list", "value": [x.strip() for x in text.split("; ") if x.strip()]}
+    if _NUMBER.fullmatch(text):
+        return {"type": "number", "value": float(text.replace(",", ""))}
+    if text.casefold() in ("yes", "no", "true", "false"):
+        return {"type": "boolean", "value": text.casefold() in ("yes", "true")}
+    if _ISO_DATE.fullmatch(text):
+        return {"type": "date", "value": text}
+    return {"type": "text", "value": text}
 
 
 def _number_ok(want: float, got: float, decimals: int, tolerance: float | None) -> bool:

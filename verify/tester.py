@@ -14,28 +14,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from pipeline.ir import Environment, Task
-from verify.agent import AgentSettings, Attempt, Step, turn_model
+from pipeline.settings import TesterSettings as TesterSettings
+from verify.agent import Attempt, Step, turn_model
 from verify.agent import run_attempt as _run_attempt
 
 STAGE = "tester"
 
 __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "run_attempt", "run_attempts", "tester_client", "turn_model"]
-
-
-class TesterSettings(AgentSettings):
-    """``[stages.tester]``."""
-
-    attempts: int = Field(default=4, ge=1, le=64)
-    """Attempts per task (k); the pass rate over them is the difficulty estimate (Wilson interval)."""
-    base_url: str | None = None
-    """The tester's own OpenAI-compatible endpoint; None: the generator's client."""
-    model: str | None = None
-    """Model name at ``base_url`` (required with it)."""
-    api_key: str | None = Field(default=None, repr=False, exclude=True)
-    """API key for ``base_url`` (never written to reports)."""
 
 
 _clients: dict[tuple[int, str, str], Any] = {}

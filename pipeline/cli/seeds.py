@@ -35,6 +35,7 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any], Any]]:
     from pydantic import ValidationError
 
     from pipeline.ir import Scenario
+    from pipeline.settings import format_validation_error
 
     if not path.is_file():
         raise click.UsageError(f"{path}: file not found")
@@ -57,9 +58,7 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any], Any]]:
         try:
             scenario = Scenario(**fields)
         except ValidationError as e:
-            err = e.errors()[0]
-            key = ".".join(str(x) for x in err["loc"])
-            raise click.UsageError(f"{path}:{lineno}: '{key}': {err['msg']}") from None
+            raise click.UsageError(format_validation_error(e, f"{path}:{lineno}")) from None
         out.append((lineno, obj, scenario))
     if not out:
         raise click.UsageError(f"{path}: no records")

@@ -22,14 +22,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from pipeline.config import Section
-from pipeline.embed import DEFAULT_MODEL, Embedder, get_embedder, new_ip_index, read_index, write_index
+from pipeline.embed import Embedder, get_embedder, new_ip_index, read_index, write_index
 from pipeline.hashing import canonical_json
 from pipeline.ir import Frozen, Rejection, Scenario
+from pipeline.settings import DedupSettings as DedupSettings
 
 STAGE = "dedup"
 INDEX_FORMAT = 1
@@ -38,20 +36,6 @@ _CHUNK = 1024
 
 class DedupError(ValueError):
     """A dedup index or input that cannot be used; the message names the file."""
-
-
-class DedupSettings(Section):
-    model: str = DEFAULT_MODEL
-    """Sentence-transformers model: ``all-MiniLM-L6-v2`` (packaged) or a local model directory."""
-    threshold: float = Field(default=0.60, gt=0.0, le=1.0)
-    """Cosine similarity at or above which a scenario is a duplicate (measured for MiniLM; see benchmarks)."""
-    text: Literal["scenario", "description", "name_description"] = "scenario"
-    """What is embedded: the whole record (``name: description Records: ... Goals: ...``, measured best),
-    the description alone, or ``name: description``."""
-    max_per_seed: int | None = Field(default=25, ge=1)
-    """At most this many scenarios per seed in the catalog (None: no cap)."""
-    quantize: bool = False
-    """Embed with int8 linear layers, one text at a time: ~2.5x less CPU, different vectors (own index)."""
 
 
 def _one_line(text: str) -> str:

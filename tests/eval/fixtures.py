@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline.envdir import write_env_dir
 from pipeline.eval import EvalItem, task_hash
-from pipeline.ir import Difficulty, Environment, Task, ToolCall, Verifier
+from pipeline.ir import Environment, Task, ToolCall
 from tests.fixtures.library import library_env, library_tasks
 from tests.verify.envs import shop_env
 from verify.derive import COUNT, derive_verifier
@@ -29,12 +29,11 @@ def derived(env: Environment, instruction: str, calls: list[ToolCall], answer_fi
     assert d.verifier is not None, d.error
     verifier = d.verifier
     if typed is not None:  # a typed answer (the reward module's format) in place of the plain string
-        verifier = Verifier.model_construct(assertions=verifier.assertions, mutable_tables=verifier.mutable_tables,
-                                            answer=typed)
-    return Task.model_construct(
+        verifier = verifier.model_copy(update={"answer": typed})
+    return Task(
         task_id=Task.make_id(env.env_id, instruction, calls, d.verifier), env_id=env.env_id, instruction=instruction,
         tools=[t.openai_schema() for t in env.tools], reference_solution=calls, verifier=verifier, kind=kind,
-        difficulty=Difficulty(), metadata={"tier": 1 if len(calls) == 1 else 2},
+        metadata={"tier": 1 if len(calls) == 1 else 2},
         provenance={"source": "tests/eval/fixtures.py"})
 
 
@@ -78,11 +77,9 @@ def shop_set() -> tuple[Environment, list[Task]]:
 
 
 def write_catalog(root: Path) -> Path:
-    """The fixture environments with their plain-answer tasks as a catalog directory on disk (``envs/*``
-    with tasks.jsonl; a typed answer does not fit the task record's ``answer`` string yet)."""
+    """The fixture environments with their tasks as a catalog directory on disk (``envs/*`` with tasks.jsonl)."""
     for name, (env, tasks) in (("library", library_set()), ("shop", shop_set())):
-        plain = [Task.model_validate(t.model_dump(warnings=False)) for t in tasks if not isinstance(t.verifier.answer, dict)]
-        write_env_dir(env, root / "envs" / name, plain)
+        write_env_dir(env, root / "envs" / name, tasks)
     return root
 
 

@@ -19,7 +19,6 @@ from tests.eval import fixtures
 from tests.eval.scripted_server import Paste, Replay, noop, serve
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "generated" / "quickstart"
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # typed answers in the str-typed IR field (tests only)
 
 SETTINGS = EvalSettings(max_turns=6, attempts=1, concurrency=2)
 
@@ -86,8 +85,6 @@ def test_pasting_a_single_row_fails_a_text_question(tmp_path: Path) -> None:
     assert not [r for r in _paste(items, tmp_path) if r["passed"]]
 
 
-@pytest.mark.xfail(strict=True, reason="the committed example's answers are plain strings, read as text: a pasted "
-                   "find_book/list_books result names 1813 and 12 as whole words; regenerate it with typed answers")
 def test_pasting_fails_every_question_of_the_example(tmp_path: Path) -> None:
     items = [it for it in example_items() if it.task.verifier.answer is not None]
     assert not [r for r in _paste(items, tmp_path) if r["passed"]]

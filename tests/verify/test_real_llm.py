@@ -37,14 +37,15 @@ def test_real_model_generates_and_verifies_library_tasks(real_llm) -> None:
     for r in res.rejections:
         print(f"  rejected [{r.stage}] {r.item}: {r.reason[:200]}")
     summary = res.report["summary"]
-    assert summary["planned"] == 2
+    assert summary["planned"] >= 2  # chains are planned with a margin; wording stops at 2 kept
     assert summary["kept"] + len([r for r in res.rejections if r.stage == "tasks"]) + \
-        len([o for o in res.outcomes if o.status == "rejected"]) == 2
+        len([o for o in res.outcomes if o.status == "rejected"]) == summary["planned"]
     assert res.tasks, "the model produced no task that survives its proofs"
     for t in res.tasks:
         assert prove(env, t).ok
         assert t.difficulty.attempts == 1
         assert t.instruction and not t.instruction.lower().startswith("find library members whose name")
+        assert t.metadata["tier"] >= 1 and t.metadata["steps"] == len(t.reference_solution)
     for o in res.outcomes:
         assert len(o.reviews) == len(o.attempts) == 1
         assert len(o.reviews[0].verdicts) == len(o.attempts[0].steps)
