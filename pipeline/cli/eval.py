@@ -23,9 +23,9 @@ def eval_settings(config: Config, **flags: Any) -> Any:
     try:
         return EvalSettings.model_validate(data)
     except ValidationError as e:
-        msgs = [f"unknown key 'stages.eval.{'.'.join(map(str, err['loc']))}'" if err["type"] == "extra_forbidden"
-                else f"'stages.eval.{'.'.join(map(str, err['loc']))}': {err['msg']}" for err in e.errors()]
-        raise click.UsageError("; ".join(msgs)) from None
+        from pipeline.settings import format_validation_error
+
+        raise click.UsageError(format_validation_error(e, prefix="stages.eval")) from None
 
 
 def register(main: click.Group) -> None:
@@ -58,7 +58,9 @@ def register(main: click.Group) -> None:
         Each attempt runs on a fresh in-process copy of its environment; tool results go back whole as
         `tool` messages; tool errors (unknown tool, bad JSON, bad arguments, timeouts) go back to the model.
         The final answer is the text of the last assistant message: the attempt ends when the model replies
-        without calling a tool. Without --base-url the embedded model runs.
+        without calling a tool. Without --base-url the embedded model runs; its llama.cpp server returns no
+        native tool calls for Qwen2.5 (measured), so --protocol auto gives it one schema-constrained JSON
+        action per reply instead (the final answer is then its final_answer field).
 
         Writes results.jsonl (task_id, attempt, reward, passed, turns, tool_calls, error per attempt),
         trajectories.jsonl, config.json and summary.json into --out, prints pass@1, pass@k and mean reward

@@ -24,7 +24,7 @@ def test_eval_runs_the_embedded_model(tmp_path: Path) -> None:
            "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("OPENAI_BASE_URL", None)
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["tasks"] == 2 and summary["attempts"] == 2 and summary["errors"] == 0
