@@ -152,7 +152,7 @@ def parse_arguments(name: str, text: str) -> tuple[dict[str, Any] | None, dict[s
         return {}, None
     try:
         value = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return None, engine.failure("validation", f"arguments of tool '{name}' are not valid JSON ({e.msg} at "
                                                   f"position {e.pos}): {str(text)[:200]}")
     if value is None:
@@ -280,8 +280,9 @@ def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSet
             break
         for call in reply.tool_calls:
             args, error = parse_arguments(call.name, call.arguments)
+            changes: list[dict[str, Any]] = []
             if error is not None:
-                response, changes = error, []
+                response = error
             else:
                 assert args is not None
                 response, changes = run_call(run, call.name, args)
