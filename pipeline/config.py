@@ -33,6 +33,9 @@ class Section(BaseModel):
 class LLMSettings(Section):
     base_url: str | None = None
     """OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp). None: start the embedded model."""
+    endpoints: list[str] = Field(default_factory=list)
+    """More base URLs serving the same model as ``base_url``: each request goes to the least-loaded one, each
+    with its own ``concurrency`` limit and Retry-After cool-down. Not part of the cache key."""
     api_key: str | None = Field(default=None, repr=False, exclude=True)
     """API key for ``base_url``; never written to logs, caches or run records."""
     model: str | None = None
@@ -55,7 +58,7 @@ class LLMSettings(Section):
     timeout_s: float = Field(default=900.0, gt=0)
     """Per-request timeout in seconds (small CPU models are slow on long replies)."""
     concurrency: int = Field(default=2, ge=1, le=256)
-    """Maximum requests in flight from this process."""
+    """Maximum requests in flight per endpoint from this process (all its clients together)."""
     cache: bool = True
     """Use the persistent SQLite response cache."""
     cache_path: Path | None = None

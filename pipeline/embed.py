@@ -214,6 +214,19 @@ def new_ip_index(dim: int) -> Any:
     return faiss_module().IndexFlatIP(dim)
 
 
+def new_ivf_index(train: np.ndarray, nlist: int, nprobe: int) -> Any:
+    """An approximate inner-product index: ``nlist`` k-means cells trained on ``train`` (faiss seeds its
+    k-means, so the same vectors give the same cells), ``nprobe`` cells searched per query."""
+    faiss = faiss_module()
+    d = train.shape[1]
+    quantizer = faiss.IndexFlatIP(d)
+    index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.train(train)
+    index.nprobe = nprobe
+    index._quantizer_ref = quantizer  # the IVF index points at it: keep it alive as long as the index
+    return index
+
+
 def write_index(index: Any, path: Path) -> None:
     faiss_module().write_index(index, str(path))
 
