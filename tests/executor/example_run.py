@@ -12,6 +12,8 @@ EXAMPLE = ROOT / "generated" / "quickstart"
 SEEDS = ROOT / "seeds" / "quickstart.txt"
 CONFIG = ROOT / "seeds" / "quickstart.toml"
 KEEP = {"env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl"}
+#: the endpoint serves the replies the example recorded from this model (its name goes into provenance)
+MODEL = "qwen2.5-coder-1.5b"
 
 
 def files(out: Path) -> dict[str, bytes]:
@@ -26,7 +28,7 @@ def plan(url: str, cache: Path, **llm: Any) -> Any:
     from pipeline.run import plan_from_config
 
     stages = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["stages"]
-    config = validate_config({"llm": {"base_url": url, "model": "simulated", "cache_path": str(cache), **llm},
+    config = validate_config({"llm": {"base_url": url, "model": MODEL, "cache_path": str(cache), **llm},
                               "stages": stages})
     return plan_from_config(config)
 

@@ -13,14 +13,14 @@ import sys
 import time
 
 from pipeline.llm.simulated import CacheReplay, SimulatedEndpoint
-from tests.executor.example_run import CONFIG, EXAMPLE, ROOT, SEEDS, cache_rows, files
+from tests.executor.example_run import CONFIG, EXAMPLE, MODEL, ROOT, SEEDS, cache_rows, files
 
 KILL_AFTER = 12  # requests served: the expansion, then part of the scenario (the example asks 62 in all)
 
 
 def _cmd(out, url: str) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "run", "--seeds", str(SEEDS), "--out", str(out),
-            "--config", str(CONFIG), "--base-url", url, "--model", "simulated", "--executor", "ray", "--json"]
+            "--config", str(CONFIG), "--base-url", url, "--model", MODEL, "--executor", "ray", "--json"]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
