@@ -77,6 +77,7 @@ def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: SimulatedEndp
     from pipeline.config import validate_config
     from pipeline.run import plan_from_config, run_catalog
 
+    workdir.mkdir(parents=True, exist_ok=True)
     seeds = workdir / "seeds.txt"
     name, _, rest = SEED.partition(":")
     seeds.write_text("".join(f"{name} ~v{k}:{rest}\n" for k in range(1, n + 1)), encoding="utf-8")
