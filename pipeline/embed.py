@@ -273,8 +273,7 @@ def new_ivf_index(train: np.ndarray, nlist: int, nprobe: int) -> Any:
     quantizer = faiss.IndexFlatIP(d)
     index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
     index.train(train)
-    index.nprobe = nprobe
-    index._quantizer_ref = quantizer  # the IVF index points at it: keep it alive as long as the index
+    index.nprobe = nprobe  # (faiss's wrapper keeps the quantizer alive with the index)
     return index
 
 

@@ -125,9 +125,9 @@ class DedupIndex:
     FILES = ("index.faiss", "entries.jsonl", "meta.json")
     JUDGEMENTS = "judgements.jsonl"
     #: from this many vectors on, search an IVF index instead of the flat one (see bench_dedup.py approx)
-    APPROX_MIN = 20_000
-    NLIST = 256
-    NPROBE = 16
+    APPROX_MIN = 10_000
+    NLIST = 128
+    NPROBE = 8
 
     def __init__(self, embedder: Embedder, text_mode: str = "scenario", path: str | Path | None = None):
         self.embedder = embedder
