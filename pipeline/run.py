@@ -19,24 +19,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from pipeline.catalog import Catalog
-from pipeline.config import Config, ConfigError, LLMSettings, Section
+from pipeline.config import Config, ConfigError, LLMSettings
 from pipeline.hashing import canonical_json, content_hash
+from pipeline.settings import RunSettings as RunSettings
+from pipeline.settings import format_validation_error
 
 KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
-
-
-class RunSettings(Section):
-    """``[stages.run]``: the batch job itself."""
-
-    concurrency: int = Field(default=1, ge=1, le=64)
-    """Scenarios processed at once (the embedded server answers one request at a time)."""
-    tasks_per_env: int | None = Field(default=None, ge=1, le=200)
-    """Tasks generated per environment (default: ``[stages.tasks] n_tasks``)."""
-    max_scenarios: int | None = Field(default=None, ge=1)
-    """Stop after this many kept scenarios (a cheap trial run)."""
 
 
 @dataclass
@@ -60,19 +51,12 @@ class RunPlan:
 
 
 def _section_error(prefix: str, e: ValidationError) -> ConfigError:
-    msgs = []
-    for err in e.errors():
-        key = prefix + ".".join(str(x) for x in err["loc"])
-        msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden"
-                    else f"'{key}': {err['msg']} (got {err.get('input')!r})")
-    return ConfigError("; ".join(msgs))
+    return ConfigError(format_validation_error(e, prefix=prefix.rstrip(".")))
 
 
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
     """Validate every ``[stages.*]`` table (a bad key or value is named) with CLI ``overrides`` on top."""
-    from pipeline.build import BuildSettings
-    from pipeline.stages.expand import ScenarioSettings
-    from verify.run import VerifySettings
+    from pipeline.settings import BuildSettings, ScenarioSettings, VerifySettings
 
     stages = {k: dict(v) for k, v in config.stages.items()}
     unknown = sorted(set(stages) - KNOWN_STAGES)
@@ -256,12 +240,12 @@ def run_catalog(
                "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
                "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
                "seconds": round(o.seconds, 2)}
-        catalog.set_environment(scn.scenario_id, **row)
-        if row["status"] == "verified" and row["dir"]:
+        if row["status"] == "verified" and row["dir"]:  # tasks first: a final status is never without them
             from pipeline.envdir import load_env_dir
 
             _, tasks, _ = load_env_dir(out / row["dir"])
             catalog.set_tasks(row["env_id"], tasks)
+        catalog.set_environment(scn.scenario_id, **row)
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
 

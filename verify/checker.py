@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.settings import CheckerSettings as CheckerSettings
 from pipeline.stages.feedback import render_section
 from verify.models import signature
 from verify.replay import call_once, describe_call, fresh
@@ -33,20 +34,6 @@ Verdict = Literal["pass", "warning", "fail"]
 FaultKind = Literal["tool", "missing_tool", "data", "task"]
 _RANK = {"pass": 0, "warning": 1, "fail": 2}
 _TARGET = re.compile(r"^\s*(?:UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM|INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO)\s+[\"`\[]?(\w+)", re.I)
-
-
-class CheckerSettings(BaseModel):
-    """``[stages.checker]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    use_llm: bool = True
-    """Ask the LLM to review the calls (the code rules always run)."""
-    act_on_llm_faults: bool = True
-    """Let environment faults claimed only by the LLM trigger repairs (else they are just reported)."""
-    result_chars: int = Field(default=300, ge=50, le=5000)
-    """How much of each tool result the checker sees."""
-    max_tokens: int = Field(default=500, ge=64, le=4096)
-    """Reply budget of the review."""
 
 
 class Frozen(BaseModel):

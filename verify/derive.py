@@ -211,8 +211,9 @@ class _Deriver:
                     return c
         return None
 
-    def _assert(self, sql: str, description: str) -> Assertion:
-        return Assertion(sql=sql, expect=query_value(self.run.inst.conn, sql), description=description)
+    def _assert(self, sql: str, description: str, role: str = "goal") -> Assertion:
+        return Assertion(sql=sql, expect=query_value(self.run.inst.conn, sql), description=description,
+                         role=role)  # type: ignore[arg-type]
 
     def assertions(self, read_tools: list[str]) -> list[Assertion]:
         out: list[Assertion] = []
@@ -235,12 +236,12 @@ class _Deriver:
             out.extend(self._frame(table))
         if not self.changes:
             for table in tables_used(self.env, read_tools) or sorted(self.infos):
-                out.append(self._assert(f"SELECT COUNT(*) FROM {qi(table)}", f"{table} keeps its rows"))
+                out.append(self._assert(f"SELECT COUNT(*) FROM {qi(table)}", f"{table} keeps its rows", "gate"))
         return out
 
     def _frame(self, table: str) -> list[Assertion]:
         info = self.infos[table]
-        out = [self._assert(f"SELECT COUNT(*) FROM {qi(table)}", f"{table} has the expected number of rows")]
+        out = [self._assert(f"SELECT COUNT(*) FROM {qi(table)}", f"{table} has the expected number of rows", "gate")]
         touched = {c.key for c in self.changes if c.table == table}
         untouched = sorted((k for k in self.run.initial[table] if k not in touched), key=sort_key)
         if not untouched:
@@ -248,7 +249,7 @@ class _Deriver:
         row_expr = " || ',' || ".join(f"quote({qi(c)})" for c in info.columns)
         sql = (f"SELECT group_concat(r, char(10)) FROM (SELECT {row_expr} AS r FROM {qi(table)} "
                f"WHERE {_key_list(info, untouched)} ORDER BY {_order(info)})")
-        a = self._assert(sql, f"the other {len(untouched)} {table} rows are unchanged")
+        a = self._assert(sql, f"the other {len(untouched)} {table} rows are unchanged", "gate")
         if isinstance(a.expect, str) and len(a.expect) > FINGERPRINT_LIMIT:
             self.notes.append(f"{table}: untouched-row fingerprint too large ({len(a.expect)} chars); count only")
             return out
@@ -266,10 +267,14 @@ def derive_verifier(
     *,
     initial_db: str | Path | None = None,
     answer_field: str | None = None,
+    answer: dict[str, Any] | None = None,
 ) -> Derivation:
     """Replay ``calls`` on fresh instances and derive the verifier (see the module docstring).
 
-    ``answer_field``: for questions, the field of the last call's result that answers them.
+    ``answer``: for questions, the typed expected answer (computed by the planner from what the calls read);
+    ``answer_field`` (older tasks): the field of the last call's result that answers them.
+    Assertions on what changed are goals; row counts, untouched rows and "keeps its rows" are gates; a goal
+    that already holds on the initial state becomes a gate (it cannot tell doing the task from doing nothing).
     """
     with fresh(env, initial_db) as run:
         play(run, calls)
@@ -279,13 +284,13 @@ def derive_verifier(
             return Derivation(calls_done, responses, (), None, run.error)
         changes = run.changes()
         reads = [c.tool for c in calls_done if env.tool(c.tool).kind == "read"]
-        if not changes and answer_field is None:
+        if not changes and answer_field is None and answer is None:
             return Derivation(calls_done, responses, (), None, "the calls changed nothing in the database")
-        if changes and answer_field is not None:
-            answer_field = None  # a task that changes the state is judged by the state
-        answer = None
+        if changes and (answer_field is not None or answer is not None):
+            answer_field, answer = None, None  # a task that changes the state is judged by the state
+        expected: dict[str, Any] | str | None = answer
         if answer_field is not None:
-            answer, err = extract_answer(responses[-1].get("result"), answer_field)
+            expected, err = extract_answer(responses[-1].get("result"), answer_field)
             if err:
                 return Derivation(calls_done, responses, tuple(changes), None, err)
         twins: list[list[Change] | None] = []
@@ -295,7 +300,22 @@ def derive_verifier(
                 play(twin, list(calls_done))
                 twins.append(None if twin.error else twin.changes())
         d = _Deriver(env, run, twins)
-        assertions = d.assertions(reads)
-        verifier = Verifier(assertions=assertions, mutable_tables=sorted({c.table for c in changes}), answer=answer)
+        assertions = _gate_what_holds_initially(env, initial_db, d.assertions(reads))
+        verifier = Verifier(assertions=assertions, mutable_tables=sorted({c.table for c in changes}), answer=expected)
         return Derivation(calls_done, responses, tuple(changes), verifier, None, tuple(d.notes))
 
+
+
+def _gate_what_holds_initially(env: Environment, initial_db: str | Path | None, assertions: list[Assertion]) -> list[Assertion]:
+    with fresh(env, initial_db) as start:
+        out = []
+        for a in assertions:
+            if a.role == "goal":
+                try:
+                    held = query_value(start.inst.conn, a.sql) == a.expect
+                except Exception:
+                    held = False
+                if held:
+                    a = a.model_copy(update={"role": "gate"})
+            out.append(a)
+    return out

@@ -6,32 +6,11 @@ a band (``mode="band"``); the default keeps every task and tags it (``mode="tag"
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from pipeline.ir import Rejection, Task
+from pipeline.settings import DifficultyPolicy as DifficultyPolicy
 
 BINS = ((0.0, 0.0, "0"), (0.0, 0.25, "(0,0.25]"), (0.25, 0.5, "(0.25,0.5]"), (0.5, 0.75, "(0.5,0.75]"),
         (0.75, 1.0, "(0.75,1]"))
-
-
-class DifficultyPolicy(BaseModel):
-    """``[stages.difficulty]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    mode: Literal["tag", "band"] = "tag"
-    """``tag``: keep every task and tag its difficulty; ``band``: keep tasks whose pass rate is in the band."""
-    min_pass_rate: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Lowest pass rate kept in ``band`` mode (inclusive)."""
-    max_pass_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    """Highest pass rate kept in ``band`` mode (inclusive)."""
-
-    @model_validator(mode="after")
-    def _band(self) -> DifficultyPolicy:
-        if self.min_pass_rate > self.max_pass_rate:
-            raise ValueError(f"min_pass_rate {self.min_pass_rate} is above max_pass_rate {self.max_pass_rate}")
-        return self
 
 
 def pass_rate(task: Task) -> float | None:

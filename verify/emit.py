@@ -4,7 +4,6 @@ tester trajectories), and the catalog-wide task bank in JSONL and Parquet. Same 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ TRAJECTORIES = "trajectories.jsonl"
 
 
 def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+    tmp = path.with_name(f".{path.name}.tmp")  # one fixed name: a write killed mid-way leaves no stray file behind
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # (the next write of the same file replaces it)
         f.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
@@ -55,7 +54,8 @@ def _row(t: Task) -> dict[str, Any]:
         "env_id": t.env_id,
         "kind": t.kind,
         "instruction": t.instruction,
-        "answer": t.verifier.answer,
+        "answer": None if t.verifier.answer is None else canonical_json(t.verifier.answer),
+        "tier": int(t.metadata.get("tier", 1)),
         "mutable_tables": list(t.verifier.mutable_tables),
         "tools_used": list(t.metadata.get("tools_used", dict.fromkeys(c.tool for c in t.reference_solution))),
         "num_steps": len(t.reference_solution),
@@ -88,7 +88,7 @@ def write_task_bank(tasks: Iterable[Task], out_dir: str | Path) -> dict[str, Pat
     _write(jsonl, "".join(canonical_json(t) + "\n" for t in ordered))
     schema = pa.schema([
         ("task_id", pa.string()), ("env_id", pa.string()), ("kind", pa.string()), ("instruction", pa.string()),
-        ("answer", pa.string()), ("mutable_tables", pa.list_(pa.string())), ("tools_used", pa.list_(pa.string())),
+        ("answer", pa.string()), ("tier", pa.int32()), ("mutable_tables", pa.list_(pa.string())), ("tools_used", pa.list_(pa.string())),
         ("num_steps", pa.int32()), ("difficulty_attempts", pa.int32()), ("difficulty_passes", pa.int32()),
         ("pass_rate", pa.float64()), ("difficulty_tag", pa.string()), ("tools", pa.string()),
         ("reference_solution", pa.string()), ("verifier", pa.string()), ("metadata", pa.string()),

@@ -1,120 +1,74 @@
-"""Deciding whether a final state (and answer) satisfies a task's verifier: a pure function.
+"""Deciding whether a final state (and answer) satisfies a task's verifier: the pydantic-side adapter of
+:mod:`verify.reward`, the one implementation (exports vendor that module; nothing here re-implements it).
 
-A verifier holds when
-
-1. every assertion's query returns its ``expect`` value (single cell for 1x1 results, else the list
-   of row lists; a query error is a failure);
-2. every table outside ``mutable_tables`` equals the initial state (when the initial snapshot is
-   given: the full-state constraint that makes collateral writes fail);
-3. the agent's answer matches ``answer`` (questions only; see :func:`answer_matches`).
+A verifier holds when every gate holds (gate assertions, and no table outside ``mutable_tables`` changed
+when the initial snapshot is given) and every goal holds (goal assertions, and the typed answer for
+questions). See :mod:`verify.reward` for the rules and the answer check.
 """
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.ir import Verifier
-from verify.state import Snapshot, TableInfo, diff, query_value, snapshot, summarize, table_infos
+from verify import reward
+from verify.state import Snapshot, TableInfo
 
 ANSWER_SEP = "; "
-YES = {"yes", "true", "y"}
-NO = {"no", "false", "n"}
-_NUM = re.compile(r"-?\d+(?:\.\d+)?")
-_WORD = re.compile(r"[a-z]+")
+"""Items of an older plain-text expected answer (one per returned row)."""
 
 
 @dataclass(frozen=True)
 class Evaluation:
     passed: bool
     failures: tuple[str, ...]
-    assertions: tuple[bool, ...]
-    """Per assertion: did it hold (the external checkers' view: assertions only)."""
+    reward: float
+    """The reward a trainer gives (binary: 1.0 when passed)."""
+    partial: float
+    """The share of goals met when every gate holds (optional partial credit), else 0."""
 
     def summary(self) -> str:
         return "passed" if self.passed else "; ".join(self.failures)
 
 
+def verifier_dict(verifier: Verifier | dict[str, Any]) -> dict[str, Any]:
+    return verifier if isinstance(verifier, dict) else verifier.model_dump(mode="json")
+
+
 def evaluate(
-    verifier: Verifier,
+    verifier: Verifier | dict[str, Any],
     conn: sqlite3.Connection,
     *,
     initial: Snapshot | None = None,
     answer: str | None = None,
     infos: dict[str, TableInfo] | None = None,
 ) -> Evaluation:
-    failures: list[str] = []
-    held: list[bool] = []
-    for i, a in enumerate(verifier.assertions, 1):
-        try:
-            got = query_value(conn, a.sql)
-        except sqlite3.Error as e:
-            held.append(False)
-            failures.append(f"assertion {i} ({a.description or a.sql}) errored: {e}")
-            continue
-        ok = got == a.expect
-        held.append(ok)
-        if not ok:
-            failures.append(f"assertion {i} ({a.description or a.sql}): expected {a.expect!r}, got {_short(got)}")
-    if initial is not None:
-        infos = infos or table_infos(conn)
-        now = snapshot(conn, infos)
-        frozen = sorted(set(initial) - set(verifier.mutable_tables))
-        changes = diff({t: initial[t] for t in frozen}, {t: now.get(t, {}) for t in frozen})
-        if changes:
-            tables = sorted({c.table for c in changes})
-            failures.append(f"tables outside mutable_tables changed ({', '.join(tables)}): {summarize(changes, 4)}")
-    if verifier.answer is not None and not answer_matches(verifier.answer, answer):
-        failures.append(f"answer {answer!r} does not match the expected answer {verifier.answer!r}")
-    return Evaluation(not failures, tuple(failures), tuple(held))
+    v = verifier_dict(verifier)
+    s = reward.score(v, conn, initial=initial, answer=answer, partial=True)
+    return Evaluation(s.passed, s.failures, 1.0 if s.passed else 0.0, s.reward)
 
 
-def _short(value: object, limit: int = 160) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _norm(text: str) -> str:
-    text = text.casefold().replace("\u2019", "'")
-    text = re.sub(r"[\"'`\u201c\u201d]", "", text)
-    return re.sub(r"\s+", " ", text).strip()
+def answer_matches(expected: Any, given: str | None) -> bool:
+    """Whether ``given`` gives exactly the expected typed answer (:func:`verify.reward.check_answer`)."""
+    if isinstance(expected, str) and ANSWER_SEP in expected:
+        expected = {"type": "list", "value": answer_items(expected)}
+    return reward.check_answer(expected, given)[0]
 
 
 def answer_items(expected: str) -> list[str]:
     return [x for x in (s.strip() for s in expected.split(ANSWER_SEP)) if x]
 
 
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", ""))
-    except ValueError:
-        return None
-
-
-def answer_matches(expected: str, given: str | None) -> bool:
-    """Whether ``given`` states every item of ``expected`` (items separated by ``"; "``).
-
-    Numbers match numerically anywhere in the text (``12.5`` = ``12.50``); yes/no items match their
-    synonyms as words; other items match as case-insensitive substrings (quotes ignored).
-    """
-    if given is None:
-        return False
-    g = _norm(given)
-    if not g:
-        return False
-    numbers = [float(n) for n in _NUM.findall(g.replace(",", ""))]
-    words = set(_WORD.findall(g))
-    for item in answer_items(expected):
-        e = _norm(item)
-        num = _number(e)
-        if num is not None and _NUM.fullmatch(e.replace(",", "")):
-            if not any(abs(n - num) < 1e-6 for n in numbers):
-                return False
-        elif e in YES or e in NO:
-            want, other = (YES, NO) if e in YES else (NO, YES)
-            if not (words & want) or (words & other):
-                return False
-        elif e not in g:
-            return False
-    return True
+def render_answer(expected: Any) -> str:
+    """The reply a correct agent gives (the reference's answer in the proofs and exports)."""
+    spec = reward.expected_answer(expected)
+    value = spec.get("value")
+    if spec["type"] == "list":
+        return ", ".join(str(x) for x in value or [])
+    if spec["type"] == "boolean":
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -17,7 +17,6 @@ that proof is then vacuous (recorded as such, not as a failure).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.runtime import engine
+from verify import reward
 from verify.derive import COUNT, tables_used
-from verify.evaluate import NO, YES, answer_items, answer_matches, evaluate
+from verify.evaluate import evaluate, render_answer
 from verify.replay import Run, describe_call, fresh, play
 from verify.state import TableInfo, diff, id_table, qi, sort_key
 
@@ -61,18 +61,17 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
     results: list[ProofResult] = []
     ref_calls = list(task.reference_solution)
 
+    given = render_answer(v.answer) if v.answer is not None else None
     with fresh(env, initial_db) as run:
         play(run, ref_calls)
         if run.error:
             results.append(ProofResult(name="reference", ok=False, detail=f"reference replay failed: {run.error}"))
         else:
-            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=v.answer, infos=run.infos)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
             detail = "reference replay passes the verifier" if ev.passed else "reference replay fails: " + ev.summary()
             ok = ev.passed
-            if ok and v.answer is not None:
-                grounded = _grounded(v.answer, run, counted=task.metadata.get("answer_field") == COUNT)
-                if not grounded:
-                    ok, detail = False, f"the expected answer {v.answer!r} is not in what the reference read"
+            if ok and v.answer is not None and not _grounded(v.answer, run, task.metadata):
+                ok, detail = False, f"the expected answer {given!r} is not in what the reference read"
             results.append(ProofResult(name="reference", ok=ok, detail=detail,
                                        evidence={"changes": [c.to_json() for c in run.changes()][:20]}))
         ref_final = run.final()
@@ -89,9 +88,9 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         play(run, reads, stop_on_error=False)
         ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos)
         results.append(ProofResult(
-            name="no_op", ok=not ev.passed,
-            detail=("a read-only trajectory passes the verifier" if ev.passed else "read-only trajectory fails: " + ev.summary()),
-            evidence={"calls": [describe_call(c) for c in reads]},
+            name="no_op", ok=ev.partial == 0.0,
+            detail=("a read-only trajectory earns reward" if ev.partial else "read-only trajectory scores 0: " + ev.summary()),
+            evidence={"calls": [describe_call(c) for c in reads], "partial": ev.partial},
         ))
 
     if v.answer is not None:
@@ -110,7 +109,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         with fresh(env, initial_db) as run:
             play(run, calls, stop_on_error=False)
             final = run.final()
-            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=v.answer, infos=run.infos)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
             landed = sum(1 for r in run.records[len(calls) - len(broad):] if r.ok)
         baseline = ref_final if name == "destructive_after_reference" else run.initial
         extra = diff(baseline, final)
@@ -134,31 +133,29 @@ def _kind(env: Environment, tool: str) -> str:
         return "unknown"
 
 
-def _grounded(answer: str, run: Run, counted: bool = False) -> bool:
-    """Every item of ``answer`` appears in the results the reference read (yes/no items excepted); for a
-    count, the last result has that many rows."""
-    if counted:
-        result = run.records[-1].response.get("result") if run.records else None
-        return isinstance(result, list) and answer == str(len(result))
+def _grounded(answer: Any, run: Run, metadata: dict[str, Any]) -> bool:
+    """A looked-up answer appears in what the reference read; a computed one (count, sum: the planner
+    computed it from these very results) is checked by the verifier alone."""
+    spec = reward.expected_answer(answer)
+    if metadata.get("shape", "lookup") != "lookup" or metadata.get("answer_field") == COUNT:
+        return True
+    values = spec["value"] if spec["type"] == "list" else [spec["value"]]
     text = json.dumps([r.response.get("result") for r in run.records], ensure_ascii=False)
-    items = [i for i in answer_items(answer) if i.casefold() not in YES | NO | {"none"}]
-    return not items or answer_matches("; ".join(items), text)
+    return all(json.dumps(v, ensure_ascii=False).strip('"') in text for v in values if not isinstance(v, bool))
 
 
-def wrong_answer(answer: str) -> str:
-    """A plausible but wrong answer: numbers shifted, yes/no flipped, names replaced."""
-    out = []
-    for item in answer_items(answer):
-        low = item.casefold()
-        if low in YES:
-            out.append("no")
-        elif low in NO:
-            out.append("yes")
-        elif re.fullmatch(r"-?\d+(\.\d+)?", item):
-            out.append(str(float(item) + 1).removesuffix(".0"))
-        else:
-            out.append("unknown")
-    return "; ".join(out)
+def wrong_answer(answer: Any) -> str:
+    """A plausible but wrong answer: the number shifted, yes/no flipped, another candidate named."""
+    spec = reward.expected_answer(answer)
+    value = spec.get("value")
+    if spec["type"] == "boolean":
+        return "no" if value else "yes"
+    if spec["type"] == "number":
+        return str(float(value or 0) + 1).removesuffix(".0")
+    if spec["type"] == "date":
+        return "1999-12-31"
+    others = spec.get("others") or []
+    return str(others[0]) if others else "unknown"
 
 
 # ---------------------------------------------------------------- destructive trajectories
@@ -203,9 +200,12 @@ def _candidates(env: Environment, run: Run, tool_name: str, param: dict[str, Any
 
 
 def broad_calls(env: Environment, run: Run, reference: list[ToolCall]) -> list[ToolCall]:
-    """Broad writes through the tools: every write tool on up to 6 argument sets drawn from real rows."""
+    """Broad writes through the tools: every write tool on up to 6 argument sets drawn from real rows (fewer
+    each when there are many write tools, never fewer than 2: every write tool is tried)."""
     out: list[ToolCall] = []
-    for tool in sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name):
+    writers = sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name)
+    per_tool = max(2, min(CALLS_PER_TOOL, MAX_BROAD_CALLS // max(1, len(writers))))  # every write tool is tried
+    for tool in writers:
         spec = tool.model_dump(mode="json")
         ref_args = [c.arguments for c in reference if c.tool == tool.name]
         cands = {}
@@ -215,8 +215,8 @@ def broad_calls(env: Environment, run: Run, reference: list[ToolCall]) -> list[T
                 cands[p["name"]] = c
         if any(p.get("required", True) and p["name"] not in cands for p in spec["params"]):
             continue
-        n = min(CALLS_PER_TOOL, max((len(c) for c in cands.values()), default=1))
+        n = min(per_tool, max((len(c) for c in cands.values()), default=1))
         for i in range(n):
             args = {k: c[(i + j) % len(c)] for j, (k, c) in enumerate(cands.items())}
             out.append(ToolCall(tool=tool.name, arguments=args))
-    return out[:MAX_BROAD_CALLS]
+    return out

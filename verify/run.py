@@ -13,40 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pipeline.ir import Environment, Rejection, Task
 from pipeline.prompts import prompt_hashes
-from pipeline.stages.tasks import TaskSettings, generate_tasks, rederive_task, revise_task
-from verify.checker import CheckerSettings
-from verify.difficulty import DifficultyPolicy, apply_policy, histogram
+from pipeline.settings import VerifySettings as VerifySettings
+from pipeline.stages.tasks import generate_tasks, rederive_task, revise_task
+from verify.difficulty import apply_policy, histogram
 from verify.graph import EnvFixer, TaskOutcome, VerifyDeps, build_verify_graph, verify_task
-from verify.tester import TesterSettings
-
-
-class VerifySettings(BaseModel):
-    """``[stages.verify]`` plus the sections of the agents it drives."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    fix_rounds: int = Field(default=2, ge=0, le=10)
-    """Repair rounds per task after the checker blames the environment."""
-    tasks: TaskSettings = TaskSettings()
-    """The task-generation agent."""
-    tester: TesterSettings = TesterSettings()
-    """The tester agent (``attempts`` is k)."""
-    checker: CheckerSettings = CheckerSettings()
-    """The checker agent."""
-    difficulty: DifficultyPolicy = DifficultyPolicy()
-    """Which tasks to keep by pass rate."""
-
-    @classmethod
-    def from_stages(cls, stages: dict[str, dict[str, Any]]) -> VerifySettings:
-        """From a config's ``[stages.*]`` tables: ``verify``, ``tasks``, ``tester``, ``checker``, ``difficulty``."""
-        data: dict[str, Any] = dict(stages.get("verify", {}))
-        for key in ("tasks", "tester", "checker", "difficulty"):
-            if key in stages:
-                data[key] = stages[key]
-        return cls.model_validate(data)
 
 
 @dataclass

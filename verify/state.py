@@ -13,6 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from verify import reward
+
 Key = tuple[Any, ...]
 Row = dict[str, Any]
 Snapshot = dict[str, dict[Key, Row]]
@@ -106,18 +108,8 @@ def table_infos(conn: sqlite3.Connection) -> dict[str, TableInfo]:
 
 
 def snapshot(conn: sqlite3.Connection, infos: dict[str, TableInfo]) -> Snapshot:
-    """Every row of every table, by key: ``{table: {key: {column: value}}}``."""
-    out: Snapshot = {}
-    for name, info in infos.items():
-        extra = ", rowid" if info.key == ("rowid",) else ""
-        cur = conn.execute(f"SELECT *{extra} FROM {qi(name)}")
-        rows: dict[Key, Row] = {}
-        for r in cur.fetchall():
-            row = dict(zip(info.columns, r[: len(info.columns)], strict=True))
-            key = (r[-1],) if extra else tuple(row[k] for k in info.key)
-            rows[key] = row
-        out[name] = rows
-    return out
+    """Every row of every table, by key: ``{table: {key: {column: value}}}`` (:func:`verify.reward.snapshot`)."""
+    return reward.snapshot(conn, {name: (info.columns, info.key) for name, info in infos.items()})
 
 
 def singular_forms(table: str) -> set[str]:

@@ -19,28 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.sampling import sampled
+from pipeline.settings import TesterSettings as TesterSettings
 from pipeline.stages.feedback import render_section
 from verify.evaluate import evaluate
 from verify.models import args_model, camel, catalog, clean_args
 from verify.replay import call_once, fresh
 
 STAGE = "tester"
-
-
-class TesterSettings(BaseModel):
-    """``[stages.tester]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    attempts: int = Field(default=4, ge=1, le=64)
-    """Attempts per task (k); the pass rate over them is the difficulty estimate."""
-    max_turns: int = Field(default=8, ge=1, le=50)
-    """Model replies per attempt (tool calls plus the final answer)."""
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of attempts 2..k (attempt 1 uses the client's own, normally 0)."""
-    result_chars: int = Field(default=1200, ge=100, le=20000)
-    """Tool results longer than this are cut before the model sees them."""
-    max_tokens: int = Field(default=300, ge=32, le=4096)
-    """Reply budget per turn."""
 
 
 class Frozen(BaseModel):

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from pipeline.cli.common import client_from_config, emit_json, json_option, llm_options
 from pipeline.config import Config
+from pipeline.settings import format_validation_error
 
 
 def _name_from_text(text: str) -> str:
@@ -28,12 +29,7 @@ def build_settings(config: Config, **flags: Any) -> Any:
     try:
         return BuildSettings(**values)
     except ValidationError as e:
-        msgs = []
-        for err in e.errors():
-            key = ".".join(str(x) for x in err["loc"]) or "(settings)"
-            msgs.append(f"unknown key 'stages.build.{key}'" if err["type"] == "extra_forbidden"
-                        else f"'stages.build.{key}': {err['msg']}")
-        raise click.UsageError("; ".join(msgs)) from None
+        raise click.UsageError(format_validation_error(e, prefix="stages.build")) from None
 
 
 def register(main: click.Group) -> None:

@@ -41,7 +41,8 @@ def llm_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Adds --config and the LLM endpoint flags; the command receives ``config: Config``."""
 
     @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-                  help="TOML config file (flags override it).")
+                  help="TOML config file; environment variables (ENVFOUNDRY_LLM__SEED=1 ...) override it, "
+                  "flags override both.")
     @click.option("--base-url", default=None, help="OpenAI-compatible endpoint; default: the embedded model "
                   "(env OPENAI_BASE_URL).")
     @click.option("--model", default=None, help="Model name at --base-url (env ENVFOUNDRY_MODEL).")

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from pipeline.cli.common import client_from_config, emit_json, json_option, llm_options
 from pipeline.config import Config
+from pipeline.settings import Stages, format_validation_error
 
 
 def verify_settings(config: Config, **flags: Any) -> Any:
@@ -25,15 +26,10 @@ def verify_settings(config: Config, **flags: Any) -> Any:
         section, key = dotted.split(".")
         stages.setdefault(section, {})[key] = value
     try:
+        Stages.model_validate(stages)  # names the table of a bad key ([stages.verify] or an agent's own)
         return VerifySettings.from_stages(stages)
     except ValidationError as e:
-        msgs = []
-        for err in e.errors():
-            loc = [str(x) for x in err["loc"]]
-            key = "stages." + (".".join(loc) if loc and loc[0] in ("tasks", "tester", "checker", "difficulty")
-                               else "verify." + ".".join(loc))
-            msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden" else f"'{key}': {err['msg']}")
-        raise click.UsageError("; ".join(msgs)) from None
+        raise click.UsageError(format_validation_error(e, prefix="stages")) from None
 
 
 def _summary_line(summary: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from pipeline.envdir import EnvDirError, load_env_dir
 from pipeline.ir import Environment, Task
+from pipeline.settings import format_validation_error
 
 
 class CatalogError(Exception):
@@ -52,7 +53,7 @@ def _read_bank(path: Path) -> list[Task]:
         try:
             tasks.append(Task.model_validate_json(line))
         except ValidationError as exc:
-            raise CatalogError(f"{path}:{lineno}: invalid task record: {exc}") from exc
+            raise CatalogError(format_validation_error(exc, f"{path}:{lineno}: invalid task record")) from exc
     return tasks
 
 

@@ -32,15 +32,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
-from pipeline.config import Section
-from pipeline.embed import DEFAULT_MODEL, Embedder, get_embedder, new_ip_index, read_index, write_index
+from pipeline.embed import Embedder, get_embedder, new_ip_index, read_index, write_index
 from pipeline.hashing import canonical_json
 from pipeline.ir import Frozen, Rejection, Scenario
 from pipeline.llm import LLMError
+from pipeline.settings import DedupSettings as DedupSettings
 
 STAGE = "dedup"
 INDEX_FORMAT = 1
@@ -49,34 +49,6 @@ _CHUNK = 1024
 
 class DedupError(ValueError):
     """A dedup index or input that cannot be used; the message names the file."""
-
-
-class DedupSettings(Section):
-    model: str = DEFAULT_MODEL
-    """Sentence-transformers model: ``all-MiniLM-L6-v2`` (packaged) or a local model directory."""
-    threshold: float = Field(default=0.60, gt=0.0, le=1.0)
-    """Cosine similarity at or above which a scenario is a duplicate (measured for MiniLM; see benchmarks)."""
-    text: Literal["scenario", "description", "name_description"] = "scenario"
-    """What is embedded: the whole record (``name: description Records: ... Goals: ...``, measured best),
-    the description alone, or ``name: description``."""
-    max_per_seed: int | None = Field(default=25, ge=1)
-    """At most this many scenarios per seed in the catalog (None: no cap)."""
-    quantize: bool = False
-    """Embed with int8 linear layers, one text at a time: ~2.5x less CPU, different vectors (own index)."""
-    judge: bool = True
-    """Ask the LLM about pairs in the ambiguous band [judge_low, judge_high) (when a client is given)."""
-    judge_low: float = Field(default=0.50, gt=0.0, le=1.0)
-    """Below this similarity two scenarios are distinct without asking."""
-    judge_high: float = Field(default=0.80, gt=0.0, le=1.0)
-    """At or above this similarity a scenario is a duplicate without asking."""
-    judge_candidates: int = Field(default=2, ge=1, le=10)
-    """At most this many in-band matches are judged per scenario (most similar first)."""
-
-    @model_validator(mode="after")
-    def _band(self) -> DedupSettings:
-        if self.judge_low > self.judge_high:
-            raise ValueError(f"judge_low ({self.judge_low}) must not exceed judge_high ({self.judge_high})")
-        return self
 
 
 class JudgeReply(BaseModel):

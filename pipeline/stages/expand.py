@@ -17,54 +17,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from pipeline.config import Config, ConfigError, Section
 from pipeline.ir import Rejection, Scenario
 from pipeline.llm import LLMError
 from pipeline.seeds import Seed, normalise
+from pipeline.settings import ExpandSettings as ExpandSettings
+from pipeline.settings import ScenarioSettings as ScenarioSettings
 from pipeline.stages.base import StageResult
-from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios
+from pipeline.stages.dedup import DedupIndex, dedup_scenarios
 from pipeline.stages.feedback import render_section, user
 
 STAGE = "expand"
-
-
-class ExpandSettings(Section):
-    scenarios_per_seed: int = Field(default=3, ge=1, le=100)
-    """How many scenarios to accept per seed (N)."""
-    extra_attempts: int = Field(default=3, ge=0, le=100)
-    """LLM calls allowed per seed beyond N, for proposals that get rejected (unsuitable or repeated)."""
-    max_tokens: int = Field(default=400, ge=64)
-    """Completion budget of one proposal."""
-
-
-class ScenarioSettings(Section):
-    """Settings of the seeds -> scenarios -> dedup part of a run (``[stages.expand]``, ``[stages.dedup]``)."""
-
-    expand: ExpandSettings = ExpandSettings()
-    """Expansion of seeds into scenarios."""
-    dedup: DedupSettings = DedupSettings()
-    """Near-duplicate removal against the batch and the catalog."""
-
-    @classmethod
-    def from_config(cls, config: Config, **overrides: dict[str, Any]) -> ScenarioSettings:
-        """``[stages.expand]`` and ``[stages.dedup]`` of ``config``, with ``overrides`` (None values ignored)
-        on top; a bad key or value is reported by its dotted name."""
-        data: dict[str, Any] = {}
-        for section in ("expand", "dedup"):
-            values = dict(config.stages.get(section, {}))
-            values.update({k: v for k, v in overrides.get(section, {}).items() if v is not None})
-            data[section] = values
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            msgs = []
-            for err in e.errors():
-                key = "stages." + ".".join(str(x) for x in err["loc"])
-                msgs.append(f"unknown key '{key}'" if err["type"] == "extra_forbidden"
-                            else f"'{key}': {err['msg']} (got {err.get('input')!r})")
-            raise ConfigError("; ".join(msgs)) from None
 
 
 class ScenarioReply(BaseModel):

@@ -17,7 +17,7 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 
 if TYPE_CHECKING:
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
 
 STAGE = "intents"
 

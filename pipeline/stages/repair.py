@@ -23,7 +23,7 @@ from pipeline.stages.seed_data import generate_seed_for
 from pipeline.stages.tools import Sampler, ToolPlanItem, _write_tool
 
 if TYPE_CHECKING:
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
 
 
 def repair_tool(env: ir.Environment, fault: Any, client: Any, settings: BuildSettings) -> ir.Environment | None:

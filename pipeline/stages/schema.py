@@ -30,7 +30,7 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 
 if TYPE_CHECKING:
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
     from pipeline.stages.intents import Intent
 
 STAGE = "schema"

@@ -33,7 +33,7 @@ from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.schema import Column, scratch_db, table_columns
 
 if TYPE_CHECKING:
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
 
 STAGE = "seed_data"
 MAX_REF_VALUES = 40

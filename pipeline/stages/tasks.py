@@ -1,12 +1,12 @@
-"""The task-generation agent: the LLM proposes a small structured thing, code derives the rest.
+"""The task-generation agent: code plans compositional tasks, the LLM words the request.
 
-For each planned task, code picks the kind and the tools (a mix of lookups, creates, updates,
-deletes and multi-step chains) and shows the real rows those tools touch. The LLM fills in the
-arguments (a schema built from the tool specs, ids limited to existing rows) and writes the request
-as a user would. Code then replays the calls on a fresh instance, derives the verifier from the
-state diff (``verify.derive``), lints the wording and runs the proofs (``verify.proofs``). Any
-failure goes back to the LLM with the evidence, a bounded number of times; then the plan is
-rejected with the reason.
+The planner (:mod:`pipeline.stages.planner`) builds chains of real tool calls over the tool-dependency
+graph: rows, arguments and the order of calls chosen by code from the initial database, every argument
+either stated in the request (natural-key values, new values) or read by an earlier call. The LLM is asked
+only for the user's words, given the chain's facts; code lints the words (every value the chain needs is
+stated, no surrogate id, not the answer), replays the calls, derives the verifier from the state diff
+(``verify.derive``) and runs the proofs (``verify.proofs``). A wording problem goes back to the LLM with the
+evidence, a bounded number of times; then the chain is rejected with the reason.
 
 Entry points: :func:`generate_tasks` (an environment -> tasks + rejections), :func:`revise_task`
 (a task the tester/checker found badly worded -> a reworded task) and :func:`rederive_task` (a task
@@ -15,290 +15,100 @@ on a repaired environment -> its verifier derived again).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task, ToolCall
 from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes
-from pipeline.runtime import engine
+from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section
-from verify.derive import Derivation, derive_verifier, tables_used
-from verify.evaluate import answer_items
-from verify.models import args_model, catalog, clean_args
+from pipeline.stages.planner import Chain, plan_chains, tool_op
+from verify import reward
+from verify.derive import Derivation, derive_verifier
 from verify.proofs import prove
 from verify.replay import describe_call, fresh
-from verify.rows import Lookup, answer_columns, plan_lookup, row_labels, shown_rows
-from verify.state import Change, TableInfo, id_table, qi, singular_forms
 
 STAGE = "tasks"
 Kind = Literal["lookup", "create", "update", "delete", "multi_step"]
-KIND_CYCLE: tuple[Kind, ...] = ("lookup", "update", "create", "multi_step", "delete")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
-_NUM = re.compile(r"-?\d+(?:\.\d+)?")
+__all__ = ["TaskSettings", "generate_tasks", "rederive_task", "revise_task", "tool_op"]
 
 
-class TaskSettings(BaseModel):
-    """``[stages.tasks]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    n_tasks: int = Field(default=6, ge=1, le=200)
-    """How many tasks to plan per environment."""
-    max_attempts: int = Field(default=3, ge=1, le=10)
-    """LLM replies per task (the first plus corrections fed back with the evidence)."""
-    rows_per_table: int = Field(default=5, ge=1, le=30)
-    """Rows of each relevant table shown to the agent."""
-    max_tokens: int = Field(default=400, ge=64, le=4096)
-    """Reply budget per proposal."""
-    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of the replies after feedback (seeded; the first reply uses the client's own)."""
+# ---------------------------------------------------------------- wording
 
 
-@dataclass(frozen=True)
-class Plan:
-    index: int
-    kind: Kind
-    tools: tuple[str, ...]
-
-    def label(self) -> str:
-        return f"task {self.index} ({self.kind}: {', '.join(self.tools)})"
-
-
-# ---------------------------------------------------------------- planning
+def _stated(text: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int | float):
+        return any(abs(n - value) < 1e-9 for n, _ in reward.numbers_in(text))
+    v = str(value)
+    if reward.dates_in(v) and reward.dates_in(v)[0] in reward.dates_in(text):
+        return True
+    return reward.mentions(text, v)
 
 
-def tool_op(env: Environment, name: str) -> str:
-    """``read``, ``create``, ``update`` or ``delete``: what a tool's first write does."""
-    tool = env.tool(name)
-    if tool.kind == "read":
-        return "read"
-    for step in tool.steps:
-        if step.kind == "write":
-            verb = engine.leading_keyword(step.sql)
-            if verb == "WITH":
-                m = re.search(r"\b(INSERT|REPLACE|UPDATE|DELETE)\b", step.sql, re.I)
-                verb = m.group(1).upper() if m else verb
-            return {"INSERT": "create", "REPLACE": "create", "UPDATE": "update", "DELETE": "delete"}.get(verb, "update")
-    return "update"
-
-
-def plan_tasks(env: Environment, n: int) -> list[Plan]:
-    """``n`` plans cycling through the kinds this environment's tools support."""
-    by_op: dict[str, list[str]] = {}
-    for t in sorted(env.tools, key=lambda t: t.name):
-        by_op.setdefault(tool_op(env, t.name), []).append(t.name)
-    writes = sorted(name for op, names in by_op.items() if op != "read" for name in names)
-    reads = by_op.get("read", [])
-    counters: dict[str, int] = {}
-    plans: list[Plan] = []
-    i = 0
-    while len(plans) < n and i < n * len(KIND_CYCLE):
-        kind = KIND_CYCLE[i % len(KIND_CYCLE)]
-        i += 1
-        c = counters.get(kind, 0)
-        tools: tuple[str, ...] | None = None
-        if kind == "lookup" and reads:
-            tools = (reads[c % len(reads)],)
-        elif kind in ("create", "update", "delete") and by_op.get(kind):
-            names = by_op[kind]
-            tools = (names[c % len(names)],)
-        elif kind == "multi_step" and len(writes) >= 2:
-            a = writes[c % len(writes)]
-            b = writes[(c + 1 + c // len(writes)) % len(writes)]
-            tools = (a, b) if a != b else (a, writes[(writes.index(a) + 1) % len(writes)])
-        elif kind == "multi_step" and writes and reads:
-            tools = (reads[c % len(reads)], writes[c % len(writes)])
-        if tools is None:
+def lint_request(env: Environment, chain: Chain, text: str) -> str | None:
+    """Wording problems a request must not have: a tool's description repeated, a value the chain needs
+    left out, a surrogate id or the answer given away. Language-independent: values, not word lists."""
+    norm = reward.normalize_text(text)
+    for t in env.tools:
+        d = reward.normalize_text(t.description)
+        if len(d) > 12 and (d in norm or norm in d):
+            return f"the request repeats the description of tool {t.name}; write what this user wants"
+    missing = [v for v in chain.must_state if not _stated(text, v)]
+    if missing:
+        return "the request must state " + ", ".join(repr(v) for v in missing) + " exactly as written"
+    for v in chain.hidden + chain.read_values():
+        if v in chain.must_state or isinstance(v, bool):
             continue
-        counters[kind] = c + 1
-        plans.append(Plan(len(plans) + 1, kind, tools))
-    return plans
+        if _stated(text, v):
+            if chain.answer is not None and v == chain.answer.get("value"):
+                return f"the request gives its answer away ({v!r}); ask for it instead"
+            return f"the request mentions {v!r}, an internal id users do not know; name things by what they are"
+    return None
 
 
-# ---------------------------------------------------------------- prompt and reply model
-
-
-Refs = dict[tuple[str, str], dict[str, Any]]
-
-
-def _id_choices(env: Environment, tool_name: str, conn: Any, infos: dict[str, TableInfo],
-                refs: Refs, notes: list[str]) -> dict[str, list[Any]]:
-    """Allowed values of id parameters: the rows' labels when they have unique ones (mapped back to ids
-    by code, so the model picks rows by the names it then writes), else the existing ids."""
-    out: dict[str, list[Any]] = {}
-    for p in env.tool(tool_name).params:
-        t = id_table(infos, p.name)
-        if not t or p.type != "integer":
-            continue
-        labelled = row_labels(conn, infos[t])
-        if labelled is not None:
-            col, mapping = labelled
-            refs[(tool_name, p.name)] = mapping
-            out[p.name] = list(mapping)
-            note = f"{p.name}: give the {col} of the {t} row (code turns it into the id)"
-            if note not in notes:
-                notes.append(note)
-            continue
-        key = infos[t].key[0]
-        vals = [r[0] for r in conn.execute(f"SELECT {qi(key)} FROM {qi(t)} ORDER BY 1 LIMIT 200")]
-        if vals and all(isinstance(v, int) for v in vals):
-            out[p.name] = vals
-    tool = env.tool(tool_name)
-    if tool.kind == "read":  # a lookup's text arguments are real values of the column they are named after
-        for p in tool.params:
-            if p.type != "string" or p.enum or p.name in out:
-                continue
-            for t in tables_used(env, [tool_name]):
-                if p.name in infos[t].columns:
-                    vals = [r[0] for r in conn.execute(
-                        f"SELECT DISTINCT {qi(p.name)} FROM {qi(t)} WHERE typeof({qi(p.name)}) = 'text' ORDER BY 1 LIMIT 201")]
-                    if 0 < len(vals) <= 200:
-                        out[p.name] = vals
-                    break
-    return out
-
-
-def proposal_model(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo]) -> tuple[type[BaseModel], Refs, list[str]]:
-    """The reply schema for ``plan``, the label -> id maps of its id parameters, and notes for the prompt."""
-    refs: Refs = {}
-    notes: list[str] = []
-    # the calls first, then the user's words: having just picked 'Matilda', the model names it
-    fields: dict[str, Any] = {}
-    for name in plan.tools:
-        fields[name] = (args_model(env.tool(name), _id_choices(env, name, conn, infos, refs, notes)), ...)
-    if all(tool_op(env, n) == "read" for n in plan.tools):
-        last = env.tool(plan.tools[-1])
-        searched = {p.name for p in last.params}
-        cols = answer_columns(engine.result_columns(conn, last.returns.sql), searched) if last.returns else []
-        fields["answer_field"] = (Literal[tuple(cols)] if cols else str, ...)  # type: ignore[valid-type]
-    fields["user_request"] = (str, Field(..., min_length=15, max_length=400))
-    model = create_model("TaskProposal", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
-    return model, refs, notes
-
-
-def reply_calls(reply: BaseModel, plan: Plan, refs: Refs) -> list[ToolCall]:
-    """The tool calls a proposal stands for (row labels turned back into ids)."""
-    calls = []
-    for t in plan.tools:
-        args = clean_args(getattr(reply, t))
-        for (tool, param), mapping in refs.items():
-            if tool == t and param in args:
-                args[param] = mapping[args[param]]
-        calls.append(ToolCall(tool=t, arguments=args))
-    return calls
-
-
-def proposal_messages(env: Environment, plan: Plan, conn: Any, infos: dict[str, TableInfo], settings: TaskSettings,
-                      notes: list[str] | None = None) -> list[dict[str, Any]]:
+def chain_messages(env: Environment, chain: Chain) -> list[dict[str, Any]]:
     user = render_section(
-        "tasks", "propose",
+        "tasks", "phrase_chain",
         scenario=f"{env.scenario.name}: {env.scenario.description}",
-        tools=catalog(env, list(plan.tools)) if len(plan.tools) == 1 else
-        "\n".join(f"{i}. {catalog(env, [t])[2:]}" for i, t in enumerate(plan.tools, 1)),
-        rows=shown_rows(env, list(plan.tools), plan.index, conn, infos, settings.rows_per_table),
-        refs=("Arguments that name a row:\n" + "\n".join(f"- {n}" for n in notes)) if notes else "",
-        kind_hint=render_section("tasks", f"hint_{plan.kind}"),
+        facts="\n".join(f"- {f}" for f in chain.facts),
+        must=", ".join(repr(v) if isinstance(v, str) else str(v) for v in chain.must_state) or "(none)",
+        question=render_section("tasks", "question") if chain.answer is not None else "",
     )
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
 
 
-# ---------------------------------------------------------------- checks on a proposal
-
-
-def _row_names(conn: Any, info: TableInfo, key: Any) -> list[str]:
-    row = conn.execute(f"SELECT * FROM {qi(info.name)} WHERE {qi(info.key[0])} = ?", (key,)).fetchone()
-    if row is None:
-        return []
-    return [v for v in row if isinstance(v, str) and len(v) >= 3 and not _DATE.match(v) and "@" not in v] or \
-        [v for v in row if isinstance(v, str) and len(v) >= 3]
-
-
-def _mentions(text: str, value: str) -> bool:
-    norm = lambda s: re.sub(r"\s+", " ", re.sub(r"[\"'`\u2018\u2019\u201c\u201d]", "", s.casefold())).strip()  # noqa: E731
-    return norm(value) in norm(text)
-
-
-def lint_instruction(env: Environment, calls: list[ToolCall], instruction: str, answer: str | None, conn: Any,
-                     infos: dict[str, TableInfo]) -> str | None:
-    """Wording problems a user request must not have (``conn`` holds the initial state)."""
-    numbers = {float(n) for n in _NUM.findall(instruction.replace(",", ""))}
-    for t in env.tools:
-        if _mentions(instruction, t.description) or _mentions(t.description, instruction):
-            return f"the request repeats the description of tool {t.name}; write what this user wants about these rows"
-    for table, info in infos.items():
-        labelled = row_labels(conn, info) if info.int_pk else None
-        if labelled is None:
-            continue
-        by_key = {v: k for k, v in labelled[1].items()}
-        for noun in sorted(singular_forms(table)):
-            for m in re.finditer(rf"\b{re.escape(noun)}\s+(?:id\s*|#\s*|number\s+|no\.?\s*)?(\d+)\b", instruction, re.I):
-                if int(m.group(1)) in by_key:
-                    return (f"the request says {m.group(0)!r}, an id users do not know; name the {noun} instead "
-                            f"(for example {by_key[int(m.group(1))]!r})")
-    question = all(env.tool(c.tool).kind == "read" for c in calls)
-    for call in calls:
-        write = env.tool(call.tool).kind == "write"
-        params = {p.name: p for p in env.tool(call.tool).params}
-        for k, v in call.arguments.items():
-            ref = id_table(infos, k)
-            if ref and isinstance(v, int):
-                if re.search(rf"(\bids?\b|#|\bnumber\b|\bno\.)\s*:?\s*{v}\b", instruction, re.I):
-                    return f"the request mentions {k} {v} as an id; users do not know ids, name the {ref} row instead"
-                names = _row_names(conn, infos[ref], v)
-                if names and not any(_mentions(instruction, n) for n in names):
-                    return (f"the request must name the {ref} row with {k}={v} by its name or title "
-                            f"(for example {names[0]!r}), not by its id")
-            elif (write or question) and isinstance(v, str) and not _mentions(instruction, v) \
-                    and not (params.get(k) and params[k].enum and not write):
-                return f"the request must state the {k} {v!r} (the assistant cannot guess it)"
-            elif write and isinstance(v, int | float) and not isinstance(v, bool) and float(v) not in numbers \
-                    and not (params.get(k) and params[k].enum):
-                return f"the request must state the {k} {v} (the assistant cannot guess it)"
-    if answer is not None:
-        items = answer_items(answer)
-        if items and all(_mentions(instruction, i) for i in items if i not in ("yes", "no")) and \
-                any(i not in ("yes", "no") for i in items):
-            return (f"the question gives its answer away ({answer!r}); ask about another field of the row "
-                    f"than the one that names it")
-    return None
-
-
-def classify(env: Environment, calls: list[ToolCall], changes: tuple[Change, ...]) -> Kind:
-    if len(calls) > 1:
-        return "multi_step"
+def classify(env: Environment, calls: list[ToolCall], changes: tuple[Any, ...]) -> Kind:
+    """What a task does: a question (``lookup``), or the kind of write when all its changes agree."""
     if not changes:
         return "lookup"
     ops = {c.op for c in changes}
-    if ops == {"insert"}:
-        return "create"
-    if ops == {"delete"}:
-        return "delete"
-    if ops == {"update"}:
-        return "update"
-    op = tool_op(env, calls[0].tool)
-    return op if op in ("create", "update", "delete") else "multi_step"  # type: ignore[return-value]
+    if len(ops) == 1:
+        return {"insert": "create", "delete": "delete", "update": "update"}[ops.pop()]  # type: ignore[return-value]
+    return "multi_step"
 
 
 def make_task(env: Environment, d: Derivation, instruction: str, *, answer_field: str | None,
-              provenance: dict[str, Any], plan: Plan | None = None) -> Task:
+              provenance: dict[str, Any], chain: Chain | None = None, extra: dict[str, Any] | None = None) -> Task:
     assert d.verifier is not None
     calls = list(d.calls)
     tools_used = list(dict.fromkeys(c.tool for c in calls))
     metadata: dict[str, Any] = {"tools_used": tools_used, "steps": len(calls),
-                                "tables_changed": d.verifier.mutable_tables}
+                                "tables_changed": d.verifier.mutable_tables, **(extra or {})}
+    if chain is not None:
+        metadata.update({"tier": chain.tier, "shape": chain.shape, "sources": chain.sources,
+                         "data_dependent": chain.dependent})
+    metadata.setdefault("tier", 1 if len(calls) == 1 else 2 if len(calls) <= 3 else 3)
     if answer_field:
         metadata["answer_field"] = answer_field
     if d.notes:
         metadata["derivation_notes"] = list(d.notes)
-    if plan is not None:
-        metadata["plan"] = plan.index
     return Task(
         task_id=Task.make_id(env.env_id, instruction, calls, d.verifier),
         env_id=env.env_id,
@@ -329,21 +139,16 @@ def _effect_key(verifier: Any, calls: Any) -> str:
 
 
 def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *, answer_field: str | None,
-                    initial_db: str | Path | None, provenance: dict[str, Any], plan: Plan | None = None,
-                    seen: set[str] | None = None) -> tuple[Task | None, str | None]:
-    """Replay, derive, lint and prove one proposal: the task, or the problem to feed back."""
-    d = derive_verifier(env, calls, initial_db=initial_db, answer_field=answer_field)
+                    initial_db: str | Path | None, provenance: dict[str, Any], chain: Chain | None = None,
+                    answer: dict[str, Any] | None = None, seen: set[str] | None = None,
+                    extra: dict[str, Any] | None = None) -> tuple[Task | None, str | None]:
+    """Replay, derive and prove one worded task: the task, or the problem to feed back."""
+    d = derive_verifier(env, calls, initial_db=initial_db, answer_field=answer_field, answer=answer)
     if d.error or d.verifier is None:
-        hint = "; choose a new value that differs from the current one" if "changed nothing" in (d.error or "") else \
-            "; choose other values from the data"
-        return None, f"replaying the calls failed: {d.error}{hint}"
+        return None, f"replaying the calls failed: {d.error}"
     if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier, d.calls) in seen):
-        return None, "another task already does exactly this; choose different rows or values"
-    with fresh(env, initial_db) as run:
-        problem = lint_instruction(env, list(d.calls), instruction, d.verifier.answer, run.inst.conn, run.infos)
-    if problem:
-        return None, problem
-    task = make_task(env, d, instruction, answer_field=answer_field, provenance=provenance, plan=plan)
+        return None, "another task already does exactly this"
+    task = make_task(env, d, instruction, answer_field=answer_field, provenance=provenance, chain=chain, extra=extra)
     report = prove(env, task, initial_db=initial_db)
     if not report.ok:
         return None, "the task fails a check: " + report.reason()
@@ -355,32 +160,7 @@ class Revision(BaseModel):
     user_request: str = Field(..., min_length=15, max_length=400)
 
 
-def lookup_messages(env: Environment, lookup: Lookup) -> list[dict[str, Any]]:
-    scenario, tool = f"{env.scenario.name}: {env.scenario.description}", catalog(env, [lookup.call.tool])
-    if lookup.counts:
-        what = env.tool(lookup.call.tool).description.rstrip(".")
-        what += f" (for {lookup.subject})" if lookup.subject else ""
-        user = render_section("tasks", "phrase_count", scenario=scenario, tool=tool, what=what)
-    else:
-        user = render_section("tasks", "phrase_lookup", scenario=scenario, tool=tool,
-                              field=lookup.answer_field.replace("_", " "), subject=lookup.subject)
-    return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
-
-
 # ---------------------------------------------------------------- entry points
-
-
-def _checker(env: Environment, plan: Plan, initial_db: str | Path | None, prov: dict[str, Any], seen: set[str], *,
-             lookup: Lookup | None = None, refs: Refs | None = None) -> Callable[[Any], tuple[Task | None, str | None]]:
-    def check(reply: Any) -> tuple[Task | None, str | None]:
-        field: str | None
-        if lookup is not None:
-            calls, field = [lookup.call], lookup.answer_field
-        else:
-            calls, field = reply_calls(reply, plan, refs or {}), getattr(reply, "answer_field", None)
-        return build_and_prove(env, calls, reply.user_request, answer_field=field, initial_db=initial_db,
-                               provenance=prov, plan=plan, seen=seen)
-    return check
 
 
 def generate_tasks(
@@ -391,42 +171,57 @@ def generate_tasks(
     initial_db: str | Path | None = None,
     settings: TaskSettings | None = None,
 ) -> StageResult[list[Task]]:
-    """Plan ``n`` tasks, ask the LLM for each, keep those that replay, lint and prove."""
+    """Plan chains for ``n`` tasks, ask the LLM to word each, keep those that lint, replay and prove."""
     settings = settings or TaskSettings()
-    plans = plan_tasks(env, n or settings.n_tasks)
+    want = n or settings.n_tasks
+    with fresh(env, initial_db) as run:
+        chains = plan_chains(env, run, max(want, round(want * settings.overplan)), settings.tiers,
+                             initial_db=initial_db)
     tasks: list[Task] = []
     rejections: list[Rejection] = []
     seen: set[str] = set()
     replies = 0
-    if not plans:
-        return StageResult([], (Rejection(stage=STAGE, item=env.env_id, reason="the environment has no tools to build tasks on"),))
-    with fresh(env, initial_db) as run:
-        conn, infos = run.inst.conn, run.infos
-        for plan in plans:
-            prov = _provenance(client, 0, {"plan": plan.label()})
-            lookup = plan_lookup(env, plan.tools[0], plan.index, run) if plan.kind == "lookup" else None
-            if lookup is not None:  # code chose the row and the field; the model phrases the question
-                model: type[BaseModel] = Revision
-                messages = lookup_messages(env, lookup)
-                check = _checker(env, plan, initial_db, prov, seen, lookup=lookup)
-            else:
-                model, refs, notes = proposal_model(env, plan, conn, infos)
-                messages = proposal_messages(env, plan, conn, infos, settings, notes)
-                check = _checker(env, plan, initial_db, prov, seen, refs=refs)
+    if not chains:
+        return StageResult([], (Rejection(stage=STAGE, item=env.env_id,
+                                          reason="no task can be planned over these tools and rows"),))
+    for i, chain in enumerate(chains, 1):
+        if len(tasks) >= want:
+            break
+        label = f"task {i} ({chain.shape}, tier {chain.tier}: {' -> '.join(c.tool for c in chain.calls)})"
+        dry = derive_verifier(env, chain.calls, initial_db=initial_db, answer=chain.answer)
+        if dry.error or dry.verifier is None:  # code finds this without asking the LLM for words
+            rejections.append(Rejection(stage=STAGE, item=label, reason=f"the planned calls do not replay: {dry.error}",
+                                        evidence={"calls": [describe_call(c) for c in chain.calls]}))
+            continue
+        if _call_key(dry.calls) in seen or _effect_key(dry.verifier, dry.calls) in seen:
+            continue
+        prov = _provenance(client, 0, {"plan": label})
+        answer = None
+        if chain.answer is not None:
+            answer = dict(chain.answer)
 
-            out = ask_with_feedback(
-                Escalating(client, settings.retry_temperature), model, messages, check, stage=STAGE,
-                max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
-                feedback=lambda e: render_section("tasks", "feedback", error=e),
-            )
-            replies += out.attempts
-            if out.value is None:
-                rejections.append(Rejection(stage=STAGE, item=plan.label(), reason=out.error or "no task",
-                                            evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages)}))
-                continue
-            task = out.value.model_copy(update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
-            seen |= {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
-            tasks.append(task)
+        def check(reply: Revision, chain: Chain = chain, prov: dict[str, Any] = prov,
+                  answer: dict[str, Any] | None = answer) -> tuple[Task | None, str | None]:
+            problem = lint_request(env, chain, reply.user_request)
+            if problem:
+                return None, problem
+            return build_and_prove(env, chain.calls, reply.user_request, answer_field=None, initial_db=initial_db,
+                                   provenance=prov, chain=chain, answer=answer, seen=seen)  # noqa: B023 (seen is read while the loop runs)
+
+        out = ask_with_feedback(
+            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,
+            max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
+            feedback=lambda e: render_section("tasks", "feedback", error=e),
+        )
+        replies += out.attempts
+        if out.value is None:
+            rejections.append(Rejection(stage=STAGE, item=label, reason=out.error or "no task",
+                                        evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages),
+                                                  "calls": [describe_call(c) for c in chain.calls]}))
+            continue
+        task = out.value.model_copy(update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
+        seen |= {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
+        tasks.append(task)
     return StageResult(tasks, tuple(rejections), attempts=replies)
 
 
@@ -462,7 +257,8 @@ def revise_task(
             return None, "the request is unchanged; reword it"
         prov = {**task.provenance, "revised": task.provenance.get("revised", 0) + 1, "revised_because": problem[:300]}
         return build_and_prove(env, list(task.reference_solution), reply.user_request, answer_field=answer_field,
-                               initial_db=initial_db, provenance=prov)
+                               initial_db=initial_db, provenance=prov, answer=_typed(task),
+                               extra=_kept_metadata(task))
 
     out = ask_with_feedback(Escalating(client, settings.retry_temperature), Revision, messages, check, stage=STAGE, max_attempts=settings.max_attempts,
                             max_tokens=settings.max_tokens,
@@ -477,7 +273,20 @@ def rederive_task(env: Environment, task: Task, *, initial_db: str | Path | None
     """The same request and calls on a changed environment: derive the verifier again and prove it."""
     task2, err = build_and_prove(env, list(task.reference_solution), task.instruction,
                                  answer_field=task.metadata.get("answer_field"), initial_db=initial_db,
-                                 provenance={**task.provenance, "rederived": True})
+                                 provenance={**task.provenance, "rederived": True}, answer=_typed(task),
+                                 extra=_kept_metadata(task))
     if task2 is not None:
         task2 = task2.model_copy(update={"metadata": {**task.metadata, **task2.metadata}, "difficulty": task.difficulty})
     return task2, err
+
+
+def _typed(task: Task) -> dict[str, Any] | None:
+    a = task.verifier.answer
+    return a if isinstance(a, dict) else None
+
+
+_KEPT = ("tier", "shape", "sources", "data_dependent", "plan")
+
+
+def _kept_metadata(task: Task) -> dict[str, Any]:
+    return {k: task.metadata[k] for k in _KEPT if k in task.metadata}

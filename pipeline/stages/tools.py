@@ -42,7 +42,7 @@ from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.schema import Column, ask_min, scratch_db, table_columns
 
 if TYPE_CHECKING:
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
     from pipeline.stages.intents import Intent
 
 STAGE = "tools"

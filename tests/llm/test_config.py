@@ -1,45 +1,209 @@
+"""Configuration layers (defaults < TOML < environment < flags), each beating the one below, and the one
+formatter of validation errors (file or variable, dotted key, value)."""
+
 from __future__ import annotations
 
+import json
+import os
+
+import click
 import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
 
-from pipeline.config import ConfigError, load_config
-
-
-def test_bad_key_is_named(tmp_path):
-    p = tmp_path / "c.toml"
-    p.write_text("[llm]\ntemprature = 0.5\n")
-    with pytest.raises(ConfigError, match=r"c.toml: unknown key 'llm.temprature'"):
-        load_config(p)
+from pipeline.cli.common import llm_options
+from pipeline.config import ConfigError, env_name, load_config, validate_config
+from pipeline.settings import BuildSettings, LLMSettings, format_validation_error
 
 
-def test_bad_value_is_named(tmp_path):
-    p = tmp_path / "c.toml"
-    p.write_text("[llm]\ntemperature = 9\n")
-    with pytest.raises(ConfigError, match=r"'llm.temperature'"):
-        load_config(p)
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    """No configuration variable of the machine running the tests leaks into them."""
+    for name in list(os.environ):
+        if name.upper().startswith(("ENVFOUNDRY_", "OPENAI_")) and name.upper() != "ENVFOUNDRY_HOME":
+            monkeypatch.delenv(name)
 
 
-def test_invalid_toml_names_file(tmp_path):
-    p = tmp_path / "c.toml"
-    p.write_text("[llm\n")
-    with pytest.raises(ConfigError, match="not valid TOML"):
-        load_config(p)
+@pytest.fixture
+def toml(tmp_path):
+    def write(text: str):
+        p = tmp_path / "c.toml"
+        p.write_text(text)
+        return p
+    return write
 
 
-def test_precedence_file_env_flags(tmp_path, monkeypatch):
-    p = tmp_path / "c.toml"
-    p.write_text('[llm]\nbase_url = "http://file/v1"\nmodel = "m-file"\n')
+# ---------------------------------------------------------------- each layer, and each beating the one below
+
+
+def test_defaults():
+    cfg = load_config()
+    assert cfg.llm == LLMSettings() and cfg.stages == {}
+    assert cfg.llm.concurrency == 2 and cfg.llm.base_url is None
+
+
+def test_toml_beats_defaults(toml):
+    cfg = load_config(toml("[llm]\nconcurrency = 3\nseed = 5\n[stages.build]\nmax_attempts = 2\n"))
+    assert cfg.llm.concurrency == 3 and cfg.llm.seed == 5 and cfg.llm.temperature == 0.0
+    assert cfg.stages == {"build": {"max_attempts": 2}}
+
+
+def test_environment_beats_toml(toml, monkeypatch):
+    path = toml('[llm]\nconcurrency = 3\nseed = 5\nbase_url = "http://file/v1"\nmodel = "m-file"\n'
+                '[stages.build]\nmax_attempts = 2\nrows_min = 4\n')
+    monkeypatch.setenv("ENVFOUNDRY_LLM__CONCURRENCY", "7")
     monkeypatch.setenv("ENVFOUNDRY_MODEL", "m-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env/v1")
+    monkeypatch.setenv("ENVFOUNDRY_STAGES__BUILD__MAX_ATTEMPTS", "5")
+    cfg = load_config(path)
+    assert cfg.llm.concurrency == 7 and cfg.llm.seed == 5  # a variable replaces one key, the file keeps the rest
+    assert cfg.llm.model == "m-env" and cfg.llm.base_url == "http://env/v1"
+    assert BuildSettings.model_validate(cfg.stages["build"]) == BuildSettings(max_attempts=5, rows_min=4)
+
+
+def test_environment_beats_defaults_without_a_file(monkeypatch):
+    monkeypatch.setenv("ENVFOUNDRY_LLM__CACHE", "false")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__TEMPERATURE", "0.5")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    cfg = load_config(p)
-    assert cfg.llm.model == "m-file" and cfg.llm.api_key == "sk-secret"  # the file beats the environment
-    cfg = load_config(p, {"llm": {"model": "m-flag", "seed": None}})
-    assert cfg.llm.model == "m-flag" and cfg.llm.seed == 0
-    assert "sk-secret" not in cfg.model_dump_json()
+    cfg = load_config()
+    assert cfg.llm.cache is False and cfg.llm.temperature == 0.5 and cfg.llm.api_key == "sk-secret"
+    assert "sk-secret" not in cfg.model_dump_json() and "sk-secret" not in repr(cfg)
+
+
+def test_long_variable_beats_short_one_and_empty_ones_are_ignored(toml, monkeypatch):
+    monkeypatch.setenv("ENVFOUNDRY_MODEL", "m-short")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__MODEL", "m-long")
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__SEED", "")
+    cfg = load_config(toml('[llm]\nbase_url = "http://file/v1"\nseed = 4\n'))
+    assert cfg.llm.model == "m-long" and cfg.llm.base_url == "http://file/v1" and cfg.llm.seed == 4
+
+
+def test_flags_beat_environment_and_none_means_not_given(toml, monkeypatch):
+    path = toml('[llm]\nbase_url = "http://file/v1"\nmodel = "m-file"\nseed = 5\n')
+    monkeypatch.setenv("ENVFOUNDRY_MODEL", "m-env")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__SEED", "6")
+    cfg = load_config(path, {"llm": {"model": "m-flag", "seed": None, "temperature": None}})
+    assert cfg.llm.model == "m-flag" and cfg.llm.seed == 6 and cfg.llm.temperature == 0.0
+    cfg = load_config(path, {"llm": {"seed": 7}, "stages": {"build": {"max_attempts": 1}}})
+    assert cfg.llm.seed == 7 and cfg.llm.model == "m-env" and cfg.stages == {"build": {"max_attempts": 1}}
+
+
+def test_command_line_flags_beat_environment(toml, monkeypatch):
+    """The real path: click flags of ``llm_options`` over a variable over the file."""
+
+    @click.command()
+    @llm_options
+    def show(config):
+        click.echo(json.dumps(config.llm.model_dump(mode="json")))
+
+    path = toml("[llm]\nseed = 1\ntemperature = 0.1\nconcurrency = 3\n")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__SEED", "2")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__TEMPERATURE", "0.2")
+    out = CliRunner().invoke(show, ["--config", str(path), "--seed", "3"])
+    assert out.exit_code == 0, out.output
+    llm = json.loads(out.output)
+    assert (llm["seed"], llm["temperature"], llm["concurrency"]) == (3, 0.2, 3)
+
+
+def test_env_name():
+    assert env_name("llm.concurrency") == "ENVFOUNDRY_LLM__CONCURRENCY"
+    assert env_name("stages.build.max_attempts") == "ENVFOUNDRY_STAGES__BUILD__MAX_ATTEMPTS"
+
+
+# ---------------------------------------------------------------- errors name the layer, the key and the value
+
+
+def test_bad_key_is_named(toml):
+    with pytest.raises(ConfigError, match=r"c.toml: unknown key 'llm.temprature'$"):
+        load_config(toml("[llm]\ntemprature = 0.5\n"))
+
+
+def test_bad_value_is_named(toml):
+    with pytest.raises(ConfigError) as e:
+        load_config(toml("[llm]\ntemperature = 5\n"))
+    assert str(e.value).endswith("c.toml: 'llm.temperature': Input should be less than or equal to 2 (got 5)")
+
+
+def test_bad_stage_table_is_named_with_its_file(toml):
+    with pytest.raises(ConfigError) as e:
+        load_config(toml("[stages.build]\nmax_attempts = 99\n[stages.biuld]\nx = 1\n"))
+    assert str(e.value).endswith("c.toml: 'stages.build.max_attempts': Input should be less than or equal "
+                                 "to 10 (got 99); unknown key 'stages.biuld'")
+
+
+def test_bad_environment_value_names_the_variable(toml, monkeypatch):
+    monkeypatch.setenv("ENVFOUNDRY_LLM__TEMPERATURE", "5")
+    monkeypatch.setenv("ENVFOUNDRY_LLM__TEMPRATURE", "0")
+    with pytest.raises(ConfigError) as e:
+        load_config(toml("[llm]\nseed = 'x'\n"))
+    msg = str(e.value)
+    assert "ENVFOUNDRY_LLM__TEMPERATURE: 'llm.temperature': Input should be less than or equal to 2 (got '5')" in msg
+    assert "ENVFOUNDRY_LLM__TEMPRATURE: unknown key 'llm.temprature'" in msg
+    assert "c.toml: 'llm.seed': Input should be a valid integer" in msg
+
+
+def test_bad_table_variable_is_named(monkeypatch):
+    monkeypatch.setenv("ENVFOUNDRY_LLM", "not json")
+    with pytest.raises(ConfigError, match=r"^ENVFOUNDRY_LLM: not a JSON table"):
+        load_config()
+
+
+def test_bad_flag_is_named():
+    with pytest.raises(ConfigError, match=r"^command line: 'llm.temperature': .* \(got 7.0\)$"):
+        load_config(None, {"llm": {"temperature": 7.0}})
+
+
+def test_invalid_toml_names_file(toml):
+    with pytest.raises(ConfigError, match=r"c.toml: not valid TOML"):
+        load_config(toml("[llm\n"))
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"config file .*nope.toml not found"):
+        load_config(tmp_path / "nope.toml")
 
 
 def test_endpoint_without_model_is_refused(monkeypatch):
-    monkeypatch.delenv("ENVFOUNDRY_MODEL", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    with pytest.raises(ConfigError, match="llm.model"):
+    with pytest.raises(ConfigError, match=r"^OPENAI_BASE_URL: 'llm.model' is required"):
         load_config()
+
+
+def test_validate_config_checks_stage_tables():
+    with pytest.raises(ConfigError, match=r"^x.toml: unknown key 'stages.dedup.treshold'$"):
+        validate_config({"stages": {"dedup": {"treshold": 0.6}}}, "x.toml")
+    with pytest.raises(ConfigError, match=r"^config: 'stages.verify.fix_rounds': .* \(got -1\)$"):
+        validate_config({"stages": {"verify": {"fix_rounds": -1}, "tester": {"attempts": 2}}})
+
+
+# ---------------------------------------------------------------- the formatter itself
+
+
+def _error(model, data) -> ValidationError:
+    with pytest.raises(ValidationError) as e:
+        model.model_validate(data)
+    return e.value
+
+
+def test_formatter_names_source_key_and_value():
+    err = _error(LLMSettings, {"temperature": 5, "temprature": 1, "seed": "x" * 200})
+    msg = format_validation_error(err, "c.toml", prefix="llm")
+    assert msg.startswith("c.toml: 'llm.temperature': Input should be less than or equal to 2 (got 5); ")
+    assert "'llm.seed': Input should be a valid integer, unable to parse string as an integer (got 'xxx" in msg
+    assert "...)" in msg and len(msg) < 400  # a long value is cut
+    assert msg.endswith("; unknown key 'llm.temprature'")
+
+
+def test_formatter_whole_model_check_shows_no_value():
+    msg = format_validation_error(_error(BuildSettings, {"intents_min": 9}), prefix="stages.build")
+    assert msg == "'stages.build': Value error, intents_min (9) is larger than intents_max (7)"
+
+
+def test_formatter_origin_per_key():
+    err = _error(LLMSettings, {"temperature": 5, "seed": "x"})
+    msg = format_validation_error(err, "c.toml", prefix="llm",
+                                  origin=lambda key: env_name(key) if key == "llm.seed" else None)
+    assert msg == ("c.toml: 'llm.temperature': Input should be less than or equal to 2 (got 5); "
+                   "ENVFOUNDRY_LLM__SEED: 'llm.seed': Input should be a valid integer, unable to parse string "
+                   "as an integer (got 'x')")

@@ -119,5 +119,6 @@ def test_broad_calls_draw_arguments_from_real_rows() -> None:
 
 def test_wrong_answer_perturbs_each_item() -> None:
     assert wrong_answer("yes") == "no"
-    assert wrong_answer("12.5; Emma") == "13.5; unknown"
+    assert wrong_answer({"type": "text", "value": "Emma", "others": ["Dune"]}) == "Dune"
+    assert wrong_answer({"type": "date", "value": "2026-01-05"}) == "1999-12-31"
     assert wrong_answer("3") == "4"

