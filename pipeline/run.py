@@ -14,7 +14,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,6 +81,23 @@ def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None
     return RunPlan(config, run, scen, build, verify)
 
 
+def invoke_scenario_graph(scn: Any, client: Any, plan: RunPlan, envs_dir: Path, thread_id: str,
+                          checkpointer: Any, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The per-scenario unit of work: run the scenario's graph, or resume it from its last checkpoint."""
+    from pipeline.graph import GraphDeps, build_scenario_graph
+
+    deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
+                     n_tasks=plan.run.tasks_per_env, progress=progress)
+    cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": 50}
+    graph = build_scenario_graph(deps, checkpointer=checkpointer)
+    state = graph.get_state(cfg)
+    if state.next:
+        return graph.invoke(None, cfg)  # resume after the last finished node
+    if state.values.get("status") in ("verified", "rejected"):
+        return state.values
+    return graph.invoke({"scenario": scn.model_dump(mode="json"), "status": "building", "rejections": []}, cfg)
+
+
 def git_revision() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -127,7 +143,10 @@ def run_catalog(
     allow_other_config: bool = False,
     progress: Progress | None = None,
     client_factory: Callable[[LLMSettings], Any] | None = None,
+    executor: Any = None,
 ) -> RunResult:
+    """``executor``: where the per-scenario graphs run (``pipeline.executor``; default: a thread pool of
+    ``[stages.run] concurrency``)."""
     from pipeline.llm import client_from_settings
     from pipeline.seeds import load_seeds
 
@@ -176,10 +195,10 @@ def run_catalog(
     if plan.run.max_scenarios:
         scenarios = scenarios[: plan.run.max_scenarios]
 
-    # ---- per scenario: the checkpointed graph
+    # ---- per scenario: the checkpointed graph, on the executor (threads here, or Ray tasks)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from pipeline.graph import GraphDeps, build_scenario_graph
+    from pipeline.executor import LocalExecutor, ScenarioOutcome, ScenarioWork
 
     envs_dir = out / "envs"
     envs_dir.mkdir(parents=True, exist_ok=True)
@@ -191,34 +210,28 @@ def run_catalog(
     if skipped:
         prog.advance("environments", skipped, f"{skipped} already done")
     failed: list[dict[str, str]] = []
+    remote_usage: list[dict[str, dict[str, float]]] = []
+    work = ScenarioWork(plan, llm, fingerprint, envs_dir, make_client=new_client, checkpointer=saver,
+                        progress=prog.message)
 
-    def one(scn: Any) -> dict[str, Any]:
-        client = new_client()
-        deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
-                         n_tasks=plan.run.tasks_per_env, progress=prog.message)
-        cfg = {"configurable": {"thread_id": f"{fingerprint}:{scn.scenario_id}"}, "recursion_limit": 50}
-        t = time.perf_counter()
+    def started(scn: Any) -> Any:  # pulled by the executor when a slot is free
         catalog.set_environment(scn.scenario_id, name=scn.name, status="building", reason="")
-        try:
-            graph = build_scenario_graph(deps, checkpointer=saver)
-            state = graph.get_state(cfg)
-            if state.next:
-                final = graph.invoke(None, cfg)  # resume after the last finished node
-            elif state.values.get("status") in ("verified", "rejected"):
-                final = state.values
-            else:
-                final = graph.invoke({"scenario": scn.model_dump(mode="json"), "status": "building",
-                                      "rejections": []}, cfg)
-        except Exception as e:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
-            reason = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=reason,
-                                    seconds=round(time.perf_counter() - t, 2))
-            return {"scenario": scn.name, "status": "failed", "reason": reason}
+        return scn
+
+    def record(scn: Any, o: ScenarioOutcome) -> dict[str, Any]:
+        if o.remote:
+            remote_usage.append(o.usage)
+        if o.error or o.final is None:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
+            catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=o.error,
+                                    seconds=round(o.seconds, 2))
+            return {"scenario": scn.name, "status": "failed", "reason": o.error}
+        o.materialize(out)  # environment files a remote worker sent back
+        final = o.final
         from pipeline.ir import Rejection
 
         catalog.add_rejections([Rejection.model_validate(r) for r in final.get("rejections", [])],
                                scn.scenario_id)
-        tot = client.usage.total()
+        tot = o.usage_total()
         row = {"name": scn.name, "status": final.get("status", "failed"), "reason": final.get("reason", ""),
                "env_id": final.get("env_id"),
                "dir": f"envs/{final['env_id']}" if final.get("env_id") else None,  # relative to the catalog
@@ -226,7 +239,7 @@ def run_catalog(
                "tables": len(final.get("tables", [])),
                "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
                "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
-               "seconds": round(time.perf_counter() - t, 2)}
+               "seconds": round(o.seconds, 2)}
         if row["status"] == "verified" and row["dir"]:  # tasks first: a final status is never without them
             from pipeline.envdir import load_env_dir
 
@@ -236,13 +249,11 @@ def run_catalog(
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
 
-    with ThreadPoolExecutor(max_workers=plan.run.concurrency) as pool:
-        futures = [pool.submit(one, s) for s in todo]
-        for fut in as_completed(futures):
-            r = fut.result()
-            if r["status"] == "failed":
-                failed.append({"scenario": r["scenario"], "reason": r["reason"]})
-            prog.advance("environments", 1, f"{r['scenario']}: {r['status']}")
+    for scn, outcome in (executor or LocalExecutor(plan.run.concurrency)).run((started(s) for s in todo), work):
+        r = record(scn, outcome)
+        if r["status"] == "failed":
+            failed.append({"scenario": r["scenario"], "reason": r["reason"]})
+        prog.advance("environments", 1, f"{r['scenario']}: {r['status']}")
     ck_conn.close()
 
     # ---- the catalog-wide task bank, from every verified environment
@@ -263,8 +274,8 @@ def run_catalog(
         hist["untested" if rate is None else f"{min(int(rate * 4), 3) * 25}-{min(int(rate * 4), 3) * 25 + 25}%"] += 1
 
     usage: dict[str, dict[str, float]] = {}
-    for c in clients:
-        for stage, s in c.usage.by_stage().items():
+    for by_stage in [c.usage.by_stage() for c in clients] + remote_usage:
+        for stage, s in by_stage.items():
             acc = usage.setdefault(stage, dict.fromkeys(s, 0))
             for k, v in s.items():
                 acc[k] = round(acc[k] + v, 3)

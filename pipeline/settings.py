@@ -74,6 +74,9 @@ DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 class LLMSettings(Section):
     base_url: str | None = None
     """OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp). None: start the embedded model."""
+    endpoints: list[str] = Field(default_factory=list)
+    """More base URLs serving the same model as ``base_url``: each request goes to the least-loaded one, each
+    with its own ``concurrency`` limit and Retry-After cool-down. Not part of the cache key."""
     api_key: str | None = Field(default=None, repr=False, exclude=True)
     """API key for ``base_url``; never written to logs, caches or run records."""
     model: str | None = None
@@ -96,7 +99,7 @@ class LLMSettings(Section):
     timeout_s: float = Field(default=900.0, gt=0)
     """Per-request timeout in seconds (small CPU models are slow on long replies)."""
     concurrency: int = Field(default=2, ge=1, le=256)
-    """Maximum requests in flight from this process."""
+    """Maximum requests in flight per endpoint from this process (all its clients together)."""
     cache: bool = True
     """Use the persistent SQLite response cache."""
     cache_path: Path | None = None
@@ -149,6 +152,20 @@ class DedupSettings(Section):
     """At most this many scenarios per seed in the catalog (None: no cap)."""
     quantize: bool = False
     """Embed with int8 linear layers, one text at a time: ~2.5x less CPU, different vectors (own index)."""
+    judge: bool = True
+    """Ask the LLM about pairs in the ambiguous band [judge_low, judge_high) (when a client is given)."""
+    judge_low: float = Field(default=0.50, gt=0.0, le=1.0)
+    """Below this similarity two scenarios are distinct without asking."""
+    judge_high: float = Field(default=0.80, gt=0.0, le=1.0)
+    """At or above this similarity a scenario is a duplicate without asking."""
+    judge_candidates: int = Field(default=2, ge=1, le=10)
+    """At most this many in-band matches are judged per scenario (most similar first)."""
+
+    @model_validator(mode="after")
+    def _band(self) -> DedupSettings:
+        if self.judge_low > self.judge_high:
+            raise ValueError(f"judge_low ({self.judge_low}) must not exceed judge_high ({self.judge_high})")
+        return self
 
 
 class ExpandSettings(Section):
