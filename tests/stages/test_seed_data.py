@@ -102,7 +102,7 @@ def test_duplicates_are_dropped() -> None:
 
 
 def test_a_table_that_stays_broken_rejects_the_stage() -> None:
-    client = fake_client([MEMBER_ROWS, NEGATIVE, NEGATIVE])
+    client = fake_client([MEMBER_ROWS, NEGATIVE, NEGATIVE, NEGATIVE])  # the repeat is asked again, not counted
     res = generate_seed(SCENARIO, TABLES, client, small_settings(max_attempts=2))
     assert not res.ok
     assert res.rejections[-1].reason == "table books has 1 valid rows, at least 3 needed"
