@@ -194,7 +194,10 @@ def apply(tables: Sequence[ir.Table], amendments: Sequence[Amendment]) -> list[i
                 return f"{a.column!r} is not a column name"
             conn = scratch_db(list(out.values()))
             try:
-                conn.execute(f'ALTER TABLE "{a.table}" ADD COLUMN "{a.column}" {a.value}')
+                try:
+                    conn.execute(f'ALTER TABLE "{a.table}" ADD COLUMN {a.column} {a.value}')
+                except sqlite3.OperationalError:  # a keyword as a column name: quoted
+                    conn.execute(f'ALTER TABLE "{a.table}" ADD COLUMN "{a.column}" {a.value}')
                 ddl = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                                    (a.table,)).fetchone()[0]
             except sqlite3.Error as e:

@@ -158,10 +158,11 @@ def variants(value: Any) -> Any:
 
 
 def make_unique(conn: sqlite3.Connection, table: str, names: list[str], values: list[Any],
-                cols: list[Column]) -> list[Any]:
+                cols: list[Column], batch: Sequence[Sequence[Any]] = ()) -> list[Any]:
     """``values`` with a colliding value of a UNIQUE column set changed to the nearest unused one (the last
-    column of the set that is neither a reference nor a CHECK-listed value). Only a collision is repaired:
-    whatever else is wrong with the row is left for SQLite to report."""
+    column of the set that is neither a reference nor a CHECK-listed value), unused also by the other rows of
+    ``batch`` (the rows still to be inserted). Only a collision is repaired: whatever else is wrong with the row
+    is left for SQLite to report."""
     out = list(values)
     by_name = {c.name: c for c in cols}
     for key in unique_sets(conn, table):
@@ -178,9 +179,11 @@ def make_unique(conn: sqlite3.Connection, table: str, names: list[str], values: 
         if not free:
             continue
         pos = free[-1]
+        pending = {tuple(r[i] for i in idx) for r in batch}
         for candidate in variants(out[pos]):
             trial = [candidate if i == pos else out[i] for i in idx]
-            if not conn.execute(f'SELECT 1 FROM "{table}" WHERE {cond} LIMIT 1', trial).fetchone():
+            if tuple(trial) not in pending and \
+                    not conn.execute(f'SELECT 1 FROM "{table}" WHERE {cond} LIMIT 1', trial).fetchone():
                 out[pos] = candidate
                 break
     return out
@@ -211,7 +214,7 @@ def _ask_batch(
                         failures.append((values, "exact duplicate of another row"))
                         continue
                     seen.add(tuple(values))
-                    fixed = make_unique(db.conn, table.name, names, values, cols)
+                    fixed = make_unique(db.conn, table.name, names, values, cols, reply.rows)
                     if fixed != values:
                         renamed.append({"row": values, "now": fixed})
                         values = fixed
