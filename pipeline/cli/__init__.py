@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from pipeline.cli import build as _build
+from pipeline.cli import check as _check
 from pipeline.cli import envs as _envs
 from pipeline.cli import export as _export
 from pipeline.cli import llm as _llm
@@ -23,5 +24,5 @@ def main() -> None:
     """envfoundry: synthesise verified tool-use RL environments for LLM agents."""
 
 
-for _mod in (_llm, _seeds, _build, _envs, _verify, _run, _export):
+for _mod in (_llm, _seeds, _build, _check, _envs, _verify, _run, _export):
     _mod.register(main)
