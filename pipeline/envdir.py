@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -174,8 +173,8 @@ def create_initial_db(env: Environment, path: str | Path) -> Path:
 
 
 def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+    tmp = path.with_name(f".{path.name}.tmp")  # one fixed name: a write killed mid-way leaves no stray file behind
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # (the next write of the same file replaces it)
         f.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)

@@ -227,12 +227,12 @@ def run_catalog(
                "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
                "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
                "seconds": round(time.perf_counter() - t, 2)}
-        catalog.set_environment(scn.scenario_id, **row)
-        if row["status"] == "verified" and row["dir"]:
+        if row["status"] == "verified" and row["dir"]:  # tasks first: a final status is never without them
             from pipeline.envdir import load_env_dir
 
             _, tasks, _ = load_env_dir(out / row["dir"])
             catalog.set_tasks(row["env_id"], tasks)
+        catalog.set_environment(scn.scenario_id, **row)
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
 

@@ -4,7 +4,6 @@ tester trajectories), and the catalog-wide task bank in JSONL and Parquet. Same 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ TRAJECTORIES = "trajectories.jsonl"
 
 
 def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+    tmp = path.with_name(f".{path.name}.tmp")  # one fixed name: a write killed mid-way leaves no stray file behind
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # (the next write of the same file replaces it)
         f.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)

@@ -66,7 +66,7 @@ def render_answer(expected: Any) -> str:
     spec = reward.expected_answer(expected)
     value = spec.get("value")
     if spec["type"] == "list":
-        return ", ".join(str(x) for x in value)
+        return ", ".join(str(x) for x in value or [])
     if spec["type"] == "boolean":
         return "yes" if value else "no"
     if isinstance(value, float) and value.is_integer():

@@ -151,7 +151,7 @@ def wrong_answer(answer: Any) -> str:
     if spec["type"] == "boolean":
         return "no" if value else "yes"
     if spec["type"] == "number":
-        return str(float(value) + 1).removesuffix(".0")
+        return str(float(value or 0) + 1).removesuffix(".0")
     if spec["type"] == "date":
         return "1999-12-31"
     others = spec.get("others") or []
@@ -200,9 +200,12 @@ def _candidates(env: Environment, run: Run, tool_name: str, param: dict[str, Any
 
 
 def broad_calls(env: Environment, run: Run, reference: list[ToolCall]) -> list[ToolCall]:
-    """Broad writes through the tools: every write tool on up to 6 argument sets drawn from real rows."""
+    """Broad writes through the tools: every write tool on up to 6 argument sets drawn from real rows (fewer
+    each when there are many write tools, never fewer than 2: every write tool is tried)."""
     out: list[ToolCall] = []
-    for tool in sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name):
+    writers = sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name)
+    per_tool = max(2, min(CALLS_PER_TOOL, MAX_BROAD_CALLS // max(1, len(writers))))  # every write tool is tried
+    for tool in writers:
         spec = tool.model_dump(mode="json")
         ref_args = [c.arguments for c in reference if c.tool == tool.name]
         cands = {}
@@ -212,8 +215,8 @@ def broad_calls(env: Environment, run: Run, reference: list[ToolCall]) -> list[T
                 cands[p["name"]] = c
         if any(p.get("required", True) and p["name"] not in cands for p in spec["params"]):
             continue
-        n = min(CALLS_PER_TOOL, max((len(c) for c in cands.values()), default=1))
+        n = min(per_tool, max((len(c) for c in cands.values()), default=1))
         for i in range(n):
             args = {k: c[(i + j) % len(c)] for j, (k, c) in enumerate(cands.items())}
             out.append(ToolCall(tool=tool.name, arguments=args))
-    return out[:MAX_BROAD_CALLS]
+    return out

@@ -270,12 +270,9 @@ def dates_in(text: str) -> list[str]:
         elif b > 12:
             add(y, a, b)
     for m in _NAMED_DATE.finditer(t):
-        if m.group(1):
-            d, mon, y = m.group(1), m.group(2), m.group(3)
-        else:
-            mon, d, y = m.group(4), m.group(5), m.group(6)
+        day, mon, year = (m.group(1), m.group(2), m.group(3)) if m.group(1) else (m.group(5), m.group(4), m.group(6))
         if mon in _MONTHS:
-            add(int(y), _MONTHS[mon], int(d))
+            add(int(year), _MONTHS[mon], int(day))
     return found
 
 
@@ -318,6 +315,8 @@ def check_answer(expected: Any, given: str | None) -> tuple[bool, str]:
     if given is None or not normalize_text(given):
         return False, "no answer was given"
     kind, value = spec["type"], spec.get("value")
+    if value is None:
+        return False, "the expected answer has no value"
     stated = [str(s) for s in spec.get("stated") or []]
     others = [str(o) for o in spec.get("others") or [] if str(o).strip()]
     text = normalize_text(given)

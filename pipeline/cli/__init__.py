@@ -12,6 +12,7 @@ from pipeline.cli import check as _check
 from pipeline.cli import envs as _envs
 from pipeline.cli import export as _export
 from pipeline.cli import llm as _llm
+from pipeline.cli import report as _report
 from pipeline.cli import run as _run
 from pipeline.cli import seeds as _seeds
 from pipeline.cli import verify as _verify
@@ -24,5 +25,5 @@ def main() -> None:
     """envfoundry: synthesise verified tool-use RL environments for LLM agents."""
 
 
-for _mod in (_llm, _seeds, _build, _check, _envs, _verify, _run, _export):
+for _mod in (_llm, _seeds, _build, _check, _envs, _verify, _run, _export, _report):
     _mod.register(main)

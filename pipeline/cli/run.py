@@ -179,10 +179,10 @@ def register(main: click.Group) -> None:
     @click.argument("catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
     @json_option
     def list_(catalog_dir: Path, as_json: bool) -> None:
-        """List the environments of CATALOG_DIR with their status and counts."""
+        """List the environments of CATALOG_DIR with their status and counts (reads catalog.db only)."""
         from pipeline.catalog import Catalog
 
-        cat = Catalog(catalog_dir, create=False)
+        cat = Catalog.open_readonly(catalog_dir)  # never writes: works on a read-only mount
         envs = cat.environments()
         if as_json:
             emit_json(envs)
@@ -205,7 +205,7 @@ def register(main: click.Group) -> None:
         from pipeline.catalog import Catalog, CatalogError
         from pipeline.envdir import load_env_dir
 
-        cat = Catalog(catalog_dir, create=False)
+        cat = Catalog.open_readonly(catalog_dir)  # never writes: works on a read-only mount
         row = cat.environment(env)
         if row is None:
             raise CatalogError(f"{catalog_dir}: no single environment matches {env!r} (see `envfoundry catalog list`)")

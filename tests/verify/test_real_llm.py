@@ -1,4 +1,5 @@
-"""The real embedded model generates and verifies tasks for the library environment (2 tasks, k=1).
+"""The real embedded model words and verifies planned tasks for two unrelated environments (a library and
+a small shop of orders and items; 2 tasks each, k=1).
 
 What must hold whatever the small model writes: every kept task was proven (reference replay passes,
 initial / no-op / destructive trajectories fail) and holds again when proven independently; every
@@ -14,6 +15,7 @@ import pytest
 
 from pipeline.stages.tasks import TaskSettings
 from tests.fixtures.library import library_env
+from tests.verify.envs import shop_env
 from verify import tester
 from verify.proofs import prove
 from verify.run import VerifySettings, verify_env
@@ -26,8 +28,9 @@ SETTINGS = VerifySettings(
 
 
 @pytest.mark.real_llm
-def test_real_model_generates_and_verifies_library_tasks(real_llm) -> None:
-    env = library_env()
+@pytest.mark.parametrize("make_env", [library_env, shop_env], ids=["library", "shop"])
+def test_real_model_generates_and_verifies_tasks(real_llm, make_env) -> None:
+    env = make_env()
     t0 = time.perf_counter()
     res = verify_env(env, real_llm, n_tasks=2, settings=SETTINGS, progress=print)
     print(f"\nreal verify: {time.perf_counter() - t0:.1f}s; usage {real_llm.usage.by_stage()}")
@@ -37,14 +40,15 @@ def test_real_model_generates_and_verifies_library_tasks(real_llm) -> None:
     for r in res.rejections:
         print(f"  rejected [{r.stage}] {r.item}: {r.reason[:200]}")
     summary = res.report["summary"]
-    assert summary["planned"] == 2
+    assert summary["planned"] >= 2  # chains are planned with a margin; wording stops at 2 kept
     assert summary["kept"] + len([r for r in res.rejections if r.stage == "tasks"]) + \
-        len([o for o in res.outcomes if o.status == "rejected"]) == 2
+        len([o for o in res.outcomes if o.status == "rejected"]) == summary["planned"]
     assert res.tasks, "the model produced no task that survives its proofs"
     for t in res.tasks:
         assert prove(env, t).ok
         assert t.difficulty.attempts == 1
         assert t.instruction and not t.instruction.lower().startswith("find library members whose name")
+        assert t.metadata["tier"] >= 1 and t.metadata["steps"] == len(t.reference_solution)
     for o in res.outcomes:
         assert len(o.reviews) == len(o.attempts) == 1
         assert len(o.reviews[0].verdicts) == len(o.attempts[0].steps)

@@ -67,7 +67,8 @@ class ToolShape:
 
 def _parse(sql: str) -> exp.Expression | None:
     try:
-        return sqlglot.parse_one(sql, read="sqlite")
+        tree = sqlglot.parse_one(sql, read="sqlite")
+        return tree if isinstance(tree, exp.Expression) else None
     except Exception:
         return None
 

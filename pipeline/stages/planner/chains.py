@@ -12,7 +12,8 @@ call of the same chain (an id found by a lookup, the id a create returned). Shap
 * ``parent_child``  — create a row, then a row that refers to it (the new id feeds the second call);
 * ``decide_write``  — list rows, choose the one with the highest/lowest value of a column, write on it;
 * ``aggregate``     — list rows reached through a lookup and count them / sum or take the extreme of a
-  column (the answer is computed from what the calls return).
+  column (the answer is computed from what the calls return);
+* ``compound``      — two independent goals in one request, each with its own lookups (width).
 
 Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
 aggregate over what was read.
@@ -55,7 +56,7 @@ class Chain:
 
     @property
     def tier(self) -> int:
-        if self.steps >= 4 or self.shape in ("decide_write", "aggregate"):
+        if self.steps >= 4 or self.shape in ("decide_write", "aggregate", "compound"):
             return 3
         return 2 if self.steps >= 2 else 1
 
@@ -225,7 +226,7 @@ class Planner:
             return False
         if any(self.is_surrogate((table, c)) for c, _ in cols):
             return False  # the agent would need the parent's id to tell rows apart
-        same = [r for r in result if all(r.get(f) == row.get(c) for c, f in cols)]
+        same = [r for r in result if all(r.get(f or "") == row.get(c) for c, f in cols)]
         if len(same) != 1:
             return False
         for c, _ in cols:

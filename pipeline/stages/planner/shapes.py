@@ -432,5 +432,21 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
             break
 
 
+def compounds(p: Planner, seed: int) -> Iterator[Chain]:
+    """Two independent goals in one request (width): two writes on different rows with different tools,
+    each reached through its own lookups; the second half's references shift past the first half's calls."""
+    singles = [c for c in writes(p, seed) if c.shape in ("update", "delete", "create") and c.steps >= 2]
+    for i, a in enumerate(singles):
+        for b in singles[i + 1:]:
+            if a.calls[-1].tool == b.calls[-1].tool:
+                continue
+            n = len(a.calls)
+            yield Chain("compound", a.calls + b.calls, a.facts + ["In the same message, also: " + b.facts[0]],
+                        must_state=a.must_state + [v for v in b.must_state if v not in a.must_state],
+                        hidden=a.hidden + b.hidden,
+                        sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources])
+            break
+
+
 SHAPES = {"lookup": lookups, "aggregate": aggregates, "write": writes, "parent_child": parent_child,
-          "decide_write": decide_writes}
+          "decide_write": decide_writes, "compound": compounds}
