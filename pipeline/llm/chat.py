@@ -20,14 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-
 from pipeline.llm.cache import cache_key
-from pipeline.llm.client import LLMError, Reply
+from pipeline.llm.client import LLMError, Reply, _Retry
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
@@ -156,20 +153,7 @@ def chat_tools(
         client.usage.add(stage, reply)
         return _finish(content, calls, finish, reply, opts)
     client._ensure_started()
-    with client._sem, client._machine_lock():
-        t0 = time.perf_counter()
-        try:
-            resp = client._openai.chat.completions.create(model=client.model, messages=messages, **params)
-        except openai.APITimeoutError:
-            client._fail(key, f"LLM endpoint {client.base_url} timed out after {s.timeout_s:g}s "
-                              f"(and {s.max_retries} retries); raise llm.timeout_s or use a faster model")
-        except openai.APIConnectionError as e:
-            client._fail(key, f"cannot reach LLM endpoint {client.base_url}: {e.__cause__ or e}")
-        except openai.APIStatusError as e:
-            client._fail(key, f"LLM endpoint {client.base_url} answered HTTP {e.status_code}: {str(e.message)[:300]}")
-        except openai.APIError as e:
-            client._fail(key, f"LLM endpoint {client.base_url} returned a malformed reply: {str(e)[:300]}")
-    seconds = time.perf_counter() - t0
+    resp, _, seconds = client._send(key, messages, params, extract=_first_choice)  # the client's retries
     try:
         choice = resp.choices[0]
         message = choice.message
@@ -188,6 +172,13 @@ def chat_tools(
     reply = Reply(stored, pt, ct, seconds, False)
     client.usage.add(stage, reply)
     return _finish(content, calls, finish, reply, opts)
+
+
+def _first_choice(resp: Any, url: str) -> Any:
+    try:
+        return resp.choices[0].message
+    except (AttributeError, IndexError, TypeError):
+        raise _Retry(f"LLM endpoint {url} returned a malformed reply: {str(resp)[:200]!r}") from None
 
 
 def _finish(content: str, calls: list[ToolCallRequest], finish: str | None, reply: Reply,
