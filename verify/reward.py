@@ -199,6 +199,7 @@ _MONTHS = {m: i for i, names in enumerate((
     ("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
     ("jul", "july"), ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"), ("nov", "november"),
     ("dec", "december")), 1) for m in names}
+_PASTED = re.compile(r'[{,]\s*"[^"\n]{1,64}"\s*:\s*["\d\[{tfn-]')
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
 _DMY_DATE = re.compile(r"(?<!\d)(\d{1,2})[./-](\d{1,2})[./-](\d{4})(?!\d)")
 _NAMED_DATE = re.compile(r"(?<![\w])(?:(\d{1,2})(?:st|nd|rd|th)?\s+([a-z]{3,9})\.?,?\s+(\d{4})|([a-z]{3,9})\.?\s+(\d{1,2})"
@@ -322,6 +323,8 @@ def check_answer(expected: Any, given: str | None) -> tuple[bool, str]:
     stated = [str(s) for s in spec.get("stated") or []]
     others = [str(o) for o in spec.get("others") or [] if str(o).strip()]
     text = normalize_text(given)
+    if _PASTED.search(given):
+        return False, "the reply pastes tool output (a JSON object) instead of giving the answer"
     if kind == "number":
         stated_nums = {n for s in stated for n, _ in numbers_in(s)}
         nums = [(n, d) for n, d in numbers_in(text) if n not in stated_nums]

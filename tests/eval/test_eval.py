@@ -78,8 +78,6 @@ def test_pasting_every_tool_result_fails_every_typed_question(tmp_path: Path) ->
     assert not [r["task_id"] for r in _paste(items, tmp_path) if r["passed"]]
 
 
-@pytest.mark.xfail(strict=True, reason="a text/enum question answered by one row: the pasted row names only the "
-                   "expected value, and reward.check_answer has no 'exactly one value' rule for words")
 def test_pasting_a_single_row_fails_a_text_question(tmp_path: Path) -> None:
     items = [it for it in fixtures.items(tmp_path) if it.task.instruction == SINGLE_ROW_TEXT]
     assert not [r for r in _paste(items, tmp_path) if r["passed"]]

@@ -84,6 +84,8 @@ def test_type_sensitive_frame(conn) -> None:
     ({"type": "boolean", "value": True}, "Yes, it is.", True),
     ({"type": "boolean", "value": True}, "yes and no", False),
     ({"type": "text", "value": "Müller"}, "MÜLLER", True),
+    ({"type": "text", "value": "Jane Austen"}, '{"title": "Emma", "author": "Jane Austen", "year": 1815}', False),
+    ({"type": "text", "value": "Jane Austen"}, 'Emma (1815) is by Jane Austen: "a classic".', True),
     ({"type": "text", "value": "x"}, None, False),
 ])
 def test_typed_answers(expected, given, ok) -> None:
