@@ -9,10 +9,10 @@ server with a model's own Jinja chat template, as the embedded Qwen2.5 model is 
 model's native ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks in the text; those
 are read back into tool calls here (``ToolReply.parsed_from_text``), the Hermes/Qwen convention.
 
-Everything else comes from :class:`pipeline.llm.client.LLMClient`: the transport retries and
-timeouts of its ``openai`` SDK client, its concurrency limit and embedded-server start, the machine
-lock of the embedded model, the response cache (the key covers the model, messages, tools and
-sampling parameters) and the usage ledger.
+Everything else comes from :class:`pipeline.llm.client.LLMClient`: its endpoint router (concurrency,
+several endpoints, cool-downs), retries with backoff on transient faults, the embedded server's start
+and machine lock, the response cache (the key covers the model, messages, tools and sampling
+parameters) and the usage ledger.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-
 from pipeline.llm.cache import cache_key
-from pipeline.llm.client import LLMError, Reply
+from pipeline.llm.client import LLMError, Reply, _Retry
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
@@ -156,25 +154,9 @@ def chat_tools(
         client.usage.add(stage, reply)
         return _finish(content, calls, finish, reply, opts)
     client._ensure_started()
-    with client._sem, client._machine_lock():
-        t0 = time.perf_counter()
-        try:
-            resp = client._openai.chat.completions.create(model=client.model, messages=messages, **params)
-        except openai.APITimeoutError:
-            client._fail(key, f"LLM endpoint {client.base_url} timed out after {s.timeout_s:g}s "
-                              f"(and {s.max_retries} retries); raise llm.timeout_s or use a faster model")
-        except openai.APIConnectionError as e:
-            client._fail(key, f"cannot reach LLM endpoint {client.base_url}: {e.__cause__ or e}")
-        except openai.APIStatusError as e:
-            client._fail(key, f"LLM endpoint {client.base_url} answered HTTP {e.status_code}: {str(e.message)[:300]}")
-        except openai.APIError as e:
-            client._fail(key, f"LLM endpoint {client.base_url} returned a malformed reply: {str(e)[:300]}")
-    seconds = time.perf_counter() - t0
-    try:
-        choice = resp.choices[0]
-        message = choice.message
-    except (AttributeError, IndexError, TypeError):
-        client._fail(key, f"LLM endpoint {client.base_url} returned a malformed reply: {str(resp)[:200]!r}")
+    resp, seconds = _send(client, key, messages, params)
+    choice = resp.choices[0]
+    message = choice.message
     content = message.content if isinstance(message.content, str) else ""
     calls = _calls_of(message)
     finish = getattr(choice, "finish_reason", None)
@@ -188,6 +170,31 @@ def chat_tools(
     reply = Reply(stored, pt, ct, seconds, False)
     client.usage.add(stage, reply)
     return _finish(content, calls, finish, reply, opts)
+
+
+def _send(client: Any, key: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Any, float]:
+    """The client's own request loop (endpoint router, machine lock of the embedded model, retries with
+    backoff on transient faults, ``LLMUnavailable`` after the last), accepting a reply without text: a reply
+    that only calls tools has ``content: null``."""
+    tries = client.settings.max_retries + 1
+    message = ""
+    router = client._router()
+    for attempt in range(tries):
+        try:
+            with router.slot() as ep, client._machine_lock():
+                t0 = time.perf_counter()
+                resp = client._attempt(ep, router, key, messages, params)
+                try:
+                    resp.choices[0].message  # noqa: B018 - the shape check
+                except (AttributeError, IndexError, TypeError):
+                    raise _Retry(f"LLM endpoint {ep.url} returned a malformed reply: {str(resp)[:200]!r}") from None
+                return resp, time.perf_counter() - t0
+        except _Retry as r:
+            message = str(r)
+            if attempt < tries - 1:
+                time.sleep(client._backoff(attempt) if r.delay is None else r.delay)
+    client._fail(key, message + (f" (after {tries} tries)" if tries > 1 else ""))
+    raise AssertionError("unreachable")
 
 
 def _finish(content: str, calls: list[ToolCallRequest], finish: str | None, reply: Reply,
