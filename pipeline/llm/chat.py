@@ -9,10 +9,10 @@ server with a model's own Jinja chat template, as the embedded Qwen2.5 model is 
 model's native ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks in the text; those
 are read back into tool calls here (``ToolReply.parsed_from_text``), the Hermes/Qwen convention.
 
-Everything else comes from :class:`pipeline.llm.client.LLMClient`: the transport retries and
-timeouts of its ``openai`` SDK client, its concurrency limit and embedded-server start, the machine
-lock of the embedded model, the response cache (the key covers the model, messages, tools and
-sampling parameters) and the usage ledger.
+Everything else comes from :class:`pipeline.llm.client.LLMClient`: its endpoint router (concurrency,
+several endpoints, cool-downs), retries with backoff on transient faults, the embedded server's start
+and machine lock, the response cache (the key covers the model, messages, tools and sampling
+parameters) and the usage ledger.
 """
 
 from __future__ import annotations
