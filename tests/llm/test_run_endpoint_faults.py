@@ -22,7 +22,7 @@ FAULTS = [Fault("timeout", hang_s=20), Fault("status", status=429, retry_after=0
 
 
 class Misbehaving:
-    """The example's replies, but the first try of every 5th new request gets the next fault; the vet
+    """The example's replies, but the first try of every 2nd new request gets the next fault; the vet
     scenario's requests (after its expansion) fail for good."""
 
     def __init__(self) -> None:
@@ -43,7 +43,7 @@ class Misbehaving:
             if key not in self.faulted:
                 self.faulted.add(key)
                 self.new += 1
-                if self.new % 5 == 2 and len(self.injected) < len(FAULTS):
+                if self.new % 2 == 0 and len(self.injected) < len(FAULTS):
                     fault = FAULTS[len(self.injected)]
                     self.injected.append(fault.kind + (f" {fault.status}" if fault.kind == "status" else ""))
                     return fault
