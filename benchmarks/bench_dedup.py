@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_dedup.py sweep            # precision/recall per threshold and text mode
     .venv/bin/python benchmarks/bench_dedup.py scale 1000 10000  # seconds to embed and dedup N synthetic texts
     .venv/bin/python benchmarks/bench_dedup.py worst 1000 100000 # dedup alone when nothing is a duplicate
+    .venv/bin/python benchmarks/bench_dedup.py approx 10000 100000 # exact vs IVF search: time and agreement
 
 Results are recorded in ``benchmarks/results/dedup.md``. Synthetic texts come from a seeded generator
 (same N, same texts); they are scenario-shaped sentences, not real scenarios.
@@ -70,7 +71,8 @@ class Precomputed:
 
 def scale(sizes: list[int], batch_size: int, threads: int | None, quantize: bool) -> None:
     """Wall and CPU seconds to embed N synthetic scenarios and dedup them (the load average is printed
-    because other processes on a shared machine inflate wall time; CPU seconds are not inflated)."""
+    because other processes on a shared machine inflate wall time; CPU seconds, this process's and its
+    embedding workers', much less so)."""
     import os
 
     import torch
@@ -88,9 +90,9 @@ def scale(sizes: list[int], batch_size: int, threads: int | None, quantize: bool
     for n in sizes:
         scenarios = synthetic_scenarios(n)
         texts = [scenario_text(s.name, s.description, "scenario", s.entities, s.goals) for s in scenarios]
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0 = _cpu(), time.perf_counter()
         vectors = embedder.encode(texts)
-        c1, t1 = time.process_time(), time.perf_counter()
+        c1, t1 = _cpu(), time.perf_counter()
         index = DedupIndex(Precomputed(embedder, vectors), "scenario")  # type: ignore[arg-type]
         result = dedup_scenarios(scenarios, index, DedupSettings(max_per_seed=None))
         t2 = time.perf_counter()
@@ -117,6 +119,56 @@ def worst_case(sizes: list[int]) -> None:
                                  DedupSettings(max_per_seed=None))
         print(f"| {n:,} | {time.perf_counter() - t0:.1f} | {time.process_time() - c0:.1f} | "
               f"{result.counts['kept']:,} | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
+def _planted(n: int, dim: int, seed: int = 0) -> Any:
+    """``n`` unit vectors: 80% random, 20% near copies (cosine about 0.7-0.9) of an earlier one."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((n, dim)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    for i in range(1, n):
+        if rng.random() < 0.2:
+            noise = rng.standard_normal(dim).astype(np.float32)
+            noise /= np.linalg.norm(noise)
+            w = v[rng.integers(0, i)] + rng.uniform(0.5, 1.0) * noise
+            v[i] = w / np.linalg.norm(w)
+    return v
+
+
+def approx(sizes: list[int]) -> None:
+    """Exact flat search against the IVF index (``DedupIndex.APPROX_MIN``) on vectors with planted near
+    duplicates: seconds, and how many keep/drop decisions differ."""
+    import os
+
+    base = get_embedder(None)
+    print(f"IVF: {DedupIndex.NLIST} cells, {DedupIndex.NPROBE} probed, from {DedupIndex.APPROX_MIN:,} vectors on")
+    print("| N | exact s | IVF s | decisions differing | duplicates found exact / IVF | load avg |")
+    print("|---|---|---|---|---|---|")
+    default_min = DedupIndex.APPROX_MIN
+    for n in sizes:
+        v = _planted(n, base.dim)
+        scenarios = [Scenario(name=f"s{i}", description=f"scenario {i}") for i in range(n)]
+        out = {}
+        for mode, at in (("exact", 10**12), ("ivf", default_min)):
+            DedupIndex.APPROX_MIN = at
+            t0 = time.perf_counter()
+            r = dedup_scenarios(scenarios, DedupIndex(Precomputed(base, v), "scenario"),  # type: ignore[arg-type]
+                                DedupSettings(max_per_seed=None))
+            out[mode] = (time.perf_counter() - t0, set(r.kept_positions), r.counts["duplicates"])
+        DedupIndex.APPROX_MIN = default_min
+        diff = len(out["exact"][1] ^ out["ivf"][1])
+        print(f"| {n:,} | {out['exact'][0]:.1f} | {out['ivf'][0]:.1f} | {diff} ({diff / n:.2%}) | "
+              f"{out['exact'][2]:,} / {out['ivf'][2]:,} | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the embedding worker processes)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _cores() -> int:
@@ -161,6 +213,8 @@ def main() -> None:
     s.add_argument("--quantize", action="store_true", help="int8 embedding, one text at a time")
     wc = sub.add_parser("worst", help="time dedup alone on N random vectors (nothing is a duplicate)")
     wc.add_argument("sizes", nargs="*", type=int, default=[1000, 10000, 100000])
+    ax = sub.add_parser("approx", help="exact vs IVF search on vectors with planted near duplicates")
+    ax.add_argument("sizes", nargs="*", type=int, default=[10000, 20000, 50000, 100000])
     w = sub.add_parser("sweep", help="precision/recall per threshold on the labelled pairs")
     w.add_argument("--lo", type=float, default=0.45)
     w.add_argument("--hi", type=float, default=0.75)
@@ -171,6 +225,8 @@ def main() -> None:
         scale(args.sizes, args.batch_size, args.threads, args.quantize)
     elif args.cmd == "worst":
         worst_case(args.sizes)
+    elif args.cmd == "approx":
+        approx(args.sizes)
     else:
         sweep(args.lo, args.hi, args.step, args.quantize)
 

@@ -4,7 +4,6 @@ torn ``tasks.jsonl``). The one implementation every writer of envfoundry uses.""
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,14 +13,14 @@ def write_text(path: str | Path, text: str, *, mode: int = 0o644) -> Path:
     """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` through a temporary file in the same directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    tmp = path.with_name(f".{path.name}.tmp")  # one fixed name: a write killed mid-way leaves no stray file behind
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # (the next write of the same file replaces it)
             f.write(text)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

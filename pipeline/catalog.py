@@ -12,16 +12,23 @@ The environments and the task bank (``Catalog.envs``, ``Catalog.tasks``) are rea
 task bank is ``task_bank.jsonl`` when present, else the union of the environments' ``tasks.jsonl``; every
 task must name an environment of the catalog and only use its tools. ``load_catalog`` reads a directory
 that may have no ``catalog.db`` (one assembled by hand).
+
+Readers (``catalog list``/``show``) open it read-only (:meth:`Catalog.open_readonly`): nothing is created,
+converted (no switch to WAL) or repaired, and a catalog on a read-only mount can be browsed. An empty, corrupt
+or foreign ``catalog.db`` is refused with an error naming the file, and left as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlite_utils
 from pydantic import ValidationError
@@ -32,6 +39,7 @@ from pipeline.ir import Environment, Rejection, Scenario, Task
 from pipeline.settings import format_validation_error
 
 CATALOG_DB = "catalog.db"
+TABLES = ("meta", "runs", "seeds", "scenarios", "rejections", "environments", "tasks")
 
 
 class CatalogError(ValueError):
@@ -61,26 +69,39 @@ class Catalog:
     environments and task bank.
 
     ``create=True`` (a run) creates the directory and the database; ``create=False`` opens an existing one
-    (raising :class:`CatalogError` when there is none); ``database=False`` reads only the files.
+    (raising :class:`CatalogError` when there is none); ``readonly=True`` (:meth:`open_readonly`) only reads;
+    ``database=False`` (:func:`load_catalog`) reads only the files.
     """
 
-    def __init__(self, root: str | Path, *, create: bool = True, database: bool = True):
+    def __init__(self, root: str | Path, *, create: bool = True, readonly: bool = False, database: bool = True):
         self.dir = self.root = Path(root)
-        self._lock = threading.Lock()
+        self.path = path = self.dir / CATALOG_DB
+        self.readonly = readonly
         self._envs: dict[str, CatalogEnv] | None = None
         self._bank_source = ""
         self._db: sqlite_utils.Database | None = None
-        path = self.dir / CATALOG_DB
         if not database:
             return
-        if not create and not path.is_file():
+        if (readonly or not create) and not path.is_file():
             raise CatalogError(f"{self.dir} is not a catalog (no {CATALOG_DB})")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, check_same_thread=False)  # writes are serialised by self._lock
-        self._db = sqlite_utils.Database(conn, use_counts_table=False)
-        self._db.conn.execute("PRAGMA busy_timeout=30000")
-        self._db.enable_wal()
-        self._ensure()
+        # A writer takes an empty file as a new database (SQLite does; a kill right after creating it leaves
+        # one); a reader must not make it into a catalog.
+        if (readonly or not create) and path.stat().st_size == 0:
+            raise CatalogError(f"{path}: empty file (0 bytes), not a catalog database; it was left as it is "
+                               "(move it away to start a new catalog here)")
+        self._lock = threading.Lock()
+        with self._errors("cannot be opened"):
+            conn = self._connect_readonly() if readonly else self._connect_write()
+            self._db = sqlite_utils.Database(conn, use_counts_table=False)
+            if readonly:
+                self._check_tables()
+            else:
+                self.db.conn.execute("PRAGMA busy_timeout=30000")
+                have = set(self.db.table_names())
+                if have and "meta" not in have:  # another database: never convert it into a catalog
+                    self._check_tables()
+                self.db.enable_wal()
+                self._ensure()
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -88,27 +109,89 @@ class Catalog:
             raise CatalogError(f"{self.dir}: opened without its {CATALOG_DB}")
         return self._db
 
+    @classmethod
+    def open_readonly(cls, out_dir: str | Path) -> Catalog:
+        """Open an existing catalog for reading only (works on a read-only directory or mount)."""
+        return cls(out_dir, create=False, readonly=True)
+
+    def _connect_write(self) -> sqlite3.Connection:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(self.path, check_same_thread=False)  # writes are serialised by self._lock
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        uri = "file:" + quote(str(self.path.resolve()))
+        wal = self.path.with_name(self.path.name + "-wal")
+        with open(self.path, "rb") as f:
+            header = f.read(100)
+        if header.startswith(b"SQLite format 3\x00") and len(header) > 18 and header[18] == 2 and not wal.exists():
+            # A WAL database that no connection has open (the last one to close merges and removes the -wal):
+            # read the file as it is. A plain read-only open would create -wal and -shm files beside it, and
+            # cannot at all in a read-only directory or mount.
+            return self._ro(uri + "?mode=ro&immutable=1")
+        try:
+            return self._ro(uri + "?mode=ro")
+        except sqlite3.OperationalError as e:
+            # A WAL database with a -wal left but no -shm, in a read-only directory: the -shm cannot be made.
+            if wal.is_file() and wal.stat().st_size:
+                raise CatalogError(f"{self.path}: cannot be read here ({e}) and {wal} holds writes not yet merged "
+                                   "into it; open the catalog once where its directory is writable") from None
+            return self._ro(uri + "?mode=ro&immutable=1")
+
+    @staticmethod
+    def _ro(uri: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    def _check_tables(self) -> None:
+        have = set(self.db.table_names())
+        missing = [t for t in TABLES if t not in have]
+        if missing:
+            raise CatalogError(f"{self.path}: not a catalog database (no table {missing[0]!r}"
+                               + (f"; it has {', '.join(sorted(have)[:5])}" if have else "; it has no tables")
+                               + "); it was left as it is")
+
+    @contextlib.contextmanager
+    def _errors(self, what: str = "cannot be read") -> Iterator[None]:
+        """sqlite3 errors (corrupt file, not a database) become a :class:`CatalogError` naming the file."""
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            raise CatalogError(f"{self.path}: {what}: {e}") from None
+        except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+            raise CatalogError(f"{self.path}: {what}: {e} (damaged, or not a catalog); it was left as it is") from None
+
     def _ensure(self) -> None:
+        """Create the tables that are missing (all of them in a new file; the rest after a kill mid-way)."""
         db = self.db
-        if "meta" not in db.table_names():
-            db.table("meta").create({"key": str, "value": str}, pk="key")
-            db.table("runs").create({"run_id": str, "started": str, "finished": str, "status": str, "seeds_file": str,
-                               "config": str, "config_fingerprint": str, "git_revision": str, "model": str,
-                               "prompt_hashes": str, "counts": str, "usage": str, "timings": str}, pk="run_id")
-            db.table("seeds").create({"seed_id": str, "name": str, "description": str, "source": str, "line": int},
-                               pk="seed_id")
-            db.table("scenarios").create({"scenario_id": str, "seed": str, "name": str, "description": str,
-                                    "entities": str, "goals": str, "status": str}, pk="scenario_id")
-            db.table("rejections").create({"rejection_id": str, "scenario_id": str, "stage": str, "item": str,
-                                     "reason": str, "evidence": str}, pk="rejection_id")
-            db.table("environments").create({"scenario_id": str, "env_id": str, "name": str, "status": str,
-                                       "reason": str, "dir": str, "tables": int, "rows": int, "tools": int,
-                                       "tasks": int, "prompt_tokens": int, "completion_tokens": int,
-                                       "seconds": float}, pk="scenario_id")
-            db.table("tasks").create({"task_id": str, "env_id": str, "kind": str, "instruction": str, "steps": int,
-                                "attempts": int, "passes": int}, pk="task_id")
-            db.table("rejections").create_index(["stage"], if_not_exists=True)
-            db.table("tasks").create_index(["env_id"], if_not_exists=True)
+        have = set(db.table_names())
+        columns: dict[str, tuple[dict[str, Any], str]] = {
+            "meta": ({"key": str, "value": str}, "key"),
+            "runs": ({"run_id": str, "started": str, "finished": str, "status": str, "seeds_file": str,
+                      "config": str, "config_fingerprint": str, "git_revision": str, "model": str,
+                      "prompt_hashes": str, "counts": str, "usage": str, "timings": str}, "run_id"),
+            "seeds": ({"seed_id": str, "name": str, "description": str, "source": str, "line": int}, "seed_id"),
+            "scenarios": ({"scenario_id": str, "seed": str, "name": str, "description": str, "entities": str,
+                           "goals": str, "status": str}, "scenario_id"),
+            "rejections": ({"rejection_id": str, "scenario_id": str, "stage": str, "item": str, "reason": str,
+                            "evidence": str}, "rejection_id"),
+            "environments": ({"scenario_id": str, "env_id": str, "name": str, "status": str, "reason": str,
+                              "dir": str, "tables": int, "rows": int, "tools": int, "tasks": int,
+                              "prompt_tokens": int, "completion_tokens": int, "seconds": float}, "scenario_id"),
+            "tasks": ({"task_id": str, "env_id": str, "kind": str, "instruction": str, "steps": int,
+                       "attempts": int, "passes": int}, "task_id"),
+        }
+        for name in TABLES:
+            if name not in have:
+                cols, pk = columns[name]
+                db.table(name).create(cols, pk=pk)
+        db.table("rejections").create_index(["stage"], if_not_exists=True)
+        db.table("tasks").create_index(["env_id"], if_not_exists=True)
 
     # ---------------------------------------------------------------- meta / runs
 
@@ -183,27 +266,31 @@ class Catalog:
 
     # ---------------------------------------------------------------- reading
 
+    def _query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        with self._errors():
+            return list(self.db.query(sql, params or []))
+
     def environments(self) -> list[dict[str, Any]]:
-        return list(self.db.query("SELECT * FROM environments ORDER BY name, scenario_id"))
+        return self._query("SELECT * FROM environments ORDER BY name, scenario_id")
 
     def environment(self, key: str) -> dict[str, Any] | None:
-        rows = list(self.db.query(
-            "SELECT * FROM environments WHERE env_id = ? OR scenario_id = ? OR name = ?", [key, key, key]))
+        rows = self._query("SELECT * FROM environments WHERE env_id = ? OR scenario_id = ? OR name = ?",
+                           [key, key, key])
         if not rows:
-            rows = list(self.db.query("SELECT * FROM environments WHERE env_id LIKE ?", [key + "%"]))
+            rows = self._query("SELECT * FROM environments WHERE env_id LIKE ?", [key + "%"])
         return rows[0] if len(rows) == 1 else None
 
     def tasks_of(self, env_id: str) -> list[dict[str, Any]]:
-        return list(self.db.query("SELECT * FROM tasks WHERE env_id = ? ORDER BY task_id", [env_id]))
+        return self._query("SELECT * FROM tasks WHERE env_id = ? ORDER BY task_id", [env_id])
 
     def rejections(self, scenario_id: str | None = None) -> list[dict[str, Any]]:
         if scenario_id is None:
-            return list(self.db.query("SELECT * FROM rejections ORDER BY stage, rejection_id"))
-        return list(self.db.query("SELECT * FROM rejections WHERE scenario_id = ? ORDER BY stage, rejection_id",
-                                  [scenario_id]))
+            return self._query("SELECT * FROM rejections ORDER BY stage, rejection_id")
+        return self._query("SELECT * FROM rejections WHERE scenario_id = ? ORDER BY stage, rejection_id",
+                           [scenario_id])
 
     def runs(self) -> list[dict[str, Any]]:
-        return list(self.db.query("SELECT * FROM runs ORDER BY started"))
+        return self._query("SELECT * FROM runs ORDER BY started")
 
     def close(self) -> None:
         if self._db is not None:

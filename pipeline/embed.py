@@ -152,21 +152,72 @@ class Embedder:
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
+    #: texts per piece of work handed out when encoding is shared between processes
+    PIECE = 256
+
     def _encode_sharded(self, texts: list[str]) -> np.ndarray:
-        """Contiguous shards, one single-threaded worker process each: on a small machine this uses
-        every core without intra-op threads spinning at barriers (much slower under contention)."""
+        """Pieces of ``PIECE`` texts shared by this process and ``workers - 1`` single-threaded worker
+        processes, each taking the next piece when it is free: this process starts at once (its model is
+        loaded) while the workers start up, and no one waits for a slower shard at the end. One intra-op
+        thread each: on a small machine, threads spinning at barriers under contention cost more than
+        they give. A text's vector does not depend on which process encoded it."""
         import multiprocessing as mp
+        import queue
+        import threading
         from concurrent.futures import ProcessPoolExecutor
 
         import numpy as np
+        import torch
 
-        n = self.workers
-        bounds = [len(texts) * i // n for i in range(n + 1)]
-        shards = [texts[bounds[i]:bounds[i + 1]] for i in range(n)]
-        with ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+        pieces: queue.SimpleQueue[int] = queue.SimpleQueue()
+        starts = list(range(0, len(texts), self.PIECE))
+        for i in range(len(starts)):
+            pieces.put(i)
+        parts: list[np.ndarray | None] = [None] * len(starts)
+
+        def piece(i: int) -> list[str]:
+            return texts[starts[i]:starts[i] + self.PIECE]
+
+        def next_piece() -> int | None:
+            try:
+                return pieces.get_nowait()
+            except queue.Empty:
+                return None
+
+        errors: list[BaseException] = []
+
+        def feed(pool: ProcessPoolExecutor) -> None:  # one feeder thread per worker process
+            try:
+                while (j := next_piece()) is not None:
+                    parts[j] = pool.submit(_worker_encode, piece(j)).result()
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller below
+                errors.append(e)
+
+        threads_before = torch.get_num_threads()
+        n_workers = self.workers - 1
+        with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"), initializer=_worker_init,
                                  initargs=(str(self.path), self.quantize, self.batch_size)) as pool:
-            parts = list(pool.map(_worker_encode, shards))
-        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+            feeders = [threading.Thread(target=feed, args=(pool,), daemon=True) for _ in range(n_workers)]
+            for t in feeders:
+                t.start()
+            torch.set_num_threads(1)
+            try:
+                while (k := next_piece()) is not None:
+                    parts[k] = self._encode_here(piece(k))
+            finally:
+                torch.set_num_threads(threads_before)
+                for t in feeders:
+                    t.join()
+        if errors:
+            raise errors[0]
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)  # type: ignore[arg-type]
+
+    def _encode_here(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        vecs = self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 def _default_workers() -> int:
@@ -213,6 +264,18 @@ def faiss_module() -> Any:
 def new_ip_index(dim: int) -> Any:
     """An exact inner-product faiss index (cosine on normalised vectors)."""
     return faiss_module().IndexFlatIP(dim)
+
+
+def new_ivf_index(train: np.ndarray, nlist: int, nprobe: int) -> Any:
+    """An approximate inner-product index: ``nlist`` k-means cells trained on ``train`` (faiss seeds its
+    k-means, so the same vectors give the same cells), ``nprobe`` cells searched per query."""
+    faiss = faiss_module()
+    d = train.shape[1]
+    quantizer = faiss.IndexFlatIP(d)
+    index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.train(train)
+    index.nprobe = nprobe  # (faiss's wrapper keeps the quantizer alive with the index)
+    return index
 
 
 def write_index(index: Any, path: Path) -> None:

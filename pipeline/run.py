@@ -14,7 +14,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +27,7 @@ from pipeline.hashing import canonical_json, content_hash
 from pipeline.settings import RunSettings as RunSettings
 from pipeline.settings import format_validation_error
 
-KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
+KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run", "eval"}
 
 
 @dataclass
@@ -127,7 +126,10 @@ def run_catalog(
     allow_other_config: bool = False,
     progress: Progress | None = None,
     client_factory: Callable[[LLMSettings], Any] | None = None,
+    executor: Any = None,
 ) -> RunResult:
+    """``executor``: where the per-scenario graphs run (``pipeline.executor``; default: a thread pool of
+    ``[stages.run] concurrency``)."""
     from pipeline.llm import client_from_settings
     from pipeline.seeds import load_seeds
 
@@ -176,10 +178,10 @@ def run_catalog(
     if plan.run.max_scenarios:
         scenarios = scenarios[: plan.run.max_scenarios]
 
-    # ---- per scenario: the checkpointed graph
+    # ---- per scenario: the checkpointed graph, on the executor (threads here, or Ray tasks)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from pipeline.graph import GraphDeps, run_scenario
+    from pipeline.executor import LocalExecutor, ScenarioOutcome, ScenarioWork
 
     envs_dir = out / "envs"
     envs_dir.mkdir(parents=True, exist_ok=True)
@@ -191,25 +193,28 @@ def run_catalog(
     if skipped:
         prog.advance("environments", skipped, f"{skipped} already done")
     failed: list[dict[str, str]] = []
+    remote_usage: list[dict[str, dict[str, float]]] = []
+    work = ScenarioWork(plan, llm, fingerprint, envs_dir, make_client=new_client, checkpointer=saver,
+                        progress=prog.message)
 
-    def one(scn: Any) -> dict[str, Any]:
-        client = new_client()
-        deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
-                         n_tasks=plan.run.tasks_per_env, progress=prog.message)
-        t = time.perf_counter()
+    def building(scn: Any) -> Any:  # pulled by the executor when a slot is free
         catalog.set_environment(scn.scenario_id, name=scn.name, status="building", reason="")
-        try:  # or resume after the last finished node
-            final = run_scenario(scn, deps, checkpointer=saver, thread_id=f"{fingerprint}:{scn.scenario_id}")
-        except Exception as e:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
-            reason = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=reason,
-                                    seconds=round(time.perf_counter() - t, 2))
-            return {"scenario": scn.name, "status": "failed", "reason": reason}
+        return scn
+
+    def record(scn: Any, o: ScenarioOutcome) -> dict[str, Any]:
+        if o.remote:
+            remote_usage.append(o.usage)
+        if o.error or o.final is None:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
+            catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=o.error,
+                                    seconds=round(o.seconds, 2))
+            return {"scenario": scn.name, "status": "failed", "reason": o.error}
+        o.materialize(out)  # environment files a remote worker sent back
+        final = o.final
         from pipeline.ir import Rejection
 
         catalog.add_rejections([Rejection.model_validate(r) for r in final.get("rejections", [])],
                                scn.scenario_id)
-        tot = client.usage.total()
+        tot = o.usage_total()
         row = {"name": scn.name, "status": final.get("status", "failed"), "reason": final.get("reason", ""),
                "env_id": final.get("env_id"),
                "dir": f"envs/{final['env_id']}" if final.get("env_id") else None,  # relative to the catalog
@@ -217,23 +222,21 @@ def run_catalog(
                "tables": len(final.get("tables", [])),
                "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
                "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
-               "seconds": round(time.perf_counter() - t, 2)}
-        catalog.set_environment(scn.scenario_id, **row)
-        if row["status"] == "verified" and row["dir"]:
+               "seconds": round(o.seconds, 2)}
+        if row["status"] == "verified" and row["dir"]:  # tasks first: a final status is never without them
             from pipeline.envdir import load_env_dir
 
             _, tasks, _ = load_env_dir(out / row["dir"])
             catalog.set_tasks(row["env_id"], tasks)
+        catalog.set_environment(scn.scenario_id, **row)
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
 
-    with ThreadPoolExecutor(max_workers=plan.run.concurrency) as pool:
-        futures = [pool.submit(one, s) for s in todo]
-        for fut in as_completed(futures):
-            r = fut.result()
-            if r["status"] == "failed":
-                failed.append({"scenario": r["scenario"], "reason": r["reason"]})
-            prog.advance("environments", 1, f"{r['scenario']}: {r['status']}")
+    for scn, outcome in (executor or LocalExecutor(plan.run.concurrency)).run((building(s) for s in todo), work):
+        r = record(scn, outcome)
+        if r["status"] == "failed":
+            failed.append({"scenario": r["scenario"], "reason": r["reason"]})
+        prog.advance("environments", 1, f"{r['scenario']}: {r['status']}")
     ck_conn.close()
 
     # ---- the catalog-wide task bank, from every verified environment
@@ -254,8 +257,8 @@ def run_catalog(
         hist["untested" if rate is None else f"{min(int(rate * 4), 3) * 25}-{min(int(rate * 4), 3) * 25 + 25}%"] += 1
 
     usage: dict[str, dict[str, float]] = {}
-    for c in clients:
-        for stage, s in c.usage.by_stage().items():
+    for by_stage in [c.usage.by_stage() for c in clients] + remote_usage:
+        for stage, s in by_stage.items():
             acc = usage.setdefault(stage, dict.fromkeys(s, 0))
             for k, v in s.items():
                 acc[k] = round(acc[k] + v, 3)

@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -155,30 +156,110 @@ class SeedDuplicate:
         )
 
 
+LINES_SHOWN = 20
+"""Line numbers listed per group of exact duplicates (the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class DuplicateGroup:
+    """Seeds sharing one normalised name: ``seeds[0]`` is the first, the others repeat it."""
+
+    key: str
+    seeds: tuple[Seed, ...]
+
+    @property
+    def first(self) -> Seed:
+        return self.seeds[0]
+
+    @property
+    def repeats(self) -> tuple[Seed, ...]:
+        return self.seeds[1:]
+
+    def describe(self, lines_shown: int = LINES_SHOWN) -> str:
+        first, repeats = self.first, self.repeats
+        head = f"{repeats[0].source}:{repeats[0].line}: exact duplicate of line {first.line} ({first.name!r})"
+        if len(repeats) == 1:
+            return head
+        shown = ", ".join(str(s.line) for s in repeats[:lines_shown])
+        more = len(repeats) - lines_shown
+        return f"{head}; {len(repeats):,} repeats on lines {shown}" + (f" and {more:,} more" if more > 0 else "")
+
+
+def duplicate_groups(seeds: Sequence[Seed]) -> list[DuplicateGroup]:
+    """Groups of seeds with the same normalised name (two or more), in order of their first line.
+
+    Linear in the number of seeds: each repeated name is one group however often it repeats."""
+    by_key: dict[str, list[Seed]] = {}
+    for s in seeds:
+        by_key.setdefault(normalise(s.name), []).append(s)
+    return [DuplicateGroup(k, tuple(v)) for k, v in by_key.items() if len(v) > 1]
+
+
 def exact_duplicates(seeds: Sequence[Seed]) -> list[SeedDuplicate]:
-    """Seeds whose normalised name repeats an earlier seed's."""
-    first: dict[str, Seed] = {}
+    """Seeds whose normalised name repeats an earlier seed's (one pair per repeating seed)."""
+    return [SeedDuplicate("exact", g.first, s, 1.0) for g in duplicate_groups(seeds) for s in g.repeats]
+
+
+def distinct_seeds(seeds: Sequence[Seed]) -> list[Seed]:
+    """The first seed of every normalised name, in file order."""
+    seen: set[str] = set()
     out = []
     for s in seeds:
         key = normalise(s.name)
-        if key in first:
-            out.append(SeedDuplicate("exact", first[key], s, 1.0))
-        else:
-            first[key] = s
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
     return out
 
 
-def near_duplicates(seeds: Sequence[Seed], embedder, threshold: float) -> list[SeedDuplicate]:
-    """Pairs of seeds (exact duplicates excluded) whose texts embed with cosine >= ``threshold``."""
-    if len(seeds) < 2:
-        return []
-    vectors = embedder.encode([s.text for s in seeds])
-    sims = vectors @ vectors.T
-    exact = {(d.first.line, d.second.line) for d in exact_duplicates(seeds)}
-    out = []
-    for j in range(len(seeds)):
-        for i in range(j):
-            sim = float(sims[i, j])
-            if sim >= threshold and (seeds[i].line, seeds[j].line) not in exact:
-                out.append(SeedDuplicate("near", seeds[i], seeds[j], round(sim, 4)))
-    return out
+@dataclass(frozen=True)
+class NearDuplicates:
+    """The ``pairs`` most similar pairs above the threshold (most similar first) out of ``total``."""
+
+    pairs: tuple[SeedDuplicate, ...]
+    total: int
+
+
+NEAR_SHOWN = 50
+_BLOCK = 512  # rows of the similarity matrix computed at once: memory is _BLOCK x len(seeds) floats
+
+
+def near_duplicates(seeds: Sequence[Seed], embedder: Any, threshold: float, limit: int = NEAR_SHOWN) -> NearDuplicates:
+    """Pairs of seeds with different normalised names whose texts embed with cosine >= ``threshold``.
+
+    Exact duplicates are left to :func:`duplicate_groups` (only the first seed of each name is embedded).
+    The similarity matrix is computed a block of rows at a time and only the ``limit`` most similar pairs
+    are kept, so memory stays bounded however many pairs match; ``total`` counts them all."""
+    import heapq
+
+    import numpy as np
+
+    reps = distinct_seeds(seeds)
+    if len(reps) < 2 or threshold > 1:
+        return NearDuplicates((), 0)
+    vectors = np.asarray(embedder.encode([s.text for s in reps]), dtype=np.float32)
+    n = len(reps)
+    total = 0
+    heap: list[tuple[float, int, int]] = []  # (similarity, -i, -j): the smallest is dropped first
+    cols = np.arange(n)
+    for start in range(0, n - 1, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        sims = vectors[start:stop] @ vectors.T
+        upper = cols[None, :] > np.arange(start, stop)[:, None]  # each pair once, i < j
+        rows, js = np.nonzero((sims >= threshold) & upper)
+        total += len(rows)
+        if not len(rows):
+            continue
+        vals = sims[rows, js]
+        if len(vals) > limit:
+            top = np.argpartition(-vals, limit - 1)[:limit]
+            rows, js, vals = rows[top], js[top], vals[top]
+        for r, j, v in zip(rows.tolist(), js.tolist(), vals.tolist(), strict=True):
+            item = (round(v, 4), -(start + r), -j)
+            if len(heap) < limit:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+    best = sorted(heap, key=lambda t: (-t[0], -t[1], -t[2]))
+    pairs = tuple(SeedDuplicate("near", reps[-i], reps[-j], v) for v, i, j in best)
+    return NearDuplicates(pairs, total)

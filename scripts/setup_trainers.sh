@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Creates the trainer virtual environments the export tests install exported artefacts into:
-#   .venv-trainers/verifiers  — verifiers==0.4.0 (no torch)
-#   .venv-trainers/openenv    — openenv-core==0.3.0
-# They are kept apart from envfoundry's .venv because the trainers pin their own versions
-# (verifiers 0.4.0 pins mcp==2.0.0 and openai<3). Idempotent: a venv whose library already
-# imports is left alone, so a second run takes a few seconds.
+# Creates the trainer virtual environments the export tests install exported artefacts into; each
+# holds one trainer's library (and nothing of envfoundry), as a user's would:
+#   .venv-trainers/openenv    — openenv==0.10.0 (PyPI `openenv`; `openenv-core` is its old name and
+#                               would overwrite an openenv 0.10 install, so it is never asked for)
+#   .venv-trainers/verifiers  — verifiers==0.4.0 (pins mcp==2.0.0 and openai<3)
+#   .venv-trainers/verl       — verl[verl-core]==0.9.1 on torch==2.13.0, the CPU build on this
+#                               machine's disk (installed first: any other torch request pulls
+#                               several GB of CUDA packages)
+#   .venv-trainers/sft        — transformers==5.23.0 + jinja2 (chat templates for the SFT transcripts)
+# Idempotent: a venv whose pinned versions are installed is left alone (checked from installed
+# metadata, without importing the heavy libraries), so a second run takes a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 ROOT=.venv-trainers
 mkdir -p "$ROOT"
 
-make_venv() {  # make_venv NAME IMPORT_CHECK PIP_ARGS...
+make_venv() {  # make_venv NAME IMPORT_CHECK PIP_ARGS... ; PIP_ARGS groups are separated by "--"
   local name=$1 check=$2
   shift 2
   local venv="$ROOT/$name"
@@ -19,16 +24,33 @@ make_venv() {  # make_venv NAME IMPORT_CHECK PIP_ARGS...
     echo "trainer venv $venv: ready"
     return 0
   fi
-  [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
-  # pip's "Location ... is ignored" notes (from a machine-wide find-links setting) are noise here.
-  "$venv/bin/python" -m pip install --disable-pip-version-check -q "$@" 2> >(grep -v "^WARNING: Location" >&2)
+  # Missing or stale (other versions): made anew, so no old distribution is left under the new one.
+  rm -rf "$venv"
+  "$PY" -m venv "$venv"
+  local group=()
+  for arg in "$@" --; do
+    if [ "$arg" = "--" ]; then
+      if [ ${#group[@]} -gt 0 ]; then
+        # pip's "Location ... is ignored" notes (from a machine-wide find-links setting) are noise here.
+        "$venv/bin/python" -m pip install --disable-pip-version-check -q "${group[@]}" \
+          2> >(grep -v "^WARNING: Location" >&2)
+      fi
+      group=()
+    else
+      group+=("$arg")
+    fi
+  done
   "$venv/bin/python" -c "$check"
   echo "trainer venv $venv: installed"
 }
 
+V="from importlib.metadata import version as v"
 # setuptools + wheel: exported artefacts are installed with --no-build-isolation (no index round-trip).
-# Readiness is read from installed metadata (instant), not by importing the heavy libraries.
-make_venv verifiers "from importlib.metadata import version as v; assert v('verifiers') == '0.4.0'; v('wheel'); v('mcp')" \
+make_venv openenv "$V; assert v('openenv') == '0.10.0'; v('uvicorn'); v('wheel')" \
+  "openenv==0.10.0" uvicorn "setuptools>=68" wheel
+make_venv verifiers "$V; assert v('verifiers') == '0.4.0'; v('mcp'); v('wheel')" \
   "verifiers==0.4.0" "setuptools>=68" wheel
-make_venv openenv "from importlib.metadata import version as v; assert v('openenv-core') == '0.3.0'; v('wheel'); v('uvicorn')" \
-  "openenv-core==0.3.0" "setuptools>=68" wheel
+make_venv verl "$V; assert v('verl') == '0.9.1' and v('torch').startswith('2.13.0'); v('cachetools'); v('wheel')" \
+  "torch==2.13.0" -- "verl[verl-core]==0.9.1" "setuptools>=68" wheel
+make_venv sft "$V; assert v('transformers') == '5.23.0'; v('jinja2')" \
+  "transformers==5.23.0" jinja2

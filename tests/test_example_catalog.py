@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pipeline.envdir import load_env_dir
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.schemas import tool_schemas
 from pipeline.stages.tools import Sampler
 from tests.fixtures.server import running_server
 from tests.test_server_check_envs import CHECKER
@@ -78,7 +79,7 @@ def test_server_py_alone_serves_and_runs_every_tool_over_mcp(env_dir, tmp_path):
     with running_server(alone, db) as base:
         listed, results = asyncio.run(asyncio.wait_for(work(base), timeout=120))
     assert [t.name for t in listed] == [t.name for t in env.tools]
-    assert {t.name: t.input_schema for t in listed} == {t.name: t.input_schema() for t in env.tools}
+    assert {t.name: t.input_schema for t in listed} == tool_schemas(env)
     ran: dict[str, int] = {}
     for (name, args), res in zip(calls, results, strict=True):
         out = {"ok": True} if not res.is_error else res.structured_content

@@ -1,4 +1,4 @@
-"""The layers only point down: cli -> run -> graph -> stages -> verify -> envdir / catalog -> runtime ->
+"""The layers only point down: cli -> run -> executor -> graph -> stages -> verify -> envdir / catalog -> runtime ->
 ir / llm / config / settings. (The catalog reads environment directories, so it sits with ``envdir``.)
 
 Every import counts, at the top of a module or inside a function. A module may import its own layer or a
@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("verify", {"verify"}),
     ("stages", {"pipeline.stages"}),
     ("graph", {"pipeline.graph"}),
+    ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers
     ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.export", "pipeline.report"}),
     ("cli", {"pipeline.cli"}),
 ]

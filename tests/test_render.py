@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from pipeline.cli.envs import register
 from pipeline.envdir import load_env_dir, write_env_dir
-from pipeline.render import ENGINE_PATH, check_server, render_server
+from pipeline.render import ENGINE_PATH, GATE_PATH, check_server, render_server
+from pipeline.runtime.schemas import result_schemas, tool_schemas
 from tests.fixtures.library import library_env, library_tasks
 
 ENV = library_env()
@@ -36,7 +37,8 @@ def test_render_is_deterministic(tmp_path):
 
 def test_server_embeds_the_engine_verbatim_and_imports_no_project_code():
     source = render_server(ENV)
-    assert ENGINE_PATH.read_text() in source
+    assert ENGINE_PATH.read_text() in source and GATE_PATH.read_text() in source
+    assert "class Sessions:" in source and "class RequestGate:" in source
     assert "envfoundry:engine-import" not in source
     tree = ast.parse(source)
     imported = set()
@@ -46,10 +48,10 @@ def test_server_embeds_the_engine_verbatim_and_imports_no_project_code():
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported.isdisjoint({"pipeline", "verify", "tests"}), imported
-    assert imported <= {"json", "math", "re", "sqlite3", "time", "argparse", "contextlib", "os", "sys", "threading",
-                        "mcp", "uvicorn", "fastapi", "starlette"}, imported
+    assert imported <= {"json", "math", "re", "sqlite3", "time", "anyio", "argparse", "contextlib", "os", "sys", "threading",
+                        "hmac", "urllib", "socket", "importlib", "mcp", "uvicorn", "fastapi", "starlette"}, imported
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    assert {"ENV", "TOOL_SCHEMAS", "ENV_ID", "main", "run_tool"} <= names
+    assert {"ENV", "TOOL_SCHEMAS", "RESULT_SCHEMAS", "ENV_ID", "main", "run_tool", "RequestGate"} <= names
 
 
 def test_server_literals_are_the_ir_and_the_schemas():
@@ -59,7 +61,8 @@ def test_server_literals_are_the_ir_and_the_schemas():
     exec(compile(literals, "server-literals", "exec"), namespace)  # literals only: no code runs
     assert namespace["ENV_ID"] == ENV.env_id
     assert namespace["ENV"] == ENV.model_dump(mode="json")
-    assert namespace["TOOL_SCHEMAS"] == {t.name: t.input_schema() for t in ENV.tools}
+    assert namespace["TOOL_SCHEMAS"] == tool_schemas(ENV)
+    assert namespace["RESULT_SCHEMAS"] == result_schemas(ENV)
 
 
 def test_server_is_ruff_clean(tmp_path):

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pipeline.seeds import Seed, SeedFileError, exact_duplicates, load_many, load_seeds, normalise
+from pipeline.seeds import (
+    Seed,
+    SeedFileError,
+    duplicate_groups,
+    exact_duplicates,
+    load_many,
+    load_seeds,
+    near_duplicates,
+    normalise,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,6 +112,43 @@ def test_exact_duplicates_ignore_case_accents_and_punctuation(tmp_path: Path) ->
     dups = exact_duplicates(load_seeds(p))
     assert [(d.first.line, d.second.line, d.kind) for d in dups] == [(1, 3, "exact")]
     assert normalise("Café  BOOKING!") == "cafe booking"
+
+
+def test_duplicate_groups_one_per_name_in_first_line_order(tmp_path: Path) -> None:
+    p = write(tmp_path, "s.txt", "B\nA\nb\nC\na\nB!\n")
+    groups = duplicate_groups(load_seeds(p))
+    assert [(g.first.line, [s.line for s in g.repeats]) for g in groups] == [(1, [3, 6]), (2, [5])]
+    assert groups[0].describe() == f"{p}:3: exact duplicate of line 1 ('B'); 2 repeats on lines 3, 6"
+    assert groups[1].describe() == f"{p}:5: exact duplicate of line 2 ('A')"
+    assert [(d.first.line, d.second.line) for d in exact_duplicates(load_seeds(p))] == [(1, 3), (1, 6), (2, 5)]
+
+
+class _Axis:
+    """A stand-in embedder with known geometry: seed "x<k>" points at angle k degrees in a plane."""
+
+    def encode(self, texts: list[str]) -> object:
+        import numpy as np
+
+        angles = np.radians([float(t.split(":")[0][1:]) for t in texts])
+        return np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+
+
+def test_near_duplicates_keeps_the_most_similar_pairs_and_counts_all(tmp_path: Path, monkeypatch) -> None:
+    import pipeline.seeds as seeds_mod
+
+    monkeypatch.setattr(seeds_mod, "_BLOCK", 7)  # several blocks of the similarity matrix
+    names = ["x0", "x1", "x3", "x30", "x31", "x90", "x0: same name, other words"] + [f"x{a}" for a in range(100, 160, 2)]
+    p = write(tmp_path, "s.txt", "\n".join(names) + "\n")
+    seeds = load_seeds(p)
+    near = near_duplicates(seeds, _Axis(), threshold=0.99, limit=3)
+    import math
+
+    expected = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names)) if i != 6 and j != 6
+                and math.cos(math.radians(float(names[i][1:]) - float(names[j][1:]))) >= 0.99]
+    assert near.total == len(expected)  # the repeated name (line 7) is left to the exact check
+    assert [(d.first.line, d.second.line) for d in near.pairs] == [(1, 2), (4, 5), (2, 3)]
+    assert [d.similarity for d in near.pairs] == sorted((d.similarity for d in near.pairs), reverse=True)
+    assert near_duplicates(seeds[:1], _Axis(), 0.5).total == 0
 
 
 def test_load_many_keeps_file_order(tmp_path: Path) -> None:

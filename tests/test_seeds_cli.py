@@ -43,7 +43,53 @@ def test_seeds_check_reports_exact_and_near_duplicates(tmp_path: Path) -> None:
     r = run("seeds", "check", p, "--json", "--threshold", "1")
     data = json.loads(r.output)
     assert r.exit_code == 1 and data["seeds"] == 4
-    assert [(d["kind"], d["first_line"], d["line"]) for d in data["duplicates"]] == [("exact", 1, 3)]
+    assert data["exact"] == {"groups": 1, "repeats": 1, "listed": [
+        {"name": "Hotel booking", "first_line": 1, "repeats": 1, "lines": [3]}]}
+    assert data["near"] == {"pairs": 0, "listed": []}
+
+
+def test_seeds_check_groups_repeated_lines_and_bounds_the_output(tmp_path: Path) -> None:
+    p = tmp_path / "s.txt"
+    p.write_text("Payroll\n" + "Hotel booking: guests reserve rooms\n" * 2000 + "hotel  BOOKING!\n")
+    r = run("seeds", "check", p)
+    assert r.exit_code == 1
+    lines = r.output.splitlines()
+    assert len(lines) == 2, r.output  # one line for the group, one summary (was 2 million pair lines)
+    assert lines[0].startswith(f"{p}:3: exact duplicate of line 2 ('Hotel booking'); 2,000 repeats on lines 3, 4, ")
+    assert lines[0].endswith(", 22 and 1,980 more")
+    assert lines[1] == f"{p}: 2002 seeds, 2000 exact and 0 near duplicates (cosine >= 0.75)"
+    data = json.loads(run("seeds", "check", p, "--json").output)
+    assert data["exact"]["repeats"] == 2000 and data["exact"]["listed"][0]["repeats"] == 2000
+    assert len(data["exact"]["listed"][0]["lines"]) == 20 and data["exact"]["listed"][0]["lines"][-1] == 22
+
+
+def test_seeds_check_lists_at_most_limit_groups(tmp_path: Path) -> None:
+    p = tmp_path / "s.txt"
+    p.write_text("".join(f"Domain {i}\nDomain {i}\n" for i in range(120)))
+    r = run("seeds", "check", p, "--threshold", "1", "--limit", "10")
+    assert r.exit_code == 1
+    lines = r.output.splitlines()
+    assert len(lines) == 12 and lines[0] == f"{p}:2: exact duplicate of line 1 ('Domain 0')"
+    assert lines[10] == f"{p}: ... and 110 more repeated names (--limit to list more)"
+    data = json.loads(run("seeds", "check", p, "--threshold", "1", "--json").output)
+    assert data["exact"]["groups"] == 120 and len(data["exact"]["listed"]) == 50
+
+
+def test_seeds_check_bounds_near_duplicate_pairs(tmp_path: Path) -> None:
+    p = tmp_path / "s.txt"  # 150 different names that all read alike: 11,175 pairs above the threshold
+    p.write_text("".join(f"Hotel room booking for branch number {i}\n" for i in range(150)))
+    r = run("seeds", "check", p, "--limit", "5")
+    assert r.exit_code == 1
+    lines = r.output.splitlines()
+    assert len(lines) == 7, r.output
+    assert all(" near duplicate of line " in ln for ln in lines[:5])
+    sims = [float(ln.rsplit("cosine ", 1)[1].rstrip(")")) for ln in lines[:5]]
+    assert sims == sorted(sims, reverse=True) and sims[-1] >= 0.75
+    total = int(lines[6].split(" exact and ")[1].split(" near")[0])
+    assert total > 5000 and lines[5] == (f"{p}: ... and {total - 5:,} more near-duplicate pairs (the most similar "
+                                         "are listed; --limit to list more)")
+    data = json.loads(run("seeds", "check", p, "--json").output)
+    assert data["near"]["pairs"] == total and len(data["near"]["listed"]) == 50
 
 
 @pytest.mark.parametrize(("content", "where"), [

@@ -10,10 +10,12 @@ import sqlite3
 import pytest
 
 from pipeline.envdir import write_env_dir
+from pipeline.runtime.schemas import tool_schemas
 from tests.fixtures.library import library_env, library_tasks
 from tests.fixtures.server import http, running_server
 
 ENV = library_env()
+SCHEMAS = tool_schemas(ENV)
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +41,12 @@ def rows(db, sql):
 
 
 def test_health_and_tool_list(base):
-    assert http("GET", base + "/health") == (200, {"ok": True, "env_id": ENV.env_id, "tools": len(ENV.tools)})
+    assert http("GET", base + "/health") == (200, {"ok": True, "env_id": ENV.env_id, "tools": len(ENV.tools), "sessions": 0})
     status, tools = http("GET", base + "/tools")
     assert status == 200
     assert [t["name"] for t in tools] == [t.name for t in ENV.tools]
     for listed, tool in zip(tools, ENV.tools, strict=True):
-        assert listed["input_schema"] == tool.input_schema()
+        assert listed["input_schema"] == SCHEMAS[tool.name]
         assert (listed["description"], listed["kind"]) == (tool.description, tool.kind)
 
 
@@ -54,8 +56,13 @@ def test_openapi_has_a_request_schema_per_tool(base):
     for tool in ENV.tools:
         op = spec["paths"][f"/tools/{tool.name}"]["post"]
         assert op["operationId"] == tool.name
-        assert op["requestBody"]["content"]["application/json"]["schema"] == tool.input_schema()
-        assert {"200", "400", "404", "422"} <= set(op["responses"])
+        assert op["requestBody"]["content"]["application/json"]["schema"] == SCHEMAS[tool.name]
+        assert set(op["responses"]) == {"200", "400", "401", "403", "413", "415", "422", "429", "503"}
+        assert [p["name"] for p in op["parameters"]] == ["X-Session-Id"]
+        ok = op["responses"]["200"]["content"]["application/json"]["schema"]
+        assert ok["required"] == ["ok", "result"]
+        error = op["responses"]["400"]["content"]["application/json"]["schema"]
+        assert error["required"] == ["ok", "error", "parameter", "kind"]
     assert "/tools/{name}" not in spec["paths"]
 
 
@@ -159,6 +166,8 @@ def test_oversized_body_is_413_before_it_is_read(base):
 
 def test_non_json_content_type_and_empty_body(base):
     status, body = http("POST", base + "/tools/get_book", raw=b'{"book_id": 1}', headers={"Content-Type": "text/plain"})
+    assert status == 415 and body["kind"] == "validation" and "application/json" in body["error"]
+    status, body = http("POST", base + "/tools/get_book", raw=b'{"book_id": 1}', headers={"Content-Type": "application/json; charset=utf-8"})
     assert status == 200 and body["result"]["id"] == 1
     status, body = http("POST", base + "/tools/get_book", raw=b"")
     assert status == 422 and body["parameter"] == "book_id"

@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pipeline.envdir import write_env_dir
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.schemas import tool_schemas
 from tests.fixtures.library import library_env
 from tests.fixtures.server import http, running_server
 
@@ -46,7 +47,7 @@ def test_list_tools_has_the_same_input_schemas(base):
     tools = run(base, work)
     assert [t.name for t in tools] == [t.name for t in ENV.tools]
     for listed, tool in zip(tools, ENV.tools, strict=True):
-        assert listed.input_schema == tool.input_schema()
+        assert listed.input_schema == tool_schemas(ENV)[tool.name]
         assert listed.description == tool.description
         assert listed.annotations.read_only_hint is (tool.kind == "read")
 
@@ -75,22 +76,27 @@ def test_call_tool_results_and_errors(base):
     assert [r["id"] for r in json.loads(search.content[0].text)] == [1, 5]
 
 
-def test_mcp_and_http_share_state_and_match_the_in_process_engine(base):
+def test_an_mcp_session_has_its_own_database_and_matches_the_in_process_engine(base):
     http("POST", base + "/reset")
     inst = EnvInstance(ENV)
     calls = [("borrow_book", {"member_id": 4, "book_id": 6}), ("return_book", {"book_id": 4}),
              ("list_loans_for_member", {"member_id": 3}), ("return_book", {"book_id": 4})]
 
-    async def work(session):
-        return [await session.call_tool(name, args) for name, args in calls]
+    async def session_and_id():
+        async with streamable_http_client(base + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                results = [await session.call_tool(name, args) for name, args in calls]
+                mine = await session.call_tool("list_loans_for_member", {"member_id": 4})
+                shared = http("POST", base + "/tools/list_loans_for_member", {"member_id": 4})
+                return results, mine, shared
 
-    results = run(base, work)
+    results, mine, shared = asyncio.run(asyncio.wait_for(session_and_id(), timeout=60))
     for (name, args), res in zip(calls, results, strict=True):
         expected = inst.call(name, args)
         if expected["ok"]:
             assert not res.is_error and res.structured_content == {"result": expected["result"]}, name
         else:
             assert res.is_error and res.structured_content == expected, name
-    # the HTTP side sees what the MCP calls wrote
-    status, loans = http("POST", base + "/tools/list_loans_for_member", {"member_id": 4})
-    assert status == 200 and [row["book_id"] for row in loans["result"]] == [6]
+    assert [row["book_id"] for row in mine.structured_content["result"]] == [6]
+    assert shared == (200, {"ok": True, "result": []})  # the default session never saw the MCP session's loan

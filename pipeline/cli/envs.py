@@ -8,6 +8,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -18,10 +19,16 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
 def register(main: click.Group) -> None:
     @main.command()
     @env_dir_argument
-    @click.option("--port", type=int, default=8000, show_default=True, help="TCP port to listen on.")
+    @click.option("--port", type=int, default=8000, show_default=True, help="TCP port to listen on (0: any free port; "
+                                                                             "the bound one is printed).")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
     @click.option(
         "--db",
@@ -29,16 +36,36 @@ def register(main: click.Group) -> None:
         default=None,
         help="Serve (and write to) this database file; default: a temporary copy of initial.db.",
     )
-    def serve(env_dir: Path, port: int, host: str, db: Path | None) -> None:
+    @click.option("--allow-host", multiple=True, metavar="NAME[:PORT]",
+                  help="Also accept this Host header (repeatable; loopback always; DNS rebinding protection).")
+    @click.option("--allow-origin", multiple=True, metavar="ORIGIN",
+                  help="Also accept browser requests from this origin (repeatable; loopback always).")
+    @click.option("--token", default=None, help="Require 'Authorization: Bearer TOKEN' on every route "
+                                                "(default: $ENVFOUNDRY_TOKEN).")
+    @click.option("--max-sessions", type=int, default=None, help="Isolated sessions open at once (server default 256).")
+    @click.option("--idle-timeout", type=float, default=None, help="Seconds before an idle session is closed "
+                                                                   "(server default 1800).")
+    @click.option("--allow-modified", is_flag=True, default=False,
+                  help="Serve a server.py that no longer matches env.json (edited by hand or stale).")
+    def serve(env_dir: Path, port: int, host: str, db: Path | None, allow_host: tuple[str, ...],
+              allow_origin: tuple[str, ...], token: str | None, max_sessions: int | None, idle_timeout: float | None,
+              allow_modified: bool) -> None:
         """Serve ENV_DIR's server.py (HTTP tools, /reset, OpenAPI, MCP at /mcp) until interrupted."""
-        from pipeline.render import check_server
+        from pipeline.render import EnvJsonError, check_server
 
         server = env_dir / "server.py"
         initial = env_dir / "initial.db"
         if not server.is_file() or not initial.is_file():
             raise click.UsageError(f"{env_dir} is not an environment directory (needs server.py and initial.db)")
-        if not check_server(env_dir):
-            click.echo(f"warning: {server} differs from a fresh render (run `envfoundry render {env_dir}`)", err=True)
+        try:
+            fresh = check_server(env_dir)
+        except EnvJsonError as exc:
+            _fail(str(exc))
+        if not fresh and not allow_modified:
+            _fail(f"{server} no longer matches {env_dir / 'env.json'}: run `envfoundry render {env_dir}` to "
+                  "regenerate it, or pass --allow-modified to serve it as it is")
+        if not fresh:
+            click.echo(f"warning: serving {server}, which differs from a fresh render of env.json", err=True)
         tmp = None
         if db is None:
             tmp = Path(tempfile.mkdtemp(prefix="envfoundry-serve-"))
@@ -46,11 +73,16 @@ def register(main: click.Group) -> None:
             shutil.copyfile(initial, db)
         elif not db.exists():
             shutil.copyfile(initial, db)
-        click.echo(f"serving {env_dir.name} at http://{host}:{port} (MCP: /mcp, database: {db})", err=True)
         # Run the directory's own server.py in this process (exactly what a trainer runs), so signals reach
-        # uvicorn directly and the temporary copy is removed afterwards.
+        # uvicorn directly and the temporary copy is removed afterwards. server.py prints the address it serves.
         argv = sys.argv
         sys.argv = [str(server), "--db", str(db), "--port", str(port), "--host", host]
+        for flag, values in (("--allow-host", allow_host), ("--allow-origin", allow_origin)):
+            for value in values:
+                sys.argv += [flag, value]
+        for flag, value in (("--token", token), ("--max-sessions", max_sessions), ("--idle-timeout", idle_timeout)):
+            if value is not None:
+                sys.argv += [flag, str(value)]
         code: object = 0
         # uvicorn shuts down gracefully on SIGTERM and then re-raises it; end with a clean exit instead.
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -65,6 +97,9 @@ def register(main: click.Group) -> None:
             signal.signal(signal.SIGTERM, previous)
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(code, str):  # server.py exited with a message (e.g. it needs mcp >= 2)
+            click.echo(code, err=True)
+            code = 1
         sys.exit(code if isinstance(code, int) else 1)
 
     @main.command()
@@ -72,19 +107,21 @@ def register(main: click.Group) -> None:
     @click.option("--check", is_flag=True, default=False, help="Write nothing; exit 1 if any server.py is stale.")
     def render(env_dirs: tuple[Path, ...], check: bool) -> None:
         """Render server.py from env.json in each ENV_DIR (deterministic: same IR, same bytes)."""
-        from pipeline.ir import Environment
-        from pipeline.render import check_server, render_server
+        from pipeline.render import EnvJsonError, check_server, load_env_json, render_server
 
         stale = []
         for d in env_dirs:
             if not (d / "env.json").is_file():
                 raise click.UsageError(f"{d} has no env.json")
-            if check:
-                if not check_server(d):
-                    stale.append(d)
-                    click.echo(f"{d / 'server.py'} differs from a fresh render of {d / 'env.json'}", err=True)
-                continue
-            env = Environment.model_validate_json((d / "env.json").read_text(encoding="utf-8"))
+            try:
+                if check:
+                    if not check_server(d):
+                        stale.append(d)
+                        click.echo(f"{d / 'server.py'} differs from a fresh render of {d / 'env.json'}", err=True)
+                    continue
+                env = load_env_json(d)
+            except EnvJsonError as exc:
+                _fail(str(exc))
             (d / "server.py").write_text(render_server(env), encoding="utf-8")
             click.echo(f"rendered {d / 'server.py'}")
         if stale:

@@ -11,7 +11,7 @@ from pipeline.cli.common import emit_json, json_option
 FORMAT_HELP = (
     "verifiers: an installable verifiers package per environment (load_environment); "
     "openenv: an OpenEnv server directory per environment (openenv.yaml); "
-    "verl: parquet rows + tool config YAML + tool/reward package per environment; "
+    "verl: one dataset over every environment (train/val parquet, tool config YAML, tool/reward package); "
     "jsonl: reference solutions as chat transcripts for SFT."
 )
 
@@ -33,19 +33,43 @@ def register(main: click.Group) -> None:
         type=click.Path(file_okay=False, path_type=Path),
         help="Directory to write the exported artefacts into.",
     )
+    @click.option(
+        "--val-fraction",
+        type=click.FloatRange(0.0, 1.0, max_open=True),
+        default=0.1,
+        show_default=True,
+        help="Share of each environment's tasks held out as the validation split (chosen by task-id hash).",
+    )
+    @click.option(
+        "--sft-arguments",
+        type=click.Choice(["object", "string", "both"]),
+        default="object",
+        show_default=True,
+        help="jsonl: tool-call arguments as JSON objects (Hugging Face chat templates), as JSON strings "
+        "(OpenAI wire format), or both (objects plus an arguments_json string).",
+    )
     @json_option
-    def export_cmd(catalog: Path, fmt: str, out_dir: Path, as_json: bool) -> None:
+    def export_cmd(
+        catalog: Path, fmt: str, out_dir: Path, val_fraction: float, sft_arguments: str, as_json: bool
+    ) -> None:
         """Export the task bank of CATALOG (envs/<env_id>/ + task_bank.jsonl) for RL trainers.
 
         Every format comes from the one task bank: task ids, instructions and verifiers are
-        identical across them. Exported artefacts do not need envfoundry installed.
+        identical across them, and each carries every task's split, tier and pass rate. Exported
+        artefacts do not need envfoundry installed: they vendor the tool engine and the reward.
         """
         from pipeline.export import FORMATS, CatalogError, ExportError, export_catalog, load_catalog
 
         try:
             cat = load_catalog(catalog)
             formats = list(FORMATS) if fmt == "all" else [fmt]
-            results = [export_catalog(cat, f, out_dir / f if fmt == "all" else out_dir) for f in formats]
+            results = [
+                export_catalog(
+                    cat, f, out_dir / f if fmt == "all" else out_dir,
+                    val_fraction=val_fraction, sft_arguments=sft_arguments,
+                )
+                for f in formats
+            ]
         except (CatalogError, ExportError) as exc:
             raise click.ClickException(str(exc)) from None
         if as_json:

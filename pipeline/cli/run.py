@@ -144,11 +144,16 @@ def register(main: click.Group) -> None:
     @click.option("--max-scenarios", type=click.IntRange(1), default=None, help="Stop after this many scenarios.")
     @click.option("--continue-other-config", is_flag=True, default=False,
                   help="Add to a catalog directory produced with another configuration.")
+    @click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default="local",
+                  show_default=True, help="Where scenarios run: threads in this process, or Ray tasks "
+                  "(--concurrency of them in flight).")
+    @click.option("--ray-address", default=None, help="An existing Ray cluster (auto, HOST:6379 or "
+                  "ray://HOST:10001); default: a local Ray instance. Only with --executor ray.")
     @llm_options
     @json_option
     def run(config: Config, seeds_file: Path, out_dir: Path, scenarios_per_seed: int | None,
             tasks_per_env: int | None, attempts: int | None, concurrency: int | None, max_scenarios: int | None,
-            continue_other_config: bool, as_json: bool) -> None:
+            continue_other_config: bool, executor_kind: str, ray_address: str | None, as_json: bool) -> None:
         """Run every stage from a seed file to a verified catalog (resumable: rerun the same command)."""
         from pipeline.run import plan_from_config, run_catalog, summary_dict
         from pipeline.seeds import load_seeds
@@ -158,11 +163,18 @@ def register(main: click.Group) -> None:
             "expand": {"scenarios_per_seed": scenarios_per_seed}, "tester": {"attempts": attempts},
             "run": {"tasks_per_env": tasks_per_env, "concurrency": concurrency, "max_scenarios": max_scenarios},
         })
+        from pipeline.executor import make_executor
+
+        executor = make_executor(executor_kind, workers=plan.run.concurrency, address=ray_address)
         console = Console(stderr=True)
         front: type[RichProgress | LogProgress] = RichProgress if console.is_terminal else LogProgress
-        with front(console) as prog:
-            result = run_catalog(seeds_file, out_dir, plan, allow_other_config=continue_other_config,
-                                 progress=prog)
+        try:
+            with front(console) as prog:
+                prog.message(f"executor: {executor.describe()}")
+                result = run_catalog(seeds_file, out_dir, plan, allow_other_config=continue_other_config,
+                                     progress=prog, executor=executor)
+        finally:
+            executor.close()
         s = summary_dict(result)
         if as_json:
             emit_json(s)
@@ -179,10 +191,10 @@ def register(main: click.Group) -> None:
     @click.argument("catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
     @json_option
     def list_(catalog_dir: Path, as_json: bool) -> None:
-        """List the environments of CATALOG_DIR with their status and counts."""
+        """List the environments of CATALOG_DIR with their status and counts (reads catalog.db only)."""
         from pipeline.catalog import Catalog
 
-        cat = Catalog(catalog_dir, create=False)
+        cat = Catalog.open_readonly(catalog_dir)  # never writes: works on a read-only mount
         envs = cat.environments()
         if as_json:
             emit_json(envs)
@@ -205,7 +217,7 @@ def register(main: click.Group) -> None:
         from pipeline.catalog import Catalog, CatalogError
         from pipeline.envdir import load_env_dir
 
-        cat = Catalog(catalog_dir, create=False)
+        cat = Catalog.open_readonly(catalog_dir)  # never writes: works on a read-only mount
         row = cat.environment(env)
         if row is None:
             raise CatalogError(f"{catalog_dir}: no single environment matches {env!r} (see `envfoundry catalog list`)")

@@ -14,6 +14,7 @@ from pipeline.config import Config
 from pipeline.hashing import canonical_json
 
 SEED_NEAR_THRESHOLD = 0.75
+SHOWN = 50  # groups of exact duplicates and near-duplicate pairs listed by `seeds check`
 
 
 def rejected_path(out: Path) -> Path:
@@ -97,34 +98,54 @@ def register(main: click.Group) -> None:
     @click.option("--threshold", type=click.FloatRange(0, 1), default=SEED_NEAR_THRESHOLD, show_default=True,
                   help="Cosine similarity at which two seeds are reported as near duplicates (1 disables).")
     @click.option("--embedding-model", default=None, help="Sentence-transformers model (default all-MiniLM-L6-v2).")
+    @click.option("--limit", type=click.IntRange(1), default=SHOWN, show_default=True,
+                  help="Groups of exact duplicates and near-duplicate pairs listed (the rest are counted).")
     @json_option
-    def check(file: Path, threshold: float, embedding_model: str | None, as_json: bool) -> None:
+    def check(file: Path, threshold: float, embedding_model: str | None, limit: int, as_json: bool) -> None:
         """Validate a seed file and report exact and near duplicates inside it.
 
+        Each repeated name is reported once with the lines it repeats on; near duplicates are listed most
+        similar first, at most --limit of each (all are counted).
         Exit 0: clean; 1: duplicates found; 2: the file cannot be used (the error names file and line).
         """
-        from pipeline.embed import get_embedder
-        from pipeline.seeds import SeedFileError, exact_duplicates, load_seeds, near_duplicates
+        from pipeline.seeds import LINES_SHOWN, NearDuplicates, SeedFileError, duplicate_groups, load_seeds
 
         try:
             found = load_seeds(file)
         except SeedFileError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
-        dups = exact_duplicates(found)
-        if threshold < 1:
-            dups += near_duplicates(found, get_embedder(embedding_model), threshold)
+        groups = duplicate_groups(found)
+        repeats = sum(len(g.repeats) for g in groups)
+        near = NearDuplicates((), 0)
+        if threshold < 1 and len(found) - repeats > 1:  # two different names at least: worth the embedder
+            from pipeline.embed import get_embedder
+            from pipeline.seeds import near_duplicates
+
+            near = near_duplicates(found, get_embedder(embedding_model), threshold, limit)
         if as_json:
-            emit_json({"file": str(file), "seeds": len(found), "threshold": threshold, "duplicates": [
-                {"kind": d.kind, "line": d.second.line, "name": d.second.name, "first_line": d.first.line,
-                 "first_name": d.first.name, "similarity": d.similarity} for d in dups]})
+            emit_json({
+                "file": str(file), "seeds": len(found), "threshold": threshold,
+                "exact": {"groups": len(groups), "repeats": repeats, "listed": [
+                    {"name": g.first.name, "first_line": g.first.line, "repeats": len(g.repeats),
+                     "lines": [s.line for s in g.repeats[:LINES_SHOWN]]} for g in groups[:limit]]},
+                "near": {"pairs": near.total, "listed": [
+                    {"line": d.second.line, "name": d.second.name, "first_line": d.first.line,
+                     "first_name": d.first.name, "similarity": d.similarity} for d in near.pairs]},
+            })
         else:
-            for d in dups:
+            for g in groups[:limit]:
+                click.echo(g.describe())
+            if len(groups) > limit:
+                click.echo(f"{file}: ... and {len(groups) - limit:,} more repeated names (--limit to list more)")
+            for d in near.pairs:
                 click.echo(d.describe())
-            exact = sum(d.kind == "exact" for d in dups)
-            click.echo(f"{file}: {len(found)} seeds, {exact} exact and {len(dups) - exact} near duplicates "
+            if near.total > len(near.pairs):
+                click.echo(f"{file}: ... and {near.total - len(near.pairs):,} more near-duplicate pairs "
+                           "(the most similar are listed; --limit to list more)")
+            click.echo(f"{file}: {len(found)} seeds, {repeats} exact and {near.total} near duplicates "
                        f"(cosine >= {threshold})")
-        sys.exit(1 if dups else 0)
+        sys.exit(1 if repeats or near.total else 0)
 
     @main.command()
     @click.argument("in_file", metavar="IN.jsonl", type=click.Path(path_type=Path))

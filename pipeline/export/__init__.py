@@ -4,8 +4,10 @@
     export_catalog("generated/example", "verifiers", "out/verifiers")
 
 Every format is written from the one task bank (``load_catalog``), so task ids, instructions and
-verifiers are identical across formats. Exported artefacts are self-contained: they carry a copy
-of the stdlib engine and task runtime (``taskrt``) and run without envfoundry installed.
+verifiers are identical across formats. Exported artefacts are self-contained: they carry
+byte-for-byte copies of the stdlib tool engine, the one reward implementation (``verify/reward.py``)
+and the task runtime (``templates/taskrt.py``), and run without envfoundry installed. Every export
+carries each task's split (train/val), tier and pass rate.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from pipeline.export import openenv_fmt, sft_fmt, verifiers_fmt, verl_fmt
 from pipeline.export.catalog import Catalog, CatalogEnv, CatalogError, load_catalog
-from pipeline.export.common import ExportError
+from pipeline.export.common import ExportError, ExportOptions
 
 FORMATS = {
     "verifiers": verifiers_fmt.export,
@@ -36,8 +38,17 @@ class ExportResult:
     """Environments with no task in the bank (nothing to export for them)."""
 
 
-def export_catalog(catalog: str | Path | Catalog, fmt: str, out: str | Path) -> ExportResult:
-    """Export ``catalog`` in format ``fmt`` (one of ``FORMATS``) under ``out``."""
+def export_catalog(
+    catalog: str | Path | Catalog,
+    fmt: str,
+    out: str | Path,
+    *,
+    val_fraction: float = 0.1,
+    sft_arguments: str = "object",
+) -> ExportResult:
+    """Export ``catalog`` in format ``fmt`` (one of ``FORMATS``) under ``out``; ``val_fraction`` of
+    each environment's tasks form the validation split; ``sft_arguments`` is the form of the SFT
+    transcripts' tool-call arguments (``object``, ``string`` or ``both``)."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
@@ -45,7 +56,7 @@ def export_catalog(catalog: str | Path | Catalog, fmt: str, out: str | Path) -> 
         raise ExportError(f"{cat.root}: the task bank ({cat.bank_source}) has no tasks")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = FORMATS[fmt](cat, out)
+    paths = FORMATS[fmt](cat, out, ExportOptions(val_fraction=val_fraction, sft_arguments=sft_arguments))
     exported = [e for e in cat.envs.values() if e.tasks]
     return ExportResult(
         format=fmt,
@@ -63,6 +74,7 @@ __all__ = [
     "CatalogEnv",
     "CatalogError",
     "ExportError",
+    "ExportOptions",
     "ExportResult",
     "export_catalog",
     "load_catalog",

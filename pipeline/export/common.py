@@ -7,22 +7,31 @@ same bytes.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.export.catalog import CatalogEnv
+from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
+from verify import reward
 
 EXPORT_DIR = Path(__file__).parent
-ENGINE_SRC = EXPORT_DIR.parent / "runtime" / "engine.py"
-TASKRT_SRC = EXPORT_DIR / "taskrt.py"
 TEMPLATES = EXPORT_DIR / "templates"
+REPO_SRC = EXPORT_DIR.parent.parent
+RUNTIME_FILES = {
+    # exported name: source, copied byte for byte (all stdlib only, importing each other relatively)
+    "engine.py": REPO_SRC / "pipeline" / "runtime" / "engine.py",
+    "reward.py": REPO_SRC / "verify" / "reward.py",
+    "taskrt.py": TEMPLATES / "taskrt.py",
+}
 
 
 class ExportError(Exception):
@@ -69,8 +78,87 @@ def task_record(task: Task) -> dict[str, Any]:
     return task.model_dump(mode="json")
 
 
-def write_bundle(ce: CatalogEnv, out: Path) -> Path:
-    """The runtime data of one environment: ``env.json``, ``initial.db``, ``tasks.jsonl``."""
+@dataclass(frozen=True)
+class ExportOptions:
+    val_fraction: float = 0.1
+    """Share of each environment's tasks held out as the validation split (by task-id hash)."""
+    sft_arguments: str = "object"
+    """SFT tool-call ``arguments``: ``object`` (Hugging Face chat templates), ``string`` (OpenAI
+    wire format, a JSON string) or ``both`` (objects, plus ``arguments_json`` strings)."""
+
+
+def reference_reply(verifier: dict[str, Any]) -> str | None:
+    """A final reply that states a verifier's expected answer (None when it asks none): the reply
+    the SFT transcripts end with and the reference checks score."""
+    answer = verifier.get("answer")
+    if answer is None:
+        return None
+    spec = reward.expected_answer(answer)
+    value = spec.get("value")
+    if spec["type"] == "boolean":
+        return "Yes." if value else "No."
+    if spec["type"] == "list":
+        return ", ".join(str(v) for v in value or [])
+    if spec["type"] == "number" and isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def splits(catalog: Catalog, val_fraction: float) -> dict[str, str]:
+    """``{task_id: "train" | "val"}``: per environment, the ``val_fraction`` share of its tasks
+    whose id hashes lowest (at least one when the environment has two tasks or more and the
+    fraction is positive). Deterministic: the same bank gives the same split."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise ExportError(f"val_fraction {val_fraction} is not in [0, 1)")
+    out: dict[str, str] = {}
+    for ce in catalog.envs.values():
+        ids = sorted((t.task_id for t in ce.tasks), key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+        n_val = math.floor(len(ids) * val_fraction)
+        if val_fraction > 0 and len(ids) >= 2:
+            n_val = max(1, n_val)
+        for i, task_id in enumerate(ids):
+            out[task_id] = "val" if i < n_val else "train"
+    return out
+
+
+def difficulty_info(task: Task) -> dict[str, Any]:
+    """A task's measured difficulty as the exports carry it: ``tier`` and ``pass_rate`` (None when
+    not measured), ``attempts``/``passes``, and ``pass_rate_ci`` / ``hard_pool`` when recorded.
+    Read defensively: ``metadata`` fields are optional and added by later pipeline stages."""
+    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    diff = getattr(task, "difficulty", None)
+    attempts = getattr(diff, "attempts", 0) if diff is not None else 0
+    passes = getattr(diff, "passes", 0) if diff is not None else 0
+    attempts = attempts if isinstance(attempts, int) else 0
+    passes = passes if isinstance(passes, int) else 0
+    rate = meta.get("pass_rate")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
+        rate = round(passes / attempts, 4) if attempts > 0 else None
+    tier = meta.get("tier", meta.get("difficulty_tag"))
+    out: dict[str, Any] = {
+        "tier": tier if isinstance(tier, str) and tier else None,
+        "pass_rate": float(rate) if rate is not None else None,
+        "attempts": attempts,
+        "passes": passes,
+    }
+    ci = meta.get("pass_rate_ci")
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
+        out["pass_rate_ci"] = [float(ci[0]), float(ci[1])]
+    if isinstance(meta.get("hard_pool"), bool):
+        out["hard_pool"] = meta["hard_pool"]
+    return out
+
+
+def task_info(task: Task, split: str) -> dict[str, Any]:
+    """What every export carries per task besides the record: split, kind, difficulty, and the
+    reply that states the expected answer (the reference checks use it)."""
+    verifier = task.verifier.model_dump(mode="json")
+    return {"split": split, "kind": task.kind, **difficulty_info(task), "reference_reply": reference_reply(verifier)}
+
+
+def write_bundle(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
+    """The runtime data of one environment: ``env.json``, ``initial.db``, ``tasks.jsonl`` and
+    ``task_info.json`` (split, tier, pass rate per task)."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(
         out / "env.json", json.dumps(ce.env.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
@@ -78,13 +166,20 @@ def write_bundle(ce: CatalogEnv, out: Path) -> Path:
     shutil.copyfile(ce.path / "initial.db", out / "initial.db")
     os.chmod(out / "initial.db", 0o644)
     write_text(out / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in ce.tasks))
+    write_json(out / "task_info.json", {t.task_id: task_info(t, split[t.task_id]) for t in ce.tasks})
     return out
 
 
 def write_runtime(pkg_dir: Path) -> None:
-    """Copy the stdlib runtime (engine + task runtime) into an exported package."""
-    write_text(pkg_dir / "engine.py", ENGINE_SRC.read_text(encoding="utf-8"))
-    write_text(pkg_dir / "taskrt.py", TASKRT_SRC.read_text(encoding="utf-8"))
+    """Vendor the stdlib runtime into an exported package: the tool engine, the one reward
+    implementation (``verify/reward.py``) and the task runtime, each copied byte for byte."""
+    for name, src in RUNTIME_FILES.items():
+        if not src.is_file():
+            raise ExportError(f"runtime file {src} is missing (needed as {pkg_dir / name})")
+        path = pkg_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, path)
+        os.chmod(path, 0o644)
 
 
 def template(name: str, **values: str) -> str:

@@ -1,23 +1,29 @@
-"""Export to OpenEnv (PyPI ``openenv-core``): one environment directory per environment.
+"""Export to OpenEnv (PyPI ``openenv`` 0.10.x): one environment directory per environment.
 
-``<out>/<package>/`` follows the layout of ``openenv init``: ``openenv.yaml``, ``pyproject.toml``
-(``server`` script), ``server/app.py`` (``create_app`` over ``EnvFoundryEnvironment``) and
-``server/environment.py``. Actions are OpenEnv's MCP actions (``CallToolAction`` /
-``ListToolsAction``); a ``submit`` tool ends the episode and carries the verifier's reward. The
-engine, task runtime and the environment's data are copied in, so it needs only
-``openenv-core``.
+``<out>/<package>/`` has the layout ``openenv init`` creates: ``openenv.yaml`` (with the
+``validation:`` block ``openenv validate`` reads), ``pyproject.toml`` (``server`` script),
+``models.py`` (the action, observation and state models ``/schema`` declares), ``client.py``
+(a typed ``EnvClient``), ``server/app.py`` (``create_app``), ``server/environment.py``,
+``server/Dockerfile`` and ``server/requirements.txt``. The tool engine, the reward and the task
+runtime are vendored into ``server/`` and the environment's data into ``data/``, so it needs only
+``openenv``: it runs from the directory (``uvicorn server.app:app``) or installed (``pip install .``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+
+import yaml
 
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
     ExportError,
+    ExportOptions,
     dist_name,
     package_name,
+    splits,
     system_prompt,
     tasks_with_tools,
     write_bundle,
@@ -26,16 +32,8 @@ from pipeline.export.common import (
     write_text,
 )
 
-OPENENV_REQUIREMENT = "openenv-core>=0.3.0"
+OPENENV_REQUIREMENT = "openenv>=0.10,<0.11"
 RESERVED = {"reset", "step", "state", "close"}
-
-OPENENV_YAML = """spec_version: 1
-name: {package}
-type: space
-runtime: fastapi
-app: server.app:app
-port: 8000
-"""
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
@@ -56,34 +54,70 @@ packages = ["{package}", "{package}.server"]
 package-dir = {{ "{package}" = ".", "{package}.server" = "server" }}
 
 [tool.setuptools.package-data]
-{package} = ["data/*", "openenv.yaml"]
+{package} = ["data/*", "openenv.yaml", "README.md"]
+"""
+
+REQUIREMENTS = "{requirement}\nuvicorn\n"
+
+DOCKERFILE = """# The environment served by OpenEnv in a container: `docker build -t {package} -f server/Dockerfile .`
+# from the environment directory, then `docker run -p 8000:8000 {package}`.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${{BASE_IMAGE}}
+WORKDIR /app/env
+COPY server/requirements.txt /app/env/server/requirements.txt
+RUN pip install --no-cache-dir -r server/requirements.txt
+COPY . /app/env
+ENV PYTHONPATH=/app/env
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \\
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=2)"
+CMD ["uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]
 """
 
 README = """# {package}
 
-envfoundry environment `{env_id}` ({title}) as an OpenEnv environment: {n} tasks.
+envfoundry environment `{env_id}` ({title}) as an OpenEnv environment: {n} tasks ({n_val} in the
+validation split). The only dependency is `openenv` (0.10.x); the tool engine and the reward
+(envfoundry's `verify/reward.py`) are vendored in `server/`.
 
 ```bash
-uvicorn server.app:app --port 8000          # from this directory, or after `pip install .`:
-python -m {package}.server.app --port 8000
+pip install "{requirement}" uvicorn
+uvicorn server.app:app --port 8000          # from this directory, as openenv.yaml says
+openenv validate .                           # the package's manifest (static checks)
+openenv validate --url http://127.0.0.1:8000 # the running server
 ```
+
+Or installed: `pip install . && python -m {package}.server.app --port 8000`.
 
 ```python
 from openenv.core import GenericEnvClient
 with GenericEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
-    obs = env.reset(task_id="<task_id>").observation          # instruction + tools
+    task = env.reset(task_id="<task_id>").observation          # instruction, tools, split, tier, pass_rate
     env.step({{"type": "call_tool", "tool_name": "...", "arguments": {{...}}}})
     result = env.step({{"type": "call_tool", "tool_name": "{submit}", "arguments": {{"answer": "..."}}}})
     result.reward, result.done                                  # the verifier's verdict
 ```
 
-Tools: {tools}. Task ids: `data/tasks.jsonl`.
+The typed client is `{package}.EnvFoundryEnv` (after `pip install .`). `reset` returns a
+`TaskObservation`, `step` a `ToolObservation` (`result` is the text the agent reads), `state` an
+`EnvFoundryState`; `/schema` declares these. Every WebSocket session gets its own copy of the
+database. `ENVFOUNDRY_PARTIAL_CREDIT=1` rewards the share of goals met instead of 1/0;
+`ENVFOUNDRY_MAX_SESSIONS` bounds concurrent sessions (default 64).
+
+Tools: {tools}. Task ids, splits, tiers and pass rates: `data/tasks.jsonl`, `data/task_info.json`.
 """
 
 SUBMIT_DESCRIPTION = (
     "Finish the task. Call it once, after your last change; pass your answer when the request asks a question. "
     "The episode ends and is scored."
 )
+
+SUBMIT_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "description": "Your answer, when the request asks a question"}},
+    "required": [],
+    "additionalProperties": False,
+}
 
 
 def submit_tool_name(tool_names: set[str]) -> str:
@@ -93,7 +127,41 @@ def submit_tool_name(tool_names: set[str]) -> str:
     return name
 
 
-def export_env(ce: CatalogEnv, out: Path) -> Path:
+def manifest(ce: CatalogEnv, package: str, submit: str, split: dict[str, str]) -> dict:
+    """``openenv.yaml``: the served app, and the ``validation:`` block ``openenv validate`` reads."""
+    counts: dict[str, int] = {}
+    for t in ce.tasks:
+        counts[split[t.task_id]] = counts.get(split[t.task_id], 0) + 1
+    bank = "".join(sorted(t.task_id for t in ce.tasks)).encode()
+    models = sorted({str(t.provenance.get("model")) for t in ce.tasks if t.provenance.get("model")})
+    pin: dict = {"dataset_version": hashlib.sha256(bank).hexdigest()[:16]}
+    if models:
+        pin["generator_model"] = ", ".join(models)
+    return {
+        "spec_version": 1,
+        "name": package,
+        "version": "0.1.0",
+        "type": "space",
+        "runtime": "fastapi",
+        "app": "server.app:app",
+        "port": 8000,
+        "validation": {
+            # Reference solutions score 1.0 and doing nothing 0.0 (envfoundry proves both per task).
+            "reward": {"range": [0.0, 1.0], "oracle_tolerance": 0.0, "floor_margin": 1.0},
+            "resources": {"cpu": 1.0, "memory_mb": 512, "disk_mb": 256, "episode_timeout_s": 600.0},
+            "network": {"mode": "no-network"},
+            "capabilities": {
+                "verifier": {"kind": "reward_channel"},
+                "declared_tools": sorted([*(t.name for t in ce.env.tools), submit]),
+                "declared_task_count": dict(sorted(counts.items())),
+            },
+            "task_distribution": pin,
+            "types": {"tags": ["tool-use", "sqlite", "envfoundry"]},
+        },
+    }
+
+
+def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     tasks = tasks_with_tools(ce)
     names = {t.name for t in ce.env.tools}
     clash = names & RESERVED
@@ -104,19 +172,36 @@ def export_env(ce: CatalogEnv, out: Path) -> Path:
     root = out / package
     title = ce.env.scenario.name
     fill = {"dist": dist_name(package), "env_id": ce.env_id, "title": title, "package": package}
-    write_text(root / "openenv.yaml", OPENENV_YAML.format(package=package))
+    write_text(
+        root / "openenv.yaml",
+        yaml.safe_dump(manifest(ce, package, submit, split), sort_keys=False, allow_unicode=True, width=100),
+    )
     write_text(root / "pyproject.toml", PYPROJECT.format(requirement=OPENENV_REQUIREMENT, **fill))
+    n_val = sum(1 for t in tasks if split[t.task_id] == "val")
     write_text(
-        root / "README.md", README.format(n=len(tasks), submit=submit, tools=", ".join(sorted(names)), **fill)
+        root / "README.md",
+        README.format(
+            n=len(tasks), n_val=n_val, submit=submit, tools=", ".join(sorted(names)),
+            requirement=OPENENV_REQUIREMENT, **fill,
+        ),
     )
-    write_text(root / "__init__.py", '"""envfoundry environment for OpenEnv (see README.md)."""\n')
-    write_text(root / "server" / "__init__.py", "")
-    write_text(root / "server" / "app.py", (TEMPLATES / "openenv_app.py").read_text(encoding="utf-8"))
     write_text(
-        root / "server" / "environment.py", (TEMPLATES / "openenv_environment.py").read_text(encoding="utf-8")
+        root / "__init__.py",
+        '"""envfoundry environment for OpenEnv (see README.md)."""\n\n'
+        "from .client import EnvFoundryEnv\n"
+        "from .models import CallToolAction, EnvFoundryState, TaskObservation, ToolObservation\n\n"
+        '__all__ = ["CallToolAction", "EnvFoundryEnv", "EnvFoundryState", "TaskObservation", "ToolObservation"]\n',
     )
-    write_runtime(root)
-    write_bundle(ce, root / "data")
+    write_text(root / "models.py", (TEMPLATES / "openenv_models.py").read_text(encoding="utf-8"))
+    write_text(root / "client.py", (TEMPLATES / "openenv_client.py").read_text(encoding="utf-8"))
+    server = root / "server"
+    write_text(server / "__init__.py", "")
+    write_text(server / "app.py", (TEMPLATES / "openenv_app.py").read_text(encoding="utf-8"))
+    write_text(server / "environment.py", (TEMPLATES / "openenv_environment.py").read_text(encoding="utf-8"))
+    write_text(server / "requirements.txt", REQUIREMENTS.format(requirement=OPENENV_REQUIREMENT))
+    write_text(server / "Dockerfile", DOCKERFILE.format(package=package))
+    write_runtime(server)
+    write_bundle(ce, root / "data", split)
     write_json(
         root / "data" / "export.json",
         {
@@ -127,21 +212,12 @@ def export_env(ce: CatalogEnv, out: Path) -> Path:
             "schemas": {t.name: t.input_schema() for t in ce.env.tools},
             "submit_tool": submit,
             "submit_description": SUBMIT_DESCRIPTION,
-            "submit_schema": {
-                "type": "object",
-                "properties": {
-                    "answer": {
-                        "type": "string",
-                        "description": "Your answer, when the request asks a question",
-                    }
-                },
-                "required": [],
-                "additionalProperties": False,
-            },
+            "submit_schema": SUBMIT_SCHEMA,
         },
     )
     return root
 
 
-def export(catalog: Catalog, out: Path) -> list[Path]:
-    return [export_env(ce, out) for ce in catalog.envs.values() if ce.tasks]
+def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
+    split = splits(catalog, options.val_fraction)
+    return [export_env(ce, out, split) for ce in catalog.envs.values() if ce.tasks]

@@ -1,9 +1,11 @@
 """Export to verifiers (PyPI ``verifiers``, v1 API): one installable package per environment.
 
 ``<out>/<package>/`` is a source project (``pip install <out>/<package>``) whose package exposes
-``load_environment(**kwargs)`` and exports its ``Taskset`` for ``vf-eval <package>``. It depends
-only on ``verifiers``: the envfoundry engine and task runtime are copied in, with the
-environment's ``env.json``, ``initial.db`` and tasks as package data.
+``load_environment(**kwargs)`` and exports its ``Taskset`` for ``vf-eval <package>`` and
+``vf-validate <package>`` (``Task.validate`` replays the reference solution). It depends only on
+``verifiers``: the envfoundry tool engine, the reward (``verify/reward.py``) and the task runtime
+are vendored, with the environment's ``env.json``, ``initial.db``, tasks and per-task split, tier
+and pass rate as package data.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from pathlib import Path
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
+    ExportOptions,
     dist_name,
     package_name,
+    splits,
     system_prompt,
     tasks_with_tools,
     write_bundle,
@@ -45,26 +49,30 @@ packages = ["{package}"]
 
 README = """# {dist}
 
-envfoundry environment `{env_id}` ({title}) as a verifiers environment: {n} tasks.
+envfoundry environment `{env_id}` ({title}) as a verifiers environment: {n} tasks ({n_val} in the
+validation split). The only dependency is `verifiers` (0.4.x); the tool engine and the reward
+(envfoundry's `verify/reward.py`) are vendored in the package.
 
 ```bash
 pip install .
+vf-validate {package} -o validate-out --runtime.type subprocess   # gold (reference) and noop checks per task
 vf-eval {package} -n 3          # the default harness is a tool-calling chat loop
 ```
 
 ```python
 from {package} import load_environment
-env = load_environment(partial_credit=False)   # task_ids=[...] selects tasks
+env = load_environment(partial_credit=False)   # split="train" | "val", task_ids=[...] select tasks
 ```
 
 Each rollout gets its own copy of the initial database (carried in the rollout state); the
-reward `task_verified` is 1.0 when the task's verifier holds on the final database (SQL
-assertions, unchanged tables outside `mutable_tables`, the expected answer in the final
-reply), else 0.0.
+reward `task_verified` is 1.0 when the task's verifier holds on the final database and last
+reply (goal assertions and the typed answer; gate assertions and unchanged tables outside
+`mutable_tables` must hold, else 0), else 0.0; the metric `goals_met` is the share of goals held.
+Each task's data carries `split`, `tier` and `pass_rate`.
 """
 
 
-def export_env(ce: CatalogEnv, out: Path) -> Path:
+def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     tasks = tasks_with_tools(ce)
     package = package_name(ce.env_id, "envfoundry")
     root = out / package
@@ -72,14 +80,16 @@ def export_env(ce: CatalogEnv, out: Path) -> Path:
     title = ce.env.scenario.name
     fill = {"dist": dist_name(package), "env_id": ce.env_id, "title": title, "package": package}
     write_text(root / "pyproject.toml", PYPROJECT.format(requirement=VERIFIERS_REQUIREMENT, **fill))
-    write_text(root / "README.md", README.format(n=len(tasks), **fill))
+    n_val = sum(1 for t in tasks if split[t.task_id] == "val")
+    write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, **fill))
     write_text(pkg / "__init__.py", (TEMPLATES / "verifiers_init.py").read_text(encoding="utf-8"))
     write_text(pkg / "toolset.py", (TEMPLATES / "verifiers_toolset.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
-    write_bundle(ce, pkg / "data")
+    write_bundle(ce, pkg / "data", split)
     write_json(pkg / "data" / "export.json", {"env_id": ce.env_id, "system_prompt": system_prompt(ce)})
     return root
 
 
-def export(catalog: Catalog, out: Path) -> list[Path]:
-    return [export_env(ce, out) for ce in catalog.envs.values() if ce.tasks]
+def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
+    split = splits(catalog, options.val_fraction)
+    return [export_env(ce, out, split) for ce in catalog.envs.values() if ce.tasks]

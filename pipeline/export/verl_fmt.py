@@ -1,29 +1,37 @@
-"""Export to veRL's multi-turn tool agent loop: parquet rows plus the tool config YAML.
+"""Export to veRL's multi-turn tool agent loop (veRL 0.9.x): one dataset over every environment.
 
-Per environment, ``<out>/<package>/`` holds ``train.parquet`` (one row per task), ``tool_config.yaml``
-(``actor_rollout_ref.rollout.multi_turn.tool_config_path``) and an installable package with the
-tool class and the reward (``custom_reward_function.path=<package>/tools.py``,
-``name=compute_score``). One environment per directory because veRL shows every configured tool
-to every prompt.
+``<out>/<package>/`` holds ``train.parquet`` and ``val.parquet`` (one row per task, split by
+task-id hash), ``tool_config.yaml`` (``actor_rollout_ref.rollout.multi_turn.tool_config_path``:
+every tool of every environment) and an installable package with the tool class and the reward
+(``reward.custom_reward_function.path=pkg://<package>.tools``, ``name=compute_score``). The tool
+engine, the reward (``verify/reward.py``) and the task runtime are vendored; each environment's
+data sits in ``<package>/data/<env_id>/``.
 
-Row fields (veRL's documented dataset format): ``data_source``, ``prompt`` (chat messages),
-``ability``, ``reward_model`` (``style``, ``ground_truth``), ``extra_info`` (``split``, ``index``,
-``need_tools_kwargs``, ``tools_kwargs`` with ``create_kwargs`` per tool, plus ``task_id``,
-``env_id``, ``kind``), ``agent_name`` (``tool_agent``).
+Row fields (veRL's documented dataset format): ``data_source`` (``envfoundry/<env_id>``),
+``prompt`` (system + user messages), ``ability``, ``reward_model`` (``style``, ``ground_truth``),
+``extra_info`` (``split``, ``index``, ``task_id``, ``env_id``, ``kind``, ``tier``, ``pass_rate``,
+``partial_credit``, ``need_tools_kwargs``, ``tools_kwargs`` with ``create_kwargs`` per tool, and
+``tool_selection``: the row's own environment's tools, which veRL alone shows and dispatches),
+``agent_name`` (``tool_agent``). A tool name used by two environments is exposed as
+``<env_id>__<tool>`` for both (veRL keys tools by name).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
+    ExportError,
+    ExportOptions,
+    difficulty_info,
     dist_name,
     package_name,
+    splits,
     system_prompt,
-    tasks_with_tools,
     write_bundle,
     write_runtime,
     write_text,
@@ -31,6 +39,7 @@ from pipeline.export.common import (
 from pipeline.hashing import canonical_json
 
 ROW_FIELDS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name")
+MAX_TOOL_NAME = 64
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
@@ -39,7 +48,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "{dist}"
 version = "0.1.0"
-description = "envfoundry environment {env_id} for veRL: tools and reward"
+description = "envfoundry environments for veRL: tools and reward ({n_envs} environments)"
 requires-python = ">=3.10"
 dependencies = []
 
@@ -47,75 +56,118 @@ dependencies = []
 packages = ["{package}"]
 
 [tool.setuptools.package-data]
-{package} = ["data/*"]
+{package} = ["data/*/*"]
 """
 
 README = """# {package}
 
-envfoundry environment `{env_id}` ({title}) for veRL's multi-turn tool agent loop: {n} tasks.
+{n_envs} envfoundry environment(s) for veRL's multi-turn tool agent loop (veRL 0.9.x): {n_train}
+training and {n_val} validation tasks in one dataset. Each row selects its own environment's tools
+(`extra_info.tool_selection`); the reward is the task's verifier on the trajectory's own final
+database (the tool calls' effects, whatever the tool-call format), scored by envfoundry's
+`verify/reward.py` (vendored, stdlib only).
 
 ```bash
-pip install .      # on every veRL worker
+pip install .      # on every veRL worker (no dependencies besides veRL itself)
 python -m verl.trainer.main_ppo \\
-  data.train_files=train.parquet data.return_raw_chat=True \\
+  data.train_files=train.parquet data.val_files=val.parquet data.return_raw_chat=True \\
   actor_rollout_ref.rollout.mode=async actor_rollout_ref.rollout.multi_turn.enable=True \\
   actor_rollout_ref.rollout.multi_turn.format=hermes \\
   actor_rollout_ref.rollout.multi_turn.tool_config_path=tool_config.yaml \\
-  custom_reward_function.path={package}/tools.py custom_reward_function.name=compute_score ...
+  reward.custom_reward_function.path=pkg://{package}.tools \\
+  reward.custom_reward_function.name=compute_score ...
 ```
 
-The reward replays the response's tool calls on a fresh database and evaluates the task's
-verifier (1.0 / 0.0; `extra_info.partial_credit=true` for the share of checks met).
+`multi_turn.format` is the model's tool-call format (`hermes` for Qwen2.5, `qwen3_coder` for
+Qwen3-Coder, ...): the reward does not depend on it. `compute_score` returns `score` (1.0 / 0.0;
+`extra_info.partial_credit=true` for the share of goals met), `acc` and `goals_met`. Rows carry
+`extra_info.tier` and `extra_info.pass_rate` (envfoundry's measured difficulty) for curricula.
+{val_note}
+Environments: {envs}.
 """
 
 
-def rows(ce: CatalogEnv) -> list[dict[str, Any]]:
-    out = []
-    tool_names = [t.name for t in ce.env.tools]
-    for index, task in enumerate(tasks_with_tools(ce)):
-        out.append(
-            {
-                "data_source": f"envfoundry/{ce.env_id}",
-                "prompt": [
-                    {"role": "system", "content": system_prompt(ce)},
-                    {"role": "user", "content": task.instruction},
-                ],
-                "ability": "tool_use",
-                "reward_model": {
-                    "style": "rule",
-                    "ground_truth": canonical_json(
-                        {"task_id": task.task_id, "verifier": task.verifier.model_dump(mode="json")}
-                    ),
-                },
-                "extra_info": {
-                    "split": "train",
-                    "index": index,
-                    "task_id": task.task_id,
-                    "env_id": task.env_id,
-                    "kind": task.kind,
-                    "partial_credit": False,
-                    "need_tools_kwargs": True,
-                    "tools_kwargs": {
-                        name: {"create_kwargs": {"task_id": task.task_id}} for name in tool_names
-                    },
-                },
-                "agent_name": "tool_agent",
-            }
-        )
+def exposed_names(catalog: Catalog) -> dict[tuple[str, str], str]:
+    """``{(env_id, tool): name shown to the model}``: the tool's own name, or ``<env_id>__<tool>``
+    when another environment of the catalog has a tool of that name."""
+    envs = [ce for ce in catalog.envs.values() if ce.tasks]
+    counts = Counter(t.name for ce in envs for t in ce.env.tools)
+    out = {}
+    for ce in envs:
+        for t in ce.env.tools:
+            name = t.name if counts[t.name] == 1 else f"{ce.env_id}__{t.name}"
+            if len(name) > MAX_TOOL_NAME:
+                raise ExportError(
+                    f"environment {ce.env_id}: tool {t.name} is also in another environment and its qualified "
+                    f"name {name!r} exceeds {MAX_TOOL_NAME} characters"
+                )
+            out[(ce.env_id, t.name)] = name
     return out
 
 
-def tool_config(ce: CatalogEnv, package: str) -> dict[str, Any]:
-    return {
-        "tools": [
-            {
-                "class_name": f"{package}.tools.EnvFoundryTool",
-                "config": {"type": "native", "tool": t.name},
-                "tool_schema": t.openai_schema(),
-            }
-            for t in ce.env.tools
-        ]
-    }
+def rows(catalog: Catalog, split: dict[str, str], names: dict[tuple[str, str], str]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    for ce in catalog.envs.values():
+        selection = [names[(ce.env_id, t.name)] for t in ce.env.tools]
+        for task in ce.tasks:
+            part = split[task.task_id]
+            info = difficulty_info(task)
+            out[part].append(
+                {
+                    "data_source": f"envfoundry/{ce.env_id}",
+                    "prompt": [
+                        {"role": "system", "content": system_prompt(ce)},
+                        {"role": "user", "content": task.instruction},
+                    ],
+                    "ability": "tool_use",
+                    "reward_model": {
+                        "style": "rule",
+                        "ground_truth": canonical_json(
+                            {
+                                "task_id": task.task_id,
+                                "env_id": task.env_id,
+                                "verifier": task.verifier.model_dump(mode="json"),
+                            }
+                        ),
+                    },
+                    "extra_info": {
+                        "split": part,
+                        "index": len(out[part]),
+                        "task_id": task.task_id,
+                        "env_id": task.env_id,
+                        "kind": task.kind,
+                        "tier": info["tier"],
+                        "pass_rate": info["pass_rate"],
+                        "partial_credit": False,
+                        "need_tools_kwargs": True,
+                        "tools_kwargs": {
+                            name: {"create_kwargs": {"task_id": task.task_id, "env_id": task.env_id}}
+                            for name in selection
+                        },
+                        "tool_selection": selection,
+                    },
+                    "agent_name": "tool_agent",
+                }
+            )
+    return out
+
+
+def tool_config(catalog: Catalog, package: str, names: dict[tuple[str, str], str]) -> dict[str, Any]:
+    tools = []
+    for ce in catalog.envs.values():
+        if not ce.tasks:
+            continue
+        for t in ce.env.tools:
+            schema = t.openai_schema()
+            schema["function"]["name"] = names[(ce.env_id, t.name)]
+            tools.append(
+                {
+                    "class_name": f"{package}.tools.EnvFoundryTool",
+                    "config": {"type": "native", "env_id": ce.env_id, "tool": t.name},
+                    "tool_schema": schema,
+                }
+            )
+    return {"tools": tools}
 
 
 def write_parquet(records: list[dict[str, Any]], path: Path) -> None:
@@ -123,36 +175,45 @@ def write_parquet(records: list[dict[str, Any]], path: Path) -> None:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(records)
-    pq.write_table(table, path, compression="zstd")
+    pq.write_table(pa.Table.from_pylist(records), path, compression="zstd")
 
 
-def export_env(ce: CatalogEnv, out: Path) -> Path:
+def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     import yaml
 
-    package = package_name(ce.env_id, "envfoundry_verl")
+    envs: list[CatalogEnv] = [ce for ce in catalog.envs.values() if ce.tasks]
+    split = splits(catalog, options.val_fraction)
+    names = exposed_names(catalog)
+    package = package_name(catalog.root.resolve().name or "catalog", "envfoundry_verl")
     root = out / package
     pkg = root / package
-    records = rows(ce)
-    fill = {
-        "dist": dist_name(package),
-        "env_id": ce.env_id,
-        "package": package,
-        "title": ce.env.scenario.name,
-    }
-    write_text(root / "pyproject.toml", PYPROJECT.format(**fill))
-    write_text(root / "README.md", README.format(n=len(records), **fill))
+    data = rows(catalog, split, names)
+    val_note = ""
+    if not data["val"]:
+        # Every environment has a single task: nothing can be held out, so validation re-uses them.
+        data["val"] = [{**r, "extra_info": {**r["extra_info"], "split": "val"}} for r in data["train"]]
+        val_note = "\n`val.parquet` repeats the training tasks: no environment has two tasks to hold one out.\n"
+    write_text(root / "pyproject.toml", PYPROJECT.format(dist=dist_name(package), package=package, n_envs=len(envs)))
+    write_text(
+        root / "README.md",
+        README.format(
+            package=package,
+            n_envs=len(envs),
+            n_train=len(data["train"]),
+            n_val=len(data["val"]),
+            val_note=val_note,
+            envs=", ".join(f"`{ce.env_id}` ({ce.env.scenario.name})" for ce in envs),
+        ),
+    )
     write_text(pkg / "__init__.py", '"""envfoundry tools and reward for veRL (see tools.py)."""\n')
     write_text(pkg / "tools.py", (TEMPLATES / "verl_tools.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
-    write_bundle(ce, pkg / "data")
+    for ce in envs:
+        write_bundle(ce, pkg / "data" / ce.env_id, split)
     write_text(
         root / "tool_config.yaml",
-        yaml.safe_dump(tool_config(ce, package), sort_keys=False, allow_unicode=True, width=100),
+        yaml.safe_dump(tool_config(catalog, package, names), sort_keys=False, allow_unicode=True, width=100),
     )
-    write_parquet(records, root / "train.parquet")
-    return root
-
-
-def export(catalog: Catalog, out: Path) -> list[Path]:
-    return [export_env(ce, out) for ce in catalog.envs.values() if ce.tasks]
+    write_parquet(data["train"], root / "train.parquet")
+    write_parquet(data["val"], root / "val.parquet")
+    return [root]

@@ -120,7 +120,9 @@ def _rejections(state: ScenarioState, res: StageResult[Any]) -> list[dict[str, A
     return list(state.get("rejections", [])) + _dump(res.rejections)
 
 
-def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key: str) -> Callable[..., Any]:
+def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key: str | None) -> Callable[..., Any]:
+    """A node around a stage; its value goes to ``key``, or (``key=None``) is the whole environment: the tools
+    stage may amend the schema and the rows."""
     def node(state: ScenarioState) -> ScenarioState:
         t0 = time.perf_counter()
         res = run(state)
@@ -129,6 +131,9 @@ def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key
         if not res.ok:
             reasons = "; ".join(r.reason for r in res.rejections[-3:]) or "gave up"
             out["status"], out["reason"] = "rejected", f"{name}: {reasons}"
+        elif key is None:
+            env = res.value
+            out["tables"], out["seed"], out["tools"] = _dump(env.tables), _dump(env.seed), _dump(env.tools)
         else:
             out[key] = _dump(res.value)  # type: ignore[literal-required]
         return out
@@ -332,7 +337,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     g.add_node("intents", _stage_node("intents", n_intents, "intents"))
     g.add_node("schema", _stage_node("schema", n_schema, "tables"))
     g.add_node("seed_data", _stage_node("seed_data", n_seed, "seed"))
-    g.add_node("tools", _stage_node("tools", n_tools, "tools"))
+    g.add_node("tools", _stage_node("tools", n_tools, None))
     g.add_node("write_env", n_write)
     g.add_node("tasks", n_tasks)
     g.add_node("verify_task", n_verify_task)

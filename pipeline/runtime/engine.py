@@ -8,41 +8,58 @@ imports it as a module; a parity test proves both paths agree.
 A tool call is ``run_tool(conn, tool, arguments, now=...)``:
 
 1. the arguments are validated against the tool's parameters (strict JSON types: no bool for an
-   integer, no ``"3"`` for an integer; enum, minimum/maximum, max_length, required; unknown
-   arguments rejected). The error names the parameter;
+   integer, no ``"3"`` for an integer; enum, minimum/maximum, max_length (``MAX_STRING_LENGTH``
+   when a string declares none), required; unknown arguments rejected). The error names the
+   parameter;
 2. the steps run in order inside one savepoint, rolled back on any failure:
    ``query`` binds its first row's columns as ``:<bind>_<col>`` (no row: NULLs, or a ``not_found``
    failure when the step has an ``error``); ``guard`` fails with its ``error`` unless its
    ``must`` (exist / not_exist) holds; ``write`` runs INSERT/UPDATE/DELETE and binds ``:last_id``
    and ``:changes``. ``:now`` and ``:today`` come from the environment clock. Parameters and
    built-ins are never overwritten by a bound column;
-3. ``returns`` (``one``: a row object, ``all``: a list) or ``{"changes": n, "last_id": id}``.
+3. ``returns`` (``one``: a row object, ``all``: a list of at most ``MAX_ROWS``) or
+   ``{"changes": n, "last_id": id}``.
+
+SQLite itself decides what a statement may do: every statement of a tool is prepared under a
+``sqlite3`` authorizer (``Guard``). Reads (queries, guards, returns) may not write any table and
+also run with ``PRAGMA query_only``; no statement may read SQLite's internals (``sqlite_master``,
+``pragma_*`` functions), run a PRAGMA, attach a file, load an extension or control the
+transaction. The authorizer also reports every function a statement calls, which the build-time
+checks (``pipeline.runtime.checks``: ``check_tool``, ``check_ddl``) use to reject
+non-deterministic SQL (``random()``, the wall clock). Limits: ``timeout`` seconds per call (a progress handler), ``MAX_ROWS`` rows returned,
+``MAX_VALUE_BYTES`` per string or blob (``sqlite3`` limits; ``printf``/``format`` are checked
+before they run), ``BUSY_TIMEOUT_S`` waiting for a lock held by another connection.
 
 Every outcome is a JSON-able dict: ``{"ok": True, "result": ...}`` or ``{"ok": False, "error":
-message, "parameter": name or None, "kind": "validation" | "guard" | "not_found" | "sql"}``.
-No exception escapes ``run_tool``. ``check_tool`` is the static checker used by synthesis.
+message, "parameter": name or None, "kind": "validation" | "guard" | "not_found" | "sql" |
+"busy"}`` (``busy``: the database stayed locked by another connection; retrying may succeed).
+No exception escapes ``run_tool``.
 """
 
 import json
 import math
 import re
 import sqlite3
+import threading
 import time
 
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BUILTINS = ("now", "today", "last_id", "changes")
 READ_VERBS = ("SELECT", "WITH", "VALUES")
 WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
 SAVEPOINT = "envfoundry_tool_call"
 DEFAULT_TIMEOUT_S = 10.0
+BUSY_TIMEOUT_S = 5.0
+MAX_ROWS = 1000
+MAX_STRING_LENGTH = 10_000
+MAX_VALUE_BYTES = 1 << 22
 
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.S)
 _LITERALS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/", re.S)
 _NAMED = re.compile(r"(?<![\w:]):([A-Za-z_][A-Za-z0-9_]*)")
 _OTHER_STYLE = re.compile(r"(?<![\w])(\?\d*|[@$][A-Za-z_][A-Za-z0-9_]*)")
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_WRITE_OPCODES = {"OpenWrite", "Insert", "Delete", "IdxInsert", "IdxDelete"}
 
 
 class ToolFailure(Exception):
@@ -61,10 +78,170 @@ def failure(kind, error, parameter=None):
     return {"ok": False, "error": error, "parameter": parameter, "kind": kind}
 
 
-def connect(path=":memory:"):
-    """A connection as the engine expects it: autocommit (the engine manages savepoints),
-    foreign keys enforced, usable from any thread (callers serialise access)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, cached_statements=512)
+# ---------------------------------------------------------------- the authorizer
+
+OPEN, READ, WRITE, DDL = "open", "read", "write", "ddl"
+# Statements are cached by their text, and a cached statement is not authorized again: each mode
+# gets its own text, so a statement prepared under one mode is never reused under another.
+_TAGS = {READ: "\n-- envfoundry:read", WRITE: "\n-- envfoundry:write", DDL: ""}
+_WRITES = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE)
+_TABLE_ACTIONS = (sqlite3.SQLITE_READ, *_WRITES)
+_ALWAYS_OK = (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE)
+_SCHEMA_ACTIONS = {
+    getattr(sqlite3, name)
+    for name in dir(sqlite3)
+    if name.startswith(("SQLITE_CREATE_", "SQLITE_DROP_")) or name in ("SQLITE_ALTER_TABLE", "SQLITE_REINDEX", "SQLITE_ANALYZE")
+}
+_DENIED_ACTIONS = {
+    sqlite3.SQLITE_PRAGMA: "runs PRAGMA {arg1} (SQLite's internals are off limits to tools)",
+    sqlite3.SQLITE_ATTACH: "attaches a database file",
+    sqlite3.SQLITE_DETACH: "detaches a database",
+    sqlite3.SQLITE_TRANSACTION: "controls the transaction (the engine runs each call in its own)",
+    sqlite3.SQLITE_SAVEPOINT: "controls the transaction (the engine runs each call in its own)",
+}
+DENIED_FUNCTIONS = ("load_extension",)
+
+
+_SCHEMA_TABLES = ("sqlite_master", "sqlite_temp_master")
+
+
+class Guard:
+    """The ``sqlite3`` authorizer of engine connections.
+
+    ``mode`` decides what a statement being prepared may do: ``open`` allows everything (the
+    project's own statements: savepoints, schema set-up, verifier queries); ``read`` and
+    ``write`` are tool statements; ``ddl`` is schema DDL under ``check_ddl``. In every mode but
+    ``open``: no PRAGMA (statements or ``pragma_*`` functions), no ATTACH/DETACH, no
+    ``load_extension``; tool statements may not read SQLite's internal tables, change the schema
+    or control the transaction, and reads may not write at all. ``denied`` holds why the last
+    statement was refused; ``functions`` every function name prepared since it was cleared;
+    ``refused`` the statements refused after preparing (a cached statement is not authorized again).
+    Ephemeral b-trees SQLite builds for DISTINCT, ORDER BY, IN, UNION, CTEs or window functions
+    are not authorized actions, so every SELECT form passes.
+    """
+
+    def __init__(self):
+        self.mode = OPEN
+        self.denied = []
+        self.functions = set()
+        self.refused = {}  # statement text -> reason, for statements refused after preparing
+
+    def begin(self, mode):
+        self.mode, self.denied = mode, []
+
+    def _deny(self, reason):
+        if reason not in self.denied:
+            self.denied.append(reason)
+        return sqlite3.SQLITE_DENY
+
+    def __call__(self, action, arg1, arg2, dbname, source):
+        mode = self.mode
+        if mode == OPEN or action in _ALWAYS_OK:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            name = (arg2 or "").lower()
+            self.functions.add(name)
+            if name in DENIED_FUNCTIONS:
+                return self._deny(f"calls {name}(), which is not allowed")
+            return sqlite3.SQLITE_OK
+        if action in _DENIED_ACTIONS:
+            return self._deny(_DENIED_ACTIONS[action].format(arg1=arg1))
+        if mode == DDL:
+            return sqlite3.SQLITE_OK
+        if action in _TABLE_ACTIONS:
+            table = (arg1 or "").lower()
+            if table.startswith("pragma_"):
+                return self._deny(f"runs PRAGMA {table[len('pragma_'):]} (SQLite's internals are off limits to tools)")
+            if table.startswith("sqlite_"):
+                reason = f"uses SQLite's internal table {arg1} (tools may only use the environment's tables)"
+                if action == sqlite3.SQLITE_READ or (action == sqlite3.SQLITE_UPDATE and table in _SCHEMA_TABLES):
+                    # SQLite touches its schema table itself while preparing some statements (pragma_*
+                    # functions); refusing here would hide the real reason. The value reads as NULL and
+                    # the statement is refused once prepared (``_statement``, the checks).
+                    if reason not in self.denied:
+                        self.denied.append(reason)
+                    return sqlite3.SQLITE_IGNORE
+                return self._deny(reason)
+            if action in _WRITES and mode == READ:
+                verb = {sqlite3.SQLITE_INSERT: "inserts into", sqlite3.SQLITE_UPDATE: "updates", sqlite3.SQLITE_DELETE: "deletes from"}[action]
+                return self._deny(f"{verb} table {arg1}: a read statement must not modify the database")
+            return sqlite3.SQLITE_OK
+        if action in _SCHEMA_ACTIONS:
+            return self._deny("changes the schema (only INSERT, UPDATE and DELETE may write)")
+        return self._deny(f"does something a tool may not do (authorizer action {action})")
+
+    def reason(self):
+        """Why the last statement was refused, or None."""
+        pragma = [r for r in self.denied if r.startswith("runs PRAGMA")]
+        chosen = pragma or self.denied
+        return "; ".join(chosen) if chosen else None
+
+
+class EngineConnection(sqlite3.Connection):
+    """A ``sqlite3`` connection that carries its authorizer (``guard``)."""
+
+    guard = None
+
+
+# ---------------------------------------------------------------- limits
+
+
+_PRINTF_PROBLEM = threading.local()
+_PRINTF_SPEC = re.compile(r"%([-+ #!0,]*)(\*|\d+)?(?:\.(\*|\d+)?)?(?:ll|l)?(.?)", re.S)
+
+
+def _as_int(value):
+    try:
+        if isinstance(value, (bytes, str)):
+            m = re.match(r"\s*[-+]?\d+", value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+            return int(m.group(0)) if m else 0
+        return int(value) if value is not None else 0
+    except (ValueError, OverflowError):
+        return 0
+
+
+def _safe_printf(fmt, *args):
+    """SQLite's ``printf``/``format`` with a fast refusal of widths and precisions above the value
+    limit (SQLite would loop over all of them before noticing, for seconds)."""
+    if fmt is None:
+        return None
+    text = fmt.decode("utf-8", "replace") if isinstance(fmt, bytes) else str(fmt)
+    i = 0
+    for m in _PRINTF_SPEC.finditer(text):
+        if m.group(4) == "%":
+            continue
+        for size in (m.group(2), m.group(3)):
+            if size == "*":
+                size, i = (_as_int(args[i]) if i < len(args) else 0), i + 1
+            if size is not None and abs(int(size)) > MAX_VALUE_BYTES:
+                _PRINTF_PROBLEM.text = (f"printf() width or precision {abs(int(size))} is over the limit of "
+                                        f"{MAX_VALUE_BYTES} characters")
+                raise ValueError(_PRINTF_PROBLEM.text)
+        i += 1
+    helper = getattr(_PRINTF_PROBLEM, "conn", None)
+    if helper is None:
+        helper = _PRINTF_PROBLEM.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        helper.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    marks = ", ".join("?" * (len(args) + 1))
+    return helper.execute(f"SELECT printf({marks})", (fmt, *args)).fetchone()[0]
+
+
+def _apply_limits(conn):
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, _safe_printf, deterministic=True)
+
+
+def connect(path=":memory:", timeout=BUSY_TIMEOUT_S):
+    """A connection as the engine expects it: autocommit (the engine manages transactions),
+    foreign keys enforced, usable from any thread (callers serialise access), the engine's
+    authorizer and limits installed, and ``timeout`` seconds of waiting on another connection's
+    lock before a call fails as ``busy``."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False,
+                           cached_statements=512, factory=EngineConnection)
+    _apply_limits(conn)
+    conn.guard = Guard()
+    conn.set_authorizer(conn.guard)
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 
@@ -146,7 +323,8 @@ def check_value(param, value):
         except UnicodeEncodeError:
             return None, "not valid Unicode text (it contains a lone surrogate)"
         max_length = param.get("max_length")
-        if max_length is not None and len(value) > max_length:
+        max_length = MAX_STRING_LENGTH if max_length is None else max_length
+        if len(value) > max_length:
             return None, f"too long: {len(value)} characters (the maximum is {max_length})"
     elif ptype == "integer":
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
@@ -217,7 +395,28 @@ def validate_arguments(tool, arguments):
     return values, None
 
 
+def served_tool(tool, schema):
+    """``tool`` with the parameter rules of its published JSON input ``schema`` (``enum``,
+    ``minimum``, ``maximum``, ``maxLength``), so a server enforces what its schemas say."""
+    props = (schema or {}).get("properties") or {}
+    params = []
+    for p in tool.get("params") or []:
+        rules = dict(p)
+        prop = props.get(p.get("name")) or {}
+        if "enum" in prop:
+            rules["enum"] = [v for v in prop["enum"] if v is not None]
+        for key, name in (("minimum", "minimum"), ("maximum", "maximum"), ("max_length", "maxLength")):
+            if name in prop:
+                rules[key] = prop[name]
+        params.append(rules)
+    return {**tool, "params": params}
+
+
 # ---------------------------------------------------------------- running a tool
+
+
+class Denied(Exception):
+    """The authorizer refused a statement; the message says what it tried to do."""
 
 
 def _bind_row(values, bind, columns, row, protected):
@@ -227,22 +426,53 @@ def _bind_row(values, bind, columns, row, protected):
             values[key] = None if row is None else row[i]
 
 
-def _execute(conn, sql, values):
-    cur = conn.execute(sql, values)
-    columns = [d[0] for d in cur.description] if cur.description else []
-    return cur, columns
+def _refused(exc):
+    return getattr(exc, "sqlite_errorname", None) == "SQLITE_AUTH" or str(exc) == "not authorized"
 
 
-def _read(conn, sql, values, where):
+def _statement(conn, guard, sql, values, mode):
+    """Prepare and start ``sql`` with the authorizer in ``mode`` (raises ``Denied`` when refused)."""
+    text = sql + _TAGS[mode]
+    if text in guard.refused:
+        raise Denied(guard.refused[text])
+    guard.begin(mode)
+    try:
+        cur = conn.execute(text, values)
+    except sqlite3.DatabaseError as exc:
+        reason = guard.reason()
+        if reason is not None and _refused(exc):
+            raise Denied(reason) from None
+        raise
+    finally:
+        guard.mode = OPEN
+    reason = guard.reason()
+    if reason is not None:  # prepared with internal values read as NULL: refuse it now and from now on
+        cur.close()
+        if len(guard.refused) < 1000:
+            guard.refused[text] = reason
+        raise Denied(reason)
+    return cur, [d[0] for d in cur.description] if cur.description else []
+
+
+def _read(conn, guard, sql, values, where, fetch):
+    """Run a read statement with ``PRAGMA query_only`` on; ``fetch(cursor)`` takes its rows."""
     verb = leading_keyword(sql)
     if verb not in READ_VERBS:
         raise ToolFailure("sql", f"{where} must be a SELECT statement, not {verb or 'empty'} (tool definition error)")
-    before = conn.total_changes
-    cur, columns = _execute(conn, sql, values)
-    return cur, columns, before
+    conn.execute("PRAGMA query_only = 1")
+    try:
+        cur, columns = _statement(conn, guard, sql, values, READ)
+        try:
+            return columns, fetch(cur)
+        finally:
+            cur.close()
+    except Denied as exc:
+        raise ToolFailure("sql", f"{where} {exc} (tool definition error)") from None
+    finally:
+        conn.execute("PRAGMA query_only = 0")
 
 
-def _sql_message(exc, where):
+def _sql_message(exc, where, timeout):
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError):
         hints = {
@@ -255,20 +485,38 @@ def _sql_message(exc, where):
         hint = next((h for k, h in hints.items() if text.startswith(k)), "")
         return f"rejected by the database: {text}" + (f" ({hint})" if hint else "")
     if text == "interrupted":
-        return "the tool took too long and was stopped"
+        return f"the tool took too long and was stopped (the limit is {_number(float(timeout))} s per call)"
+    if text == "string or blob too big":
+        return f"rejected by the database: {text} (a value may hold at most {MAX_VALUE_BYTES} bytes)"
+    if text == "user-defined function raised exception":
+        problem = getattr(_PRINTF_PROBLEM, "text", None)
+        _PRINTF_PROBLEM.text = None
+        if problem:
+            return f"rejected by the database: {problem}"
     return f"{where} failed (tool definition error): {type(exc).__name__}: {text}"
 
 
-def _rollback(conn):
+def _busy(exc):
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or str(exc).startswith(("database is locked", "database table is locked"))
+
+
+BUSY_MESSAGE = "the database stayed locked by another connection for longer than the busy timeout; retry the call"
+
+
+def _rollback(conn, began):
     try:
         conn.execute(f"ROLLBACK TO {SAVEPOINT}")
         conn.execute(f"RELEASE {SAVEPOINT}")
     except sqlite3.Error:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        return
+    if began and conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
-def _program(conn, tool, values):
+def _program(conn, guard, tool, values):
     name = tool.get("name", "?")
     protected = set(values)
     steps = tool.get("steps") or []
@@ -283,7 +531,10 @@ def _program(conn, tool, values):
                 raise ToolFailure("sql", f"{where}: a read tool may not write (tool definition error)")
             if verb not in WRITE_VERBS:
                 raise ToolFailure("sql", f"{where} must be INSERT, UPDATE or DELETE, not {verb or 'empty'} (tool definition error)")
-            cur, _ = _execute(conn, sql, values)
+            try:
+                cur, _ = _statement(conn, guard, sql, values, WRITE)
+            except Denied as exc:
+                raise ToolFailure("sql", f"{where} {exc} (tool definition error)") from None
             cur.fetchall()
             changes = max(cur.rowcount, 0)
             values["changes"] = changes
@@ -293,11 +544,7 @@ def _program(conn, tool, values):
             continue
         if kind not in ("query", "guard"):
             raise ToolFailure("sql", f"{where}: unknown step kind (tool definition error)")
-        cur, columns, before = _read(conn, sql, values, where)
-        row = cur.fetchone()
-        cur.close()
-        if conn.total_changes != before:
-            raise ToolFailure("sql", f"{where} modified the database; only write steps may (tool definition error)")
+        columns, row = _read(conn, guard, sql, values, where, lambda cur: cur.fetchone())
         if step.get("bind"):
             _bind_row(values, step["bind"], columns, row, protected)
         if kind == "query" and row is None and step.get("error"):
@@ -310,17 +557,14 @@ def _program(conn, tool, values):
     if not returns:
         return {"changes": values["changes"], "last_id": values["last_id"]}
     where = f"the returns query of tool '{name}'"
-    cur, columns, before = _read(conn, returns.get("sql", ""), values, where)
-    if returns.get("mode", "all") == "one":
-        row = cur.fetchone()
-        rows = [] if row is None else [row]
-    else:
-        rows = cur.fetchall()
-    cur.close()
-    if conn.total_changes != before:
-        raise ToolFailure("sql", f"{where} modified the database (tool definition error)")
+    one = returns.get("mode", "all") == "one"
+    columns, rows = _read(conn, guard, returns.get("sql", ""), values, where,
+                          lambda cur: cur.fetchmany(1) if one else cur.fetchmany(MAX_ROWS + 1))
+    if len(rows) > MAX_ROWS:
+        raise ToolFailure("sql", f"{where} returned more than {MAX_ROWS} rows; a tool returns at most {MAX_ROWS} "
+                                 "(narrow the query or add a limit parameter)")
     objects = [{c: jsonable(v) for c, v in zip(columns, r, strict=False)} for r in rows]
-    if returns.get("mode", "all") == "one":
+    if one:
         if not objects:
             given = {k: v for k, v in values.items() if k in protected and k not in BUILTINS and v is not None}
             raise ToolFailure("not_found", f"no matching record found ({name} with {_short(given, 200)})")
@@ -328,12 +572,26 @@ def _program(conn, tool, values):
     return objects
 
 
-def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_TIMEOUT_S):
-    """Run one tool call on ``conn`` in a savepoint; returns the result dict and never raises.
+def _prepare(conn):
+    """The connection's authorizer, installing one (and the limits) on a connection that did not
+    come from ``connect``; returns (guard, installed here)."""
+    guard = getattr(conn, "guard", None)
+    if isinstance(guard, Guard):
+        return guard, False
+    guard = Guard()
+    if hasattr(conn, "setlimit"):
+        _apply_limits(conn)
+    conn.set_authorizer(guard)
+    return guard, True
 
-    On success the savepoint is released, which commits when ``conn`` had no open transaction
-    (an ``isolation_level=None`` connection, see ``connect``). On any failure every change the
-    call made is rolled back. ``timeout`` (seconds) stops runaway queries.
+
+def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_TIMEOUT_S):
+    """Run one tool call on ``conn``; returns the result dict and never raises.
+
+    Outside a transaction, a write tool starts one with ``BEGIN IMMEDIATE`` (waiting up to the
+    connection's busy timeout for another writer) and commits it on success; inside the caller's
+    transaction the call only uses a savepoint. On any failure every change the call made is
+    rolled back. ``timeout`` (seconds) stops runaway queries.
     """
     try:
         values, error = validate_arguments(tool, arguments)
@@ -344,40 +602,50 @@ def run_tool(conn, tool, arguments, now="2026-01-15T09:00:00", timeout=DEFAULT_T
         return failure("sql", f"tool '{tool.get('name', '?') if isinstance(tool, dict) else '?'}' is malformed: {exc}")
     deadline = time.monotonic() + timeout
     where = f"tool '{tool.get('name', '?')}'"
+    installed = began = False
     try:
+        guard, installed = _prepare(conn)
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20000)
+        if tool.get("kind") == "write" and not conn.in_transaction:
+            conn.execute("BEGIN IMMEDIATE")
+            began = True
         conn.execute(f"SAVEPOINT {SAVEPOINT}")
         try:
-            result = _program(conn, tool, values)
+            result = _program(conn, guard, tool, values)
         except ToolFailure as exc:
-            _rollback(conn)
+            _rollback(conn, began)
             return exc.payload
         except (sqlite3.Error, sqlite3.Warning) as exc:
-            _rollback(conn)
-            return failure("sql", _sql_message(exc, where))
+            _rollback(conn, began)
+            if _busy(exc):
+                return failure("busy", BUSY_MESSAGE)
+            return failure("sql", _sql_message(exc, where, timeout))
         except Exception as exc:
-            _rollback(conn)
+            _rollback(conn, began)
             return failure("sql", f"{where} failed: {type(exc).__name__}: {exc}")
         conn.execute(f"RELEASE {SAVEPOINT}")
+        if began:
+            conn.execute("COMMIT")
         return success(result)
     except Exception as exc:
         try:
-            _rollback(conn)
+            if conn.in_transaction and began:
+                conn.execute("ROLLBACK")
         except Exception:
             pass
+        if isinstance(exc, sqlite3.Error) and _busy(exc):
+            return failure("busy", BUSY_MESSAGE)
         return failure("sql", f"{where} could not run: {type(exc).__name__}: {exc}")
     finally:
         try:
             conn.set_progress_handler(None, 0)
+            if installed:
+                conn.set_authorizer(None)
         except Exception:
             pass
 
 
-# ---------------------------------------------------------------- static checks
-
-
-def _explain(conn, sql, names):
-    return conn.execute("EXPLAIN " + sql, {n: None for n in names}).fetchall()
+# ---------------------------------------------------------------- introspection
 
 
 def result_columns(conn, sql):
@@ -388,124 +656,3 @@ def result_columns(conn, sql):
     columns = [d[0] for d in cur.description]
     cur.close()
     return columns
-
-
-def _check_param(p):
-    problems = []
-    pname, ptype = p.get("name"), p.get("type")
-    for e in p.get("enum") or []:
-        _, error = check_value({"type": ptype}, e)
-        if error is not None:
-            problems.append(f"parameter '{pname}': enum value {_short(e)} {error}")
-    lo, hi = p.get("minimum"), p.get("maximum")
-    if (lo is not None or hi is not None) and ptype not in ("integer", "number"):
-        problems.append(f"parameter '{pname}': minimum/maximum only apply to integer or number parameters")
-    if lo is not None and hi is not None and lo > hi:
-        problems.append(f"parameter '{pname}': minimum {_number(lo)} is greater than maximum {_number(hi)}")
-    if p.get("max_length") is not None and ptype != "string":
-        problems.append(f"parameter '{pname}': max_length only applies to string parameters")
-    return problems
-
-
-def check_tool(conn, tool):
-    """Problems with one tool against the schema on ``conn`` (empty list: the tool looks sound).
-
-    Each statement is EXPLAINed with every placeholder bound to NULL; placeholders must name a
-    parameter, a built-in or a column bound by an earlier step; error messages may only use known
-    fields; read tools may not write and write tools must; read steps may not modify anything.
-    Never raises: a malformed tool dict is reported as a problem.
-    """
-    try:
-        return _check_tool(conn, tool)
-    except Exception as exc:
-        name = tool.get("name", "?") if isinstance(tool, dict) else "?"
-        return [f"tool '{name}' is malformed: {type(exc).__name__}: {exc}"]
-
-
-def _check_tool(conn, tool):
-    name = tool.get("name", "?")
-    params = [p.get("name") for p in tool.get("params") or []]
-    problems = []
-    for p in tool.get("params") or []:
-        problems.extend(_check_param(p))
-    known = set(params) | {"now", "today"}
-    has_write = False
-
-    def check_sql(sql, where, read):
-        verb = leading_keyword(sql)
-        allowed = READ_VERBS if read else WRITE_VERBS
-        if verb not in allowed:
-            problems.append(f"{where}: must start with {'/'.join(allowed)}, found {verb or 'nothing'}")
-            return False
-        stripped = _LITERALS.sub(" ", sql)
-        for other in sorted(set(_OTHER_STYLE.findall(stripped))):
-            problems.append(f"{where}: placeholder {other} is not allowed; use :name placeholders")
-        names = placeholders(sql)
-        for n in names:
-            if n in ("last_id", "changes") and not has_write:
-                problems.append(f"{where}: uses :{n} before any write step (it would be NULL/0)")
-            elif n not in known and n not in ("last_id", "changes"):
-                problems.append(f"{where}: unknown placeholder :{n} (known: {', '.join(sorted(known))})")
-        try:
-            ops = {row[1] for row in _explain(conn, sql, names)}
-        except (sqlite3.Error, sqlite3.Warning) as exc:
-            problems.append(f"{where}: {exc}")
-            return False
-        if read and ops & _WRITE_OPCODES:
-            problems.append(f"{where}: a read statement must not modify the database")
-        return True
-
-    def check_message(text, where):
-        for field in sorted(set(_FIELD.findall(text or ""))):
-            if field not in known and not (has_write and field in ("last_id", "changes")):
-                usable = ", ".join(f"{{{k}}}" for k in sorted(known)) or "none"
-                problems.append(f"{where}: error message uses {{{field}}}, which is not a parameter or a bound "
-                                f"name of this tool (usable: {usable}); write the message without it")
-
-    for i, step in enumerate(tool.get("steps") or [], 1):
-        kind, sql = step.get("kind"), step.get("sql") or ""
-        where = f"tool '{name}' step {i} ({kind})"
-        if kind == "write":
-            if tool.get("kind") == "read":
-                problems.append(f"{where}: a read tool has a write step (declare the tool as kind 'write')")
-            check_sql(sql, where, read=False)
-            has_write = True
-            continue
-        if kind not in ("query", "guard"):
-            problems.append(f"{where}: unknown step kind {kind!r}")
-            continue
-        valid = check_sql(sql, where, read=True)
-        bind = step.get("bind")
-        if bind and valid:
-            try:
-                columns = result_columns(conn, sql)
-            except (sqlite3.Error, sqlite3.Warning) as exc:
-                problems.append(f"{where}: cannot determine its columns: {exc}")
-                columns = []
-            for col in columns:
-                key = f"{bind}_{col}"
-                if key in params or key in BUILTINS:
-                    problems.append(f"{where}: bound column :{key} has the name of a parameter/built-in and is ignored; rename the bind or alias the column")
-                known.add(key)
-        if step.get("error"):
-            check_message(step["error"], where)
-        if kind == "guard" and step.get("must") not in ("exist", "not_exist"):
-            problems.append(f"{where}: guard 'must' should be 'exist' or 'not_exist'")
-    returns = tool.get("returns")
-    if returns:
-        check_sql(returns.get("sql") or "", f"tool '{name}' returns", read=True)
-    if tool.get("kind") == "write" and not has_write:
-        problems.append(f"tool '{name}': declared 'write' but has no write step")
-    if not returns and not has_write:
-        problems.append(f"tool '{name}': has neither a write step nor a returns query")
-    return problems
-
-
-def check_tools(conn, tools):
-    """``check_tool`` for each tool: {tool name: problems} for the tools that have problems."""
-    out = {}
-    for tool in tools:
-        problems = check_tool(conn, tool)
-        if problems:
-            out[tool.get("name", "?") if isinstance(tool, dict) else "?"] = problems
-    return out

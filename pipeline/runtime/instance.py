@@ -6,6 +6,9 @@ creating an instance and ``reset()`` copy the template with SQLite's online back
 environments of a few thousand rows takes well under a millisecond (see
 ``benchmarks/results/runtime.md``).
 
+Tool calls run exactly as in ``server.py``: the engine, its authorizer and limits, and the
+parameter rules of the served JSON schemas (``pipeline.runtime.schemas``).
+
 Thread safety: templates are shared and guarded by a lock, so instances may be created and reset
 from any number of threads at once. One instance is *not* safe for concurrent use: use one per
 rollout (it may move between threads, but calls must not overlap).
@@ -21,6 +24,7 @@ from typing import Any
 from pipeline.ir import Environment
 from pipeline.runtime import engine
 from pipeline.runtime.database import build_database
+from pipeline.runtime.schemas import served_tools
 
 
 class _Template:
@@ -39,7 +43,8 @@ class _Template:
                 src.backup(self.conn)
             finally:
                 src.close()
-        self.tools = {t.name: t.model_dump(mode="json") for t in env.tools}
+        # the tools as server.py runs them: each parameter with the rules its published schema states
+        self.tools = served_tools(env)
 
     def copy_into(self, target: sqlite3.Connection) -> None:
         with self.lock:

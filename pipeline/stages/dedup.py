@@ -12,6 +12,16 @@ The default threshold (0.60 on the whole record) was measured on the labelled pa
 embedding model and does not carry over: on MiniLM, paraphrased scenarios mostly score 0.6-0.85, and
 different scenarios of one domain that share their users ("Librarians lend ..." / "Librarians order
 ...") reach 0.6-0.7 on their descriptions alone; the entities and goals are what separate them.
+
+No threshold separates those cleanly, so with an LLM client a pair in the ambiguous band
+``[judge_low, judge_high)`` is judged by the LLM (``prompts/dedup_judge.md``: the same application, or
+two distinct ones?) instead: above the band it is a duplicate, below it is not, in it the LLM decides and
+its reason is recorded (in the rejection's evidence, and every judgement in the index's
+``judgements.jsonl``). Without a client the threshold decides, as before.
+
+The search is exact (a flat inner-product index) up to ``DedupIndex.APPROX_MIN`` indexed scenarios,
+then an IVF index trained on the first ``APPROX_MIN`` vectors (deterministic: the same vectors in the
+same order give the same answers, whether the index grew in this run or was loaded).
 """
 
 from __future__ import annotations
@@ -24,9 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from pipeline.embed import Embedder, get_embedder, new_ip_index, read_index, write_index
 from pipeline.hashing import canonical_json
 from pipeline.ir import Frozen, Rejection, Scenario
+from pipeline.llm import LLMError
 from pipeline.settings import DedupSettings as DedupSettings
 
 STAGE = "dedup"
@@ -36,6 +49,13 @@ _CHUNK = 1024
 
 class DedupError(ValueError):
     """A dedup index or input that cannot be used; the message names the file."""
+
+
+class JudgeReply(BaseModel):
+    """The LLM's judgement of one pair (the reason first, then the verdict it supports)."""
+
+    reason: str = Field(min_length=3, max_length=600)
+    same_application: bool
 
 
 def _one_line(text: str) -> str:
@@ -69,11 +89,17 @@ class DedupIndex:
     """Vectors of every scenario already accepted (a faiss inner-product index) plus their entries.
 
     Saved as a directory: ``index.faiss`` (exact flat index, float32 unit vectors in insertion order),
-    ``entries.jsonl`` (one canonical-JSON :class:`IndexEntry` per line, same order) and ``meta.json``
-    (model, dimension, text mode, count). Same entries in the same order give the same bytes.
+    ``entries.jsonl`` (one canonical-JSON :class:`IndexEntry` per line, same order), ``meta.json``
+    (model, dimension, text mode, count) and ``judgements.jsonl`` (every LLM judgement of a pair, in the
+    order made). Same entries in the same order give the same bytes.
     """
 
     FILES = ("index.faiss", "entries.jsonl", "meta.json")
+    JUDGEMENTS = "judgements.jsonl"
+    #: from this many vectors on, search an IVF index instead of the flat one (see bench_dedup.py approx)
+    APPROX_MIN = 50_000
+    NLIST = 128
+    NPROBE = 8
 
     def __init__(self, embedder: Embedder, text_mode: str = "scenario", path: str | Path | None = None):
         self.embedder = embedder
@@ -83,6 +109,8 @@ class DedupIndex:
         self._index: Any = None
         self._pos: dict[str, int] = {}
         self._seeds: Counter[str] = Counter()
+        self._ivf: Any = None
+        self.judgements: list[dict[str, Any]] = []
 
     # ---------------------------------------------------------------- persistence
 
@@ -130,6 +158,13 @@ class DedupIndex:
             )
         self._pos = {e.id: i for i, e in enumerate(self.entries)}
         self._seeds = Counter(e.seed for e in self.entries if e.seed is not None)
+        jpath = path / cls.JUDGEMENTS
+        if jpath.is_file():
+            for lineno, line in enumerate(jpath.read_text(encoding="utf-8").splitlines(), start=1):
+                try:
+                    self.judgements.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise DedupError(f"{jpath}:{lineno}: not valid JSON ({e})") from None
         return self
 
     def save(self, path: str | Path | None = None) -> Path:
@@ -138,13 +173,17 @@ class DedupIndex:
         if target is None:
             raise DedupError("this dedup index has no directory; pass one to save()")
         target.mkdir(parents=True, exist_ok=True)
-        tmp = {name: target / f".{name}.tmp" for name in self.FILES}
+        names = ((self.JUDGEMENTS,) if self.judgements else ()) + self.FILES  # no judgement made: no file
+        tmp = {name: target / f".{name}.tmp" for name in names}
         write_index(self._faiss(), tmp["index.faiss"])
         tmp["entries.jsonl"].write_text("".join(canonical_json(e) + "\n" for e in self.entries), encoding="utf-8")
+        if self.judgements:
+            tmp[self.JUDGEMENTS].write_text("".join(canonical_json(j) + "\n" for j in self.judgements),
+                                            encoding="utf-8")
         meta = {"format": INDEX_FORMAT, "model": self.embedder.label, "dim": self._faiss().d, "text": self.text_mode,
                 "count": len(self.entries), "metric": "cosine (inner product of unit vectors)"}
         tmp["meta.json"].write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        for name in self.FILES:  # meta.json last: a reader never sees a new meta with old data
+        for name in names:  # meta.json last: a reader never sees a new meta with old data
             os.replace(tmp[name], target / name)
         self.path = target
         return target
@@ -171,21 +210,41 @@ class DedupIndex:
     def text(self, scenario: Scenario) -> str:
         return scenario_text(scenario.name, scenario.description, self.text_mode, scenario.entities, scenario.goals)
 
-    def nearest(self, vectors: Any) -> tuple[Any, Any]:
-        """Best match in the index for each row: (similarities, positions); position -1 when empty."""
+    def nearest(self, vectors: Any, k: int = 1) -> tuple[Any, Any]:
+        """Best match in the index for each row: (similarities, positions); position -1 when empty.
+        With ``k > 1``: the ``k`` best per row, as (n, k) arrays, best first."""
         import numpy as np
 
         n = vectors.shape[0]
         if len(self.entries) == 0 or n == 0:
-            return np.full(n, -1.0, dtype=np.float32), np.full(n, -1, dtype=np.int64)
-        sims, pos = self._faiss().search(vectors, 1)
-        return sims[:, 0], pos[:, 0]
+            shape = (n,) if k == 1 else (n, k)
+            return np.full(shape, -1.0, dtype=np.float32), np.full(shape, -1, dtype=np.int64)
+        sims, pos = self._search_index().search(vectors, k)
+        return (sims[:, 0], pos[:, 0]) if k == 1 else (sims, pos)
+
+    @property
+    def approximate(self) -> bool:
+        """Whether searches go to the IVF index (at ``APPROX_MIN`` vectors and more)."""
+        return len(self.entries) >= self.APPROX_MIN
+
+    def _search_index(self) -> Any:
+        if not self.approximate:
+            return self._faiss()
+        if self._ivf is None:
+            from pipeline.embed import new_ivf_index
+
+            flat = self._faiss()
+            self._ivf = new_ivf_index(flat.reconstruct_n(0, self.APPROX_MIN), self.NLIST, self.NPROBE)
+            self._ivf.add(flat.reconstruct_n(0, flat.ntotal))
+        return self._ivf
 
     def add(self, entries: Sequence[IndexEntry], vectors: Any) -> None:
         if len(entries) != vectors.shape[0]:
             raise ValueError("one vector per entry")
         if len(entries):
             self._faiss().add(vectors)
+            if self._ivf is not None:
+                self._ivf.add(vectors)
         for e in entries:
             self._pos.setdefault(e.id, len(self.entries))
             self.entries.append(e)
@@ -205,21 +264,78 @@ class DedupResult:
     """Input position of each kept scenario."""
     rejected_positions: tuple[int, ...] = ()
     """Input position of the scenario of each rejection."""
+    judgements: tuple[dict[str, Any], ...] = ()
+    """Every LLM judgement made in this call (also appended to the index's ``judgements``)."""
 
 
 def _match(entry: IndexEntry, where: str) -> dict[str, Any]:
     return {"id": entry.id, "name": entry.name, "seed": entry.seed, "text": entry.text, "in": where}
 
 
+def judge_messages(text_a: str, text_b: str) -> list[dict[str, Any]]:
+    """The request asking whether two scenario texts describe the same application."""
+    from pipeline.stages.feedback import render_section, user
+
+    return user(render_section("dedup_judge", "ask", a=text_a, b=text_b))
+
+
+def judge_pair(client: Any, text_a: str, text_b: str) -> JudgeReply:
+    """One LLM judgement (cached like every request: the same pair is never asked twice)."""
+    return client.structured(JudgeReply, judge_messages(text_a, text_b), stage=STAGE, max_tokens=300)
+
+
+@dataclass
+class _Decision:
+    duplicate: bool
+    similarity: float
+    match: dict[str, Any] | None
+    judgement: dict[str, Any] | None = None
+
+
+def _decide(text: str, cands: list[tuple[float, IndexEntry, str]], settings: DedupSettings,
+            judge: Any, log: list[dict[str, Any]], scenario: Scenario) -> _Decision:
+    """Duplicate or not, from the candidates (best first): by the threshold, or in the band by the LLM."""
+    if not cands:
+        return _Decision(False, -1.0, None)
+    best_sim, best, where = cands[0]
+    if judge is None:
+        return _Decision(best_sim >= settings.threshold, best_sim, _match(best, where))
+    if best_sim >= settings.judge_high:
+        return _Decision(True, best_sim, _match(best, where))
+    in_band = [c for c in cands if c[0] >= settings.judge_low][: settings.judge_candidates]
+    last: dict[str, Any] | None = None
+    for sim, entry, where in in_band:
+        rec: dict[str, Any] = {"scenario": {"id": scenario.scenario_id, "name": scenario.name, "text": text},
+                               "candidate": _match(entry, where), "similarity": round(sim, 4)}
+        try:
+            reply = judge_pair(judge, text, entry.text)
+            rec.update(same_application=reply.same_application, reason=" ".join(reply.reason.split()))
+        except LLMError as e:  # no usable judgement: the threshold decides this pair, and says so
+            rec.update(same_application=sim >= settings.threshold,
+                       reason=f"no LLM judgement ({str(e).splitlines()[0][:200]}); threshold "
+                              f"{settings.threshold} decided")
+        log.append(rec)
+        last = rec
+        if rec["same_application"]:
+            return _Decision(True, sim, rec["candidate"], rec)
+    return _Decision(False, best_sim, _match(best, where), last)
+
+
 def dedup_scenarios(
-    scenarios: Sequence[Scenario], index: DedupIndex, settings: DedupSettings | None = None
+    scenarios: Sequence[Scenario], index: DedupIndex, settings: DedupSettings | None = None,
+    *, client: Any = None,
 ) -> DedupResult:
     """Keep scenarios that are not near duplicates of the index or of earlier kept ones; add them to
     ``index`` (in memory: call ``index.save()`` to persist). A scenario whose id is already in the index
-    is kept without being added again, so rerunning the same input is idempotent."""
+    is kept without being added again, so rerunning the same input is idempotent.
+
+    With ``client`` (and ``settings.judge``), matches in the band ``[judge_low, judge_high)`` are judged
+    by the LLM instead of the threshold; each judgement is recorded with its reason."""
     import numpy as np
 
     settings = settings or DedupSettings()
+    judge = client if settings.judge else None
+    k = settings.judge_candidates if judge is not None else 1
     t = settings.threshold
     texts = [index.text(s) for s in scenarios]
     vectors = index.embedder.encode(texts)
@@ -230,6 +346,7 @@ def dedup_scenarios(
     rejected_pos: list[int] = []
     seen: dict[str, IndexEntry] = {}  # ids kept in this call
     added: set[str] = set()  # ids this call added to the index
+    log: list[dict[str, Any]] = []
 
     def reject(i: int, kind: str, reason: str, **evidence: Any) -> None:
         s = scenarios[i]
@@ -242,7 +359,10 @@ def dedup_scenarios(
     for start in range(0, len(scenarios), _CHUNK):
         chunk = range(start, min(start + _CHUNK, len(scenarios)))
         cvecs = vectors[chunk.start:chunk.stop]
-        best_sim, best_pos = index.nearest(cvecs)  # against the catalog and everything kept before this chunk
+        # against the catalog and everything kept before this chunk
+        top_sim, top_pos = index.nearest(cvecs, k)
+        if k == 1:
+            top_sim, top_pos = top_sim[:, None], top_pos[:, None]
         local = cvecs @ cvecs.T
         new_rows: list[int] = []  # chunk rows added to the index in this chunk
         new_entries: list[IndexEntry] = []
@@ -262,18 +382,27 @@ def dedup_scenarios(
                 kept.append(s)
                 kept_pos.append(i)
                 continue
-            sim, match = float(best_sim[r]), None
-            if best_pos[r] >= 0:
-                e = index.entries[int(best_pos[r])]
-                match = _match(e, "batch" if e.id in added else "catalog")
+            cands: list[tuple[float, IndexEntry, str]] = []
+            for sim, pos in zip(top_sim[r], top_pos[r], strict=True):
+                if pos >= 0:
+                    e = index.entries[int(pos)]
+                    cands.append((float(sim), e, "batch" if e.id in added else "catalog"))
             if new_rows:
                 local_sims = local[r, new_rows]
-                j = int(np.argmax(local_sims))
-                if float(local_sims[j]) > sim:
-                    sim, match = float(local_sims[j]), _match(new_entries[j], "batch")
-            if match is not None and sim >= t:
-                reject(i, "duplicate", f"near duplicate of {match['name']!r} (cosine {sim:.3f} >= {t})",
-                       duplicate_of=match, similarity=round(sim, 4))
+                for j in np.argsort(-local_sims, kind="stable")[:k]:
+                    cands.append((float(local_sims[j]), new_entries[int(j)], "batch"))
+            cands.sort(key=lambda c: -c[0])  # stable: index matches before batch ones on ties
+            d = _decide(texts[i], cands[:k], settings, judge, log, s)
+            if d.duplicate and d.match is not None:
+                if d.judgement is not None:
+                    reason = (f"same application as {d.match['name']!r} (cosine {d.similarity:.3f}, judged by "
+                              f"the LLM: {d.judgement['reason']})")
+                    reject(i, "duplicate", reason[:1000], duplicate_of=d.match, similarity=round(d.similarity, 4),
+                           judgement=d.judgement)
+                else:
+                    bound = settings.judge_high if judge is not None else t
+                    reject(i, "duplicate", f"near duplicate of {d.match['name']!r} (cosine {d.similarity:.3f} "
+                           f">= {bound})", duplicate_of=d.match, similarity=round(d.similarity, 4))
                 continue
             if settings.max_per_seed is not None and s.seed is not None and \
                     index.seed_count(s.seed) + new_seeds[s.seed] >= settings.max_per_seed:
@@ -290,4 +419,6 @@ def dedup_scenarios(
             counts["kept"] += 1
         index.add(new_entries, cvecs[new_rows] if new_rows else cvecs[:0])
         added.update(e.id for e in new_entries)
-    return DedupResult(tuple(kept), tuple(rejections), dict(counts), tuple(kept_pos), tuple(rejected_pos))
+    index.judgements.extend(log)
+    return DedupResult(tuple(kept), tuple(rejections), dict(counts), tuple(kept_pos), tuple(rejected_pos),
+                       tuple(log))

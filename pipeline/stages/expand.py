@@ -172,7 +172,7 @@ def expand_and_dedup(
             counts[{"unsuitable": "unsuitable", "repeat": "duplicates", "llm_error": "failed"}[kind]] += 1
         if on_seed is not None:
             on_seed(SeedProgress(i, len(seeds), seed, result))
-    dedup = dedup_scenarios(scenarios, index, settings.dedup)
+    dedup = dedup_scenarios(scenarios, index, settings.dedup, client=client)  # the LLM judges ambiguous pairs
     rejections.extend(dedup.rejections)
     for key in ("duplicates", "capped", "kept", "already_indexed"):
         counts[key] += dedup.counts[key]

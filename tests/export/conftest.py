@@ -27,7 +27,7 @@ def question_task(env) -> Task:
             Assertion(sql="SELECT COUNT(*) FROM loans WHERE member_id = 3 AND returned_at IS NULL", expect=2)
         ],
         mutable_tables=[],
-        answer="2",
+        answer={"type": "number", "value": 2},
     )
     return Task(
         task_id=Task.make_id(env.env_id, instruction, solution, verifier),
@@ -41,16 +41,29 @@ def question_task(env) -> Task:
     )
 
 
-def build_catalog(root: Path) -> Path:
+def town_library_env():
+    """A second environment with the same tools as the library (their names clash across the catalog)."""
     env = library_env()
-    tasks = [*library_tasks(env), question_task(env)]
-    write_env_dir(env, root / "envs" / env.env_id, tasks=tasks, report={"source": "tests/export"})
+    return env.model_copy(update={"scenario": env.scenario.model_copy(update={"name": "Town library lending"})})
+
+
+def build_catalog(root: Path, n_envs: int = 1) -> Path:
+    """The library environment with three tasks; with ``n_envs=2`` also the town library (same
+    tools, its own tasks), for exports over several environments."""
+    for env in [library_env(), town_library_env()][:n_envs]:
+        tasks = [*library_tasks(env), question_task(env)]
+        write_env_dir(env, root / "envs" / env.env_id, tasks=tasks, report={"source": "tests/export"})
     return root
 
 
 @pytest.fixture(scope="session")
 def catalog_dir(tmp_path_factory) -> Path:
     return build_catalog(tmp_path_factory.mktemp("catalog"))
+
+
+@pytest.fixture(scope="session")
+def multi_catalog_dir(tmp_path_factory) -> Path:
+    return build_catalog(tmp_path_factory.mktemp("multi"), n_envs=2)
 
 
 EXAMPLE = REPO / "generated" / "quickstart"

@@ -1,5 +1,7 @@
-"""veRL and JSONL exports checked against the fields those trainers document and round-tripped;
-all formats carry the same task ids, instructions and verifiers; same catalog, same bytes."""
+"""Exports checked against the fields the trainers document and round-tripped in-process (the
+trainer-venv runs are in test_trainers.py): veRL's one dataset over several environments and its
+trajectory-owned tool state, JSONL transcripts with object arguments, split/tier/pass rate in every
+format, the vendored runtime; all formats carry the same bank; same catalog, same bytes."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.export import CatalogError, ExportError, export_catalog, load_catalog
+from pipeline.export.common import reference_reply
 from pipeline.export.verl_fmt import ROW_FIELDS
 from tests.export.conftest import build_catalog
 
@@ -26,8 +29,8 @@ OPENAI_MESSAGE_KEYS = {
 }
 
 
-def import_exported(pkg_root: Path, name: str):
-    """Import an exported package from its directory (as a trainer would after pip install)."""
+def import_exported(pkg_root: Path, name: str, module: str = "tools"):
+    """Import an exported package's module from its directory (as a trainer would after pip install)."""
     import importlib
     import sys
 
@@ -35,103 +38,103 @@ def import_exported(pkg_root: Path, name: str):
     try:
         for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[mod]
-        return importlib.import_module(f"{name}.tools")
+        return importlib.import_module(f"{name}.{module}")
     finally:
         sys.path.remove(str(pkg_root))
 
 
-def test_verl_rows_and_tool_config(any_catalog, tmp_path):
-    cat = load_catalog(any_catalog)
+def test_verl_one_dataset_over_every_environment(multi_catalog_dir, tmp_path):
+    cat = load_catalog(multi_catalog_dir)
     (root,) = export_catalog(cat, "verl", tmp_path).paths
-    rows = pq.read_table(root / "train.parquet").to_pylist()
+    rows = {
+        split: pq.read_table(root / f"{split}.parquet").to_pylist() for split in ("train", "val")
+    }
     tasks = {t.task_id: t for t in cat.tasks}
-    assert len(rows) == len(tasks)
-    for i, row in enumerate(rows):
-        assert set(row) == set(ROW_FIELDS)
-        assert row["agent_name"] == "tool_agent" and row["ability"] == "tool_use"
-        assert row["data_source"] == f"envfoundry/{row['extra_info']['env_id']}"
-        assert [m["role"] for m in row["prompt"]] == ["system", "user"]
-        task = tasks[row["extra_info"]["task_id"]]
-        assert row["prompt"][1]["content"] == task.instruction
-        assert row["reward_model"]["style"] == "rule"
-        truth = json.loads(row["reward_model"]["ground_truth"])
-        assert truth == {"task_id": task.task_id, "verifier": task.verifier.model_dump(mode="json")}
-        extra = row["extra_info"]
-        assert extra["index"] == i and extra["split"] == "train" and extra["need_tools_kwargs"] is True
-        assert set(extra["tools_kwargs"]) == {t["function"]["name"] for t in task.tools}
-        assert all(v == {"create_kwargs": {"task_id": task.task_id}} for v in extra["tools_kwargs"].values())
+    assert sorted(r["extra_info"]["task_id"] for rs in rows.values() for r in rs) == sorted(tasks)
+    assert {r["extra_info"]["env_id"] for r in rows["val"]} == set(cat.envs)  # each env holds one out
     config = yaml.safe_load((root / "tool_config.yaml").read_text())
-    assert [t["tool_schema"] for t in config["tools"]] == next(iter(tasks.values())).tools
+    exposed = {e["tool_schema"]["function"]["name"]: e for e in config["tools"]}
+    for split, rs in rows.items():
+        for i, row in enumerate(rs):
+            assert set(row) == set(ROW_FIELDS)
+            assert row["agent_name"] == "tool_agent" and row["ability"] == "tool_use"
+            extra = row["extra_info"]
+            task = tasks[extra["task_id"]]
+            assert row["data_source"] == f"envfoundry/{task.env_id}" and extra["env_id"] == task.env_id
+            assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+            assert row["prompt"][1]["content"] == task.instruction
+            truth = json.loads(row["reward_model"]["ground_truth"])
+            assert truth == {"task_id": task.task_id, "env_id": task.env_id,
+                             "verifier": task.verifier.model_dump(mode="json")}
+            assert extra["index"] == i and extra["split"] == split and extra["need_tools_kwargs"] is True
+            assert "tier" in extra and "pass_rate" in extra
+            # the row's own environment's tools, qualified because both environments have them
+            assert sorted(extra["tool_selection"]) == sorted(f"{task.env_id}__{t.name}" for t in cat.envs[task.env_id].env.tools)
+            for name in extra["tool_selection"]:
+                assert exposed[name]["config"] == {"type": "native", "env_id": task.env_id, "tool": name.split("__")[-1]}
+                assert extra["tools_kwargs"][name] == {"create_kwargs": {"task_id": task.task_id, "env_id": task.env_id}}
     for entry in config["tools"]:
         assert set(entry) == {"class_name", "config", "tool_schema"}
         assert entry["class_name"] == f"{root.name}.tools.EnvFoundryTool"
-        assert entry["config"] == {"type": "native", "tool": entry["tool_schema"]["function"]["name"]}
+    readme = (root / "README.md").read_text()
+    assert "data.val_files=val.parquet" in readme and f"pkg://{root.name}.tools" in readme
+    for env_id in cat.envs:  # the one reward, vendored byte for byte
+        assert (root / root.name / "data" / env_id / "tasks.jsonl").is_file()
+    assert (root / root.name / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
 
 
-def hermes(calls, reply):
-    parts = []
-    for c in calls:
-        parts.append(
-            "<tool_call>\n"
-            + json.dumps({"name": c.tool, "arguments": c.arguments})
-            + "\n</tool_call><|im_end|>"
-        )
-        parts.append(
-            '<|im_start|>user\n<tool_response>\n{"ok": true}\n</tool_response><|im_end|>\n<|im_start|>assistant\n'
-        )
-    parts.append((reply or "Done.") + "<|im_end|>")
-    return "".join(parts)
+def test_verl_single_env_names_stay_plain(any_catalog, tmp_path):
+    cat = load_catalog(any_catalog)
+    (root,) = export_catalog(cat, "verl", tmp_path).paths
+    config = yaml.safe_load((root / "tool_config.yaml").read_text())
+    env = next(iter(cat.envs.values())).env
+    assert [t["tool_schema"] for t in config["tools"]] == [t.openai_schema() for t in env.tools]
+    assert len(pq.read_table(root / "val.parquet")) >= 1
 
 
-def test_verl_tool_and_reward_run_trajectories(any_catalog, tmp_path):
+class AgentData:  # what veRL 0.9 passes to execute(): a per-trajectory object with extra_fields
+    def __init__(self, request_id, messages):
+        self.request_id = request_id
+        self.messages = messages
+        self.extra_fields = {}
+
+
+def test_verl_tool_state_belongs_to_the_trajectory(any_catalog, tmp_path):
+    """Same request id for every trajectory (full_determinism): no state is shared; nothing is held
+    after release; the reward reads the trajectory's database, not the response text."""
     cat = load_catalog(any_catalog)
     (root,) = export_catalog(cat, "verl", tmp_path).paths
     tools = import_exported(root, root.name)
-    rows = {r["extra_info"]["task_id"]: r for r in pq.read_table(root / "train.parquet").to_pylist()}
+    rows = {r["extra_info"]["task_id"]: r for s in ("train", "val") for r in pq.read_table(root / f"{s}.parquet").to_pylist()}
+    by_name = {
+        e["tool_schema"]["function"]["name"]: tools.EnvFoundryTool(e["config"], e["tool_schema"])
+        for e in yaml.safe_load((root / "tool_config.yaml").read_text())["tools"]
+    }
 
-    class AgentData:  # what veRL passes to execute(): one request_id per trajectory
-        def __init__(self, request_id):
-            self.request_id = request_id
+    async def play(task, row):
+        agent = AgentData("det-0", list(row["prompt"]))
+        outs = []
+        for c in task.reference_solution:
+            tool = by_name[c.tool]
+            iid, _ = await tool.create(create_kwargs=row["extra_info"]["tools_kwargs"][c.tool]["create_kwargs"])
+            outs.append(await tool.execute(iid, c.arguments, agent_data=agent))
+            await tool.release(iid)
+            assert tools.open_databases() == 0
+        agent.messages.append({"role": "assistant", "content": reference_reply(task.verifier.model_dump(mode="json")) or "Done."})
+        return agent, outs
 
     for task in cat.tasks:
         row = rows[task.task_id]
-        args = (
-            row["data_source"],
-            hermes(task.reference_solution, task.verifier.answer),
-            row["reward_model"]["ground_truth"],
-            row["extra_info"],
-        )
-        assert tools.compute_score(*args) == 1.0
-        assert (
-            tools.compute_score(
-                row["data_source"], "I cannot help.", row["reward_model"]["ground_truth"], row["extra_info"]
-            )
-            == 0.0
-        )
-        # the tool class keeps one database per trajectory, shared by all its tools
-        by_name = {
-            n: tools.EnvFoundryTool({"type": "native", "tool": n}, None)
-            for n in row["extra_info"]["tools_kwargs"]
-        }
-        agent = AgentData(f"traj-{task.task_id}")
-
-        async def play(task=task, by_name=by_name, agent=agent):
-            outs = []
-            for c in task.reference_solution:
-                tool = by_name[c.tool]
-                iid, _ = await tool.create(create_kwargs={"task_id": task.task_id})
-                outs.append(await tool.execute(iid, c.arguments, agent_data=agent))
-                await tool.release(iid)
-            return outs
-
-        outs = asyncio.run(play())
-        assert all(metrics["ok"] for _, _, metrics in outs)
-        conn = tools._DBS[agent.request_id]
-        assert (
-            tools.bundle().score(tools.bundle().task(task.task_id), conn, answer=task.verifier.answer) == 1.0
-        )
-        tools.release_trajectory(agent.request_id)
-        assert agent.request_id not in tools._DBS
+        for _ in range(2):  # the same request id twice: the second trajectory starts fresh too
+            agent, outs = asyncio.run(play(task, row))
+            assert all(metrics["ok"] for _, _, metrics in outs), outs
+            assert tools.live_handles() == 0
+            extra = {**row["extra_info"], **agent.extra_fields}
+            # the text says nothing: the score comes from the trajectory's own database and last message
+            got = tools.compute_score(row["data_source"], "", row["reward_model"]["ground_truth"], extra)
+            assert got["score"] == 1.0, got
+        assert tools.compute_score(row["data_source"], "I cannot help.", row["reward_model"]["ground_truth"],
+                                   dict(row["extra_info"]))["score"] == 0.0
 
 
 def test_jsonl_transcripts_round_trip(any_catalog, tmp_path):
@@ -142,21 +145,90 @@ def test_jsonl_transcripts_round_trip(any_catalog, tmp_path):
     assert sorted(x["task_id"] for x in lines) == sorted(tasks)
     for x in lines:
         task = tasks[x["task_id"]]
-        assert set(x) == {"task_id", "env_id", "messages", "tools"} and x["tools"] == task.tools
+        assert set(x) == {"task_id", "env_id", "split", "tier", "pass_rate", "difficulty", "messages", "tools"}
+        assert x["tools"] == task.tools and x["split"] in ("train", "val")
         msgs = x["messages"]
         assert msgs[0]["role"] == "system" and msgs[1] == {"role": "user", "content": task.instruction}
         for m in msgs:
             assert set(m) <= OPENAI_MESSAGE_KEYS[m["role"]]
         calls = [m["tool_calls"][0] for m in msgs if m["role"] == "assistant" and m.get("tool_calls")]
-        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        # arguments are objects (Hugging Face chat templates), not JSON strings
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
             (c.tool, c.arguments) for c in task.reference_solution
         ]
         results = [m for m in msgs if m["role"] == "tool"]
         assert [r["tool_call_id"] for r in results] == [c["id"] for c in calls]
         assert all(not r["content"].startswith("Error:") for r in results)
         assert msgs[-1]["role"] == "assistant" and msgs[-1]["content"]
-        if task.verifier.answer is not None:
-            assert msgs[-1]["content"] == task.verifier.answer
+        want = reference_reply(task.verifier.model_dump(mode="json"))
+        if want is not None:
+            assert msgs[-1]["content"] == want
+
+
+def test_jsonl_both_argument_forms(catalog_dir, tmp_path):
+    (path,) = export_catalog(catalog_dir, "jsonl", tmp_path, sft_arguments="both").paths
+    for x in map(json.loads, path.read_text().splitlines()):
+        for m in x["messages"]:
+            for c in m.get("tool_calls") or []:
+                assert json.loads(c["function"]["arguments_json"]) == c["function"]["arguments"]
+    (path,) = export_catalog(catalog_dir, "jsonl", tmp_path / "s", sft_arguments="string").paths
+    first = next(c for x in map(json.loads, path.read_text().splitlines()) for m in x["messages"] for c in m.get("tool_calls") or [])
+    assert isinstance(first["function"]["arguments"], str)
+
+
+def test_exports_carry_split_tier_and_pass_rate(catalog_dir, tmp_path):
+    root = build_catalog(tmp_path / "cat")
+    env_dir = next((root / "envs").iterdir())
+    lines = (env_dir / "tasks.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    recs[0]["metadata"] = {"difficulty_tag": "hard", "pass_rate": 0.25, "pass_rate_ci": [0.05, 0.6]}
+    recs[1]["difficulty"] = {"attempts": 4, "passes": 3}
+    recs[1]["metadata"] = {"tier": "medium"}
+    recs[2]["metadata"] = {"pass_rate": "n/a"}  # read defensively
+    (env_dir / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cat = load_catalog(root)
+    (path,) = export_catalog(cat, "jsonl", tmp_path / "jsonl").paths
+    got = {x["task_id"]: (x["tier"], x["pass_rate"]) for x in map(json.loads, path.read_text().splitlines())}
+    assert got == {recs[0]["task_id"]: ("hard", 0.25), recs[1]["task_id"]: ("medium", 0.75), recs[2]["task_id"]: (None, None)}
+    (vroot,) = export_catalog(cat, "verl", tmp_path / "verl").paths
+    rows = [r for s in ("train", "val") for r in pq.read_table(vroot / f"{s}.parquet").to_pylist()]
+    assert {r["extra_info"]["task_id"]: (r["extra_info"]["tier"], r["extra_info"]["pass_rate"]) for r in rows} == got
+    (oroot,) = export_catalog(cat, "openenv", tmp_path / "openenv").paths
+    info = json.loads((oroot / "data" / "task_info.json").read_text())
+    assert {k: (v["tier"], v["pass_rate"]) for k, v in info.items()} == got
+    assert info[recs[0]["task_id"]]["pass_rate_ci"] == [0.05, 0.6]
+
+
+def test_exported_runtime_is_the_one_reward_and_engine(catalog_dir, tmp_path):
+    """The exports vendor verify/reward.py and the engine byte for byte; the runtime scores with them."""
+    (root,) = export_catalog(catalog_dir, "verl", tmp_path).paths  # its package imports no trainer
+    pkg = root / root.name
+    assert (pkg / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
+    assert (pkg / "engine.py").read_bytes() == Path("pipeline/runtime/engine.py").read_bytes()
+    src = (pkg / "taskrt.py").read_text()
+    assert "from pipeline" not in src and "import verify" not in src and "from verify" not in src
+    import sys
+
+    sys.path.insert(0, str(root))
+    try:
+        import importlib
+
+        for mod in [m for m in sys.modules if m.startswith(root.name)]:
+            del sys.modules[mod]
+        taskrt = importlib.import_module(f"{root.name}.taskrt")
+    finally:
+        sys.path.remove(str(root))
+    bundle = taskrt.Bundle(next((pkg / "data").iterdir()))
+    for task_id in bundle.tasks:
+        assert bundle.check_reference(task_id).passed
+    conn = bundle.fresh_db()
+    out = bundle.call(conn, "borrow_book", {"member_id": 4, "book_id": 2, "days": 7})
+    assert out["ok"], out
+    copy = taskrt.load_db(taskrt.dump_db(conn))
+    assert taskrt.reward.snapshot(copy) == taskrt.reward.snapshot(conn)
+    assert copy.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert taskrt.reward.snapshot(bundle.fresh_db()) == bundle.initial_snapshot()  # every rollout starts fresh
+    assert bundle.call(conn, "nope", {})["kind"] == "not_found"
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -190,7 +262,7 @@ def test_all_formats_same_bank_and_deterministic(any_catalog, tmp_path):
     for pkg_tasks in [
         *run.glob("verifiers/*/*/data/tasks.jsonl"),
         *run.glob("openenv/*/data/tasks.jsonl"),
-        *run.glob("verl/*/*/data/tasks.jsonl"),
+        *run.glob("verl/*/*/data/*/tasks.jsonl"),
     ]:
         recs = [json.loads(x) for x in pkg_tasks.read_text().splitlines()]
         assert {r["task_id"]: (r["instruction"], r["verifier"]) for r in recs} == bank

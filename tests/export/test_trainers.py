@@ -1,61 +1,60 @@
-"""Exported artefacts loaded the way trainers load them: installed into the trainer's own venv
-(.venv-trainers/, made by scripts/setup_trainers.sh; no envfoundry there) and driven by the real
-library. Two rollouts per task without an LLM: the reference solution scores 1, doing nothing 0."""
+"""Exported artefacts used the way their READMEs say, in the trainer's own venv (.venv-trainers/,
+made by scripts/setup_trainers.sh; it holds the trainer's library and nothing of envfoundry):
+OpenEnv from the environment directory and installed, verifiers' own ``vf-validate`` and rollouts,
+veRL's tool registry, tool parser, agent-loop dispatch and reward manager with a repeated request
+id, and the SFT file through the Qwen2.5 chat template with ``transformers``. Without an LLM:
+the reference solution scores 1, doing nothing 0."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from pipeline.export import export_catalog, load_catalog
+from pipeline.export.common import reference_reply
+from pipeline.runtime import EnvInstance
 from tests.export.conftest import subprocess_env, trainer_python
 
 TRAINER_DIR = Path(__file__).parent / "trainer"
 
 
 def install(python: Path, project: Path, target: Path) -> None:
+    """``pip install <export>`` into a target directory of the trainer venv (no index round-trip)."""
     proc = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(project),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=subprocess_env(),
-        cwd=target.parent,
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+         "--no-build-isolation", "--target", str(target), str(project)],
+        capture_output=True, text=True, timeout=300, env=subprocess_env(), cwd=target.parent,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def run_report(python: Path, script: str, args: list[str], path: list[Path], timeout: int = 600) -> dict:
+def run_report(python: Path, script: str, args: list[str], path: list[Path], cwd: Path, timeout: int = 900) -> dict:
     env = subprocess_env(path)
     env["EF_SCRIPTED_KEY"] = "scripted"
     proc = subprocess.run(
         [str(python), str(TRAINER_DIR / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=path[0],
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
-    assert proc.returncode == 0 and lines, (
-        f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    )
-    return json.loads(lines[-1][len("REPORT ") :])
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return json.loads(lines[-1][len("REPORT "):])
+
+
+def isolation_probe(catalog_dir: Path) -> dict | None:
+    """A task and a reference write that succeeds on a fresh database and fails when repeated on
+    the same one: a second session that saw the first session's write would fail it too."""
+    cat = load_catalog(catalog_dir)
+    for ce in cat.envs.values():
+        for task in ce.tasks:
+            for call in task.reference_solution:
+                with EnvInstance(ce.env, ce.path / "initial.db") as inst:
+                    if inst.call(call.tool, call.arguments)["ok"] and not inst.call(call.tool, call.arguments)["ok"]:
+                        return {"task_id": task.task_id, "write": call.model_dump(mode="json")}
+    return None
 
 
 def script_file(catalog_dir: Path, out: Path, submit: str | None = None) -> tuple[Path, dict]:
@@ -63,7 +62,7 @@ def script_file(catalog_dir: Path, out: Path, submit: str | None = None) -> tupl
     script = {
         t.task_id: {
             "calls": [c.model_dump(mode="json") for c in t.reference_solution],
-            "reply": t.verifier.answer,
+            "reply": reference_reply(t.verifier.model_dump(mode="json")),
             "prompt": t.instruction,
             "submit": submit,
         }
@@ -74,70 +73,200 @@ def script_file(catalog_dir: Path, out: Path, submit: str | None = None) -> tupl
     return path, script
 
 
-def test_verifiers_package_scores_reference_1_and_noop_0(any_catalog, tmp_path):
+def task_infos(root: Path) -> dict:
+    return {k: v for p in root.rglob("task_info.json") for k, v in json.loads(p.read_text()).items()}
+
+
+# ---------------------------------------------------------------- OpenEnv
+
+
+def test_openenv_directory_mode_and_installed(any_catalog, tmp_path):
+    python = trainer_python("openenv")
+    (result,) = export_catalog(any_catalog, "openenv", tmp_path / "export").paths
+    for name in ("openenv.yaml", "pyproject.toml", "README.md", "__init__.py", "client.py", "models.py",
+                 "server/app.py", "server/environment.py", "server/Dockerfile", "server/requirements.txt",
+                 "server/reward.py", "server/engine.py", "server/taskrt.py"):
+        assert (result / name).is_file(), name  # what `openenv init` creates, plus the vendored runtime
+    assert (result / "server" / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
+    target = tmp_path / "site"
+    install(python, result, target)
+    script, expected = script_file(any_catalog, tmp_path, submit="submit")
+    probe = isolation_probe(any_catalog)
+    if probe:
+        script.write_text(json.dumps({**expected, "__isolation__": probe}), encoding="utf-8")
+    report = run_report(python, "run_openenv.py", [str(result), result.name, str(script)], [target], cwd=tmp_path)
+
+    assert report["validate_dir"]["rc"] == 0, report["validate_dir"]
+    assert "PASS  static.manifest" in report["validate_dir"]["out"]
+    assert report["validate_url"]["rc"] == 0 and "Verdict: PASS" in report["validate_url"]["out"], report["validate_url"]
+    assert report["schema"] == {"action": "CallToolAction", "observation": "ToolObservation",
+                                "reset_observation": "TaskObservation", "state": "EnvFoundryState"}
+    env = next(iter(load_catalog(any_catalog).envs.values())).env
+    assert report["listed_tools"] == sorted([t.name for t in env.tools] + ["submit"])
+    infos = task_infos(result)
+    assert len(report["episodes"]) == 2 * len(expected)
+    for e in report["episodes"]:
+        assert e["reset_task_id"] == e["task_id"] and e["instruction"] == expected[e["task_id"]]["prompt"]
+        assert {"task_id", "instruction", "tools", "split", "tier", "pass_rate"} <= set(e["observation_keys"])
+        info = infos[e["task_id"]]
+        assert (e["split"], e["tier"], e["pass_rate"]) == (info["split"], info["tier"], info["pass_rate"])
+        assert {"tool_name", "result", "ok", "passed"} <= set(e["step_keys"])  # step returns ToolObservation
+        assert e["done"] is True and e["n_tools"] == len(env.tools) + 1
+        assert "ended" in e["after_end_error"]
+        assert e["state"]["task_id"] == e["task_id"] and e["state"]["done"] is True
+        if e["mode"] == "reference":
+            assert e["reward"] == 1.0 and e["passed"] is True
+            assert all(r["ok"] and not r["result"].startswith("Error:") for r in e["results"])
+            assert e["state"]["step_count"] == len(expected[e["task_id"]]["calls"]) + 1
+        else:
+            assert e["reward"] == 0.0 and e["passed"] is False and e["state"]["step_count"] == 1
+    if probe:  # the second session does not see the first one's write
+        assert report["isolation"] == {"first": True, "again_in_a": False, "first_in_b": True}
+    assert report["typed_client"] == {
+        "reset_type": "TaskObservation", "task_id": next(iter(expected)), "step_type": "ToolObservation",
+        "done": True, "reward": 0.0, "state_type": "EnvFoundryState", "state_done": True,
+    }
+
+
+# ---------------------------------------------------------------- verifiers
+
+
+def vf_validate(python: Path, package: str, target: Path, out: Path) -> dict:
+    """The README's `vf-validate <package> -o ... --runtime.type subprocess`; its summary JSON."""
+    proc = subprocess.run(
+        [str(python.parent / "vf-validate"), package, "-o", str(out), "--runtime.type", "subprocess"],
+        capture_output=True, text=True, timeout=600, env=subprocess_env([target]), cwd=out.parent,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout[proc.stdout.index("\n{") + 1:])
+
+
+def test_verifiers_validate_and_rollouts(any_catalog, tmp_path):
     python = trainer_python("verifiers")
     (result,) = export_catalog(any_catalog, "verifiers", tmp_path / "export").paths
     target = tmp_path / "site"
     install(python, result, target)
-    script, expected = script_file(any_catalog, tmp_path)
-    report = run_report(python, "run_verifiers.py", [result.name, str(script)], [target, TRAINER_DIR])
+    n = len(load_catalog(any_catalog).tasks)
 
-    assert report["verifiers"] == "0.4.0"
+    summary = vf_validate(python, result.name, target, tmp_path / "validate")
+    assert summary["total"] == n
+    assert summary["checks"]["gold"]["valid"] == n and summary["checks"]["gold"]["unchecked"] == 0
+    assert summary["checks"]["noop"]["valid"] == n
+
+    script, expected = script_file(any_catalog, tmp_path)
+    report = run_report(python, "run_verifiers.py", [result.name, str(script)], [target, TRAINER_DIR], cwd=tmp_path)
+    assert report["verifiers"].startswith("0.4.")
     assert report["env_class"] == "SingleAgentEnv"
     assert report["default_harness"] == result.name  # the package's own tool-calling chat loop
     rollouts = report["rollouts"]
     assert len(rollouts) == 2 * len(expected)
     env = next(iter(load_catalog(any_catalog).envs.values())).env
-    tool_names = sorted(t.name for t in env.tools)
+    infos = task_infos(result)
     for r in rollouts:
         assert r["ok"], r["errors"]
         assert r["key"] == r["task_id"] and r["prompt"] == expected[r["task_id"]]["prompt"]
+        info = infos[r["task_id"]]
+        assert (r["split"], r["tier"], r["pass_rate"]) == (info["split"], info["tier"], info["pass_rate"])
         if r["mode"] == "reference":
             assert r["reward"] == 1.0, r["info"].get("verifier_failures")
             assert r["state_calls"] == len(expected[r["task_id"]]["calls"])
-            assert r["info"]["listed_tools"] == tool_names
+            assert r["info"]["listed_tools"] == sorted(t.name for t in env.tools)
             assert not any(x["is_error"] for x in r["info"]["tool_results"])
         else:
             assert r["reward"] == 0.0 and r["state_calls"] == 0
             assert r["info"]["verifier_failures"]
-    # The advertised schemas are the IR's own (enums, bounds, required, no extra arguments).
+    # Advertised through the MCP server's public add_tool: the IR's types, enums, bounds, required.
     ref = next(r for r in rollouts if r["mode"] == "reference")
-    assert ref["info"]["tool_schemas"] == {t.name: t.input_schema() for t in env.tools}
+    for t in env.tools:
+        want, got = t.input_schema(), ref["info"]["tool_schemas"][t.name]
+        assert sorted(got.get("required", [])) == sorted(want["required"]), t.name
+        for name, prop in want["properties"].items():
+            assert {k: got["properties"][name].get(k) for k in prop} == prop, (t.name, name)
 
 
-def test_openenv_server_scores_reference_1_and_noop_0(any_catalog, tmp_path):
-    python = trainer_python("openenv")
-    (result,) = export_catalog(any_catalog, "openenv", tmp_path / "export").paths
-    assert (result / "openenv.yaml").read_text().startswith("spec_version: 1\n")
+def test_verifiers_validate_reports_a_broken_reference_invalid(catalog_dir, tmp_path):
+    """The gold check is real: a task whose verifier its reference solution misses is reported invalid."""
+    python = trainer_python("verifiers")
+    (result,) = export_catalog(catalog_dir, "verifiers", tmp_path / "export").paths
+    tasks_file = result / result.name / "data" / "tasks.jsonl"
+    lines = tasks_file.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["verifier"]["assertions"][0]["expect"] = "no such value"
+    tasks_file.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
     target = tmp_path / "site"
     install(python, result, target)
-    script, expected = script_file(any_catalog, tmp_path, submit="submit")
-    report = run_report(python, "run_openenv.py", [result.name, str(script)], [target])
-
-    assert report["validation"] == {"passed": True, "failed": []}  # openenv's own runtime validator
-    env = next(iter(load_catalog(any_catalog).envs.values())).env
-    assert report["listed_tools"] == sorted([t.name for t in env.tools] + ["submit"])
-    assert len(report["episodes"]) == 2 * len(expected)
-    for e in report["episodes"]:
-        assert e["reset_task_id"] == e["task_id"] and e["instruction"] == expected[e["task_id"]]["prompt"]
-        assert e["done"] is True and e["n_tools"] == len(env.tools) + 1
-        assert "ended" in e["after_end_error"]
-        assert e["state"]["task_id"] == e["task_id"] and e["state"]["done"] is True
-        if e["mode"] == "reference":
-            assert e["reward"] == 1.0
-            assert all(not r["result"].startswith("Error:") for r in e["results"])
-            assert e["state"]["step_count"] == len(expected[e["task_id"]]["calls"]) + 1
-        else:
-            assert e["reward"] == 0.0 and e["state"]["step_count"] == 1
+    summary = vf_validate(python, result.name, target, tmp_path / "validate")
+    assert summary["checks"]["gold"]["invalid"] == 1 and summary["checks"]["gold"]["valid"] == len(lines) - 1
 
 
-@pytest.mark.parametrize("venv", ["verifiers", "openenv"])
-def test_trainer_venvs_do_not_have_envfoundry(venv, tmp_path):
+# ---------------------------------------------------------------- veRL
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_coder"])
+def test_verl_tools_and_reward_in_verl(fmt, multi_catalog_dir, tmp_path):
+    python = trainer_python("verl")
+    (result,) = export_catalog(multi_catalog_dir, "verl", tmp_path / "export").paths
+    target = tmp_path / "site"
+    install(python, result, target)
+    script, expected = script_file(multi_catalog_dir, tmp_path)
+    report = run_report(python, "run_verl.py", [str(result), result.name, str(script), fmt], [target], cwd=tmp_path)
+
+    assert report["readme_config"] == {
+        "overrides": report["readme_config"]["overrides"], "train_files": "train.parquet", "val_files": "val.parquet",
+        "tool_config_path": "tool_config.yaml", "reward_path": f"pkg://{result.name}.tools", "reward_name": "compute_score",
+    }
+    cat = load_catalog(multi_catalog_dir)
+    assert len(cat.envs) == 2
+    # The two environments share tool names: both are exposed qualified, each row sees its own.
+    assert report["tools"] == sorted(f"{e}__{t.name}" for e, ce in cat.envs.items() for t in ce.env.tools)
+    assert report["leaks"] == []  # no database or handle outlives a call / a trajectory
+    by_mode: dict[str, list] = {}
+    for r in report["rollouts"]:
+        by_mode.setdefault(r["mode"], []).append(r)
+    assert len(by_mode["reference"]) == 2 * len(expected)  # twice per task with the same request id
+    for r in by_mode["reference"] + by_mode["reference-interleaved"]:
+        assert r["reward"] == 1.0, r
+        assert r["extra"]["acc"] == 1.0 and r["extra"]["goals_met"] == 1.0
+        assert r["results"] and not any(x.startswith(("Error", "Unknown", "Invalid")) for x in r["results"]), r
+    for r in by_mode["noop"] + by_mode["noop-interleaved"]:
+        assert r["reward"] == 0.0, r
+    assert {r["split"] for r in report["rollouts"]} == {"train", "val"}
+
+
+def test_trainer_venvs_hold_the_trainer_library_and_not_envfoundry(tmp_path):
+    for venv, module in (("openenv", "openenv"), ("verifiers", "verifiers"), ("verl", "verl"), ("sft", "transformers")):
+        proc = subprocess.run(
+            [str(trainer_python(venv)), "-c", f"import {module}\nimport pipeline.export"],
+            capture_output=True, text=True, env=subprocess_env(), cwd=tmp_path,
+        )
+        assert proc.returncode != 0 and "No module named 'pipeline'" in proc.stderr, (venv, proc.stderr[-2000:])
+
+
+def test_sft_readme_renders_through_the_qwen_chat_template(any_catalog, tmp_path):
+    """The SFT export's README command, with the Qwen2.5 chat template (read from the embedded
+    model's GGUF), in a venv holding only transformers: arguments render as JSON objects, once."""
+    from tests.export.qwen_template import write_tokenizer_dir
+
+    python = trainer_python("sft")
+    (sft,) = export_catalog(any_catalog, "jsonl", tmp_path / "export").paths
+    tokenizer = write_tokenizer_dir(tmp_path / "qwen2.5-tokenizer")
+    out = tmp_path / "rendered.jsonl"
+    render = sft.parent / "render_sft.py"
+    assert render.is_file() and "render_sft.py sft.jsonl" in (sft.parent / "README.md").read_text()
     proc = subprocess.run(
-        [str(trainer_python(venv)), "-c", "import pipeline.export"],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        cwd=tmp_path,
+        [str(python), str(render), str(sft), "--tokenizer", str(tokenizer), "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env=subprocess_env(), cwd=sft.parent,
     )
-    assert proc.returncode != 0 and "No module named 'pipeline'" in proc.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rendered = {json.loads(x)["task_id"]: json.loads(x)["text"] for x in out.read_text().splitlines()}
+    tasks = {t.task_id: t for t in load_catalog(any_catalog).tasks}
+    assert set(rendered) == set(tasks)
+    for task_id, text in rendered.items():
+        assert text.startswith("<|im_start|>system\n") and "<tools>" in text
+        # The calls as the template rendered them: {"name": ..., "arguments": {...}}, the form Qwen2.5
+        # itself emits; a JSON string there (double encoding) would not equal the arguments object.
+        conversation = text.split("<|im_start|>user\n", 1)[1]  # after the system turn (its format example)
+        blocks = [json.loads(b) for b in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", conversation, re.S)]
+        want = [{"name": c.tool, "arguments": c.arguments} for c in tasks[task_id].reference_solution]
+        assert blocks == want, (blocks, want)
+        assert all(isinstance(b["arguments"], dict) for b in blocks)

@@ -233,7 +233,7 @@ def test_foreign_key_on_delete_through_fixture_tool(conn):
         (tool(kind="read", steps=[{"kind": "write", "sql": "DELETE FROM loans"}], returns={"sql": "SELECT 1", "mode": "one"}), "a read tool may not write"),
         (tool(kind="read", steps=[{"kind": "query", "bind": "q", "sql": "DELETE FROM loans"}], returns={"sql": "SELECT 1"}), "must be a SELECT statement, not DELETE"),
         (tool(kind="read", steps=[{"kind": "query", "bind": "q", "sql": "PRAGMA foreign_keys = OFF"}], returns={"sql": "SELECT 1"}), "not PRAGMA"),
-        (tool(kind="read", returns={"sql": "WITH x AS (SELECT 1) DELETE FROM loans"}), "modified the database"),
+        (tool(kind="read", returns={"sql": "WITH x AS (SELECT 1) DELETE FROM loans"}), "must not modify the database"),
         (tool(kind="read", returns={"sql": "SELECT :missing"}), "supply a value for binding parameter"),
         (tool(steps=[{"kind": "teleport", "sql": "SELECT 1"}], returns={"sql": "SELECT 1"}), "unknown step kind"),
         (tool(), "neither a write step nor a returns query"),
@@ -265,7 +265,8 @@ def test_runaway_query_is_stopped_by_timeout(conn):
     t = tool(kind="read", returns={
         "sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) AS c FROM n", "mode": "one"})
     out = call(conn, t, {}, timeout=0.05)
-    assert out == {"ok": False, "error": "the tool took too long and was stopped", "parameter": None, "kind": "sql"}
+    assert out == {"ok": False, "error": "the tool took too long and was stopped (the limit is 0.05 s per call)",
+                   "parameter": None, "kind": "sql"}
     assert call(conn, "get_book", {"book_id": 1})["ok"]  # connection still usable
 
 

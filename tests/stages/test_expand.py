@@ -128,7 +128,8 @@ HOUSEKEEPING = proposal("Hotel housekeeping", "Supervisors assign rooms to be cl
 
 
 def test_expand_and_dedup_counts_and_persistence(tmp_path: Path) -> None:
-    settings = ScenarioSettings(expand=ExpandSettings(scenarios_per_seed=3))
+    # the threshold decides here; the LLM judge of ambiguous pairs has its own tests (test_dedup_judge.py)
+    settings = ScenarioSettings(expand=ExpandSettings(scenarios_per_seed=3), dedup=DedupSettings(judge=False))
     replies = {"Library lending": [LOANS, FEED, ROOMS, ACQ], "Hotel": [HOTEL_BOOK, HOTEL_BOOK_2, HOUSEKEEPING]}
     fn = scripted(replies)
     client = fake_client([fn] * 7)
@@ -153,7 +154,7 @@ def test_expand_and_dedup_counts_and_persistence(tmp_path: Path) -> None:
                                     "Find a free room; Book a room; Cancel a reservation")])
     index2 = DedupIndex.open(tmp_path / "dedup", settings.dedup)
     kept2, rej2, counts2 = expand_and_dedup([later], client2, ScenarioSettings(
-        expand=ExpandSettings(scenarios_per_seed=1, extra_attempts=0)), index2)
+        expand=ExpandSettings(scenarios_per_seed=1, extra_attempts=0), dedup=DedupSettings(judge=False)), index2)
     assert kept2 == [] and counts2["duplicates"] == 1
     assert rej2[0].evidence["duplicate_of"]["in"] == "catalog"
     assert len(DedupIndex.open(tmp_path / "dedup", settings.dedup)) == 5

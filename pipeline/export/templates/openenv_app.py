@@ -1,40 +1,44 @@
 """FastAPI application serving the environment with OpenEnv: ``/reset``, ``/step``, ``/state``,
-``/schema``, ``/health`` and the ``/ws`` WebSocket sessions ``EnvClient`` uses.
+``/schema``, ``/metadata``, ``/health``, ``/mcp`` and the ``/ws`` WebSocket sessions ``EnvClient``
+uses (one environment instance, hence one database, per session).
 
-    uvicorn server.app:app --port 8000      # from the environment directory
-    python -m <package>.server.app --port 8000
+    uvicorn server.app:app --port 8000        # from the environment directory (openenv.yaml)
+    python -m <package>.server.app --port 8000  # after `pip install .`
 """
 
 import os
 
 from openenv.core.env_server.http_server import create_app
-from openenv.core.env_server.types import Action
 
-try:
-    from .environment import EnvFoundryEnvironment, TaskObservation
-except ImportError:  # served from the environment directory
-    from server.environment import EnvFoundryEnvironment, TaskObservation  # type: ignore[no-redef]
+from .environment import EnvFoundryEnvironment
+
+try:  # installed: <package>.models; served from the environment directory: models
+    from ..models import EnvFoundryAction, EnvFoundryState, TaskObservation, ToolObservation
+except ImportError:
+    from models import EnvFoundryAction, EnvFoundryState, TaskObservation, ToolObservation  # type: ignore[no-redef]
 
 app = create_app(
     EnvFoundryEnvironment,
-    Action,  # the MCP actions (call_tool / list_tools) are routed by their "type"
-    TaskObservation,
+    EnvFoundryAction,
+    ToolObservation,
     env_name="envfoundry",
-    max_concurrent_envs=int(os.environ.get("ENVFOUNDRY_MAX_SESSIONS", "8")),
+    max_concurrent_envs=int(os.environ.get("ENVFOUNDRY_MAX_SESSIONS", "64")),
+    state_cls=EnvFoundryState,
+    reset_observation_cls=TaskObservation,
 )
 
 
-def main(host: str = "127.0.0.1", port: int = 8000) -> None:
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port)
-
-
-if __name__ == "__main__":
+def main() -> None:
     import argparse
 
-    parser = argparse.ArgumentParser()
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="Serve this envfoundry environment with OpenEnv")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-    main(host=args.host, port=args.port)
+    uvicorn.run(app, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,20 +3,24 @@
 ``load_environment(**kwargs)`` returns the verifiers ``Env``; the package also exports its
 ``Taskset`` (so ``vf-eval <package>`` finds it) and a tool-calling chat harness as the default.
 Each task's prompt is its instruction; the tools are the environment's tools (an MCP server per
-rollout, see ``toolset.py``); the reward ``task_verified`` is the envfoundry verifier on the
-rollout's final database: 1.0 when it holds, else 0.0 (``partial_credit=True``: the share of its
-checks that hold).
+rollout, see ``toolset.py``); the reward ``task_verified`` is the envfoundry verifier scored by
+``reward.py`` (envfoundry's one reward implementation, vendored) on the rollout's final database
+and last reply: 1.0 when it holds, else 0.0 (``partial_credit=True``: the share of goals met).
+``Task.validate`` replays the reference solution, so ``vf-validate <package>`` checks every task's
+ground truth (gold) as well as that doing nothing scores below 1 (noop).
 """
 
 import json
+import logging
 from typing import Any
 
 import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 
-from . import taskrt
+from . import reward, taskrt  # type: ignore[attr-defined]  # vendored beside this file
 from .toolset import BUNDLE_DIR, EnvFoundryState, EnvFoundryToolset, bundle
 
+logger = logging.getLogger(__name__)
 META = json.loads((BUNDLE_DIR / "export.json").read_text(encoding="utf-8"))
 
 
@@ -26,7 +30,13 @@ class EnvFoundryData(vf.TaskData):
     kind: str = "multi_step"
     verifier: dict[str, Any]
     """Hidden from the agent: SQL assertions, mutable tables and the expected answer."""
-    difficulty: dict[str, int] = {}
+    split: str | None = None
+    """train or val (envfoundry's held-out split)."""
+    tier: str | None = None
+    """Difficulty tier measured by envfoundry's tester."""
+    pass_rate: float | None = None
+    """Share of envfoundry's test rollouts that passed."""
+    difficulty: dict[str, Any] = {}
 
 
 class EnvFoundryTaskConfig(vf.TaskConfig):
@@ -36,11 +46,12 @@ class EnvFoundryTaskConfig(vf.TaskConfig):
     """Reward the share of verifier checks met instead of all-or-nothing."""
 
 
-def evaluate(data: EnvFoundryData, state: EnvFoundryState, answer: str | None) -> dict:
+def score(data: EnvFoundryData, state: EnvFoundryState, answer: str | None, partial: bool = False):
+    """The rollout's ``reward.Score``: its final database (the shared state) and last reply."""
     b = bundle()
     conn = taskrt.load_db(state.db) if state.db else b.fresh_db()
     try:
-        return taskrt.evaluate(data.verifier, conn, initial=b.initial_snapshot(), answer=answer)
+        return reward.score(data.verifier, conn, initial=b.initial_snapshot(), answer=answer, partial=partial)
     finally:
         conn.close()
 
@@ -54,22 +65,33 @@ class EnvFoundryTask(vf.Task[EnvFoundryData, EnvFoundryState, EnvFoundryTaskConf
     def toolsets(cls, config: EnvFoundryTaskConfig) -> list[vf.Toolset]:
         return [EnvFoundryToolset(config.tools)]
 
+    async def validate(self, runtime) -> bool:
+        """The ground-truth check ``vf-validate`` runs: the reference solution, replayed on a fresh
+        database with the reference reply, passes the verifier."""
+        result = bundle().check_reference(self.data.task_id)
+        if not result.passed:
+            logger.warning("task %s: the reference solution fails: %s", self.data.task_id, result.summary())
+        return result.passed
+
     @vf.reward(weight=1.0)
     async def task_verified(self, trace: vf.Trace) -> float:
-        result = evaluate(self.data, trace.state, trace.last_reply)
-        trace.info["verifier_failures"] = result["failures"]
-        return taskrt.reward(result, self.config.partial_credit)
+        result = score(self.data, trace.state, trace.last_reply, self.config.partial_credit)
+        trace.info["verifier_failures"] = list(result.failures)
+        return result.reward
 
     @vf.metric
-    async def checks_met(self, trace: vf.Trace) -> float:
-        result = evaluate(self.data, trace.state, trace.last_reply)
-        return taskrt.reward({"passed": False, "checks": result["checks"]}, partial=True)
+    async def goals_met(self, trace: vf.Trace) -> float:
+        """Share of the verifier's goals that hold (0 when a gate is violated)."""
+        result = score(self.data, trace.state, trace.last_reply)
+        return sum(result.goals) / len(result.goals) if result.gates_ok and result.goals else 0.0
 
 
 class EnvFoundryConfig(vf.TasksetConfig):
     task: EnvFoundryTaskConfig = EnvFoundryTaskConfig()
     task_ids: list[str] | None = None
     """Only these tasks (default: every task of the bank)."""
+    split: str | None = None
+    """Only the tasks of this split (``train`` or ``val``; default: both)."""
 
 
 class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
@@ -77,6 +99,9 @@ class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
         wanted = set(self.config.task_ids) if self.config.task_ids is not None else None
         for task_id, rec in bundle().tasks.items():
             if wanted is not None and task_id not in wanted:
+                continue
+            info = bundle().task_info(task_id)
+            if self.config.split is not None and info.get("split") != self.config.split:
                 continue
             data = EnvFoundryData(
                 id=task_id,
@@ -87,7 +112,10 @@ class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
                 env_id=rec["env_id"],
                 kind=rec.get("kind", "multi_step"),
                 verifier=rec["verifier"],
-                difficulty=rec.get("difficulty") or {},
+                split=info.get("split"),
+                tier=info.get("tier"),
+                pass_rate=info.get("pass_rate"),
+                difficulty={k: v for k, v in info.items() if k not in ("split", "reference_reply")},
             )
             yield EnvFoundryTask(data, self.config.task)
 
@@ -96,7 +124,7 @@ class EnvFoundryHarness(NullHarness):
     """The default program: a plain tool-calling chat loop over the environment's tools."""
 
 
-TASKSET_KEYS = ("task_ids", "system_prompt")
+TASKSET_KEYS = ("task_ids", "split", "system_prompt")
 TASK_KEYS = ("partial_credit", "tools", "judges", "rewards", "metrics", "stops")
 
 

@@ -2,16 +2,23 @@
 
 Launched per rollout by verifiers (``python -m <package>.toolset``). The rollout's database lives
 in the rollout's shared ``state`` (``EnvFoundryState.db``): every call restores it, runs the tool
-through the envfoundry engine and, when the tool changed it, writes it back — so each rollout
+through the envfoundry engine and, when the tool changed it, writes it back, so each rollout
 starts from its own fresh copy of ``initial.db`` and the reward sees the final state.
+
+Tools are registered with the MCP server's public ``add_tool``. Each parameter is annotated
+``Any`` with the IR's own JSON schema attached (``WithJsonSchema``): clients see the exact types,
+enums, bounds and required parameters, while the values reach the engine as sent, so it validates
+them strictly (no ``"3"`` for an integer) and names the parameter in its errors, as in every
+other export.
 """
 
 import inspect
 import keyword
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import verifiers.v1 as vf
+from pydantic import WithJsonSchema
 
 from . import taskrt
 
@@ -33,36 +40,37 @@ class EnvFoundryState(vf.State):
     """Tool calls made in this rollout."""
 
 
-def _signature(tool: dict) -> inspect.Signature:
+def param_schema(p: dict) -> dict:
+    """The IR parameter's JSON schema (as ``Tool.input_schema()`` writes it)."""
+    s = {"type": p["type"]}
+    if p.get("description"):
+        s["description"] = p["description"]
+    if p.get("enum") is not None:
+        s["enum"] = list(p["enum"])
+    if p.get("minimum") is not None:
+        s["minimum"] = p["minimum"]
+    if p.get("maximum") is not None:
+        s["maximum"] = p["maximum"]
+    if p.get("max_length") is not None:
+        s["maxLength"] = p["max_length"]
+    return s
+
+
+def signature(tool: dict) -> inspect.Signature:
     params = []
     for p in tool.get("params") or []:
         if keyword.iskeyword(p["name"]):
             raise ValueError(f"tool {tool['name']!r}: parameter {p['name']!r} is a Python keyword")
-        # Every argument reaches the engine as given (it validates types strictly and names the
-        # parameter in its errors); the advertised schema is replaced by the exact IR schema.
+        required = p.get("required", True)
         params.append(
-            inspect.Parameter(p["name"], inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any)
+            inspect.Parameter(
+                p["name"],
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if required else None,
+                annotation=Annotated[Any, WithJsonSchema(param_schema(p))],
+            )
         )
     return inspect.Signature(params, return_annotation=str)
-
-
-def input_schema(tool: dict) -> dict:
-    props = {}
-    for p in tool.get("params") or []:
-        s = {"type": p["type"]}
-        if p.get("description"):
-            s["description"] = p["description"]
-        if p.get("enum") is not None:
-            s["enum"] = list(p["enum"])
-        if p.get("minimum") is not None:
-            s["minimum"] = p["minimum"]
-        if p.get("maximum") is not None:
-            s["maximum"] = p["maximum"]
-        if p.get("max_length") is not None:
-            s["maxLength"] = p["max_length"]
-        props[p["name"]] = s
-    required = [p["name"] for p in tool.get("params") or [] if p.get("required", True)]
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
 class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
@@ -70,6 +78,7 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
 
     def _tool_fn(self, tool: dict):
         name = tool["name"]
+        optional = {p["name"] for p in tool.get("params") or [] if not p.get("required", True)}
 
         def call(**arguments):
             b = bundle()
@@ -77,7 +86,9 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
             conn = taskrt.load_db(state.db) if state.db else b.fresh_db()
             try:
                 before = conn.total_changes
-                out = b.call(conn, name, {k: v for k, v in arguments.items() if v is not None})
+                # An optional parameter left out arrives as None: drop it, as if it was not sent.
+                sent = {k: v for k, v in arguments.items() if not (v is None and k in optional)}
+                out = b.call(conn, name, sent)
                 if conn.total_changes != before:
                     state.db = taskrt.dump_db(conn)
             finally:
@@ -87,16 +98,12 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
 
         call.__name__ = name
         call.__doc__ = tool["description"]
-        call.__signature__ = _signature(tool)
+        call.__signature__ = signature(tool)  # type: ignore[attr-defined]
         return call
 
     def register(self, mcp) -> None:
         for tool in bundle().tools.values():
-            fn = self._tool_fn(tool)
-            mcp.add_tool(self._with_state(fn), name=tool["name"], description=tool["description"])
-            # Advertise the IR's own JSON schema (types, enums, bounds, required, no extras).
-            registered = mcp._tool_manager.get_tool(tool["name"])
-            registered.parameters = input_schema(tool)
+            mcp.add_tool(self._with_state(self._tool_fn(tool)), name=tool["name"], description=tool["description"])
 
 
 if __name__ == "__main__":

@@ -1,45 +1,106 @@
-"""envfoundry tools and reward for veRL's multi-turn tool agent loop.
+"""envfoundry tools and reward for veRL's multi-turn tool agent loop (``agent_name: tool_agent``).
 
-``EnvFoundryTool`` is a ``verl.tools.base_tool.BaseTool``: one entry per environment tool in the
-tool config YAML (``config.tool`` names it). A trajectory's database is keyed by veRL's
-per-trajectory ``agent_data.request_id`` (every tool of the trajectory shares it) and starts as a
-fresh copy of ``initial.db``.
+``EnvFoundryTool`` is a ``verl.tools.base_tool.BaseTool``: one entry per environment tool in
+``tool_config.yaml`` (``config.env_id`` and ``config.tool`` name it). One dataset may hold tasks of
+several environments: each row's ``extra_info.tool_selection`` lists the tools veRL shows and
+dispatches for that row, and ``tools_kwargs`` carries its ``task_id`` and ``env_id``.
 
-``compute_score`` (``custom_reward_function``) decides the reward from the trajectory text alone:
-the tool calls in the response (``<tool_call>{"name", "arguments"}</tool_call>``, veRL's hermes
-format) are replayed on a fresh database — tools are deterministic (fixed clock), so this is the
-state the agent produced — and the task's verifier is evaluated on it with the final reply as the
-answer. 1.0 when it holds, else 0.0 (``extra_info["partial_credit"]``: the share of checks met).
+State belongs to the trajectory. veRL 0.9 calls ``create`` / ``execute`` / ``release`` around
+every tool call and passes the trajectory's ``agent_data`` to ``execute``; the trajectory's
+database (a compressed copy that starts as ``initial.db``) is kept in
+``agent_data.extra_fields["extras"]["envfoundry"]``: ``extra_fields`` is the per-trajectory store
+veRL documents for tool session data, and ``extras`` is one of its keys veRL keeps in every batch
+(a key only some trajectories had would break veRL's batch concatenation). So nothing is keyed
+by ``request_id`` (with ``full_determinism`` it repeats across steps), no database outlives its
+trajectory, and the module keeps no open database between calls. A caller that passes no
+``agent_data`` (older rollouts, one ``create`` per trajectory) gets state keyed by the
+``create()`` handle, freed by ``release``.
+
+``compute_score`` (``reward.custom_reward_function``) decides the reward from the trajectory's own
+database: veRL hands the agent loop's ``extra_fields`` to the reward as ``extra_info``, so the
+reward reads the database the tools left and scores it with ``reward.py`` (envfoundry's one reward
+implementation, vendored), whatever the tool-call format (hermes, qwen3_coder, ...). The answer
+is the last assistant message veRL parsed (else the text after the last tool response). 1.0 when
+the verifier holds, else 0.0 (``extra_info.partial_credit``: the share of goals met).
 """
 
 import json
 import re
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 try:
     from verl.tools.base_tool import BaseTool
     from verl.tools.schemas import ToolResponse
-except ImportError:  # scoring (compute_score) and tests run without veRL installed
+except ImportError:  # scoring (compute_score) runs without veRL's tool classes too
     BaseTool = object
     ToolResponse = None
 
 from . import taskrt
 
-BUNDLE_DIR = Path(__file__).resolve().parent / "data"
-_BUNDLE = None
+DATA_DIR = Path(__file__).resolve().parent / "data"
+EXTRAS = "extras"
+TRAJECTORY_KEY = "envfoundry"
 _LOCK = threading.Lock()
-_DBS: dict[str, Any] = {}
-TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
-TOOL_RESPONSE = re.compile(r"<tool_response>.*?</tool_response>", re.S)
+_BUNDLES: dict[str, Any] = {}
+_HANDLES: dict[str, dict] = {}
+"""create() handle -> {"task_id", "env_id"}: live only between create and release."""
+_ORPHANS: dict[str, dict] = {}
+"""Trajectory records of callers without agent_data, keyed by create() handle (freed by release)."""
+_OPEN = [0]
+"""Databases open right now (each execute opens and closes one)."""
+
+_TOOL_CALL = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
+_SPECIAL = re.compile(r"<\|[^|>]*\|>")
+_ROLE = re.compile(r"^\s*(?:assistant|user|tool)\s*\n", re.S)
 
 
-def bundle():
-    global _BUNDLE
-    if _BUNDLE is None:
-        _BUNDLE = taskrt.Bundle(BUNDLE_DIR)
-    return _BUNDLE
+def bundle(env_id: str):
+    with _LOCK:
+        b = _BUNDLES.get(env_id)
+        if b is None:
+            path = DATA_DIR / env_id
+            if not path.is_dir():
+                known = sorted(p.name for p in DATA_DIR.iterdir() if p.is_dir())
+                raise taskrt.BundleError(f"unknown env_id {env_id!r} (this package has {known})")
+            b = _BUNDLES[env_id] = taskrt.Bundle(path)
+        return b
+
+
+def open_databases() -> int:
+    return _OPEN[0]
+
+
+def live_handles() -> int:
+    """create() handles not yet released, plus trajectory records held for callers without agent_data."""
+    with _LOCK:
+        return len(_HANDLES) + len(_ORPHANS)
+
+
+def _trajectory_store(agent_data):
+    """The trajectory's own dict for envfoundry state, or None when the caller gave no agent_data."""
+    fields = getattr(agent_data, "extra_fields", None)
+    if not isinstance(fields, dict):
+        return None
+    extras = fields.get(EXTRAS)
+    if extras is None:
+        extras = fields[EXTRAS] = {}
+    return extras if isinstance(extras, dict) else fields
+
+
+def _take_record(extra_info):
+    """The trajectory record veRL merged into ``extra_info`` (from the agent loop's extra_fields).
+
+    Taken, not read: ``extra_info`` is replaced by a copy without it, so a dict veRL shares between
+    rollouts of one prompt cannot carry this trajectory's database into the next rollout's score."""
+    extras = extra_info.get(EXTRAS)
+    if isinstance(extras, dict) and TRAJECTORY_KEY in extras:
+        extra_info[EXTRAS] = {k: v for k, v in extras.items() if k != TRAJECTORY_KEY}
+        return extras[TRAJECTORY_KEY]
+    return extra_info.pop(TRAJECTORY_KEY, None)
 
 
 def _response(text):
@@ -50,72 +111,102 @@ class EnvFoundryTool(BaseTool):
     def __init__(self, config: dict, tool_schema):
         if BaseTool is not object:
             super().__init__(config, tool_schema)
-        self.config = config
-        self.tool_schema = tool_schema
-        self.name = config["tool"]
-
-    def get_openai_tool_schema(self):
-        return self.tool_schema
+        else:
+            self.config, self.tool_schema = config, tool_schema
+            self.name = tool_schema["function"]["name"]
+        self.env_id = config["env_id"]
+        self.tool = config["tool"]
 
     async def create(self, instance_id: str | None = None, **kwargs):
-        return instance_id or "", _response("")
+        create_kwargs = kwargs.get("create_kwargs") or {}
+        handle = instance_id or uuid.uuid4().hex
+        with _LOCK:
+            _HANDLES[handle] = {
+                "task_id": create_kwargs.get("task_id"),
+                "env_id": create_kwargs.get("env_id") or self.env_id,
+            }
+        return handle, _response("")
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs):
         agent_data = kwargs.get("agent_data")
-        key = getattr(agent_data, "request_id", None) or instance_id
         with _LOCK:
-            conn = _DBS.get(key)
-            if conn is None:
-                conn = _DBS[key] = bundle().fresh_db()
-            out = bundle().call(conn, self.name, parameters if isinstance(parameters, dict) else {})
-        return _response(taskrt.render_result(out)), 0.0, {"ok": out["ok"]}
+            meta = dict(_HANDLES.get(instance_id) or {"task_id": None, "env_id": self.env_id})
+            store = _trajectory_store(agent_data)
+            if store is not None:
+                record = store.get(TRAJECTORY_KEY)
+                if record is None:
+                    record = store[TRAJECTORY_KEY] = {**meta, "db": None, "calls": 0}
+                    record["messages"] = getattr(agent_data, "messages", None)
+            else:
+                record = _ORPHANS.setdefault(instance_id, {**meta, "db": None, "calls": 0})
+        b = bundle(record["env_id"] or self.env_id)
+        conn = taskrt.load_db(record["db"]) if record["db"] else b.fresh_db()
+        _OPEN[0] += 1
+        try:
+            before = conn.total_changes
+            out = b.call(conn, self.tool, parameters if isinstance(parameters, dict) else {})
+            if conn.total_changes != before:
+                record["db"] = taskrt.dump_db(conn)
+        finally:
+            conn.close()
+            _OPEN[0] -= 1
+        record["calls"] += 1
+        return _response(taskrt.render_result(out)), 0.0, {"ok": bool(out["ok"])}
 
     async def calc_reward(self, instance_id: str, **kwargs) -> float:
         return 0.0
 
     async def release(self, instance_id: str, **kwargs) -> None:
-        return None
+        with _LOCK:
+            _HANDLES.pop(instance_id, None)
+            _ORPHANS.pop(instance_id, None)
 
 
-def release_trajectory(request_id: str) -> None:
-    """Drop a trajectory's database (call when the trajectory is over)."""
-    with _LOCK:
-        conn = _DBS.pop(request_id, None)
-    if conn is not None:
-        conn.close()
+def final_reply(record, solution_str):
+    """The agent's answer: the last assistant message veRL parsed, else the response text after
+    the last tool response (tool calls, reasoning and role headers removed)."""
+    messages = (record or {}).get("messages")
+    if isinstance(messages, list) and messages:
+        last = messages[-1]
+        if isinstance(last, dict) and last.get("role") == "assistant":
+            content = last.get("content")
+            if isinstance(content, list):
+                content = " ".join(c.get("text", "") for c in content if isinstance(c, dict))
+            return _clean(content or "") or None
+    tail = (solution_str or "").split("</tool_response>")[-1]
+    return _clean(tail) or None
 
 
-def parse_response(solution_str: str):
-    """(tool calls [{"tool", "arguments"}], final reply) from a hermes-format response."""
-    calls = []
-    for block in TOOL_CALL.findall(solution_str or ""):
-        try:
-            obj = json.loads(block)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
-            args = obj.get("arguments")
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args)
-                except ValueError:
-                    args = None
-            calls.append({"tool": obj["name"], "arguments": args if isinstance(args, dict) else {}})
-    tail = TOOL_RESPONSE.split(solution_str or "")[-1]
-    tail = TOOL_CALL.split(tail)[-1]
-    reply = re.sub(r"<\|[^>]*\|>|</?\w+>", " ", tail).strip()
-    return calls, reply
+def _clean(text):
+    text = _TOOL_CALL.sub(" ", _THINK.sub(" ", text))
+    text = _SPECIAL.sub("\n", text)
+    return _ROLE.sub("", text.strip() + "\n").strip()
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float:
-    """veRL reward: replay the response's tool calls and evaluate the task's verifier."""
-    extra_info = extra_info or {}
-    task_id = extra_info.get("task_id") or (json.loads(ground_truth)["task_id"] if ground_truth else None)
-    task = bundle().task(task_id)
-    calls, reply = parse_response(solution_str)
-    conn, _ = bundle().replay(calls)
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """veRL reward: the task's verifier on the trajectory's own final database and last reply.
+
+    Returns ``{"score", "acc", "goals_met"}`` (``score`` is the reward; ``acc`` 1.0 when the
+    verifier passed; ``goals_met`` the share of goals that hold, 0 when a gate failed)."""
+    extra_info = extra_info if isinstance(extra_info, dict) else {}
+    truth = json.loads(ground_truth) if isinstance(ground_truth, str) and ground_truth else {}
+    task_id = extra_info.get("task_id") or truth.get("task_id")
+    env_id = extra_info.get("env_id") or truth.get("env_id")
+    b = bundle(env_id)
+    task = b.task(task_id)
+    record = _take_record(extra_info)
+    if not isinstance(record, dict) or record.get("task_id") not in (None, task_id):
+        record = None
+    conn = taskrt.load_db(record["db"]) if record and record.get("db") else b.fresh_db()
     try:
-        result = bundle().evaluate(task, conn, answer=reply or None)
+        score = b.score(
+            task, conn, answer=final_reply(record, solution_str), partial=bool(extra_info.get("partial_credit"))
+        )
     finally:
         conn.close()
-    return taskrt.reward(result, bool(extra_info.get("partial_credit", False)))
+    goals = score.goals
+    return {
+        "score": score.reward,
+        "acc": 1.0 if score.passed else 0.0,
+        "goals_met": (sum(goals) / len(goals)) if goals and score.gates_ok else 0.0,
+    }

@@ -1,0 +1,67 @@
+"""The data models of this OpenEnv environment: what ``/schema`` declares and ``reset``/``step``
+return.
+
+* Action: OpenEnv's MCP ``CallToolAction`` (``{"type": "call_tool", "tool_name", "arguments"}``);
+  ``ListToolsAction`` (``{"type": "list_tools"}``) lists the tools.
+* ``TaskObservation``: what ``reset`` returns (the task, its tools, its split/tier/pass rate).
+* ``ToolObservation``: what ``step`` returns for a tool call (and for ``submit``, with the reward).
+* ``EnvFoundryState``: what ``state`` returns.
+"""
+
+from openenv.core.env_server.mcp_types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+    Tool,
+)
+from openenv.core.env_server.types import Observation, State
+from pydantic import Field
+
+EnvFoundryAction = CallToolAction
+
+
+class TaskObservation(Observation):
+    """What ``reset`` returns: the task to carry out and the tools to do it with."""
+
+    task_id: str = Field(default="", description="The task of this episode")
+    env_id: str = Field(default="", description="The environment the task belongs to")
+    instruction: str = Field(default="", description="The user's request")
+    system_prompt: str = Field(default="", description="Suggested system prompt")
+    tools: list[Tool] = Field(default_factory=list, description="Tools callable with CallToolAction")
+    submit_tool: str = Field(default="submit", description="The tool that ends the episode and scores it")
+    split: str | None = Field(default=None, description="train or val")
+    tier: str | None = Field(default=None, description="Difficulty tier measured by envfoundry")
+    pass_rate: float | None = Field(default=None, description="Share of envfoundry's test rollouts that passed")
+
+
+class ToolObservation(CallToolObservation):
+    """What ``step`` returns for a tool call: ``result`` is the text the agent reads (JSON, or
+    ``Error: ...``). For the submit tool, ``done`` is true and ``reward`` is the verifier's."""
+
+    ok: bool = Field(default=True, description="Whether the tool call succeeded (changed state only if so)")
+    passed: bool | None = Field(default=None, description="After submit: whether the verifier passed")
+    failures: list[str] = Field(default_factory=list, description="After submit: why the verifier failed")
+
+
+class EnvFoundryState(State):
+    """The episode's state: the task, how many tool calls were made, and once submitted the reward."""
+
+    task_id: str | None = Field(default=None, description="The task of this episode")
+    env_id: str | None = Field(default=None, description="The environment of this episode")
+    tool_calls: int = Field(default=0, ge=0, description="Tool calls made (submit excluded)")
+    done: bool = Field(default=False, description="Whether submit was called")
+    reward: float | None = Field(default=None, description="The verifier's reward once submitted")
+    passed: bool | None = Field(default=None, description="Whether the verifier passed once submitted")
+
+
+__all__ = [
+    "CallToolAction",
+    "EnvFoundryAction",
+    "EnvFoundryState",
+    "ListToolsAction",
+    "ListToolsObservation",
+    "TaskObservation",
+    "ToolObservation",
+]
+

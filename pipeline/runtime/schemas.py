@@ -1,0 +1,154 @@
+"""The JSON schemas a served environment publishes: tool inputs (HTTP, MCP, OpenAPI) and results.
+
+``tool_schemas(env)`` starts from each tool's IR schema (``Tool.input_schema``) and adds what the
+engine enforces anyway, so that a client can see it:
+
+* every string parameter has a ``maxLength`` (``engine.MAX_STRING_LENGTH`` unless the IR sets one),
+  every integer parameter the 64-bit bounds SQLite can store unless it has tighter ones;
+* an optional parameter also accepts ``null`` (the engine treats null as absent);
+* a parameter bound to a table column (``col = :p``, ``col IN (:p)``, ``SET col = :p``,
+  ``INSERT (col) VALUES (:p)``, through ``COALESCE``/``IFNULL`` too) and used in no other way takes
+  that column's CHECK rules: ``enum`` for ``CHECK (col IN (...))``, ``minimum``/``maximum`` for
+  numeric bounds, ``maxLength`` for ``length(col) <= n``. What the IR declares itself wins.
+
+``engine.served_tool`` turns a schema back into the parameter rules the engine validates, so
+``server.py`` and ``EnvInstance`` enforce exactly what the schemas say. ``result_schemas(env)``
+describes each tool's ``result`` (row objects with the returns query's columns, or
+``{changes, last_id}``) for the OpenAPI document. Both are deterministic: same IR (and sqlglot
+version), same schemas.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from typing import Any
+
+from pipeline.ir import Environment, Tool
+from pipeline.runtime import engine, sqlshape
+
+CELL = {"type": ["string", "integer", "number", "null"]}  # a SQLite value as JSON (blobs as hex text)
+
+
+def _tables(env: Environment) -> tuple[dict[str, list[str]], dict[str, dict[str, dict[str, Any]]]]:
+    columns: dict[str, list[str]] = {}
+    rules: dict[str, dict[str, dict[str, Any]]] = {}
+    for table in env.tables:
+        parsed = sqlshape.parse_table(table.ddl)
+        if parsed is not None:
+            name, cols, found = parsed
+            columns[name], rules[name] = cols, found
+    return columns, rules
+
+
+def _bound_rules(tool: Tool, columns: dict[str, list[str]], rules: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """CHECK rules per parameter of ``tool``, for parameters bound only to constrained columns."""
+    bindings: dict[str, set[tuple[str, str]]] = {}
+    others: set[str] = set()
+    statements = [s.sql for s in tool.steps] + ([tool.returns.sql] if tool.returns else [])
+    for sql in statements:
+        found, other = sqlshape.param_columns(sql, columns)
+        for name, targets in found.items():
+            bindings.setdefault(name, set()).update(targets)
+        others |= other
+    out: dict[str, dict[str, Any]] = {}
+    for param in tool.params:
+        targets = sorted(bindings.get(param.name, ()))
+        if not targets or "*" in others or param.name in others:
+            continue
+        per_target = [rules.get(table, {}).get(column) for table, column in targets]
+        if any(r is None for r in per_target):
+            continue
+        merged: dict[str, dict[str, Any]] = {}
+        for rule in per_target:
+            sqlshape._merge(merged, "p", rule or {})
+        out[param.name] = merged.get("p", {})
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _apply(schema: dict[str, Any], ptype: str, rule: dict[str, Any]) -> None:
+    enum = rule.get("enum")
+    if enum and "enum" not in schema:
+        fits = {"string": lambda v: isinstance(v, str), "integer": _is_int,
+                "number": lambda v: _is_int(v) or isinstance(v, float)}.get(ptype)
+        if fits is not None and all(fits(v) for v in enum):
+            schema["enum"] = list(enum)
+    if ptype in ("integer", "number"):
+        lo, hi = rule.get("minimum"), rule.get("maximum")
+        if ptype == "integer":
+            if "xminimum" in rule:
+                x = math.floor(rule["xminimum"]) + 1
+                lo = x if lo is None else max(lo, x)
+            if "xmaximum" in rule:
+                x = math.ceil(rule["xmaximum"]) - 1
+                hi = x if hi is None else min(hi, x)
+        if lo is not None and "minimum" not in schema:
+            schema["minimum"] = lo
+        if hi is not None and "maximum" not in schema:
+            schema["maximum"] = hi
+        if schema.get("minimum") is not None and schema.get("maximum") is not None and schema["minimum"] > schema["maximum"]:
+            schema.pop("minimum"), schema.pop("maximum")
+    if ptype == "string" and rule.get("max_length") is not None and rule["max_length"] >= 0:
+        schema["maxLength"] = min(schema["maxLength"], rule["max_length"])
+
+
+def tool_schema(tool: Tool, derived: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One tool's served input schema (``derived``: CHECK rules per parameter, see module doc)."""
+    schema = tool.input_schema()
+    for param in tool.params:
+        prop = schema["properties"][param.name]
+        if param.type == "string":
+            prop["maxLength"] = param.max_length if param.max_length is not None else engine.MAX_STRING_LENGTH
+        _apply(prop, param.type, (derived or {}).get(param.name, {}))
+        if param.type == "integer":  # what SQLite can store
+            prop.setdefault("minimum", engine.INT64_MIN)
+            prop.setdefault("maximum", engine.INT64_MAX)
+        if not param.required:
+            prop["type"] = [param.type, "null"]
+            if "enum" in prop:
+                prop["enum"] = [*prop["enum"], None]
+    return schema
+
+
+def tool_schemas(env: Environment) -> dict[str, dict[str, Any]]:
+    """Every tool's served input schema, by tool name (see the module doc)."""
+    columns, rules = _tables(env)
+    return {t.name: tool_schema(t, _bound_rules(t, columns, rules)) for t in env.tools}
+
+
+def served_tools(env: Environment) -> dict[str, dict[str, Any]]:
+    """The tool dicts the engine runs for ``env``: the IR with each tool's served parameter rules."""
+    schemas = tool_schemas(env)
+    return {t.name: engine.served_tool(t.model_dump(mode="json"), schemas[t.name]) for t in env.tools}
+
+
+def result_schemas(env: Environment) -> dict[str, dict[str, Any]]:
+    """The JSON schema of each tool's ``result``, by tool name."""
+    changes = {"type": "object", "properties": {"changes": {"type": "integer"}, "last_id": {"type": ["integer", "null"]}},
+               "required": ["changes", "last_id"], "additionalProperties": False}
+    conn = engine.connect(":memory:")
+    try:
+        for table in env.tables:
+            try:
+                conn.execute(table.ddl)
+            except sqlite3.Error:
+                pass
+        out: dict[str, dict[str, Any]] = {}
+        for tool in env.tools:
+            if tool.returns is None:
+                out[tool.name] = changes
+                continue
+            try:
+                cols = list(dict.fromkeys(engine.result_columns(conn, tool.returns.sql)))
+                row: dict[str, Any] = {"type": "object", "properties": {c: CELL for c in cols}, "required": cols,
+                                       "additionalProperties": False}
+            except (sqlite3.Error, sqlite3.Warning):
+                row = {"type": "object", "additionalProperties": CELL}
+            out[tool.name] = row if tool.returns.mode == "one" else {"type": "array", "items": row, "maxItems": engine.MAX_ROWS}
+        return out
+    finally:
+        conn.close()

@@ -1,0 +1,331 @@
+"""Structural questions about SQL that SQLite's authorizer cannot answer, answered with sqlglot.
+
+The authorizer (``engine.Guard``) reports *which* functions a statement calls and which tables it
+touches; what it cannot say is how a statement is built. Three questions need that:
+
+* ``clock_calls(sql)``: which date/time calls read the wall clock (``date('now')``, ``datetime()``:
+  ``'now'`` anywhere among their arguments, or no argument at all); ``nondeterministic_calls``
+  adds CURRENT_* and ``random()`` for DDL, parts of which SQLite does not resolve at CREATE;
+* ``column_rules(ddl)``: what a table's CHECK constraints allow per column (``status IN ('a',
+  'b')``, ``qty >= 0``, ``qty BETWEEN 1 AND 9``, ``length(code) <= 8``);
+* ``param_columns(sql, columns)``: which table column each ``:param`` of a statement is bound to
+  (compared with ``=`` or ``IN``, assigned by ``SET``, inserted by ``INSERT``; ``COALESCE(:p, col)``
+  and ``IFNULL`` count as binding ``:p``), and which parameters are also used in other ways.
+
+Everything here is deterministic for a given sqlglot version (pinned in pyproject.toml): the
+rules it derives are rendered into ``server.py``. Anything sqlglot cannot parse yields no rule.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+CLOCK_FUNCTIONS = ("date", "time", "datetime", "julianday", "strftime", "unixepoch", "timediff")
+CLOCK_KEYWORDS = ("current_date", "current_time", "current_timestamp")
+RANDOM_FUNCTIONS = ("random", "randomblob")
+DIALECT = "sqlite"
+
+
+@cache
+def _sqlglot() -> Any:
+    import sqlglot  # lazily: only build-time and render-time callers need it
+
+    return sqlglot
+
+
+def _tokens(sql: str) -> list[Any]:
+    from sqlglot.dialects.dialect import Dialect
+
+    return Dialect.get_or_raise(DIALECT).tokenize(sql)
+
+
+def _calls(sql: str) -> list[tuple[str, str, bool]]:
+    """Every function call and CURRENT_* keyword in ``sql``: ``(name, text as written, reads 'now')``.
+
+    ``reads 'now'``: the string ``'now'`` (any case) is among the call's arguments, at any depth, or
+    the call has no argument. Uses sqlglot's SQLite tokenizer, so names inside strings, comments or
+    quoted identifiers never match.
+    """
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = _tokens(sql)
+    except Exception:
+        return []
+    out = []
+    for i, tok in enumerate(tokens):
+        if tok.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+            continue
+        name = tok.text.lower()
+        if name in CLOCK_KEYWORDS:
+            out.append((name, tok.text, True))
+            continue
+        if i + 1 >= len(tokens) or tokens[i + 1].token_type != TokenType.L_PAREN:
+            continue
+        depth, j, now = 0, i + 1, False
+        empty = i + 2 < len(tokens) and tokens[i + 2].token_type == TokenType.R_PAREN
+        while j < len(tokens):
+            t = tokens[j]
+            if t.token_type == TokenType.L_PAREN:
+                depth += 1
+            elif t.token_type == TokenType.R_PAREN:
+                depth -= 1
+                if depth == 0:
+                    break
+            elif t.token_type == TokenType.STRING and t.text.strip().lower() == "now":
+                now = True
+            j += 1
+        end = tokens[j].end if j < len(tokens) else len(sql) - 1
+        out.append((name, sql[tok.start : end + 1], now or empty))
+    return out
+
+
+def clock_calls(sql: str) -> list[str]:
+    """The date/time function calls in ``sql`` that read the wall clock, as written
+    (``date('now')``, ``datetime()``, ``strftime('%Y', coalesce(:d, 'now'))``)."""
+    return [text for name, text, now in _calls(sql) if name in CLOCK_FUNCTIONS and now]
+
+
+def nondeterministic_calls(sql: str) -> list[str]:
+    """Everything in ``sql`` that gives a different value from run to run: wall-clock date/time
+    calls, CURRENT_DATE/TIME/TIMESTAMP, ``random()`` and ``randomblob()``; for schema DDL, whose
+    DEFAULTs and trigger bodies SQLite does not resolve when the table is created."""
+    out = []
+    for name, text, now in _calls(sql):
+        if name in CLOCK_FUNCTIONS and now:
+            out.append(f"{text} reads the wall clock")
+        elif name in CLOCK_KEYWORDS:
+            out.append(f"{name.upper()} reads the wall clock")
+        elif name in RANDOM_FUNCTIONS:
+            out.append(f"{name}() gives a different value on every run")
+    return list(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------- CHECK constraints
+
+
+def _literal(node: Any) -> tuple[bool, Any]:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _literal(node.this)
+    if isinstance(node, exp.Neg):
+        ok, value = _literal(node.this)
+        return (ok and isinstance(value, (int, float)) and not isinstance(value, bool)), (-value if ok else None)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return True, node.this
+        text = node.this
+        try:
+            return True, int(text)
+        except ValueError:
+            try:
+                return True, float(text)
+            except ValueError:
+                return False, None
+    return False, None
+
+
+def _column_name(node: Any) -> str | None:
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node.name.lower() if isinstance(node, exp.Column) else None
+
+
+def _merge(rules: dict[str, dict[str, Any]], column: str, rule: dict[str, Any]) -> None:
+    have = rules.setdefault(column, {})
+    if "enum" in rule:
+        have["enum"] = [v for v in have["enum"] if v in rule["enum"]] if "enum" in have else list(rule["enum"])
+    for key, pick in (("minimum", max), ("xminimum", max), ("maximum", min), ("xmaximum", min), ("max_length", min)):
+        if key in rule:
+            have[key] = pick(have[key], rule[key]) if key in have else rule[key]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _comparison(node: Any, rules: dict[str, dict[str, Any]]) -> None:
+    """A ``column <op> number`` (either side) or ``length(column) <op> number`` fact."""
+    from sqlglot import exp
+
+    ops = {exp.GTE: ">=", exp.GT: ">", exp.LTE: "<=", exp.LT: "<"}
+    flipped = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
+    op = ops[type(node)]
+    left, right = node.this, node.expression
+    ok, value = _literal(right)
+    if not ok:
+        ok, value = _literal(left)
+        left, op = right, flipped[op]
+    if not ok or not _number(value):
+        return
+    inner = left.this if isinstance(left, exp.Paren) else left
+    if isinstance(inner, exp.Length):
+        column = _column_name(inner.this)
+        if column and op in ("<=", "<") and isinstance(value, int):
+            _merge(rules, column, {"max_length": value if op == "<=" else value - 1})
+        return
+    column = _column_name(left)
+    if column is None:
+        return
+    key = {">=": "minimum", "<=": "maximum", ">": "xminimum", "<": "xmaximum"}[op]
+    _merge(rules, column, {key: value})
+
+
+def _facts(node: Any, rules: dict[str, dict[str, Any]]) -> None:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        _facts(node.this, rules)
+    elif isinstance(node, exp.And):
+        _facts(node.this, rules)
+        _facts(node.expression, rules)
+    elif isinstance(node, exp.Or):
+        # "col IS NULL OR <fact about col>": NULL is always accepted by a CHECK anyway
+        for side, other in ((node.this, node.expression), (node.expression, node.this)):
+            inner = side.this if isinstance(side, exp.Paren) else side
+            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null) and _column_name(inner.this):
+                sub: dict[str, dict[str, Any]] = {}
+                _facts(other, sub)
+                for column, rule in sub.items():
+                    if column == _column_name(inner.this):
+                        _merge(rules, column, rule)
+    elif isinstance(node, exp.In) and not node.args.get("query"):
+        column = _column_name(node.this)
+        values = [_literal(e) for e in node.expressions]
+        if column and values and all(ok for ok, _ in values):
+            _merge(rules, column, {"enum": list(dict.fromkeys(v for _, v in values))})
+    elif isinstance(node, exp.Between):
+        column = _column_name(node.this)
+        (lo_ok, lo), (hi_ok, hi) = _literal(node.args["low"]), _literal(node.args["high"])
+        if column and lo_ok and hi_ok and _number(lo) and _number(hi):
+            _merge(rules, column, {"minimum": lo, "maximum": hi})
+    elif isinstance(node, (exp.GTE, exp.GT, exp.LTE, exp.LT)):
+        _comparison(node, rules)
+
+
+def parse_table(ddl: str) -> tuple[str, list[str], dict[str, dict[str, Any]]] | None:
+    """``(table, columns, rules)`` of one ``CREATE TABLE``; rules as in ``column_rules``."""
+    sqlglot = _sqlglot()
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(ddl, read=DIALECT)
+    except Exception:
+        return None
+    schema = tree.this if isinstance(tree, exp.Create) else None
+    if not isinstance(schema, exp.Schema) or not isinstance(schema.this, exp.Table):
+        return None
+    columns: list[str] = []
+    rules: dict[str, dict[str, Any]] = {}
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            columns.append(item.name.lower())
+            for constraint in item.args.get("constraints") or []:
+                if isinstance(constraint.args.get("kind"), exp.CheckColumnConstraint):
+                    _facts(constraint.args["kind"].this, rules)
+        elif isinstance(item, exp.CheckColumnConstraint):
+            _facts(item.this, rules)
+        elif isinstance(item, exp.Constraint):
+            for sub in item.expressions:
+                if isinstance(sub, exp.CheckColumnConstraint):
+                    _facts(sub.this, rules)
+    known = {k: v for k, v in rules.items() if k in columns}
+    return schema.this.name.lower(), columns, known
+
+
+def column_rules(ddl: str) -> dict[str, dict[str, Any]]:
+    """What the CHECK constraints of one ``CREATE TABLE`` allow, per (lower-case) column:
+    ``{"enum": [...]}``, ``{"minimum": x, "maximum": y}`` (``>=``, ``<=``, BETWEEN), ``{"xminimum": x,
+    "xmaximum": y}`` (exclusive: ``>``, ``<``), ``{"max_length": n}`` (``length(col) <= n``). Constraints joined by AND all count;
+    OR only as ``col IS NULL OR ...``; anything else is ignored."""
+    parsed = parse_table(ddl)
+    return parsed[2] if parsed else {}
+
+
+# ---------------------------------------------------------------- parameter bindings
+
+
+def _placeholder(node: Any) -> str | None:
+    """The parameter a value expression passes through: ``:p``, ``COALESCE(:p, ...)``, ``IFNULL(:p, ...)``."""
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Placeholder) and node.this:
+        return str(node.this)
+    if isinstance(node, exp.Coalesce):
+        return _placeholder(node.this)
+    return None
+
+
+def param_columns(sql: str, columns: dict[str, list[str]]) -> tuple[dict[str, set[tuple[str, str]]], set[str]]:
+    """``(bindings, other_uses)`` for one statement: each ``:param`` bound to a table column (as
+    ``{param: {(table, column)}}``) and the parameters also used in a way that binds no column
+    (``:p IS NULL`` does not count). ``columns`` is the schema: ``{table: [column, ...]}``.
+    A statement sqlglot cannot parse gives ``({}, {every placeholder})``."""
+    sqlglot = _sqlglot()
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except Exception:
+        tree = None
+    if tree is None:
+        return {}, {"*"}
+    schema = {t.lower(): [c.lower() for c in cols] for t, cols in columns.items()}
+    aliases: dict[str, str] = {}
+    in_scope: list[str] = []
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        if name in schema:
+            aliases[(table.alias or table.name).lower()] = name
+            aliases[name] = name
+            in_scope.append(name)
+
+    def owner(col: Any) -> tuple[str, str] | None:
+        cname = col.name.lower()
+        if col.table:
+            table = aliases.get(col.table.lower())
+            return (table, cname) if table and cname in schema[table] else None
+        holders = sorted({t for t in in_scope if cname in schema[t]})
+        return (holders[0], cname) if len(holders) == 1 else None
+
+    bindings: dict[str, set[tuple[str, str]]] = {}
+    bound_nodes: set[int] = set()
+
+    def bind(param_node: Any, target: tuple[str, str] | None) -> None:
+        name = _placeholder(param_node)
+        if name is None or target is None:
+            return
+        bindings.setdefault(name, set()).add(target)
+        for ph in ([param_node] if isinstance(param_node, exp.Placeholder) else param_node.find_all(exp.Placeholder)):
+            if ph.this == name:
+                bound_nodes.add(id(ph))
+                break
+
+    for node in tree.walk():
+        if isinstance(node, exp.EQ):
+            for col, val in ((node.this, node.expression), (node.expression, node.this)):
+                if isinstance(col, exp.Column):
+                    bind(val, owner(col))
+        elif isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.args.get("query"):
+            for val in node.expressions:
+                bind(val, owner(node.this))
+        elif isinstance(node, exp.Is) and isinstance(node.this, exp.Placeholder) and isinstance(node.expression, exp.Null):
+            bound_nodes.add(id(node.this))
+    if isinstance(tree, exp.Insert) and isinstance(tree.this, exp.Schema) and isinstance(tree.this.this, exp.Table):
+        table = tree.this.this.name.lower()
+        names = [c.name.lower() for c in tree.this.expressions]
+        source = tree.expression
+        rows = source.expressions if isinstance(source, exp.Values) else [source] if isinstance(source, exp.Select) else []
+        for row in rows:
+            values = row.expressions if isinstance(row, (exp.Tuple, exp.Select)) else []
+            if table in schema and len(values) == len(names):
+                for cname, val in zip(names, values, strict=True):
+                    bind(val, (table, cname) if cname in schema[table] else None)
+    others = {str(ph.this) for ph in tree.find_all(exp.Placeholder) if id(ph) not in bound_nodes and ph.this}
+    return bindings, others

@@ -1,0 +1,96 @@
+"""Helpers for runs of the committed example's inputs answered by a simulated endpoint replaying its cache.
+
+The seeds and stage settings are read from the example's own catalog.db (what it was made with), so the
+recorded replies fit even when ``seeds/quickstart.*`` have moved on since the example was made.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "generated" / "quickstart"
+KEEP = {"env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl"}
+#: the endpoint serves the replies the example recorded from this model (its name goes into provenance)
+MODEL = "qwen2.5-coder-1.5b"
+
+
+def files(out: Path) -> dict[str, bytes]:
+    """The outputs that must be byte-identical: each verified environment's files and the task bank. (A failed
+    scenario may leave its half-verified directory behind locally, where the rerun resumes from it; a Ray
+    worker ships files back only for a scenario that finished.)"""
+    con = sqlite3.connect(f"file:{out / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        dirs = [d for (d,) in con.execute("SELECT dir FROM environments WHERE status = 'verified' ORDER BY dir")]
+    finally:
+        con.close()
+    found = {str(p.relative_to(out)): p.read_bytes() for d in dirs for p in sorted((out / d).rglob("*"))
+             if p.name in KEEP}
+    found["task_bank.jsonl"] = (out / "task_bank.jsonl").read_bytes()
+    return found
+
+
+def example_inputs(d: Path) -> tuple[Path, dict[str, Any]]:
+    """The example's seed file (written into ``d``) and its ``[stages.*]`` settings."""
+    con = sqlite3.connect(f"file:{EXAMPLE / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        seeds = con.execute("SELECT name, description FROM seeds ORDER BY source, line").fetchall()
+        (config,) = con.execute("SELECT config FROM runs ORDER BY started LIMIT 1").fetchone()
+    finally:
+        con.close()
+    d.mkdir(parents=True, exist_ok=True)
+    seed_file = d / "seeds.txt"
+    seed_file.write_text("".join(f"{n}: {desc}\n" if desc else f"{n}\n" for n, desc in seeds), encoding="utf-8")
+    return seed_file, json.loads(config)["stages"]
+
+
+def config_file(d: Path, stages: dict[str, Any]) -> Path:
+    """``stages`` as a TOML config file for the CLI."""
+    lines = []
+    for stage, values in sorted(stages.items()):
+        lines += [f"[stages.{stage}]"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(values.items())]
+    path = d / "config.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def plan(url: str, cache: Path, stages: dict[str, Any], **llm: Any) -> Any:
+    from pipeline.config import validate_config
+    from pipeline.run import plan_from_config
+
+    config = validate_config({"llm": {"base_url": url, "model": MODEL, "cache_path": str(cache), **llm},
+                              "stages": stages})
+    return plan_from_config(config)
+
+
+def catalog_rows(out: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every catalog table's rows, without what differs between runs by nature (times, run records)."""
+    con = sqlite3.connect(f"file:{out / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        rows: dict[str, list[tuple[Any, ...]]] = {}
+        for table in ("seeds", "scenarios", "rejections", "environments", "tasks"):
+            cols = [c[1] for c in con.execute(f"PRAGMA table_info({table})") if c[1] not in ("seconds", "created")]
+            rows[table] = sorted(con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall(), key=repr)
+        return rows
+    finally:
+        con.close()
+
+
+def cache_rows(path: Path) -> list[tuple[str, str]]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return sorted(con.execute("SELECT key, content FROM responses").fetchall())
+    finally:
+        con.close()
+
+
+def no_misses(replay: Any) -> None:
+    """The example's cache answered every request (else the prompts moved on: regenerate the example)."""
+    if replay.misses:
+        first = replay.misses[0]["messages"][0]["content"][:160]
+        raise AssertionError(f"generated/quickstart/llm_cache.sqlite has no reply for {len(replay.misses)} request(s) "
+                             f"of the current code (first: {first!r}); regenerate the example catalog")

@@ -1,0 +1,222 @@
+"""SQLite's authorizer decides what tool SQL may do, at build time (checks) and at run time (engine).
+
+Every SELECT form that makes SQLite build temporary b-trees is a read; writes inside reads, SQLite's
+internals, PRAGMA, ATTACH and load_extension are refused; non-deterministic SQL is rejected at
+build time with a message naming the tool and step.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from pipeline.envdir import build_database
+from pipeline.runtime import checks, engine
+from tests.fixtures.library import BOOKS_DDL, LOANS_DDL, MEMBERS_DDL, library_env
+
+ENV = library_env()
+NOW = "2026-01-15T09:00:00"
+
+
+@pytest.fixture
+def conn():
+    c = engine.connect(":memory:")
+    build_database(ENV, c)
+    yield c
+    c.close()
+
+
+def read_tool(sql, mode="all", steps=(), params=()):
+    return {"name": "probe", "description": "probe", "kind": "read", "params": list(params), "steps": list(steps),
+            "returns": {"sql": sql, "mode": mode}}
+
+
+# Forms for which SQLite opens ephemeral tables (OpenEphemeral / OpenWrite on a temp b-tree). The old
+# EXPLAIN-opcode check took those for writes; the authorizer never sees them.
+READ_FORMS = {
+    "distinct": "SELECT DISTINCT author FROM books",
+    "count_distinct": "SELECT COUNT(DISTINCT author) AS n FROM books",
+    "in_subquery": "SELECT id FROM books WHERE id IN (SELECT book_id FROM loans WHERE returned_at IS NULL)",
+    "not_in_subquery": "SELECT id FROM books WHERE id NOT IN (SELECT book_id FROM loans WHERE returned_at IS NULL)",
+    "union": "SELECT author AS v FROM books UNION SELECT name FROM members",
+    "intersect": "SELECT book_id FROM loans INTERSECT SELECT id FROM books",
+    "except": "SELECT id FROM books EXCEPT SELECT book_id FROM loans",
+    "cte_used_twice": "WITH a AS (SELECT author, COUNT(*) AS n FROM books GROUP BY author) "
+                      "SELECT x.author FROM a x JOIN a y ON x.n = y.n AND x.author < y.author",
+    "recursive_cte": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) SELECT i FROM n",
+    "window": "SELECT id, rank() OVER (PARTITION BY genre ORDER BY year) AS r FROM books",
+    "order_non_key_limit": "SELECT id, title FROM books ORDER BY replacement_cost DESC LIMIT 3",
+    "group_join_limit": "SELECT m.name, COUNT(l.id) AS loans FROM members m JOIN loans l ON l.member_id = m.id "
+                        "GROUP BY m.id ORDER BY loans DESC LIMIT 2",
+    "left_join": "SELECT b.id, l.id AS loan FROM books b LEFT JOIN loans l ON l.book_id = b.id AND l.returned_at IS NULL "
+                 "ORDER BY b.title",
+    "values": "VALUES (1, 'a'), (2, 'b')",
+}
+
+
+@pytest.mark.parametrize("sql", READ_FORMS.values(), ids=READ_FORMS.keys())
+def test_every_select_form_is_a_read_at_build_and_at_run_time(conn, sql):
+    as_step = read_tool("SELECT :q_v AS v", steps=[{"kind": "guard", "sql": sql, "must": "exist", "error": "none"},
+                                                    {"kind": "query", "bind": "q", "sql": f"SELECT 1 AS v FROM ({sql})"}])
+    for tool in (read_tool(sql), as_step):
+        assert checks.check_tool(conn, tool) == []
+        out = engine.run_tool(conn, tool, {}, now=NOW)
+        assert out["ok"], out
+    assert conn.execute("PRAGMA query_only").fetchone()[0] == 0  # switched off again after each read
+    assert engine.run_tool(conn, dict(ENV.tool("add_book").model_dump(mode="json")),
+                           {"title": "T", "author": "A", "genre": "fiction", "year": 2000, "replacement_cost": 1})["ok"]
+
+
+REFUSED = {
+    "write_in_read": ("WITH x AS (SELECT 1) DELETE FROM loans", "must not modify the database"),
+    "insert_in_read": ("WITH x AS (SELECT 1) INSERT INTO members (name, email, tier, joined_on) SELECT 'a', 'b', 'basic', 'c'",
+                       "must not modify the database"),
+    "sqlite_master": ("SELECT name, sql FROM sqlite_master", "internal table sqlite_master"),
+    "sqlite_schema": ("SELECT name FROM sqlite_schema", "internal table sqlite_master"),
+    "sqlite_temp_master": ("SELECT name FROM sqlite_temp_master", "internal table sqlite_temp_master"),
+    "pragma_database_list": ("SELECT file FROM pragma_database_list", "runs PRAGMA database_list"),
+    "pragma_table_info": ("SELECT name FROM pragma_table_info('members')", "runs PRAGMA table_info"),
+    "load_extension": ("SELECT load_extension('/tmp/x.so')", "load_extension"),
+}
+
+
+@pytest.mark.parametrize(("sql", "fragment"), REFUSED.values(), ids=REFUSED.keys())
+def test_refused_reads_at_build_and_at_run_time(conn, sql, fragment):
+    before = conn.execute("SELECT COUNT(*) FROM loans").fetchone()[0]
+    for tool, where in ((read_tool(sql), "tool 'probe' returns"),
+                        (read_tool("SELECT 1", steps=[{"kind": "guard", "sql": sql, "must": "exist", "error": "x"}]),
+                         "tool 'probe' step 1 (guard)")):
+        problems = checks.check_tool(conn, tool)
+        assert any(p.startswith(where) and fragment in p for p in problems), problems
+        out = engine.run_tool(conn, tool, {}, now=NOW)
+        assert out["ok"] is False and out["kind"] == "sql" and fragment in out["error"], out
+        assert "tool definition error" in out["error"]
+    assert conn.execute("SELECT COUNT(*) FROM loans").fetchone()[0] == before
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] > 0  # the project itself still may
+
+
+def test_writes_may_not_touch_internals_or_the_schema(conn):
+    conn.execute("CREATE TABLE tickets (id INTEGER PRIMARY KEY AUTOINCREMENT, note TEXT) STRICT")
+    conn.execute("INSERT INTO tickets (note) VALUES ('a')")
+    for sql, fragment in (("DELETE FROM sqlite_sequence", "internal table sqlite_sequence"),
+                          ("UPDATE sqlite_master SET sql = '' WHERE name = 'loans'", "sqlite_master"),
+                          ("INSERT INTO tickets (note) SELECT sql FROM sqlite_master", "internal table sqlite_master")):
+        tool = {"name": "w", "description": "w", "kind": "write", "params": [],
+                "steps": [{"kind": "write", "sql": sql}], "returns": None}
+        assert any(fragment in p for p in checks.check_tool(conn, tool)), (sql, checks.check_tool(conn, tool))
+        for _ in range(2):  # the second time the statement comes from the cache: still refused
+            out = engine.run_tool(conn, tool, {})
+            assert out["ok"] is False and fragment in out["error"], out
+    assert conn.execute("SELECT seq FROM sqlite_sequence").fetchall() == [(1,)]
+    assert conn.execute("SELECT COUNT(*) FROM tickets").fetchone()[0] == 1
+
+
+def test_a_statement_cached_by_the_project_is_authorized_again_for_a_tool(conn):
+    sql = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    assert conn.execute(sql).fetchall()  # prepared and cached in open mode
+    for _ in range(2):
+        out = engine.run_tool(conn, read_tool(sql), {})
+        assert out["ok"] is False and "sqlite_master" in out["error"]
+
+
+def test_a_plain_sqlite3_connection_gets_the_authorizer_for_the_call_only():
+    c = sqlite3.connect(":memory:", isolation_level=None)
+    c.executescript(f"{MEMBERS_DDL};{BOOKS_DDL};{LOANS_DDL};")
+    out = engine.run_tool(c, read_tool("SELECT name FROM sqlite_master"), {})
+    assert out["ok"] is False and "sqlite_master" in out["error"]
+    assert c.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 4  # removed after the call
+    assert engine.run_tool(c, read_tool("SELECT COUNT(*) AS n FROM books", "one"), {}) == {"ok": True, "result": {"n": 0}}
+
+
+NONDETERMINISTIC = {
+    "random": ("SELECT id FROM books ORDER BY random() LIMIT 1", "random()"),
+    "randomblob": ("SELECT hex(randomblob(4)) AS token", "randomblob()"),
+    "date_now": ("SELECT id FROM loans WHERE due_date < date('now')", "date('now') reads the wall clock"),
+    "datetime_no_arg": ("SELECT datetime() AS t", "datetime() reads the wall clock"),
+    "strftime_now": ("SELECT strftime('%Y', 'NOW') AS y", "strftime('%Y', 'NOW') reads the wall clock"),
+    "julianday_now": ("SELECT julianday('now') - julianday(due_date) AS d FROM loans", "julianday('now')"),
+    "unixepoch_now": ("SELECT unixepoch('now') AS t", "unixepoch('now')"),
+    "current_date": ("SELECT id FROM loans WHERE due_date < CURRENT_DATE", "CURRENT_DATE reads the wall clock"),
+    "current_time": ("SELECT CURRENT_TIME AS t", "CURRENT_TIME reads the wall clock"),
+    "current_timestamp": ("SELECT CURRENT_TIMESTAMP AS t", "CURRENT_TIMESTAMP reads the wall clock"),
+}
+
+
+@pytest.mark.parametrize(("sql", "fragment"), NONDETERMINISTIC.values(), ids=NONDETERMINISTIC.keys())
+def test_non_deterministic_sql_is_rejected_naming_tool_and_step(conn, sql, fragment):
+    problems = checks.check_tool(conn, read_tool("SELECT 1", steps=[{"kind": "query", "bind": "x", "sql": sql}]))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("tool 'probe' step 1 (query): ") and fragment in problems[0]
+    advice = "deterministic" if "random" in fragment else ":now / :today"
+    assert advice in problems[0]
+
+
+def test_non_deterministic_writes_are_rejected_and_fixed_clock_sql_passes(conn):
+    bad = {"name": "stamp", "description": "d", "kind": "write", "params": [],
+           "steps": [{"kind": "write", "sql": "UPDATE loans SET returned_at = datetime('now') WHERE id = 2"}], "returns": None}
+    assert checks.check_tool(conn, bad) == ["tool 'stamp' step 1 (write): datetime('now') reads the wall clock; "
+                                            + checks.CLOCK_ADVICE]
+    good = {**bad, "steps": [{"kind": "write", "sql": "UPDATE loans SET returned_at = datetime(:now), "
+                                                      "due_date = date(:today, '+7 days') WHERE id = 2 AND 'now' <> ''"}]}
+    assert checks.check_tool(conn, good) == []
+    assert checks.check_tools(conn, [good, bad]) == {"stamp": checks.check_tool(conn, bad)}
+
+
+def test_engine_keeps_the_check_functions_for_existing_callers(conn):
+    assert engine.check_tool is checks.check_tool and engine.check_tools is checks.check_tools
+    assert engine.check_ddl is checks.check_ddl
+
+
+# ---------------------------------------------------------------- schema DDL
+
+
+def test_clean_ddl_has_no_problems_and_leaves_the_connection_unchanged():
+    c = sqlite3.connect(":memory:")
+    assert checks.check_ddl(c, f"{MEMBERS_DDL};\n{BOOKS_DDL};\n{LOANS_DDL};\n"
+                               "CREATE INDEX loans_open ON loans(book_id) WHERE returned_at IS NULL;") == []
+    assert c.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+    assert not c.in_transaction
+
+
+DDL_PROBLEMS = {
+    "check_current_date": ("CREATE TABLE permits (id INTEGER PRIMARY KEY, start_date TEXT NOT NULL CHECK (start_date >= CURRENT_DATE)) STRICT",
+                           "CREATE TABLE permits: CURRENT_DATE reads the wall clock"),
+    "check_date_now": ("CREATE TABLE permits (id INTEGER PRIMARY KEY, s TEXT CHECK (s >= date('now'))) STRICT",
+                       "date('now') reads the wall clock"),
+    "default_current_timestamp": ("CREATE TABLE notes (id INTEGER PRIMARY KEY, created_at TEXT DEFAULT CURRENT_TIMESTAMP) STRICT",
+                                  "column created_at DEFAULT CURRENT_TIMESTAMP: CURRENT_TIMESTAMP reads the wall clock"),
+    "default_datetime_now": ("CREATE TABLE notes (id INTEGER PRIMARY KEY, created_at TEXT DEFAULT (datetime('now'))) STRICT",
+                             "datetime('now') reads the wall clock"),
+    "default_random": ("CREATE TABLE codes (id INTEGER PRIMARY KEY, code INTEGER DEFAULT (random())) STRICT",
+                       "column code DEFAULT random(): random() gives a different value"),
+    "trigger_clock": ("CREATE TABLE t (id INTEGER PRIMARY KEY, at TEXT) STRICT;\n"
+                      "CREATE TRIGGER t_at AFTER INSERT ON t BEGIN UPDATE t SET at = datetime('now') WHERE id = new.id; END;",
+                      "CREATE TRIGGER t_at: datetime('now') reads the wall clock"),
+    "trigger_random": ("CREATE TABLE t (id INTEGER PRIMARY KEY, r INTEGER) STRICT;\n"
+                       "CREATE TRIGGER t_r AFTER INSERT ON t BEGIN UPDATE t SET r = RANDOM() WHERE id = new.id; END;",
+                       "CREATE TRIGGER t_r: random() gives a different value on every run"),
+    "generated": ("CREATE TABLE g (id INTEGER PRIMARY KEY, r REAL GENERATED ALWAYS AS (julianday('now')) VIRTUAL) STRICT",
+                  "CREATE TABLE g: julianday('now') reads the wall clock"),
+    "attach": ("ATTACH DATABASE ':memory:' AS other", "attaches a database file"),
+    "pragma": ("PRAGMA foreign_keys = OFF", "runs PRAGMA foreign_keys"),
+    "syntax": ("CREATE TABLE broken (id INTEGER PRIMARY KEY,) STRICT", "syntax error"),
+}
+
+
+@pytest.mark.parametrize(("ddl", "fragment"), DDL_PROBLEMS.values(), ids=DDL_PROBLEMS.keys())
+def test_ddl_problems_are_named(ddl, fragment):
+    c = engine.connect(":memory:")
+    problems = checks.check_ddl(c, ddl)
+    assert any(fragment in p for p in problems), problems
+    assert c.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+    assert c.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_ddl_may_reference_tables_already_on_the_connection():
+    c = sqlite3.connect(":memory:")
+    c.executescript(f"{MEMBERS_DDL};{BOOKS_DDL};")
+    assert checks.check_ddl(c, LOANS_DDL) == []
+    assert [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")] == ["books", "members"]
+    assert checks.split_statements("CREATE TABLE a (x TEXT DEFAULT ';'); -- c;\nCREATE TABLE b (y)") == [
+        "CREATE TABLE a (x TEXT DEFAULT ';');", "-- c;\nCREATE TABLE b (y)"]
