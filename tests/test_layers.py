@@ -16,13 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.prompts",
               "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic"}),
-    ("runtime", {"pipeline.runtime", "pipeline.server_template", "pipeline.render"}),
+    ("runtime", {"pipeline.runtime", "pipeline.server_template", "pipeline.server_gate", "pipeline.server_sessions",
+                 "pipeline.render"}),
     ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the catalog reads environment directories
     ("verify", {"verify"}),
     ("stages", {"pipeline.stages"}),
     ("graph", {"pipeline.graph"}),
     ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers
-    ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.export", "pipeline.report"}),
+    ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.check", "pipeline.export", "pipeline.report"}),
     ("cli", {"pipeline.cli"}),
 ]
 RANK = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}
