@@ -133,6 +133,7 @@ def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key
             out["status"], out["reason"] = "rejected", f"{name}: {reasons}"
         elif key is None:
             env = res.value
+            assert env is not None
             out["tables"], out["seed"], out["tools"] = _dump(env.tables), _dump(env.seed), _dump(env.tools)
         else:
             out[key] = _dump(res.value)  # type: ignore[literal-required]
