@@ -100,6 +100,4 @@ def build_environment(scenario: ir.Scenario, client: Any, settings: BuildSetting
     r_tools = run("tools", st_tools.generate_tools, scenario, intents, tables, seed)
     if not r_tools.ok:
         return finish(None, intents)
-    env = ir.Environment(scenario=scenario, clock=settings.clock, tables=list(tables), seed=list(seed),
-                         tools=list(r_tools.value))
-    return finish(env, intents)
+    return finish(r_tools.value, intents)  # the tools stage may amend the schema (and re-insert the rows)

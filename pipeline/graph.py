@@ -70,6 +70,23 @@ def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key
     return node
 
 
+def _env_node(name: str, run: Callable[[ScenarioState], StageResult[Any]]) -> Callable[..., Any]:
+    """A node whose stage returns the whole environment (the tools stage may amend the schema and rows)."""
+    def node(state: ScenarioState) -> ScenarioState:
+        res = run(state)
+        out: ScenarioState = {"rejections": _rejections(state, res)}
+        if not res.ok:
+            reasons = "; ".join(r.reason for r in res.rejections[-3:]) or "gave up"
+            out["status"], out["reason"] = "rejected", f"{name}: {reasons}"
+        else:
+            env = res.value
+            out["tables"], out["seed"], out["tools"] = _dump(env.tables), _dump(env.seed), _dump(env.tools)
+        return out
+
+    node.__name__ = name
+    return node
+
+
 def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     from pipeline.envdir import write_env_dir
     from pipeline.stages import intents as st_intents
@@ -156,7 +173,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     g.add_node("intents", _stage_node("intents", n_intents, "intents"))
     g.add_node("schema", _stage_node("schema", n_schema, "tables"))
     g.add_node("seed_data", _stage_node("seed_data", n_seed, "seed"))
-    g.add_node("tools", _stage_node("tools", n_tools, "tools"))
+    g.add_node("tools", _env_node("tools", n_tools))
     g.add_node("write_env", n_write)
     g.add_node("verify", n_verify)
     g.add_edge(START, "intents")

@@ -27,7 +27,7 @@ from pipeline.hashing import canonical_json, content_hash
 from pipeline.settings import RunSettings as RunSettings
 from pipeline.settings import format_validation_error
 
-KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run"}
+KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run", "eval"}
 
 
 @dataclass

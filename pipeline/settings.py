@@ -280,20 +280,46 @@ class TaskSettings(BaseModel):
     """Chains planned per task wanted (some are lost to wording or proofs)."""
 
 
-class TesterSettings(BaseModel):
-    """``[stages.tester]``."""
+class AgentSettings(BaseModel):
+    """What one attempt of the agent harness may use (``verify.agent``; shared by ``[stages.tester]`` and
+    ``[stages.eval]``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-    attempts: int = Field(default=4, ge=1, le=64)
-    """Attempts per task (k); the pass rate over them is the difficulty estimate."""
     max_turns: int = Field(default=8, ge=1, le=50)
-    """Model replies per attempt (tool calls plus the final answer)."""
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature of attempts 2..k (attempt 1 uses the client's own, normally 0)."""
-    result_chars: int = Field(default=1200, ge=100, le=20000)
-    """Tool results longer than this are cut before the model sees them."""
-    max_tokens: int = Field(default=300, ge=32, le=4096)
+    """Model replies per attempt (each may call tools; the last one should answer)."""
+    max_tokens: int = Field(default=300, ge=32, le=8192)
     """Reply budget per turn."""
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of attempts 2..k (attempt 1 uses the client's own, normally 0: greedy)."""
+    context_budget: int | None = Field(default=None, ge=512)
+    """Tokens the conversation may fill; older tool results are cut to fit. None: never cut (the embedded
+    server's budget is its context window less the reply budget)."""
+    protocol: Literal["auto", "native", "json_action"] = "auto"
+    """``native`` OpenAI tool calls, the ``json_action`` fallback (one schema-constrained JSON step per
+    reply), or ``auto``: native for a configured endpoint, ``verify.agent.EMBEDDED_PROTOCOL`` (json_action,
+    measured) for the embedded server."""
+
+
+class TesterSettings(AgentSettings):
+    """``[stages.tester]``: the eval harness run k times per task, on its own endpoint if given."""
+
+    attempts: int = Field(default=4, ge=1, le=64)
+    """Attempts per task (k); the pass rate over them is the difficulty estimate (with a Wilson interval)."""
+    base_url: str | None = None
+    """The tester's own OpenAI-compatible endpoint; None: the generator's client."""
+    model: str | None = None
+    """Model name at ``base_url`` (required with it)."""
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+    """API key for ``base_url`` (never written to reports)."""
+
+
+class EvalSettings(AgentSettings):
+    """``[stages.eval]``: the harness settings of ``envfoundry eval`` (flags override)."""
+
+    attempts: int = Field(default=1, ge=1, le=64)
+    """Attempts per task (k of pass@k); attempt 1 is greedy, later ones sample at ``temperature``."""
+    concurrency: int = Field(default=4, ge=1, le=256)
+    """Attempts in flight at once."""
 
 
 class CheckerSettings(BaseModel):
@@ -316,10 +342,12 @@ class DifficultyPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
     mode: Literal["tag", "band"] = "tag"
     """``tag``: keep every task and tag its difficulty; ``band``: keep tasks whose pass rate is in the band."""
-    min_pass_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    min_pass_rate: float = Field(default=0.1, ge=0.0, le=1.0)
     """Lowest pass rate kept in ``band`` mode (inclusive)."""
-    max_pass_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    max_pass_rate: float = Field(default=0.9, ge=0.0, le=1.0)
     """Highest pass rate kept in ``band`` mode (inclusive)."""
+    keep_hard_pool: bool = True
+    """In ``band`` mode, keep (flagged ``metadata.hard_pool``) the tasks proved solvable that no attempt solved."""
 
     @model_validator(mode="after")
     def _band(self) -> DifficultyPolicy:
@@ -379,3 +407,5 @@ class Stages(Section):
     """``[stages.checker]``."""
     difficulty: DifficultyPolicy = DifficultyPolicy()
     """``[stages.difficulty]``."""
+    eval: EvalSettings = EvalSettings()
+    """``[stages.eval]``."""

@@ -20,7 +20,7 @@ from pipeline.llm.client import completion_json, encode_reply
 from pipeline.runtime import EnvInstance
 from tests.stages.library_replies import SCENARIO, SCHEMA, all_replies, small_settings
 
-BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT"},
+BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT", "natural_key": ["email"]},
                     *SCHEMA["tables"][1:]]}
 
 

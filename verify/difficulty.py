@@ -1,16 +1,45 @@
-"""Difficulty from tester pass rates: tags, the keep policy and the histogram reports show.
+"""Difficulty from tester pass rates: Wilson intervals, tags, the hard pool, the keep policy, the histogram.
 
-RL needs spread within a group of rollouts, so a bank may keep only tasks whose pass rate lies in
-a band (``mode="band"``); the default keeps every task and tags it (``mode="tag"``).
+Each task records ``difficulty = {attempts: k, passes: n}`` and, in ``metadata``, ``pass_rate`` (n/k),
+``pass_rate_ci`` (the 95% Wilson score interval: with k=4 and 2 passes it is [0.15, 0.85], so a
+point estimate alone says little), ``difficulty_tag`` and ``hard_pool``.
+
+The hard pool: a task proved solvable (its reference solution replays to a passing state) that no
+attempt solved is kept and flagged ``metadata.hard_pool = true`` rather than reworded toward an
+easier one (rewording failed tasks drifts a bank toward easy tasks). A trainer can hold the pool back
+for later curriculum stages or drop it.
+
+RL needs spread within a group of rollouts, so ``[stages.difficulty]`` may keep only tasks whose pass
+rate lies in a band (``mode="band"``, default 0.1-0.9; the hard pool is kept flagged unless
+``keep_hard_pool = false``); the default keeps every task and tags it (``mode="tag"``).
 """
 
 from __future__ import annotations
 
-from pipeline.ir import Rejection, Task
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.ir import Difficulty, Rejection, Task
 from pipeline.settings import DifficultyPolicy as DifficultyPolicy
 
 BINS = ((0.0, 0.0, "0"), (0.0, 0.25, "(0,0.25]"), (0.25, 0.5, "(0.25,0.5]"), (0.5, 0.75, "(0.5,0.75]"),
         (0.75, 1.0, "(0.75,1]"))
+Z95 = 1.959963984540054
+
+
+def wilson(passes: int, attempts: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of ``passes`` successes in ``attempts`` trials (None without trials)."""
+    if attempts <= 0:
+        return None
+    if not 0 <= passes <= attempts:
+        raise ValueError(f"passes {passes} not within 0..{attempts}")
+    p = passes / attempts
+    z2 = z * z
+    denom = 1 + z2 / attempts
+    centre = (p + z2 / (2 * attempts)) / denom
+    half = z * math.sqrt(p * (1 - p) / attempts + z2 / (4 * attempts * attempts)) / denom
+    return max(0.0, round(centre - half, 4)), min(1.0, round(centre + half, 4))
 
 
 def pass_rate(task: Task) -> float | None:
@@ -19,10 +48,11 @@ def pass_rate(task: Task) -> float | None:
 
 
 def tag(rate: float | None) -> str:
+    """``untested``; ``hard_pool`` (no attempt solved it); ``hard`` (<= 1/3); ``medium`` (<= 2/3); ``easy``."""
     if rate is None:
         return "untested"
     if rate == 0:
-        return "unsolved"
+        return "hard_pool"
     if rate <= 1 / 3:
         return "hard"
     if rate <= 2 / 3:
@@ -30,18 +60,50 @@ def tag(rate: float | None) -> str:
     return "easy"
 
 
+def in_hard_pool(task: Task) -> bool:
+    """Proved solvable (every task that reaches the policy is) and no attempt solved it."""
+    return task.difficulty.attempts > 0 and task.difficulty.passes == 0
+
+
+def annotate(task: Task, attempts: Sequence[Any] | None = None) -> Task:
+    """``task`` with its difficulty (from ``attempts``' ``passed`` flags when given) and the metadata a
+    trainer's curriculum reads: ``pass_rate``, ``pass_rate_ci``, ``difficulty_tag``, ``hard_pool``."""
+    if attempts is not None:
+        task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts),
+                                                                passes=sum(bool(a.passed) for a in attempts))})
+    d = task.difficulty
+    rate = pass_rate(task)
+    ci = wilson(d.passes, d.attempts)
+    meta = {**task.metadata, "difficulty_tag": tag(rate), "pass_rate": None if rate is None else round(rate, 4),
+            "pass_rate_ci": list(ci) if ci else None, "hard_pool": in_hard_pool(task)}
+    return task.model_copy(update={"metadata": meta})
+
+
+def rewording_allowed(fault_kind: str, fault_source: str, proofs_ok: bool) -> bool:
+    """Whether the verify loop may send a task to the task fixer (rewording).
+
+    Only while its proofs fail (the verifier or the wording is actually wrong). A task whose proofs
+    hold is solvable as worded: an LLM checker's claim that the wording is at fault, or a tester that
+    never solved it, is no reason to make it easier; it goes to the hard pool instead."""
+    del fault_kind, fault_source  # the proofs decide, whoever claimed the fault
+    return not proofs_ok
+
+
 def apply_policy(tasks: list[Task], policy: DifficultyPolicy) -> tuple[list[Task], list[Rejection]]:
-    """Tag every task (``metadata.difficulty_tag``, ``metadata.pass_rate``); in band mode drop the rest."""
+    """Annotate every task (:func:`annotate`); in band mode drop those outside the band (the hard pool is
+    kept, flagged, unless ``keep_hard_pool`` is off)."""
     kept: list[Task] = []
     dropped: list[Rejection] = []
     for t in tasks:
+        t = annotate(t)
         rate = pass_rate(t)
-        t = t.model_copy(update={"metadata": {**t.metadata, "difficulty_tag": tag(rate), "pass_rate": rate}})
-        if policy.mode == "band" and (rate is None or not policy.min_pass_rate <= rate <= policy.max_pass_rate):
+        in_band = rate is not None and policy.min_pass_rate <= rate <= policy.max_pass_rate
+        if policy.mode == "band" and not in_band and not (policy.keep_hard_pool and in_hard_pool(t)):
             dropped.append(Rejection(
                 stage="difficulty", item=t.task_id,
                 reason=f"pass rate {rate} outside [{policy.min_pass_rate}, {policy.max_pass_rate}]",
-                evidence={"attempts": t.difficulty.attempts, "passes": t.difficulty.passes},
+                evidence={"attempts": t.difficulty.attempts, "passes": t.difficulty.passes,
+                          "pass_rate_ci": t.metadata.get("pass_rate_ci")},
             ))
             continue
         kept.append(t)
@@ -49,7 +111,7 @@ def apply_policy(tasks: list[Task], policy: DifficultyPolicy) -> tuple[list[Task
 
 
 def histogram(tasks: list[Task]) -> dict[str, int]:
-    """Count of tasks per pass-rate bin (``"0"`` is exactly zero; ``untested`` has no attempts)."""
+    """Count of tasks per pass-rate bin (``"0"`` is exactly zero: the hard pool; ``untested`` has no attempts)."""
     out = {label: 0 for _, _, label in BINS}
     out["untested"] = 0
     for t in tasks:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import click
 
 from pipeline.cli import build as _build
+from pipeline.cli import check as _check
 from pipeline.cli import envs as _envs
+from pipeline.cli import eval as _eval
 from pipeline.cli import export as _export
 from pipeline.cli import llm as _llm
 from pipeline.cli import report as _report
@@ -24,5 +26,5 @@ def main() -> None:
     """envfoundry: synthesise verified tool-use RL environments for LLM agents."""
 
 
-for _mod in (_llm, _seeds, _build, _envs, _verify, _run, _export, _report):
+for _mod in (_llm, _seeds, _build, _check, _envs, _verify, _run, _export, _eval, _report):
     _mod.register(main)

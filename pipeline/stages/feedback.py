@@ -20,13 +20,15 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from pipeline.llm import LLMError, LLMUnavailable
-from pipeline.llm.sampling import Escalating
+from pipeline.llm.sampling import sampled
 from pipeline.prompts import PromptError, load
 
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
 
 
+TEMPERATURE_STEP = 0.3
+MAX_TEMPERATURE = 1.3
 _SECTION = re.compile(r"^## ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.M)
 
 
@@ -83,32 +85,49 @@ def ask_with_feedback(
     So does a reply identical to the previous one, which the 1.5B model tends to keep repeating.
 
     With ``retry_temperature`` the first request is greedy and the retries are seeded samples at that
-    temperature (:class:`pipeline.llm.sampling.Escalating`), each with its own seed, so a repeated reply does
-    not end the loop early.
+    temperature (as :class:`pipeline.llm.sampling.Escalating` does), each with its own seed. A sampled reply
+    identical to an earlier one is not a new attempt: the request is sent again hotter (``TEMPERATURE_STEP``
+    up to ``MAX_TEMPERATURE``) with a note that the reply was the same (``prompts/feedback.md``), at most
+    ``max_attempts - 1`` times.
 
     ``check`` may also return ``(value, error)`` with both set: the value is acceptable but could be better
     (the error says how). The loop asks again, and when no better reply comes (a repeated reply, an LLM
     error, attempts spent) it ends with the latest acceptable value instead of giving up.
     """
-    if retry_temperature:
-        client = Escalating(client, retry_temperature)
     msgs = list(messages)
     error: str | None = None
     previous: str | None = None
     acceptable: tuple[V, int, tuple[dict[str, Any], ...]] | None = None
+    seen: set[str] = set()
+    temperature = retry_temperature or 0.0
+    repeats_left = max_attempts - 1  # sampled replies identical to an earlier one, not counted as attempts
+    requests = 0
+    base_seed = getattr(getattr(client, "settings", None), "seed", 0) or 0
 
     def give_up(err: str | None, attempt: int) -> Outcome[V]:
         if acceptable is not None:
             return Outcome(acceptable[0], None, acceptable[1], acceptable[2])
         return Outcome(None, err, attempt, tuple(msgs))
 
-    for attempt in range(1, max_attempts + 1):
+    attempt = 0
+    while attempt < max_attempts:
+        # the first request is greedy; retries are seeded samples (see pipeline.llm.sampling.Escalating)
+        asker = client if requests == 0 or not temperature else sampled(client, temperature, base_seed + requests)
+        requests += 1
         try:
-            reply, raw = client.structured_reply(model, msgs, stage=stage, max_tokens=max_tokens)
+            reply, raw = asker.structured_reply(model, msgs, stage=stage, max_tokens=max_tokens)
         except LLMUnavailable:
             raise  # the endpoint failed, not this item: the caller marks it failed, to be retried
         except LLMError as e:
-            return give_up(f"LLM gave no usable reply: {e}", attempt)
+            return give_up(f"LLM gave no usable reply: {e}", attempt + 1)
+        if retry_temperature and raw.content in seen and error is not None and repeats_left > 0:
+            # the same reply again is not a new attempt: ask hotter, and say that it was the same
+            repeats_left -= 1
+            temperature = min(MAX_TEMPERATURE, temperature + TEMPERATURE_STEP)
+            msgs = msgs[:-1] + [{"role": "user", "content": feedback(error) + "\n" + render_section(
+                "feedback", "repeated")}]
+            continue
+        attempt += 1
         value, error = check(reply)
         if error is None:
             return Outcome(value, None, attempt, tuple(msgs))
@@ -117,6 +136,7 @@ def ask_with_feedback(
         if raw.content == previous and not retry_temperature:  # greedy: a repeated reply tends to repeat again
             return give_up(f"{error}\n(the model repeated its previous reply)", attempt)
         previous = raw.content
+        seen.add(raw.content)
         msgs = msgs + [
             {"role": "assistant", "content": raw.content},
             {"role": "user", "content": feedback(error)},

@@ -2,7 +2,8 @@
 
 ``repair_tool(env, fault, client, settings)``: the tool named by ``fault.target`` is written again by the tools
 agent (same name and kind), with the checker's finding in its purpose, and must pass the same static checks and
-sample execution as any new tool. Returns the repaired environment, or None when no better tool came back.
+sample execution as any new tool (when it needs what the schema lacks, the schema is amended and the rows inserted
+again, as at build time). Returns the repaired environment, or None when no better tool came back.
 
 ``repair_data(env, fault, client, settings)``: the rows of the table named by ``fault.target`` are written again
 by the seed-data agent, with the checker's finding in the scenario it sees, through the same SQLite checks as at
@@ -17,10 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pipeline import ir
-from pipeline.runtime import EnvInstance
-from pipeline.stages.schema import scratch_db, table_columns
+from pipeline.stages.schema import scratch_db
 from pipeline.stages.seed_data import generate_seed_for
-from pipeline.stages.tools import Sampler, ToolPlanItem, _write_tool
+from pipeline.stages.tools import ToolPlanItem, Workspace, write_tool
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
@@ -34,18 +34,20 @@ def repair_tool(env: ir.Environment, fault: Any, client: Any, settings: BuildSet
     plan = ToolPlanItem(name=old.name, kind=old.kind,
                         purpose=f"{old.description} A reviewer found this fault in the previous version, avoid it: "
                                 f"{fault.reason}")
-    base = env.model_copy(update={"tools": []})
-    with EnvInstance(base) as seeded:
-        sampler = Sampler(seeded.conn, tuple(env.tables), env.clock)
-        enums = {c.name: c.enum for t in env.tables for c in table_columns(seeded.conn, t) if c.enum}
-        schema_conn = scratch_db(env.tables)
-        try:
-            out = _write_tool(plan, env.scenario, base, schema_conn, sampler, enums, client, settings)
-        finally:
-            schema_conn.close()
-    if out.value is None or out.value == old:
+    others = [t for t in env.tools if t.name != old.name]
+    amended: Workspace | None = None
+    with Workspace(env.scenario, env.tables, env.seed, env.clock, others) as ws:
+        out = write_tool(plan, ws, client, settings)
+    if out.value is None:
         return None
-    return env.model_copy(update={"tools": [out.value if t.name == old.name else t for t in env.tools]})
+    tool, amended = out.value
+    update: dict[str, Any] = {"tools": [tool if t.name == old.name else t for t in env.tools]}
+    if amended is not None:  # the tool needed a schema amendment: the rows were inserted again into it
+        update["tables"], update["seed"] = list(amended.tables), list(amended.seed)
+        amended.close()
+    elif tool == old:
+        return None
+    return env.model_copy(update=update)
 
 
 def _blamed_table(env: ir.Environment, target: str) -> ir.Table | None:

@@ -2,12 +2,16 @@
 
 ``generate_schema(scenario, intents, client, settings) -> StageResult[tuple[ir.Table, ...]]``.
 
-One call writes every table's ``CREATE TABLE``. Each statement gets two deterministic repairs that
-need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/``BOOLEAN`` become
-``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended), then is executed in a scratch SQLite
-database with ``PRAGMA foreign_keys=ON`` and checked: one statement creating the named table, a
-primary key, foreign keys that point at existing tables and key columns (``PRAGMA
-foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
+One call writes every table's ``CREATE TABLE`` and its natural key (the column(s) a user names a row by:
+a code, a number, a plate, a name, or a combination such as name + date; never the generated id, never only
+references), which fills ``ir.Table.natural_key`` (an unusable declaration is left empty and recorded; the
+seeded rows must then make it unique, see ``seed_data.settle_natural_keys``). Each statement gets
+deterministic repairs that need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/
+``BOOLEAN`` become ``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended; CHECKs against calendar
+dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped),
+then is executed in a scratch SQLite database with ``PRAGMA foreign_keys=ON`` and checked: one statement
+creating the named table, ``engine.check_ddl`` (the authorizer: no clock or random SQL, no PRAGMA...), a
+primary key, foreign keys that point at existing tables and key columns (``PRAGMA foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
 at most ``max_attempts - 1`` times; a table still failing is dropped with a Rejection (and so is any
 table that references a dropped one). The tables come out parents first.
 
@@ -22,10 +26,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+import sqlglot
 from pydantic import BaseModel, Field, create_model
+from sqlglot import exp
 
 from pipeline import ir
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.runtime import engine
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 
@@ -39,6 +46,8 @@ STAGE = "schema"
 class TableItem(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     ddl: str
+    natural_key: list[str] = Field(min_length=1, max_length=3)
+    """The column(s) a user names a row by: a code, a number, a plate, a name, or a combination."""
 
 
 class DdlFix(BaseModel):
@@ -73,14 +82,66 @@ _STRING = re.compile(r"'(?:[^']|'')*'")
 
 _DATE_LITERAL = re.compile(r"'\d{4}-\d{2}-\d{2}[^']*'")
 _CHECK_START = re.compile(r"(,\s*)?(CONSTRAINT\s+\w+\s+)?\bCHECK\s*\(", re.I)
+_VOLATILE_NODES = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.Rand)
+
+
+def is_nondeterministic(sql_expr: str) -> bool:
+    """Whether an SQL expression reads the wall clock (CURRENT_DATE, ``date('now')``) or calls ``random()``,
+    decided by parsing it (sqlglot), not by its spelling."""
+    try:
+        tree = sqlglot.parse_one(f"SELECT {sql_expr}", read="sqlite")
+    except Exception:
+        return bool(re.search(r"\bCURRENT_(?:DATE|TIME|TIMESTAMP)\b|'now'|\brandom(?:blob)?\s*\(", sql_expr, re.I))
+    for node in tree.walk():
+        if isinstance(node, _VOLATILE_NODES):
+            return True
+        if isinstance(node, exp.Literal) and node.is_string and node.this.strip().lower() == "now":
+            return True
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("random", "randomblob"):
+            return True
+    return False
+
+
+_DEFAULT_KEYWORD = re.compile(r"\s+DEFAULT\s+CURRENT_(?:DATE|TIME|TIMESTAMP)\b", re.I)
+_DEFAULT_OPEN = re.compile(r"\s+DEFAULT\s*\(", re.I)
+
+
+def drop_nondeterministic_defaults(ddl: str) -> str:
+    """Remove ``DEFAULT CURRENT_TIMESTAMP`` / ``DEFAULT (datetime('now'))`` / ``DEFAULT (random())``: an
+    environment runs on a fixed clock and must be reproducible; the tools store such values from ``:now``."""
+    s = _DEFAULT_KEYWORD.sub("", ddl)
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), s)
+    out, pos = [], 0
+    for m in _DEFAULT_OPEN.finditer(bare):
+        if m.start() < pos:
+            continue
+        end = _close(bare, m.end() - 1)
+        if end is None or not is_nondeterministic(s[m.end() - 1:end]):
+            continue
+        out.append(s[pos:m.start()])
+        pos = end
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def _close(bare: str, open_at: int) -> int | None:
+    """The index after the parenthesis closing the one at ``open_at`` (string literals blanked)."""
+    depth = 0
+    for i in range(open_at, len(bare)):
+        depth += {"(": 1, ")": -1}.get(bare[i], 0)
+        if depth == 0:
+            return i + 1
+    return None
 
 
 def drop_date_literal_checks(ddl: str) -> str:
-    """Remove CHECK constraints that compare with a calendar date literal (``CHECK (due_date < '2024-01-01')``).
+    """Remove CHECK constraints that compare with a calendar date literal (``CHECK (due_date < '2024-01-01')``)
+    or that are not deterministic (``CHECK (start_date >= CURRENT_DATE)``, ``date('now')``, ``random()``).
 
-    The model pins dates to the year it imagines; the seeded rows and every later write use dates around the
-    environment's clock, so such a constraint refuses realistic data (a whole table's rows, seen from the 1.5B
-    model). Checks between columns (``CHECK (due_date >= loan_date)``) are kept."""
+    The model pins dates to the year it imagines, or to the wall clock; the seeded rows and every later write
+    use dates around the environment's fixed clock, so such a constraint refuses realistic data (a whole
+    table's rows, seen from the 1.5B model; every permit of a permit office). Checks between columns
+    (``CHECK (due_date >= loan_date)``) are kept."""
     bare = _STRING.sub(lambda m: "_" * len(m.group(0)), ddl)  # same offsets, no parentheses inside strings
     out, pos = [], 0
     for m in _CHECK_START.finditer(bare):
@@ -92,7 +153,8 @@ def drop_date_literal_checks(ddl: str) -> str:
             if depth == 0:
                 end = i + 1
                 break
-        if end is None or not _DATE_LITERAL.search(ddl[m.end():end]):
+        body = ddl[m.end():end - 1] if end is not None else ""
+        if end is None or not (_DATE_LITERAL.search(body) or is_nondeterministic(body)):
             continue
         start = m.start()
         if m.group(1) is None:  # a column constraint (or a table's first item): drop the spaces before it
@@ -120,6 +182,7 @@ def normalise_ddl(ddl: str) -> str:
 
     s = _COLTYPE.sub(sub, s)
     s = drop_date_literal_checks(s)
+    s = drop_nondeterministic_defaults(s)
     m = _OPTIONS.search(s)
     cut = m.start() if m else len(s)
     body, options = s[:cut].rstrip(), s[cut:]
@@ -202,7 +265,17 @@ def _create(conn: sqlite3.Connection, name: str, ddl: str) -> str | None:
         hint = f" (the statement has {extra} more ')' than '(': a ')' closes the column list early)" \
             if extra > 0 else ""
         return str(e) + hint
-    return None
+    conn.execute(f'DROP TABLE "{name}"')  # check_ddl wants the tables it may reference, not its own
+    problems = ddl_problems(conn, ddl)
+    conn.execute(ddl)
+    return "; ".join(problems) if problems else None
+
+
+def ddl_problems(conn: sqlite3.Connection, ddl: str) -> list[str]:
+    """What SQLite's authorizer finds wrong with ``ddl`` (``engine.check_ddl``: wall-clock or random SQL,
+    PRAGMA, ATTACH...), on ``conn`` holding the tables ``ddl`` may reference."""
+    check = getattr(engine, "check_ddl", None)  # lands with the authorizer-based checks
+    return list(check(conn, ddl)) if check is not None else []
 
 
 def _check_created(conn: sqlite3.Connection, name: str, made: set[str], failed: set[str]) -> str | None:
@@ -429,9 +502,57 @@ def _fix_table(
 
     out = ask_with_feedback(
         client, DdlFix, conv + user(ask(errors[name])), check_fix, stage=STAGE,
-        max_attempts=settings.max_attempts - 1, retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_schema, feedback=ask,
+        max_attempts=settings.max_attempts - 1, retry_temperature=settings.retry_temperature,
+        max_tokens=settings.max_tokens_schema, feedback=ask,
     )
     return out.value, out.attempts
+
+
+def natural_key_columns(conn: sqlite3.Connection, table: ir.Table, declared: list[str]) -> tuple[list[str], str | None]:
+    """The declared natural key as the table's own column names, or ``([], why not)``.
+
+    A natural key is what users know a row by; the generated integer id and foreign keys are surrogates: a key
+    may combine a foreign key with the row's own values (a person + a date) but never consist of surrogates."""
+    cols = table_columns(conn, table)
+    by_lower = {c.name.lower(): c for c in cols}
+    picked: list[Column] = []
+    for raw in declared:
+        col = by_lower.get(raw.strip().strip('"`[]').lower())
+        if col is None:
+            return [], (f"natural key column {raw!r} is not a column of {table.name} "
+                        f"(columns: {', '.join(c.name for c in cols)})")
+        if col.auto_id:
+            return [], f"natural key column {col.name} is the generated row id, which users do not know"
+        if col not in picked:
+            picked.append(col)
+    if not picked:
+        return [], "no natural key declared"
+    if all(c.ref is not None for c in picked):
+        return [], f"natural key {[c.name for c in picked]} holds only references to other rows"
+    return [c.name for c in picked], None
+
+
+def declare_natural_keys(tables: list[ir.Table], declared: dict[str, list[str]]
+                         ) -> tuple[list[ir.Table], list[ir.Rejection]]:
+    """Fill ``Table.natural_key`` from the reply's declarations; an unusable one is left empty (code then finds
+    a key in the seeded data) and recorded."""
+    conn = scratch_db(tables)
+    out, rejections = [], []
+    try:
+        for t in tables:
+            cols, why = natural_key_columns(conn, t, declared.get(t.name, []))
+            if why is not None:
+                rejections.append(ir.Rejection(stage=STAGE, item=t.name, reason=f"natural key not kept: {why}",
+                                               evidence={"declared": declared.get(t.name, [])}))
+            out.append(t.model_copy(update={"natural_key": cols}))
+    finally:
+        conn.close()
+    return out, rejections
+
+
+def budget(base: int, per_item: int, items: int) -> int:
+    """An output budget that grows with the number of items asked for (never below the configured one)."""
+    return max(base, per_item * items)
 
 
 def generate_schema(
@@ -445,8 +566,9 @@ def generate_schema(
     messages = user(prompt)
     rejections: list[ir.Rejection] = []
     model = reply_model(ask_min(settings.tables_min, settings.tables_max), settings.tables_max)
+    max_tokens = budget(settings.max_tokens_schema, 300, settings.tables_max)
     try:
-        reply, raw = client.structured_reply(model, messages, stage=STAGE, max_tokens=settings.max_tokens_schema)
+        reply, raw = client.structured_reply(model, messages, stage=STAGE, max_tokens=max_tokens)
     except LLMUnavailable:
         raise
     except LLMError as e:
@@ -454,6 +576,7 @@ def generate_schema(
         return StageResult(None, (rej,), 1)
     attempts = 1
     current: dict[str, str] = {}
+    keys: dict[str, list[str]] = {}
     for item in reply.tables:  # type: ignore[attr-defined]
         ddl = normalise_ddl(item.ddl)
         name = ddl_table_name(ddl) or item.name  # trust the statement over the label
@@ -462,6 +585,7 @@ def generate_schema(
                                            evidence={"ddl": item.ddl}))
             continue
         current[name] = ddl
+        keys[name] = list(item.natural_key)
 
     current = drop_dangling_references(current)
     errors = check_tables(list(current.items()))
@@ -481,6 +605,8 @@ def generate_schema(
         rejections.append(ir.Rejection(stage=STAGE, item=name, reason=reason,
                                        evidence={"ddl": ddl, "attempts": settings.max_attempts}))
     tables = order_tables([ir.Table(name=n, ddl=d) for n, d in kept.items()])
+    tables, key_rejections = declare_natural_keys(tables, keys)
+    rejections.extend(key_rejections)
     if len(tables) < settings.tables_min:
         rejections.append(ir.Rejection(
             stage=STAGE, item=scenario.name,

@@ -9,7 +9,10 @@ objects); the response model types each position from the table (INTEGER/REAL/TE
 existing keys, so the grammar itself keeps most rows valid. The prompt shows each parent key with a
 label (its first text column and status-like columns) so child rows can agree with their parents.
 
-Rows are inserted through sqlite-utils, one savepoint each, into a scratch database with foreign
+The prompt names the table's natural key (no two rows may share its values). A row whose only fault is a
+value already taken in a UNIQUE column set (two people with one phone number) gets the nearest unused value
+by code (:func:`make_unique`: digits counted up, same shape) and the change is recorded, instead of the row
+being refused or the model asked again. Rows are inserted through sqlite-utils, one savepoint each, into a scratch database with foreign
 keys on. A call in which fewer than half of the rows insert is rolled back and the exact SQLite
 errors go back to the LLM (bounded by ``max_attempts``); rows refused in an accepted call, and
 exact duplicates, are dropped and recorded as a Rejection. A table left with fewer than
@@ -20,6 +23,7 @@ the generated integer keys filled in.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
@@ -111,15 +115,93 @@ def _format_failures(failures: list[tuple[list[Any], str]]) -> str:
     return "\n".join(f"- {json.dumps(row, ensure_ascii=False)}: {err}" for err, row in list(firsts.items())[:6])
 
 
+# ------------------------------------------------------------------ UNIQUE collisions, repaired by code
+
+_DIGITS = re.compile(r"\d+")
+
+
+def unique_sets(conn: sqlite3.Connection, table: str) -> list[tuple[str, ...]]:
+    """The column sets SQLite keeps unique in ``table`` (UNIQUE constraints and indexes, a non-integer
+    PRIMARY KEY)."""
+    out = []
+    for idx in conn.execute(f'PRAGMA index_list("{table}")').fetchall():
+        if idx[2]:
+            cols = tuple(r[2] for r in conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall())
+            if cols and all(cols):
+                out.append(cols)
+    return out
+
+
+def variants(value: Any) -> Any:
+    """Values close to ``value``, in order: a number counts up; a text with digits counts its last digits
+    up (same width: a phone number stays a phone number); an address with '@' gets a digit before it; any
+    other text gets a digit appended. No words of any language are involved."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        for k in range(1, 1000):
+            yield value + k
+        return
+    if isinstance(value, float):
+        for k in range(1, 1000):
+            yield value + k
+        return
+    text = str(value)
+    runs = list(_DIGITS.finditer(text))
+    if runs:
+        m = runs[-1]
+        width, start = len(m.group(0)), int(m.group(0))
+        for k in range(1, 1000):
+            digits = str(start + k).zfill(width)
+            yield text[: m.start()] + digits + text[m.end():]
+        return
+    at = text.find("@")
+    for k in range(2, 1000):
+        yield f"{text[:at]}{k}{text[at:]}" if at > 0 else f"{text} {k}"
+
+
+def make_unique(conn: sqlite3.Connection, table: str, names: list[str], values: list[Any],
+                cols: list[Column], batch: Sequence[Sequence[Any]] = ()) -> list[Any]:
+    """``values`` with a colliding value of a UNIQUE column set changed to the nearest unused one (the last
+    column of the set that is neither a reference nor a CHECK-listed value), unused also by the other rows of
+    ``batch`` (the rows still to be inserted). Only a collision is repaired: whatever else is wrong with the row
+    is left for SQLite to report."""
+    out = list(values)
+    by_name = {c.name: c for c in cols}
+    for key in unique_sets(conn, table):
+        if any(k not in names for k in key):
+            continue
+        idx = [names.index(k) for k in key]
+        if any(out[i] is None for i in idx):
+            continue
+        cond = " AND ".join(f'"{k}" = ?' for k in key)
+        if not conn.execute(f'SELECT 1 FROM "{table}" WHERE {cond} LIMIT 1', [out[i] for i in idx]).fetchone():
+            continue
+        free = [i for i in idx if by_name.get(names[i]) is not None and by_name[names[i]].ref is None
+                and not by_name[names[i]].enum]
+        if not free:
+            continue
+        pos = free[-1]
+        pending = {tuple(r[i] for i in idx) for r in batch}
+        for candidate in variants(out[pos]):
+            trial = [candidate if i == pos else out[i] for i in idx]
+            if tuple(trial) not in pending and \
+                    not conn.execute(f'SELECT 1 FROM "{table}" WHERE {cond} LIMIT 1', trial).fetchone():
+                out[pos] = candidate
+                break
+    return out
+
+
 def _ask_batch(
     client: Any, settings: BuildSettings, db: sqlite_utils.Database, table: ir.Table, cols: list[Column],
     choices: dict[str, tuple[Any, ...]], prompt: str, n: int,
-) -> tuple[Any, list[tuple[list[Any], str]]]:
+) -> tuple[Any, list[tuple[list[Any], str]], list[dict[str, Any]]]:
     """One call for ``n`` rows with its feedback loop; returns (outcome, rows dropped from the kept call)."""
     names = [c.name for c in cols]
     quoted = ", ".join(f'"{c}"' for c in names)
     attempt = [0]
     dropped: list[tuple[list[Any], str]] = []
+    renamed: list[dict[str, Any]] = []
 
     def check(reply: Any) -> tuple[int | None, str | None]:
         attempt[0] += 1
@@ -135,6 +217,10 @@ def _ask_batch(
                         failures.append((values, "exact duplicate of another row"))
                         continue
                     seen.add(tuple(values))
+                    fixed = make_unique(db.conn, table.name, names, values, cols, reply.rows)
+                    if fixed != values:
+                        renamed.append({"row": values, "now": fixed})
+                        values = fixed
                     try:
                         with db.atomic():
                             db.table(table.name).insert(dict(zip(names, values, strict=True)))
@@ -144,6 +230,7 @@ def _ask_batch(
                 if failures and 2 * len(ok) < len(reply.rows) and not last:
                     raise _Rollback
         except _Rollback:
+            renamed.clear()
             return None, render_section("seed_data", "feedback", failed=len(failures), total=len(reply.rows),
                                         errors=_format_failures(failures), n=n)
         dropped.extend(failures)
@@ -151,9 +238,10 @@ def _ask_batch(
 
     out = ask_with_feedback(
         client, rows_model(table.name, cols, choices, n), user(prompt), check, stage=STAGE,
-        max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_rows, feedback=lambda e: e,
+        max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
+        max_tokens=max(settings.max_tokens_rows, n * (8 + 12 * len(cols))), feedback=lambda e: e,
     )
-    return out, dropped
+    return out, dropped, renamed
 
 
 def _seed_table(
@@ -173,6 +261,8 @@ def _seed_table(
                 choices[c.name] = values
                 ref_lines.append(render_section("seed_data", "refs", column=c.name, parent=c.ref[0], values=line))
     label, _ = _label_columns(table_columns(conn, table))
+    key = ("\n" + render_section("seed_data", "key", columns=", ".join(table.natural_key))
+           if table.natural_key else "")
     rejections: list[ir.Rejection] = []
     attempts_total = 0
     target = settings.rows_per_table
@@ -189,15 +279,20 @@ def _seed_table(
         prompt = render_section(
             "seed_data", "ask", name=scenario.name, description=scenario.description,
             today=settings.clock[:10], ddl=table.ddl, refs="\n".join(ref_lines), n=n, table=table.name,
-            columns=", ".join(names), existing=existing,
+            columns=", ".join(names), existing=existing, key=key,
         )
-        out, dropped = _ask_batch(client, settings, db, table, cols, choices, prompt, n)
+        out, dropped, renamed = _ask_batch(client, settings, db, table, cols, choices, prompt, n)
         attempts_total += out.attempts
         if out.value is None:
             rejections.append(ir.Rejection(stage=STAGE, item=table.name, reason=f"no rows from one call: {out.error}",
                                            evidence={"attempts": out.attempts, "rows_asked": n}))
             continue
         inserted_total += out.value
+        if renamed:
+            rejections.append(ir.Rejection(
+                stage=STAGE, item=table.name,
+                reason=f"{len(renamed)} generated rows repeated a value of a UNIQUE column: made unique by code",
+                evidence={"columns": names, "rows": renamed[:10]}))
         if dropped:
             rejections.append(ir.Rejection(
                 stage=STAGE, item=table.name, reason=f"{len(dropped)} generated rows refused and dropped",
@@ -227,6 +322,30 @@ def generate_seed(
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
+
+
+def settle_natural_keys(tables: Sequence[ir.Table], seed: Sequence[ir.SeedRows]
+                        ) -> tuple[tuple[ir.Table, ...], tuple[ir.Rejection, ...]]:
+    """Keep each declared natural key that the seeded rows make unique (no two rows share its values, none
+    is null); clear the others, with the reason recorded (the task planner then finds a key in the data)."""
+    rows = {s.table: s.rows for s in seed}
+    out: list[ir.Table] = []
+    rejections: list[ir.Rejection] = []
+    for t in tables:
+        key = list(t.natural_key)
+        if key:
+            values = [tuple(r.get(c) for c in key) for r in rows.get(t.name, [])]
+            nulls = sum(1 for v in values if any(x is None for x in v))
+            repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)
+            if nulls or repeated:
+                why = (f"{len(repeated)} value(s) of ({', '.join(key)}) name more than one row, e.g. "
+                       f"{list(repeated[0])}" if repeated else f"{nulls} row(s) have no value in ({', '.join(key)})")
+                rejections.append(ir.Rejection(stage=STAGE, item=t.name,
+                                               reason=f"natural key {key} cleared: {why}",
+                                               evidence={"natural_key": key, "repeated": [list(v) for v in repeated[:5]]}))
+                t = t.model_copy(update={"natural_key": []})
+        out.append(t)
+    return tuple(out), tuple(rejections)
 
 
 def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Table, client: Any,

@@ -1,51 +1,58 @@
 """Stage 4, tools: typed tools whose implementation is a declarative SQL program (``pipeline.ir.Tool``).
 
-``generate_tools(scenario, intents, tables, seed, client, settings) -> StageResult[tuple[ir.Tool, ...]]``.
+``generate_tools(scenario, intents, tables, seed, client, settings) -> StageResult[ir.Environment]``: the
+environment with its tools, and with the schema and seeded rows as the tools needed them (see below).
 
-One call plans the tools (name, read/write, purpose) over the schema; then each tool is written in
-its own call (the DDL is in every prompt; the prompt's fixed part comes first so the server's
-prompt cache reuses it). A reply maps onto ``ir.Tool``: params, guards (``must`` exist/not_exist
-with the agent-facing error), writes, returns. Deterministic touch-ups need no round trip:
-parameters used by no statement are dropped, a parameter named like a column constrained by
-``CHECK (c IN (...))`` gets that enum, and a SELECT listed among the writes becomes the result (or
-is dropped when the tool has one).
+First the declared natural keys are checked against the seeded rows (``seed_data.settle_natural_keys``). Then the
+tools are planned (name, read/write, purpose, the tables each uses, the goals each serves) over the schema and
+its natural keys: read tools that find a row by what users know and give its id, read tools that list the rows
+of another row, write tools that take ids. With many tools asked for (``tools_max`` above ``PLAN_CHUNK``) the
+plan is asked table by table. Each tool is then written in its own call (the DDL is in every prompt; the
+prompt's fixed part comes first so the server's prompt cache reuses it). A reply maps onto ``ir.Tool``; slips
+are repaired by reading the SQL with a parser, not names: a placeholder that is no parameter becomes one typed
+like the column it meets, and a parameter written into or compared with a ``CHECK (c IN (...))`` column gets
+that enum.
 
-Each tool is then checked for real:
-
-1. ``ir.Tool`` validation and ``pipeline.runtime.engine.check_tool`` (every statement EXPLAINed
-   against the schema, placeholders known, reads do not write);
-2. execution on a scratch :class:`pipeline.runtime.EnvInstance` built from the seeded rows, with
-   argument sets drawn from those rows (:func:`sample_arguments`). A tool definition error fails
-   the tool; so does a tool none of whose calls succeeds while one is refused by a database
-   constraint, and a write tool whose successful calls change nothing. Refusals by the tool's own
-   guards are what guards are for and do not fail it.
-
-Failures go back to the LLM verbatim (bounded by ``max_attempts``); a tool that never passes is
-dropped with a Rejection. Fewer than ``tools_min`` working tools, or no working read or write,
-rejects the stage.
+Each tool is then checked for real: ``engine.check_tool`` (every statement prepared under SQLite's authorizer
+against the schema; non-deterministic SQL refused), then execution on the seeded rows
+(``pipeline.stages.toolcheck``: a write must store its arguments as given). When the tool needs something the
+schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.amend``),
+the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool. Other failures go
+back to the LLM (bounded by ``max_attempts``); a tool that never passes is dropped with a Rejection. The
+environment is kept with at least one working read and one working write tool and either ``tools_min`` working
+tools or working tools that still serve every goal the plan assigned.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import sqlite3
-from functools import cache
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from pipeline import ir
+from pipeline.envdir import EnvDirError, build_database
 from pipeline.runtime import EnvInstance, engine
+from pipeline.stages import amend
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.schema import Column, ask_min, scratch_db, table_columns
+from pipeline.stages.planner.analysis import analyse_tool
+from pipeline.stages.schema import ask_min, budget, check_enums, scratch_db
+from pipeline.stages.seed_data import _rows_of, settle_natural_keys
+from pipeline.stages.toolcheck import Sampler, exercise, written_columns
+from verify.state import table_infos
 
 if TYPE_CHECKING:
-    from pipeline.settings import BuildSettings
+    from pipeline.build import BuildSettings
     from pipeline.stages.intents import Intent
 
+__all__ = ["Sampler", "ToolPlanItem", "exercise", "generate_tools", "to_tool"]
+
 STAGE = "tools"
+PLAN_CHUNK = 10
+MAX_AMENDMENTS = 6
 _IDENT = r"^[a-z][a-z0-9_]*$"
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -57,11 +64,22 @@ class ToolPlanItem(BaseModel):
     name: str = Field(pattern=_IDENT)
     kind: Literal["read", "write"]
     purpose: str
+    tables: list[str] = Field(default_factory=list)
+    goals: list[int] = Field(default_factory=list)
 
 
-@cache
-def plan_model(lo: int, hi: int) -> type[BaseModel]:
-    return create_model("ToolPlan", tools=(list[ToolPlanItem], Field(min_length=lo, max_length=hi)),
+def plan_model(lo: int, hi: int, tables: Sequence[str], n_goals: int) -> type[BaseModel]:
+    """``{"tools": [{name, kind, purpose, tables, goals}]}``: ``tables`` an enum of the schema's tables,
+    ``goals`` of the goal numbers (the grammar keeps both to what exists)."""
+    fields: dict[str, Any] = {
+        "name": (str, Field(pattern=_IDENT)), "kind": (Literal["read", "write"], ...), "purpose": (str, ...),
+        "tables": (list[Literal.__getitem__(tuple(tables))], Field(min_length=1, max_length=3)),  # type: ignore[attr-defined]
+    }
+    if n_goals:
+        fields["goals"] = (list[Literal.__getitem__(tuple(range(1, n_goals + 1)))],  # type: ignore[attr-defined]
+                           Field(max_length=3))
+    item = create_model("PlannedTool", __base__=BaseModel, **fields)
+    return create_model("ToolPlan", tools=(list[item], Field(min_length=lo, max_length=hi)),  # type: ignore[valid-type]
                         __base__=BaseModel)
 
 
@@ -99,41 +117,28 @@ class WriteToolReply(BaseModel):
 
 # ------------------------------------------------------------------ reply -> ir.Tool
 
-
-def _all_sql(guards: list[GuardSpec], writes: list[str], returns: ReturnsSpec | None) -> list[str]:
-    return [g.sql for g in guards] + list(writes) + ([returns.sql] if returns else [])
-
-
 _BUILTINS = ("now", "today", "last_id", "changes")
 _PARAM_TYPE = {"INTEGER": "integer", "REAL": "number", "TEXT": "string"}
 
 
-def schema_columns(conn: sqlite3.Connection) -> dict[str, tuple[str, str]]:
-    """Column name -> (its first table, its parameter type), over every table of ``conn``."""
-    out: dict[str, tuple[str, str]] = {}
-    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid").fetchall():
-        for r in conn.execute(f'PRAGMA table_info("{table}")').fetchall():
-            if r[2].upper() in _PARAM_TYPE:
-                out.setdefault(r[1], (table, _PARAM_TYPE[r[2].upper()]))
-    return out
-
-
-def _column_of(name: str, columns: dict[str, Any]) -> str | None:
-    """The column an argument stands for: ``status`` for ``status`` or ``new_status``; else None."""
-    for n in [name] + [name[len(p):] for p in _PREFIXES if name.startswith(p)]:
-        if n in columns:
-            return n
+def _enum_for(enum: tuple[Any, ...] | None, ptype: str) -> list[Any] | None:
+    if not enum:
+        return None
+    if ptype == "string" and all(isinstance(v, str) for v in enum):
+        return list(enum)
+    if ptype == "integer" and all(isinstance(v, int) for v in enum):
+        return list(enum)
     return None
 
 
-def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: dict[str, tuple[Any, ...]],
-            columns: dict[str, tuple[str, str]] | None = None) -> ir.Tool:
+def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sqlite3.Connection | None = None
+            ) -> ir.Tool:
     """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot).
 
-    Two slips the 1.5B model keeps making whatever the feedback says are repaired here, deterministically:
-    a statement reading ``:x`` that is not a parameter gets parameter ``x`` when ``x`` is a column of the
-    schema (``columns``: typed like it), and an error message naming ``{x}`` the tool does not know says
-    ``x`` in words instead."""
+    With the schema on ``conn``, two slips the 1.5B model keeps making whatever the feedback says are repaired,
+    by reading the SQL: a statement reading ``:x`` that is not a parameter gets parameter ``x`` typed like the
+    column ``:x`` is compared with or written into, and a parameter meeting a ``CHECK (c IN (...))`` column
+    gets that enum. An error message naming ``{x}`` the tool does not know says ``x`` in words instead."""
     writes: list[str] = []
     returns_spec = reply.returns
     for w in getattr(reply, "writes", []):
@@ -142,264 +147,223 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, enums: di
                 returns_spec = ReturnsSpec(sql=w, mode="one")
             continue
         writes.append(w)
+    sqls = [g.sql for g in reply.guards] + writes + ([returns_spec.sql] if returns_spec else [])
     in_sql: set[str] = set()
-    for sql in _all_sql(reply.guards, writes, returns_spec):
+    for sql in sqls:
         in_sql.update(engine.placeholders(sql))
     used = in_sql.union(*(_FIELD.findall(g.error) for g in reply.guards))
-    specs = list(reply.params)
-    declared = {p.name for p in specs}
-    for name in sorted(in_sql - declared - set(_BUILTINS)):
-        col = _column_of(name, columns or {})
-        if col is not None:
-            table, ptype = columns[col]  # type: ignore[index]
-            specs.append(ParamSpec(name=name, type=ptype,  # type: ignore[arg-type]
-                                   description=f"The {name.replace('_', ' ')} ({table}.{col})"))
-    params = []
-    for p in specs:
-        if p.name not in used:
-            continue  # an argument no statement reads would only mislead the agent
-        col = _column_of(p.name, enums)
-        enum = enums.get(col) if col is not None else None
-        ok_enum = enum is not None and (
-            (p.type == "string" and all(isinstance(v, str) for v in enum))
-            or (p.type == "integer" and all(isinstance(v, int) for v in enum)))
-        params.append(ir.Param(name=p.name, type=p.type, description=p.description,
-                               enum=list(enum) if ok_enum and enum else None))
-    known = {p.name for p in params} | set(_BUILTINS)
-
-    def words(m: re.Match[str]) -> str:
-        return m.group(0) if m.group(1) in known else m.group(1).replace("_", " ")
-
-    steps = [ir.Step(kind="guard", sql=g.sql.strip(), must=g.must, error=_FIELD.sub(words, g.error))
-             for g in reply.guards]
+    declared = {p.name for p in reply.params}
+    undeclared = sorted(in_sql - declared - set(_BUILTINS))
+    specs = [p for p in reply.params if p.name in used]
+    specs += [ParamSpec(name=n, type="string", description="") for n in undeclared]
+    steps = [ir.Step(kind="guard", sql=g.sql.strip(), must=g.must, error=g.error) for g in reply.guards]
     steps += [ir.Step(kind="write", sql=w.strip()) for w in writes]
     returns = ir.Returns(sql=returns_spec.sql.strip(), mode=returns_spec.mode) if returns_spec else None
-    return ir.Tool(name=plan.name, description=reply.description.strip(), kind=plan.kind, params=params,
-                   steps=steps, returns=returns)
+
+    def build(params: list[ir.Param]) -> ir.Tool:
+        known = {p.name for p in params} | set(_BUILTINS)
+
+        def words(m: re.Match[str]) -> str:
+            return m.group(0) if m.group(1) in known else m.group(1).replace("_", " ")
+
+        return ir.Tool(name=plan.name, description=reply.description.strip(), kind=plan.kind, params=params,
+                       steps=[s.model_copy(update={"error": _FIELD.sub(words, s.error)}) if s.error else s
+                              for s in steps], returns=returns)
+
+    draft = [ir.Param(name=p.name, type=p.type, description=p.description) for p in specs]
+    if conn is None:
+        return build([p for p in draft if p.name not in undeclared])
+    infos = table_infos(conn)
+    enums = {r[0]: check_enums(r[1] or "") for r in
+             conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()}
+    shape = analyse_tool(build(draft), conn, infos, "read" if plan.kind == "read" else "update")
+    params = []
+    for p in draft:
+        col = shape.column_of(p.name)
+        if p.name in undeclared:
+            if col is None:
+                continue  # the checker reports the unknown placeholder
+            ptype = _PARAM_TYPE.get(infos[col[0]].column_type(col[1]), "string")
+            p = p.model_copy(update={"type": ptype, "description": f"{p.name.replace('_', ' ')} ({col[0]}.{col[1]})"})
+        enum = _enum_for(enums.get(col[0], {}).get(col[1]), p.type) if col is not None else None
+        params.append(p.model_copy(update={"enum": enum}) if enum else p)
+    return build(params)
 
 
-# ------------------------------------------------------------------ sample arguments
-
-_PREFIXES = ("new_", "old_", "current_", "min_", "max_", "target_", "from_", "to_")
-_LATER = ("end", "until", "due", "out", "return", "to_", "last")
+# ------------------------------------------------------------------ the workspace: schema, rows, checks
 
 
-class Sampler:
-    """Argument sets for a tool drawn from the seeded rows of ``conn`` (deterministic)."""
+class Workspace:
+    """The schema and seeded rows the tools are written against (amended as tools need), the tools accepted so
+    far, and the connections they are checked on. Close it (or use it as a context manager)."""
 
-    def __init__(self, conn: sqlite3.Connection, tables: tuple[ir.Table, ...], today: str) -> None:
-        self.conn = conn
-        self.today = dt.date.fromisoformat(today[:10])
-        self.tables = tables
-        self.columns: dict[str, list[tuple[str, Column]]] = {}
-        self.unique: set[tuple[str, str]] = set()
-        self.table_cols: dict[str, list[str]] = {}
-        for t in tables:
-            for c in table_columns(conn, t):
-                self.table_cols.setdefault(t.name, []).append(c.name)
-                self.columns.setdefault(c.name, []).append((t.name, c))
-                if c.pk == 1 and not c.auto_id:
-                    self.unique.add((t.name, c.name))
-            for idx in conn.execute(f'PRAGMA index_list("{t.name}")').fetchall():
-                if idx[2]:
-                    cols = conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall()
-                    if len(cols) == 1:
-                        self.unique.add((t.name, cols[0][2]))
+    def __init__(self, scenario: ir.Scenario, tables: Sequence[ir.Table], seed: Sequence[ir.SeedRows], clock: str,
+                 tools: Sequence[ir.Tool] = (), amendments: Sequence[amend.Amendment] = ()) -> None:
+        self.scenario, self.clock = scenario, clock
+        self.tables, self.seed = tuple(tables), tuple(seed)
+        self.tools = list(tools)
+        self.amendments = list(amendments)
+        self.env = ir.Environment(scenario=scenario, clock=clock, tables=list(tables), seed=list(seed))
+        self._inst = EnvInstance(self.env)
+        self.schema_conn = scratch_db(self.tables)
+        self.sampler = Sampler(self._inst.conn, self.tables, clock)
 
-    def source(self, pname: str, sql: str) -> tuple[str, Column] | None:
-        names = [pname] + [pname[len(p):] for p in _PREFIXES if pname.startswith(p)]
-        for n in names:
-            cands = self.columns.get(n)
-            if cands:
-                order = [t.name for t in self.tables]
-                return sorted(cands, key=lambda tc: (f" {tc[0]}" not in f" {sql} ", not tc[1].pk,
-                                                     order.index(tc[0])))[0]
-        return None
+    def close(self) -> None:
+        self._inst.close()
+        self.schema_conn.close()
 
-    def _row_value(self, table: str, col: str, i: int, k: int) -> Any:
-        n = self.conn.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{col}" IS NOT NULL').fetchone()[0]
-        if not n:
-            return None
-        offset = (i * max(1, n // k)) % n
-        return self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL ORDER BY rowid '
-                                 f"LIMIT 1 OFFSET {offset}").fetchone()[0]
+    def __enter__(self) -> Workspace:
+        return self
 
-    def _drawn(self, p: ir.Param, sql: str, i: int, k: int) -> Any:
-        """The ``i``-th of ``k`` values for ``p``: from its enum, else from the seeded column it stands for
-        (spread over the table), else None."""
-        if p.enum:
-            return p.enum[i % len(p.enum)]
-        src = self.source(p.name, sql)
-        return None if src is None else self._coerce(p, self._row_value(src[0], src[1].name, i, k))
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-    def _fallback(self, p: ir.Param, i: int) -> Any:
-        low = p.name.lower()
-        if p.type == "string":
-            if "date" in low or low.endswith(("_on", "_at", "_day")):
-                days = 7 + i + (2 if any(w in low for w in _LATER) else 0)
-                return (self.today + dt.timedelta(days=days)).isoformat()
-            if "email" in low:
-                return f"sample{i}@example.com"
-            return f"Sample {low.replace('_', ' ')} {i + 1}"
-        if p.type == "integer":
-            return 1 + i
-        if p.type == "number":
-            return 10.0 * (i + 1)
-        return i % 2 == 0
+    def environment(self) -> ir.Environment:
+        return self.env.model_copy(update={"tools": list(self.tools)})
 
-    @staticmethod
-    def _coerce(p: ir.Param, v: Any) -> Any:
-        if v is None:
-            return None
-        if p.type == "string":
-            return v if isinstance(v, str) else str(v)
-        if p.type == "integer":
-            if isinstance(v, float) and v.is_integer():
-                return int(v)
-            if isinstance(v, str) and v.lstrip("-").isdigit():
-                return int(v)
-            return v if isinstance(v, int) else None
-        if p.type == "number":
-            return v if isinstance(v, (int, float)) else None
-        return bool(v) if isinstance(v, int) else None
+    def problems(self, tool: ir.Tool, sample_calls: int) -> str | None:
+        """Why ``tool`` does not work here (static checks, then execution on the seeded rows), or None."""
+        found = engine.check_tool(self.schema_conn, tool.model_dump(mode="json"))
+        if found:
+            return "\n".join(f"- {p}" for p in found)
+        env = self.env.model_copy(update={"tools": [tool]})
+        written = written_columns(tool, self.sampler.uses(tool))
+        _, error = exercise(env, tool, self.sampler.arguments(tool, sample_calls), self.sampler.grounded(tool),
+                            written)
+        return error
 
-    def grounded(self, tool: ir.Tool) -> bool:
-        """Whether every argument comes from an enum or a column of the seeded rows."""
-        sql = " ".join(s.sql for s in tool.steps)
-        return all(p.enum or self.source(p.name, sql) is not None for p in tool.params)
-
-    def arguments(self, tool: ir.Tool, k: int) -> list[dict[str, Any]]:
-        """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
-        values for UNIQUE columns are new (so a create-style tool is not refused as a duplicate)."""
-        sql = " ".join(s.sql for s in tool.steps) + (f" {tool.returns.sql}" if tool.returns else "")
-        sets: list[dict[str, Any]] = []
-        fresh: dict[str, Any] = {}
-        for i in range(k):
-            args: dict[str, Any] = {}
-            for p in tool.params:
-                v = self._drawn(p, sql, i, k)
-                src = None if p.enum else self.source(p.name, sql)
-                if i == 0 and isinstance(v, str) and src is not None and (src[0], src[1].name) in self.unique:
-                    fresh[p.name] = f"new.{v}" if "@" in v else f"{v} (new)"
-                args[p.name] = self._fallback(p, i) if v is None else v
-            if args not in sets:
-                sets.append(args)
-        if tool.kind == "write" and len(tool.params) > 1:
-            # one more set whose arguments come from different rows: drawn from the same row, an "assign
-            # mechanic 1 to order 1" may be what the seed already says, and a tool that works changes nothing
-            mixed = {p.name: v if (v := self._drawn(p, sql, j, k)) is not None else self._fallback(p, j)
-                     for j, p in enumerate(tool.params)}
-            if mixed not in sets:
-                sets.append(mixed)
-        if tool.kind == "write" and sets and fresh:
-            first = {**sets[0], **fresh}
-            sets.insert(0, first)
-        return sets or [{}]
+    def amended(self, amendments: Sequence[amend.Amendment]) -> Workspace | str:
+        """A new workspace with ``amendments`` made and the seeded rows inserted again, or why not (the schema
+        does not build, a row no longer fits, a tool accepted earlier no longer passes its static checks)."""
+        if len(self.amendments) + len(amendments) > MAX_AMENDMENTS:
+            return f"at most {MAX_AMENDMENTS} schema amendments per environment"
+        tables = amend.apply(self.tables, amendments)
+        if isinstance(tables, str):
+            return tables
+        env = self.env.model_copy(update={"tables": tables})
+        conn = engine.connect()
+        try:
+            build_database(env, conn)
+            seed = [_rows_of(conn, t) for t in tables]
+        except (EnvDirError, sqlite3.Error) as e:
+            return f"the seeded rows do not fit the amended schema: {e}"
+        finally:
+            conn.close()
+        ws = Workspace(self.scenario, tables, seed, self.clock, self.tools, [*self.amendments, *amendments])
+        broken = engine.check_tools(ws.schema_conn, [t.model_dump(mode="json") for t in self.tools])
+        if broken:
+            ws.close()
+            return f"the amended schema breaks the tools {sorted(broken)}"
+        return ws
 
 
-# ------------------------------------------------------------------ execution check
+# ------------------------------------------------------------------ the plan
 
 
-def _definition_error(res: dict[str, Any]) -> bool:
-    return res.get("kind") == "sql" and not str(res.get("error", "")).startswith("rejected by the database")
-
-
-def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
-             grounded: bool = False) -> tuple[list[tuple], str | None]:
-    """Run ``tool`` on each argument set (fresh state each time); returns (calls, error or None).
-
-    ``calls`` is ``[(arguments, result, changed)]``; the error says why the tool does not work:
-    a definition error in any call; no successful call but a database refusal; a write tool
-    whose ``returns`` finds nothing after its writes, or whose successes change nothing; a read
-    tool that finds nothing for any of its ``grounded`` arguments (all drawn from existing rows).
-    """
-    calls: list[tuple] = []
-    with EnvInstance(env) as inst:
-        for args in arg_sets:
-            inst.reset()
-            before = inst.snapshot()
-            res = inst.call(tool.name, args)
-            changed = bool(inst.diff(before)) if res.get("ok") else False
-            calls.append((args, res, changed))
-    for args, res, _ in calls:
-        if _definition_error(res):
-            return calls, f"called with {args} it failed: {res['error']}"
-        if tool.kind == "write" and res.get("kind") == "not_found":
-            return calls, (f"called with {args} its writes ran but its returns query found no row "
-                           f"({res['error']}); select the changed row by the arguments or :last_id")
-    oks = [c for c in calls if c[1].get("ok")]
-    if not oks:
-        for args, res, _ in calls:
-            if res.get("kind") == "sql":
-                return calls, f"called with {args} it failed: {res['error']}"
-        kinds = {c[1].get("kind") for c in calls}
-        if grounded and kinds == {"not_found"}:
-            return calls, (f"called with {calls[0][0]} (values of existing rows) it found nothing: "
-                           f"{calls[0][1]['error']}")
-    if tool.kind == "write" and oks and not any(c[2] for c in oks):
-        return calls, (f"called with {oks[0][0]} it succeeded but changed nothing in the database; "
-                       "its writes must match the rows named by the arguments")
-    return calls, None
-
-
-# ------------------------------------------------------------------ the stage
-
-
-def ddl_text(tables: list[ir.Table] | tuple[ir.Table, ...]) -> str:
+def ddl_text(tables: Sequence[ir.Table]) -> str:
     return "\n".join(f"{t.ddl.strip()};" for t in tables)
 
 
-def _stem(table: str) -> str:
-    t = table.lower()
-    for suffix in ("ies", "es", "s"):
-        if t.endswith(suffix) and len(t) > len(suffix) + 2:
-            return t[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return t
+def keys_text(tables: Sequence[ir.Table]) -> str:
+    named = [f"{t.name} by {' + '.join(t.natural_key)}" for t in tables if t.natural_key]
+    return "; ".join(named) if named else "(not declared)"
 
 
-def uncovered_tables(items: list[ToolPlanItem], tables: tuple[ir.Table, ...]) -> list[str]:
-    """Tables that no planned tool names (in its name or purpose, singular or plural)."""
-    text = " ".join(f"{it.name.replace('_', ' ')} {it.purpose}" for it in items).lower()
-    return [t.name for t in tables if _stem(t.name) not in text and _stem(t.name).replace("_", " ") not in text]
+def intents_text(intents: Sequence[Intent]) -> str:
+    return "\n".join(f"{i}. {it.goal} ({it.kind})" for i, it in enumerate(intents, 1))
 
 
-def _plan(scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.Table, ...], client: Any,
-          settings: BuildSettings):
+def _items(reply: Any, taken: set[str]) -> list[ToolPlanItem]:
+    items: list[ToolPlanItem] = []
+    for it in reply.tools:
+        if it.name in taken or it.name in {x.name for x in items}:
+            continue
+        items.append(ToolPlanItem(name=it.name, kind=it.kind, purpose=it.purpose, tables=list(it.tables),
+                                  goals=list(getattr(it, "goals", []) or [])))
+    return items
+
+
+def _plan_call(scenario: ir.Scenario, intents: Sequence[Intent], tables: Sequence[ir.Table], client: Any,
+               settings: BuildSettings, lo: int, hi: int, focus: str,
+               check: Any) -> Any:
     prompt = render_section("tools", "plan", name=scenario.name, description=scenario.description,
-                            ddl=ddl_text(tables), intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
-                            min=ask_min(settings.tools_min, settings.tools_max), max=settings.tools_max)
-    def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
-        items: list[ToolPlanItem] = []
-        for it in reply.tools:
-            if it.name not in {x.name for x in items}:
-                items.append(it)
-        kinds = {it.kind for it in items}
-        problems = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
-        if len(items) < settings.tools_min:
-            problems.append(f"only {len(items)} distinct tool names, at least {settings.tools_min} needed")
-        if problems:
-            return None, "; ".join(problems) + "."
-        missing = uncovered_tables(items, tables)
-        if missing:  # coverage is asked for, not required: this plan is kept if no better one comes
-            return items, f"no tool works with the table(s) {', '.join(missing)}; replace a tool to cover them."
-        return items, None
-
-    model = plan_model(ask_min(settings.tools_min, settings.tools_max), settings.tools_max)
+                            ddl=ddl_text(tables), keys=keys_text(tables), intents=intents_text(intents),
+                            min=lo, max=hi, focus=focus)
+    model = plan_model(lo, hi, [t.name for t in tables], len(intents))
     return ask_with_feedback(
-        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
-        max_tokens=settings.max_tokens_tool_plan, feedback=lambda e: render_section("tools", "plan_feedback", error=e),
+        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
+        retry_temperature=settings.retry_temperature, max_tokens=budget(settings.max_tokens_tool_plan, 70, hi),
+        feedback=lambda e: render_section("tools", "plan_feedback", error=e),
     )
 
+
+def uncovered_tables(items: Sequence[ToolPlanItem], tables: Sequence[ir.Table]) -> list[str]:
+    """Tables that no planned tool says it uses."""
+    used = {t for it in items for t in it.tables}
+    return [t.name for t in tables if t.name not in used]
+
+
+def plan_tools(scenario: ir.Scenario, intents: Sequence[Intent], tables: Sequence[ir.Table], client: Any,
+               settings: BuildSettings) -> tuple[list[ToolPlanItem] | None, str | None, int]:
+    """The tool plan: (items or None, the last problem, LLM replies)."""
+    if settings.tools_max <= PLAN_CHUNK:
+        def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
+            items = _items(reply, set())
+            kinds = {it.kind for it in items}
+            problems = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
+            if len(items) < settings.tools_min:
+                problems.append(f"only {len(items)} distinct tool names, at least {settings.tools_min} needed")
+            if problems:
+                return None, "; ".join(problems) + "."
+            missing = uncovered_tables(items, tables)
+            if missing:  # coverage is asked for, not required: this plan is kept if no better one comes
+                return items, f"no tool uses the table(s) {', '.join(missing)}; replace a tool to cover them."
+            return items, None
+
+        out = _plan_call(scenario, intents, tables, client, settings,
+                         ask_min(settings.tools_min, settings.tools_max), settings.tools_max, "", check)
+        return out.value, out.error, out.attempts
+    # many tools: table by table, each call seeing what is planned already; a failed call loses its table only
+    per = max(2, -(-settings.tools_max // len(tables)))
+    planned: list[ToolPlanItem] = []
+    attempts, error = 0, None
+    for table in tables:
+        room = settings.tools_max - len(planned)
+        if room < 1:
+            break
+        hi = min(per, room)
+        focus = "\n\n" + render_section("tools", "plan_focus", table=table.name,
+                               planned=", ".join(it.name for it in planned) or "(none)")
+        taken = {it.name for it in planned}
+
+        def check_chunk(reply: Any, taken: set[str] = taken) -> tuple[list[ToolPlanItem] | None, str | None]:
+            items = _items(reply, taken)
+            return (items, None) if items else (None, "every tool in the reply is already planned; plan new ones.")
+
+        out = _plan_call(scenario, intents, tables, client, settings, 1, hi, focus, check_chunk)
+        attempts += out.attempts
+        if out.value is None:
+            error = out.error
+            continue
+        planned += out.value
+    kinds = {it.kind for it in planned}
+    missing = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
+    if missing or len(planned) < 2:
+        return None, "; ".join(missing) or error or "too few tools planned", attempts
+    return planned, None, attempts
+
+
+# ------------------------------------------------------------------ writing one tool
 
 _NOT_NULL = re.compile(r"NOT NULL constraint failed: (\w+)\.(\w+)")
 
 
-def _column_hint(error: str, sampler: Sampler) -> str:
-    """After 'no such column' the columns that do exist (the model tends to invent a status column); after a
-    NOT NULL failure, what to do about it (the model tends to leave a required column out of its INSERT)."""
+def _column_hint(error: str, ws: Workspace) -> str:
+    """After an unknown column, the columns that do exist (the model tends to invent one); after a NOT NULL
+    failure, what to do about it (the model tends to leave a required column out of its INSERT)."""
     hints = []
     if "no such column" in error or "no such table" in error:
-        listing = "; ".join(f"{t}({', '.join(cols)})" for t, cols in sampler.table_cols.items())
+        listing = "; ".join(f"{t}({', '.join(cols)})" for t, cols in ws.sampler.table_cols.items())
         hints.append(f"The tables have only these columns: {listing}")
     for table, col in dict.fromkeys(_NOT_NULL.findall(error)):
         hints.append(f"{table}.{col} is required: an INSERT INTO {table} must list {col} and give it a value "
@@ -407,72 +371,97 @@ def _column_hint(error: str, sampler: Sampler) -> str:
     return "".join(f"\n{h}" for h in hints)
 
 
-def _write_tool(plan: ToolPlanItem, scenario: ir.Scenario, base_env: ir.Environment, conn: sqlite3.Connection,
-                sampler: Sampler, enums: dict[str, tuple[Any, ...]], client: Any, settings: BuildSettings):
+def write_tool(plan: ToolPlanItem, ws: Workspace, client: Any, settings: BuildSettings) -> Any:
+    """Ask for one tool until it works: an Outcome whose value is ``(tool, amended workspace or None)``."""
     prompt = render_section(
-        "tools", "tool", name=scenario.name, description=scenario.description, ddl=ddl_text(base_env.tables),
-        kind=plan.kind, tool=plan.name, purpose=plan.purpose,
+        "tools", "tool", name=ws.scenario.name, description=ws.scenario.description, ddl=ddl_text(ws.tables),
+        keys=keys_text(ws.tables), kind=plan.kind, tool=plan.name, purpose=plan.purpose,
         kind_rule=render_section("tools", f"{plan.kind}_rule"),
     )
-    columns = schema_columns(conn)
 
-    def check(reply: Any) -> tuple[ir.Tool | None, str | None]:
+    def check(reply: Any) -> tuple[tuple[ir.Tool, Workspace | None] | None, str | None]:
         try:
-            tool = to_tool(plan, reply, enums, columns)
+            tool = to_tool(plan, reply, ws.schema_conn)
         except ValidationError as e:
             return None, "; ".join(err["msg"] for err in e.errors())
-        problems = engine.check_tool(conn, tool.model_dump(mode="json"))
-        if problems:
-            return None, "\n".join(f"- {p}" for p in problems)
-        env = base_env.model_copy(update={"tools": [tool]})
-        _, error = exercise(env, tool, sampler.arguments(tool, settings.sample_calls), sampler.grounded(tool))
-        return (tool, None) if error is None else (None, error)
+        error = ws.problems(tool, settings.sample_calls)
+        proposed = amend.propose(tool, ws.tables, ws.schema_conn)
+        if proposed and (error is not None or any(a.kind == "allow_value" for a in proposed)):
+            trial = ws.amended(proposed)
+            if isinstance(trial, Workspace):
+                again = to_tool(plan, reply, trial.schema_conn)
+                if trial.problems(again, settings.sample_calls) is None:
+                    return (again, trial), None
+                trial.close()
+        return ((tool, None), None) if error is None else (None, error)
 
     model = ReadToolReply if plan.kind == "read" else WriteToolReply
     return ask_with_feedback(
-        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
-        max_tokens=settings.max_tokens_tool,
-        feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e + _column_hint(e, sampler)),
+        client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
+        retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_tool,
+        feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e + _column_hint(e, ws)),
     )
+
+
+# ------------------------------------------------------------------ the stage
+
+
+def _covered(tools: Sequence[ir.Tool], plan: Sequence[ToolPlanItem]) -> bool:
+    """Whether the working tools still serve every goal some planned tool was to serve."""
+    claimed = {g for it in plan for g in it.goals}
+    working = {t.name for t in tools}
+    served = {g for it in plan if it.name in working for g in it.goals}
+    return bool(claimed) and claimed <= served
 
 
 def generate_tools(
     scenario: ir.Scenario, intents: tuple[Intent, ...], tables: tuple[ir.Table, ...],
     seed: tuple[ir.SeedRows, ...], client: Any, settings: BuildSettings,
-) -> StageResult[tuple[ir.Tool, ...]]:
-    base_env = ir.Environment(scenario=scenario, clock=settings.clock, tables=list(tables), seed=list(seed))
-    rejections: list[ir.Rejection] = []
-    plan = _plan(scenario, intents, tables, client, settings)
-    attempts = plan.attempts
-    if plan.value is None:
-        rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable tool plan: {plan.error}"))
+) -> StageResult[ir.Environment]:
+    tables, key_rejections = settle_natural_keys(tables, seed)
+    rejections: list[ir.Rejection] = list(key_rejections)
+    plan, plan_error, attempts = plan_tools(scenario, intents, tables, client, settings)
+    if plan is None:
+        rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable tool plan: {plan_error}"))
         return StageResult(None, tuple(rejections), attempts)
 
-    with EnvInstance(base_env) as seeded:
-        conn = seeded.conn
-        sampler = Sampler(conn, tables, settings.clock)
-        enums = {c.name: c.enum for t in tables for c in table_columns(conn, t) if c.enum}
-        schema_conn = scratch_db(tables)
-        try:
-            tools: list[ir.Tool] = []
-            for item in plan.value:
-                out = _write_tool(item, scenario, base_env, schema_conn, sampler, enums, client, settings)
-                attempts += out.attempts
-                if out.value is None:
-                    rejections.append(ir.Rejection(stage=STAGE, item=item.name, reason=out.error or "failed",
-                                                   evidence={"kind": item.kind, "purpose": item.purpose,
-                                                             "attempts": out.attempts}))
-                else:
-                    tools.append(out.value)
-        finally:
-            schema_conn.close()
+    ws = Workspace(scenario, tables, seed, settings.clock)
+    try:
+        for item in plan:
+            out = write_tool(item, ws, client, settings)
+            attempts += out.attempts
+            if out.value is None:
+                rejections.append(ir.Rejection(stage=STAGE, item=item.name, reason=out.error or "failed",
+                                               evidence={"kind": item.kind, "purpose": item.purpose,
+                                                         "attempts": out.attempts}))
+                continue
+            tool, amended = out.value
+            if amended is not None:
+                for a in amended.amendments[len(ws.amendments):]:
+                    rejections.append(ir.Rejection(
+                        stage=STAGE, item=a.table, reason=f"schema amended for tool {tool.name}: {a.describe()}",
+                        evidence={"tool": tool.name, "ddl": next(t.ddl for t in amended.tables if t.name == a.table)}))
+                ws.close()
+                ws = amended
+            ws.tools.append(tool)
+        env = ws.environment()
+    finally:
+        ws.close()
 
+    tools = env.tools
     kinds = {t.kind for t in tools}
     problems = [f"no working {k} tool" for k in ("read", "write") if k not in kinds]
-    if len(tools) < settings.tools_min:
-        problems.append(f"only {len(tools)} working tools, at least {settings.tools_min} needed")
+    if len(tools) < settings.tools_min and not problems:
+        if _covered(tools, plan):
+            rejections.append(ir.Rejection(
+                stage=STAGE, item=scenario.name,
+                reason=f"kept with {len(tools)} working tools (fewer than {settings.tools_min}): they still serve "
+                       "every goal the plan assigned", evidence={"working": [t.name for t in tools]}))
+        else:
+            problems.append(f"only {len(tools)} working tools, at least {settings.tools_min} needed "
+                            "(or tools serving every planned goal)")
     if problems:
         rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason="; ".join(problems),
                                        evidence={"working": [t.name for t in tools]}))
         return StageResult(None, tuple(rejections), attempts)
-    return StageResult(tuple(tools), tuple(rejections), attempts)
+    return StageResult(env, tuple(rejections), attempts)

@@ -28,9 +28,9 @@ LOANS_DDL = ("CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, member_id INTEGER
              "due_date TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('open', 'returned'))) STRICT")
 
 SCHEMA = {"tables": [
-    {"name": "members", "ddl": MEMBERS_DDL},
-    {"name": "books", "ddl": BOOKS_DDL},
-    {"name": "loans", "ddl": LOANS_DDL},
+    {"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]},
+    {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"]},
+    {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]},
 ]}
 
 MEMBER_ROWS = {"rows": [
@@ -53,10 +53,14 @@ LOAN_ROWS = {"rows": [
 ]}
 
 TOOL_PLAN = {"tools": [
-    {"name": "find_member", "kind": "read", "purpose": "Find a member in members by email"},
-    {"name": "list_member_loans", "kind": "read", "purpose": "List the open loans of a member from loans"},
-    {"name": "lend_book", "kind": "write", "purpose": "Create an open loan if a copy is available"},
-    {"name": "return_book", "kind": "write", "purpose": "Mark an open loan returned and put the copy back"},
+    {"name": "find_member", "kind": "read", "purpose": "Find a member in members by email", "tables": ["members"],
+     "goals": [1]},
+    {"name": "list_member_loans", "kind": "read", "purpose": "List the open loans of a member from loans",
+     "tables": ["loans", "books"], "goals": [2]},
+    {"name": "lend_book", "kind": "write", "purpose": "Create an open loan if a copy is available",
+     "tables": ["loans", "books"], "goals": [3]},
+    {"name": "return_book", "kind": "write", "purpose": "Mark an open loan returned and put the copy back",
+     "tables": ["loans", "books"], "goals": [4]},
 ]}
 
 FIND_MEMBER = {

@@ -59,8 +59,24 @@ def test_a_repeated_bad_reply_ends_the_loop_early():
 
 
 def test_retries_are_seeded_samples_when_a_retry_temperature_is_set():
-    client = fake_client([{"n": -1}, {"n": -1}, {"n": 12}])
+    client = fake_client([{"n": -1}, {"n": -2}, {"n": 12}])
     out = ask_with_feedback(client, Reply, user("give n"), check, stage="t", max_attempts=3, max_tokens=20,
                             feedback=lambda e: f"fix: {e}", retry_temperature=0.7)
     assert out.value == 12
     assert [(b["temperature"], b["seed"]) for b in client.bodies] == [(0.0, 0), (0.7, 1), (0.7, 2)]
+
+
+def test_a_sampled_reply_identical_to_an_earlier_one_is_not_an_attempt():
+    """Seen on a permit office: three repair replies came back identical, and the tool was lost. A repeat is
+    asked again hotter, with a note that it was the same; only different replies count as attempts."""
+    client = fake_client([{"n": -1}, {"n": -1}, {"n": -1}, {"n": 12}])
+    out = ask_with_feedback(client, Reply, user("give n"), check, stage="t", max_attempts=2, max_tokens=20,
+                            feedback=lambda e: f"fix: {e}", retry_temperature=0.7)
+    assert out.value is None and out.attempts == 2 and len(client.requests) == 3  # 1 repeat was free
+    assert [b["temperature"] for b in client.bodies] == [0.0, 0.7, 1.0]
+    assert "was the same as an earlier one" in client.requests[2][-1]["content"]
+    assert client.requests[2][-1]["content"].startswith("fix: ")
+    client = fake_client([{"n": -1}, {"n": -1}, {"n": 12}])
+    out = ask_with_feedback(client, Reply, user("give n"), check, stage="t", max_attempts=2, max_tokens=20,
+                            feedback=lambda e: f"fix: {e}", retry_temperature=0.7)
+    assert out.value == 12 and out.attempts == 2

@@ -46,13 +46,13 @@ def test_missing_write_goal_is_fed_back_and_fixed() -> None:
 
 
 def test_unfixable_reply_becomes_a_rejection_with_the_reason() -> None:
-    client = fake_client([ONLY_READS] * 2)
+    client = fake_client([ONLY_READS] * 3)  # a repeated reply is asked again hotter, not counted
     res = generate_intents(SCENARIO, client, small_settings(max_attempts=2))
     assert not res.ok and res.value is None
     (rej,) = res.rejections
     assert rej.stage == "intents" and rej.item == SCENARIO.name
     assert "no goal of kind 'write'" in rej.reason
-    assert len(client.requests) == 2
+    assert len(client.requests) == 3
 
 
 def test_llm_error_ends_the_loop_at_once() -> None:

@@ -122,8 +122,8 @@ def test_clean_reply() -> None:
 
 
 def test_broken_table_gets_the_exact_sqlite_error_and_is_fixed() -> None:
-    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS},
-                        {"name": "loans", "ddl": LOANS_DDL}]}
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]}, {"name": "books", "ddl": BROKEN_BOOKS, "natural_key": ["title"]},
+                        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]}]}
     client = fake_client([reply, {"ddl": BOOKS_DDL}])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings())
     assert res.ok and res.rejections == ()
@@ -136,12 +136,12 @@ def test_broken_table_gets_the_exact_sqlite_error_and_is_fixed() -> None:
 
 
 def test_unfixable_table_is_dropped_with_its_reason_and_so_are_its_children() -> None:
-    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS},
-                        {"name": "loans", "ddl": LOANS_DDL}]}
-    client = fake_client([reply, {"ddl": BROKEN_BOOKS}, {"ddl": BROKEN_BOOKS}])
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]}, {"name": "books", "ddl": BROKEN_BOOKS, "natural_key": ["title"]},
+                        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]}]}
+    client = fake_client([reply, {"ddl": BROKEN_BOOKS}, {"ddl": BROKEN_BOOKS}, {"ddl": BROKEN_BOOKS}])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings(max_attempts=3, tables_min=1))
     assert res.ok and [t.name for t in res.value] == ["members"]
-    assert len(client.requests) == 3
+    assert len(client.requests) == 4  # the repeated fix was asked again hotter, not counted
     # the second fix request carries the error of the first fix attempt
     assert sqlite_error(BROKEN_BOOKS) in client.requests[2][-1]["content"]
     by_item = {r.item: r for r in res.rejections}
@@ -151,7 +151,7 @@ def test_unfixable_table_is_dropped_with_its_reason_and_so_are_its_children() ->
 
 
 def test_too_few_tables_rejects_the_stage() -> None:
-    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL}, {"name": "books", "ddl": BROKEN_BOOKS}]}
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]}, {"name": "books", "ddl": BROKEN_BOOKS, "natural_key": ["title"]}]}
     client = fake_client([reply, {"ddl": BROKEN_BOOKS}])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings(max_attempts=2, tables_max=2))
     assert not res.ok
@@ -160,8 +160,8 @@ def test_too_few_tables_rejects_the_stage() -> None:
 
 def test_type_names_are_repaired_without_a_round_trip() -> None:
     reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL.replace("name TEXT", "name VARCHAR(100)")
-                         .replace(" STRICT", "")}, {"name": "books", "ddl": BOOKS_DDL},
-                        {"name": "loans", "ddl": LOANS_DDL}]}
+                         .replace(" STRICT", ""), "natural_key": ["email"]}, {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"]},
+                        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]}]}
     client = fake_client([reply])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings())
     assert res.ok and len(client.requests) == 1
@@ -183,3 +183,58 @@ def test_foreign_keys_to_tables_the_schema_lacks_are_dropped_and_the_table_kept(
                              "mechanic_id INTEGER REFERENCES mechanics(mechanic_id), bike_id INTEGER) STRICT")
     assert out["mechanics"] == current["mechanics"]
     assert check_tables(list(out.items())) == {"mechanics": None, "orders": None}
+
+
+def test_clock_and_random_sql_is_dropped_from_checks_and_defaults_before_asking_again() -> None:
+    """Seen on a city permit office: CHECK (start_date >= CURRENT_DATE) refused every seeded permit (the
+    environment runs on a fixed clock). Checks and defaults that read the clock or random() go, by code."""
+    raw = ("CREATE TABLE permits (permit_id INTEGER PRIMARY KEY, plate TEXT NOT NULL UNIQUE, "
+           "start_date TEXT NOT NULL CHECK (start_date >= CURRENT_DATE), end_date TEXT NOT NULL, "
+           "issued_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, code TEXT DEFAULT (hex(randomblob(4))), "
+           "fee REAL DEFAULT (round(random(), 2)), seen TEXT DEFAULT (datetime('now', 'localtime')), "
+           "CHECK (end_date >= start_date), CHECK (julianday(end_date) <= julianday('now') + 365))")
+    assert normalise_ddl(raw) == (
+        "CREATE TABLE permits (permit_id INTEGER PRIMARY KEY, plate TEXT NOT NULL UNIQUE, "
+        "start_date TEXT NOT NULL, end_date TEXT NOT NULL, issued_at TEXT NOT NULL, code TEXT, fee REAL, "
+        "seen TEXT, CHECK (end_date >= start_date)) STRICT")
+    # a check that merely mentions a word like 'now' inside a list of values is a different thing: kept
+    kept = "CREATE TABLE t (t_id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('soon', 'later'))) STRICT"
+    assert normalise_ddl(kept) == kept
+
+
+def test_validation_refuses_clock_sql_that_sqlite_itself_accepts() -> None:
+    """SQLite accepts CURRENT_DATE in a CHECK and then refuses rows as the wall clock moves; the authorizer-based
+    DDL check (engine.check_ddl) refuses the statement, so a fix conversation (or the repair above) handles it."""
+    bad = ("CREATE TABLE permits (permit_id INTEGER PRIMARY KEY, start_date TEXT NOT NULL "
+           "CHECK (start_date >= CURRENT_DATE)) STRICT")
+    sqlite3.connect(":memory:").execute(bad)  # SQLite alone has nothing against it
+    error = check_tables([("permits", bad)])["permits"]
+    assert error is not None and "CURRENT_DATE reads the wall clock" in error
+    assert check_tables([("permits", normalise_ddl(bad))]) == {"permits": None}
+
+
+def test_natural_keys_are_declared_per_table_and_surrogates_refused() -> None:
+    reply = {"tables": [
+        {"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["Email"]},  # a column, in another case
+        {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["book_id"]},  # the generated id: users do not know it
+        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "book_id"]},  # references only
+    ]}
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    assert res.ok
+    assert [t.natural_key for t in res.value] == [["email"], [], []]
+    reasons = {r.item: r.reason for r in res.rejections}
+    assert reasons == {
+        "books": "natural key not kept: natural key column book_id is the generated row id, which users do not know",
+        "loans": "natural key not kept: natural key ['member_id', 'book_id'] holds only references to other rows",
+    }
+    reply["tables"][1]["natural_key"] = ["isbn"]
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    assert "natural key column 'isbn' is not a column of books (columns: book_id, title" in \
+        {r.item: r.reason for r in res.rejections}["books"]
+    # a reference combined with the row's own value is a key (a member's loan on a date)
+    reply["tables"][2]["natural_key"] = ["member_id", "loan_date"]
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    assert res.value[2].natural_key == ["member_id", "loan_date"]
+    schema = fake_client([reply])
+    generate_schema(SCENARIO, INTENTS, schema, small_settings())
+    assert '"natural_key": ["sku"]' in schema.requests[0][0]["content"]  # the prompt shows how

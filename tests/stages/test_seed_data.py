@@ -9,7 +9,7 @@ from pipeline.envdir import build_database
 from pipeline.llm import fake_client
 from pipeline.runtime import engine
 from pipeline.stages.schema import scratch_db, table_columns
-from pipeline.stages.seed_data import generate_seed, rows_model
+from pipeline.stages.seed_data import generate_seed, rows_model, settle_natural_keys
 from tests.stages.library_replies import (
     BOOK_ROWS,
     BOOKS_DDL,
@@ -102,7 +102,7 @@ def test_duplicates_are_dropped() -> None:
 
 
 def test_a_table_that_stays_broken_rejects_the_stage() -> None:
-    client = fake_client([MEMBER_ROWS, NEGATIVE, NEGATIVE])
+    client = fake_client([MEMBER_ROWS, NEGATIVE, NEGATIVE, NEGATIVE])  # the repeat is asked again, not counted
     res = generate_seed(SCENARIO, TABLES, client, small_settings(max_attempts=2))
     assert not res.ok
     assert res.rejections[-1].reason == "table books has 1 valid rows, at least 3 needed"
@@ -117,3 +117,39 @@ def test_rows_come_in_several_calls_and_later_calls_see_earlier_rows() -> None:
     assert res.ok and len(res.value[0].rows) == 6
     second = client.requests[1][0]["content"]
     assert "Write 2 rows" in second and "Alice Park; Bob Stone" in second
+
+
+PEOPLE_DDL = ("CREATE TABLE people (person_id INTEGER PRIMARY KEY, full_name TEXT NOT NULL, phone TEXT NOT NULL "
+              "UNIQUE, email TEXT UNIQUE, badge INTEGER NOT NULL UNIQUE, kind TEXT NOT NULL CHECK "
+              "(kind IN ('resident', 'visitor'))) STRICT")
+
+
+def test_colliding_values_of_unique_columns_are_made_unique_by_code() -> None:
+    """Seen on a permit office: seeded phone numbers collided on a UNIQUE column. Only the collision is wrong:
+    code picks the nearest unused value (same shape) instead of dropping the row or asking again."""
+    rows = {"rows": [["Ana Costa", "+386 41 555 010", "ana@example.si", 7, "resident"],
+                     ["Luka Horvat", "+386 41 555 010", "ana@example.si", 7, "visitor"],
+                     ["Mia Novak", "+386 41 555 011", "mia@example.si", 8, "resident"],
+                     ["Jan Kos", "+386 41 555 012", None, 9, "visitor"]]}
+    table = ir.Table(name="people", ddl=PEOPLE_DDL)
+    res = generate_seed(SCENARIO, (table,), fake_client([rows]), small_settings())
+    assert res.ok and len(client_rows := res.value[0].rows) == 4
+    luka = client_rows[1]
+    assert (luka["phone"], luka["email"], luka["badge"]) == ("+386 41 555 013", "ana2@example.si", 10)
+    (rec,) = res.rejections
+    assert rec.reason == "1 generated rows repeated a value of a UNIQUE column: made unique by code"
+
+
+def test_declared_natural_keys_the_rows_do_not_make_unique_are_cleared_with_the_reason() -> None:
+    members = ir.Table(name="members", ddl=MEMBERS_DDL, natural_key=["name"])
+    books = ir.Table(name="books", ddl=BOOKS_DDL, natural_key=["author"])
+    seed = generate_seed(SCENARIO, (members, books), fake_client([MEMBER_ROWS, BOOK_ROWS]), small_settings()).value
+    tables, rejections = settle_natural_keys((members, books), seed)
+    assert [t.natural_key for t in tables] == [["name"], []]
+    (rej,) = rejections
+    assert rej.item == "books" and rej.reason == ("natural key ['author'] cleared: 1 value(s) of (author) name more "
+                                                  "than one row, e.g. ['Jane Austen']")
+    prompt = fake_client([MEMBER_ROWS])
+    generate_seed(SCENARIO, (members,), prompt, small_settings())
+    assert "People name each row by (name): no two rows may have the same values there." in \
+        prompt.requests[0][0]["content"]

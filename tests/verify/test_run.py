@@ -59,7 +59,7 @@ def _assertions_hold(db: Path, verifier: dict) -> list[bool]:
     try:
         out = []
         for a in verifier["assertions"]:
-            assert set(a) <= {"sql", "expect", "description", "name", "role"}
+            assert set(a) <= {"sql", "expect", "description", "name"}
             out.append(_scalar(con.execute(a["sql"]).fetchall()) == a["expect"])
         return out
     finally:
@@ -72,7 +72,7 @@ def test_verify_env_writes_tasks_that_hold_over_http(env_dir: Path, tmp_path: Pa
     lookup, update = result.tasks
     assert lookup.difficulty.model_dump() == {"attempts": 1, "passes": 1}
     assert update.difficulty.model_dump() == {"attempts": 1, "passes": 0}
-    assert lookup.metadata["difficulty_tag"] == "easy" and update.metadata["difficulty_tag"] == "unsolved"
+    assert lookup.metadata["difficulty_tag"] == "easy" and update.metadata["difficulty_tag"] == "hard_pool"
     summary = result.report["summary"]
     assert summary["kept"] == 2 and summary["pass_rate_histogram"]["0"] == 1
     assert summary["pass_rate_histogram"]["(0.75,1]"] == 1 and summary["blame"] == {"agent": 1, "none": 1}
@@ -103,7 +103,8 @@ def test_reports_are_deterministic_and_the_band_policy_drops_with_reasons(env_di
     a, b = _verify(env_dir), _verify(env_dir)
     assert json.dumps(a.report, sort_keys=True) == json.dumps(b.report, sort_keys=True)
     assert a.tasks == b.tasks
-    band = SETTINGS.model_copy(update={"difficulty": DifficultyPolicy(mode="band", min_pass_rate=0.5)})
+    band = SETTINGS.model_copy(update={"difficulty": DifficultyPolicy(mode="band", min_pass_rate=0.5, max_pass_rate=1.0,
+                                                                            keep_hard_pool=False)})
     c = _verify(env_dir, band)
     assert [t.kind for t in c.tasks] == ["lookup"]
     dropped = [r for r in c.rejections if r.stage == "difficulty"]

@@ -1,30 +1,52 @@
-"""The tester agent with a scripted fake LLM (the real client, real tools, real SQLite)."""
+"""The tester (the eval harness of verify/agent.py, k times) with a scripted fake LLM at the HTTP layer:
+native tool calls in, tool messages out; the real client, real tools, real SQLite.
+
+``call`` and ``finish`` script one model reply each (an assistant message with one tool call, or a final
+text answer); other verify tests use them too."""
 
 from __future__ import annotations
 
 import json
+from itertools import count
 
+import httpx
 import pytest
 
 from pipeline.llm import LLMUnavailable, fake_client
 from tests.fixtures.library import library_env, library_tasks
 from verify import tester
-from verify.tester import run_attempt, turn_model
+from verify.agent import AgentSettings, turn_model
+from verify.agent import run_attempt as agent_attempt
+from verify.tester import run_attempt, run_attempts
+
+_ids = count(1)
 
 
-def call(tool: str, thought: str = "next", **arguments) -> dict:
-    return {"thought": thought, "action": {"tool": tool, "arguments": arguments}}
+def _reply(message: dict) -> httpx.Response:
+    return httpx.Response(200, json={
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake-model",
+        "choices": [{"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                     "message": {"role": "assistant", **message}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
 
-def finish(answer: str = "Done.") -> dict:
-    return {"thought": "finished", "action": {"final_answer": answer}}
+def call(tool: str, thought: str = "", _raw: str | None = None, **arguments) -> httpx.Response:
+    """A reply calling ``tool`` natively (``_raw``: the argument text exactly as sent)."""
+    args = _raw if _raw is not None else json.dumps(arguments)
+    return _reply({"content": thought, "tool_calls": [
+        {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": tool, "arguments": args}}]})
+
+
+def finish(answer: str = "Done.") -> httpx.Response:
+    """A reply without a tool call: the final answer."""
+    return _reply({"content": answer})
 
 
 def _text(requests) -> str:
-    return "\n".join(m["content"] for msgs in requests for m in msgs)
+    return "\n".join(str(m.get("content")) for msgs in requests for m in msgs)
 
 
-def test_tester_solves_a_task_through_the_tools() -> None:
+def test_tester_solves_a_task_through_native_tool_calls() -> None:
     env = library_env()
     task = library_tasks(env)[0]  # Dan Wu borrows 'A Brief History of Time' for 7 days
     client = fake_client([
@@ -34,78 +56,147 @@ def test_tester_solves_a_task_through_the_tools() -> None:
         finish("The loan is recorded."),
     ])
     a = run_attempt(client, env, task)
-    assert a.passed and a.stop == "answer" and a.final_answer == "The loan is recorded."
+    assert a.passed and a.reward == 1.0 and a.stop == "answer" and a.final_answer == "The loan is recorded."
+    assert a.turns == 4 and a.tool_calls == 3 and a.protocol == "native"
     assert [s.tool for s in a.steps] == ["find_member_by_name", "search_books", "borrow_book"]
     assert a.steps[0].response["result"][0]["name"] == "Dan Wu"
     assert a.steps[2].changes[0]["op"] == "insert" and a.steps[2].changes[0]["table"] == "loans"
-    # the model saw each result, and never the verifier
-    assert "Dan Wu" in client.requests[1][-1]["content"]
+    body = client.bodies[0]
+    assert {t["function"]["name"] for t in body["tools"]} == {t.name for t in env.tools} and body["tool_choice"] == "auto"
+    # each result went back as a tool message answering its call, whole
+    second = client.requests[1]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "find_member_by_name"
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == second[-2]["tool_calls"][0]["id"]
+    assert json.loads(second[-1]["content"]) == a.steps[0].response
     seen = _text(client.requests)
-    assert "borrow_book(" in seen and task.instruction in seen
-    for assertion in task.verifier.assertions:
+    assert task.instruction in seen
+    for assertion in task.verifier.assertions:  # never the verifier
         assert assertion.sql not in seen
+    assert a.messages[-1] == {"role": "assistant", "content": "The loan is recorded."}
 
 
 def test_a_wrong_attempt_fails_and_keeps_its_trajectory() -> None:
     env = library_env()
     task = library_tasks(env)[0]
-    client = fake_client([call("borrow_book", member_id=4, book_id=2), finish()])  # forgot days=7
-    a = run_attempt(client, env, task)
-    assert not a.passed and any("due_date" in f for f in a.failures)
+    a = run_attempt(fake_client([call("borrow_book", member_id=4, book_id=2), finish()]), env, task)  # forgot days
+    assert not a.passed and a.reward == 0.0 and any("due_date" in f for f in a.failures)
     assert a.steps[0].response["ok"]
 
 
-def test_turn_limit_loop_and_llm_errors_stop_an_attempt() -> None:
+def test_bad_calls_come_back_as_tool_errors_not_exceptions() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    client = fake_client([
+        call("fly_to_moon"),                                      # unknown tool
+        call("borrow_book", _raw='{"member_id": 4, "book_id": '),  # not JSON
+        call("borrow_book", _raw='[4, 2, 7]'),                     # not an object
+        call("borrow_book", member_id="four", book_id=2, days=7),  # schema violation
+        call("borrow_book", member_id=4, book_id=2, days=7),
+        finish(),
+    ])
+    a = run_attempt(client, env, task, settings=tester.TesterSettings(max_turns=8))
+    assert a.passed and a.tool_calls == 5
+    errors = [s.response for s in a.steps[:4]]
+    assert all(not e["ok"] for e in errors)
+    assert "fly_to_moon" in errors[0]["error"] and "available" in errors[0]["error"]
+    assert "not valid JSON" in errors[1]["error"] and "borrow_book" in errors[1]["error"]
+    assert "must be a JSON object" in errors[2]["error"]
+    assert errors[3]["parameter"] == "member_id"
+    tool_msgs = [m for m in client.requests[-1] if m["role"] == "tool"]
+    assert [json.loads(m["content"]) for m in tool_msgs[:4]] == errors  # the model saw each error
+
+
+def test_turn_limit_loop_and_endpoint_failures() -> None:
     env = library_env()
     task = library_tasks(env)[0]
     client = fake_client([call("find_member_by_name", name="Dan")] * 2)
     a = run_attempt(client, env, task, settings=tester.TesterSettings(max_turns=2))
-    assert a.stop == "max_turns" and not a.passed and len(a.steps) == 2
-    assert "last step" in client.requests[1][-1]["content"]
+    assert a.stop == "max_turns" and not a.passed and len(a.steps) == 1 and a.turns == 2
+    last = client.bodies[1]
+    assert "last reply" in last["messages"][-1]["content"] and last["tool_choice"] == "none"
     a = run_attempt(fake_client([call("find_member_by_name", name="Dan")] * 3), env, task)
     assert a.stop == "loop" and len(a.steps) == 3
-    a = run_attempt(fake_client(["not json"] * 3), env, task)
-    assert a.stop == "llm_error" and a.error and not a.passed
-    with pytest.raises(LLMUnavailable):  # an endpoint failure is not the task's fault: it propagates
+    with pytest.raises(LLMUnavailable):  # the tester raises: an endpoint failure is not the task's fault
         run_attempt(fake_client([]), env, task)
+    a = agent_attempt(fake_client([]), env, task, stage="eval")  # eval records it on the attempt
+    assert a.stop == "endpoint_error" and a.endpoint_fault and "400" in (a.error or "") and not a.passed
 
 
-def test_invalid_actions_are_fed_back_by_the_client() -> None:
+def test_later_attempts_sample_with_their_own_seed_and_k_defaults_to_4() -> None:
     env = library_env()
     task = library_tasks(env)[0]
-    client = fake_client([{"thought": "x", "action": {"tool": "fly_to_moon", "arguments": {}}},
-                          call("borrow_book", member_id=4, book_id=2, days=7), finish()])
-    a = run_attempt(client, env, task)
-    assert a.passed and "invalid" in client.requests[1][-1]["content"]
-
-
-def test_later_attempts_sample_with_their_own_seed() -> None:
-    env = library_env()
-    task = library_tasks(env)[0]
+    assert tester.TesterSettings().attempts == 4
     client = fake_client([finish("no idea")])
     a = run_attempt(client, env, task, attempt=3, settings=tester.TesterSettings(temperature=0.9))
     assert a.attempt == 3 and not a.passed
     body = client.bodies[0]
     assert body["temperature"] == 0.9 and body["seed"] == client.settings.seed + 2
     assert client.usage.by_stage()["tester"]["calls"] == 1  # accounted on the shared ledger
+    attempts = run_attempts(fake_client([finish()] * 4), env, task)
+    assert [x.attempt for x in attempts] == [1, 2, 3, 4]
 
 
-def test_action_schema_is_typed_per_tool() -> None:
-    schema = json.dumps(turn_model(library_env()).model_json_schema())
-    assert "borrow_book" in schema and "final_answer" in schema and "maxLength" in schema
-
-
-def test_a_parameter_named_title_survives_the_client_schema() -> None:
-    from pipeline.llm.client import inline_refs
-
-    schema = inline_refs(turn_model(library_env()).model_json_schema())
-    add_book = next(s for s in schema["properties"]["action"]["anyOf"]
-                    if s["properties"]["tool"].get("enum") == ["add_book"] or s["properties"]["tool"].get("const") == "add_book")
-    args = add_book["properties"]["arguments"]
-    assert set(args["required"]) <= set(args["properties"])  # nothing required is missing from the grammar
+def test_the_tester_can_use_its_own_endpoint() -> None:
     env = library_env()
     task = library_tasks(env)[0]
-    client = fake_client([call("add_book", title="Dune", author="Frank Herbert", genre="fiction", year=1965,
-                               replacement_cost=9.5), finish()])
+    generator = fake_client([])
+    settings = tester.TesterSettings(base_url="http://127.0.0.1:9/v1", model="other", attempts=1)
+    tc = tester.tester_client(generator, settings)
+    assert tc is not generator and tc.model == "other" and tc.base_url == "http://127.0.0.1:9/v1"
+    assert tc.usage is generator.usage and tester.tester_client(generator, settings) is tc
+    assert tester.tester_client(generator, tester.TesterSettings()) is generator
+    with pytest.raises(ValueError, match="model"):
+        tester.tester_client(generator, tester.TesterSettings(base_url="http://127.0.0.1:9/v1"))
+    assert "api_key" not in tester.TesterSettings(api_key="sk-secret").model_dump()
+    del task
+
+
+def test_cached_replies_replay_the_same_attempt(tmp_path) -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    script = [call("borrow_book", member_id=4, book_id=2, days=7), finish()]
+    first = run_attempt(fake_client(list(script), cache_path=tmp_path / "c.sqlite"), env, task)
+    again = fake_client([], cache_path=tmp_path / "c.sqlite")  # nothing scripted: every reply from the cache
+    second = run_attempt(again, env, task)
+    assert first.passed and second.passed and again.usage.total()["cached"] == 2
+    assert [s.model_dump() for s in first.steps] == [s.model_dump() for s in second.steps]
+
+
+def test_text_tool_calls_of_a_template_server_are_read_back() -> None:
+    """llama-cpp-python's server renders tools with the model's own template and leaves Qwen's
+    <tool_call> blocks in the text: they are parsed into calls."""
+    env = library_env()
+    task = library_tasks(env)[0]
+    text = '<tool_call>\n{"name": "borrow_book", "arguments": {"member_id": 4, "book_id": 2, "days": 7}}\n</tool_call>'
+    client = fake_client([_reply({"content": text}), finish()])
     a = run_attempt(client, env, task)
-    assert a.steps[0].arguments["title"] == "Dune" and a.steps[0].response["ok"]
+    assert a.passed and a.steps[0].tool == "borrow_book"
+    sent = client.requests[1][-2]
+    assert sent["tool_calls"][0]["function"]["name"] == "borrow_book" and sent["content"] == ""
+
+
+def test_context_budget_cuts_old_results_only_when_set() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    script = [call("list_members"), call("search_books", query=""), finish()]
+    whole = agent_attempt(fake_client(list(script)), env, task)
+    assert not any(s.truncated for s in whole.steps)
+    assert [m for m in whole.messages if m["role"] == "tool"][0]["content"] == json.dumps(
+        whole.steps[0].response, ensure_ascii=False)
+    client = fake_client(list(script))
+    cut = agent_attempt(client, env, task, settings=AgentSettings(context_budget=600))
+    assert cut.steps[0].truncated and "cut to fit the context budget" in client.requests[-1][3]["content"]
+
+
+def test_json_action_fallback_still_works() -> None:
+    env = library_env()
+    task = library_tasks(env)[0]
+    client = fake_client([
+        {"thought": "lend", "action": {"tool": "borrow_book", "arguments": {"member_id": 4, "book_id": 2, "days": 7}}},
+        {"thought": "done", "action": {"final_answer": "Recorded."}},
+    ])
+    a = run_attempt(client, env, task, settings=tester.TesterSettings(protocol="json_action"))
+    assert a.passed and a.protocol == "json_action" and a.final_answer == "Recorded."
+    assert "tools" not in client.bodies[0] and "borrow_book(" in client.requests[0][0]["content"]
+    schema = json.dumps(turn_model(env).model_json_schema())
+    assert "borrow_book" in schema and "final_answer" in schema and "maxLength" in schema

@@ -1,0 +1,186 @@
+"""The tools stage on a domain far from lending: a brewery's batches and kegs (scripted fake LLM, real SQLite).
+
+Repairs code can see: a tool that writes a value the schema's CHECK list lacks, or a column the table lacks,
+amends the schema (and the seeded rows are inserted again) instead of retrying the tool; a write that stores
+something other than its arguments is a defect fed back; an environment whose working tools still serve every
+planned goal is kept below ``tools_min``; many tools are planned table by table.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import ir
+from pipeline.llm import fake_client
+from pipeline.runtime import EnvInstance
+from pipeline.stages.intents import Intent
+from pipeline.stages.seed_data import generate_seed
+from pipeline.stages.tools import PLAN_CHUNK, generate_tools
+from tests.stages.library_replies import small_settings
+
+SCENARIO = ir.Scenario(name="Craft brewery", description="A small brewery tracks its batches and the kegs filled "
+                                                        "from them.")
+BATCHES_DDL = ("CREATE TABLE batches (batch_id INTEGER PRIMARY KEY, beer TEXT NOT NULL, brewed_on TEXT NOT NULL, "
+               "status TEXT NOT NULL CHECK (status IN ('fermenting', 'packaged')), litres REAL NOT NULL "
+               "CHECK (litres > 0)) STRICT")
+KEGS_DDL = ("CREATE TABLE kegs (keg_id INTEGER PRIMARY KEY, serial TEXT NOT NULL UNIQUE, batch_id INTEGER "
+            "REFERENCES batches(batch_id), status TEXT NOT NULL CHECK (status IN ('empty', 'full'))) STRICT")
+TABLES = (ir.Table(name="batches", ddl=BATCHES_DDL, natural_key=["beer", "brewed_on"]),
+          ir.Table(name="kegs", ddl=KEGS_DDL, natural_key=["serial"]))
+BATCH_ROWS = {"rows": [["Dry Stout", "2026-01-05", "packaged", 400.0], ["Pale Ale", "2026-01-09", "fermenting", 300.0],
+                       ["Dry Stout", "2026-01-12", "fermenting", 380.0], ["Saison", "2025-12-20", "packaged", 250.0]]}
+KEG_ROWS = {"rows": [["K-001", 1, "full"], ["K-002", 1, "full"], ["K-003", None, "empty"], ["K-004", 4, "full"]]}
+INTENTS = (Intent(goal="Find a batch by beer and brew date", kind="read"),
+           Intent(goal="Fill a keg from a batch", kind="write"),
+           Intent(goal="Retire a damaged keg", kind="write"))
+
+FIND_BATCH = {
+    "description": "Find a batch by beer and brew date; gives its id and details.",
+    "params": [{"name": "beer", "type": "string", "description": "The beer"},
+               {"name": "brewed_on", "type": "string", "description": "The brew date"}],
+    "guards": [],
+    "returns": {"sql": "SELECT batch_id, beer, brewed_on, status, litres FROM batches WHERE beer = :beer AND "
+                       "brewed_on = :brewed_on", "mode": "one"},
+}
+FILL_KEG = {
+    "description": "Fill an empty keg from a packaged batch.",
+    "params": [{"name": "keg_id", "type": "integer", "description": "The keg"},
+               {"name": "batch_id", "type": "integer", "description": "The batch"}],
+    "guards": [{"sql": "SELECT 1 FROM kegs WHERE keg_id = :keg_id AND status = 'empty'", "must": "exist",
+                "error": "Keg {keg_id} is not empty"}],
+    "writes": ["UPDATE kegs SET status = 'full', batch_id = :batch_id WHERE keg_id = :keg_id"],
+    "returns": {"sql": "SELECT keg_id, serial, batch_id, status FROM kegs WHERE keg_id = :keg_id", "mode": "one"},
+}
+RETIRE_KEG = {  # 'retired' is not in the CHECK list of kegs.status: the schema lacks it, the tool is right
+    "description": "Retire a damaged keg.",
+    "params": [{"name": "keg_id", "type": "integer", "description": "The keg"}],
+    "guards": [{"sql": "SELECT 1 FROM kegs WHERE keg_id = :keg_id", "must": "exist",
+                "error": "Keg {keg_id} does not exist"}],
+    "writes": ["UPDATE kegs SET status = 'retired' WHERE keg_id = :keg_id"],
+    "returns": {"sql": "SELECT keg_id, status FROM kegs WHERE keg_id = :keg_id", "mode": "one"},
+}
+RECORD_GRAVITY = {  # batches has no final_gravity column: it is added, typed like the argument
+    "description": "Record the final gravity measured for a batch.",
+    "params": [{"name": "batch_id", "type": "integer", "description": "The batch"},
+               {"name": "final_gravity", "type": "number", "description": "The measured gravity"}],
+    "guards": [],
+    "writes": ["UPDATE batches SET final_gravity = :final_gravity WHERE batch_id = :batch_id"],
+    "returns": {"sql": "SELECT batch_id, final_gravity FROM batches WHERE batch_id = :batch_id", "mode": "one"},
+}
+ADD_BATCH_PLUS_ONE = {  # the quickstart's add_book defect: the stored amount is not the argument
+    "description": "Start a new batch.",
+    "params": [{"name": "beer", "type": "string", "description": "The beer"},
+               {"name": "litres", "type": "number", "description": "Volume"}],
+    "guards": [],
+    "writes": ["INSERT INTO batches (beer, brewed_on, status, litres) VALUES (:beer, :today, 'fermenting', :litres)",
+               "UPDATE batches SET litres = litres + 1 WHERE batch_id = :last_id"],
+    "returns": {"sql": "SELECT batch_id, beer, litres FROM batches WHERE batch_id = :last_id", "mode": "one"},
+}
+ADD_BATCH = dict(ADD_BATCH_PLUS_ONE, writes=ADD_BATCH_PLUS_ONE["writes"][:1])
+
+
+def plan(*tools: tuple[str, str, list[str], list[int]]) -> dict:
+    return {"tools": [{"name": n, "kind": k, "purpose": n.replace("_", " "), "tables": t, "goals": g}
+                      for n, k, t, g in tools]}
+
+
+@pytest.fixture(scope="module")
+def seed() -> tuple[ir.SeedRows, ...]:
+    res = generate_seed(SCENARIO, TABLES, fake_client([BATCH_ROWS, KEG_ROWS]), small_settings())
+    assert res.ok
+    return res.value
+
+
+def run(seed, replies, **settings):
+    client = fake_client(replies)
+    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, **settings})), client
+
+
+def test_a_value_the_check_list_lacks_amends_the_schema_instead_of_retrying_the_tool(seed) -> None:
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("retire_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, RETIRE_KEG])
+    assert res.ok, [r.reason for r in res.rejections]
+    assert len(client.requests) == 4  # no retry of retire_keg
+    env = res.value
+    kegs = next(t for t in env.tables if t.name == "kegs")
+    assert "CHECK (status IN ('empty', 'full', 'retired'))" in kegs.ddl and kegs.natural_key == ["serial"]
+    assert [r.reason for r in res.rejections] == [
+        "schema amended for tool retire_keg: kegs.status may also be 'retired' (added to its CHECK list)"]
+    assert {s.table: len(s.rows) for s in env.seed} == {"batches": 4, "kegs": 4}  # the rows went in again
+    with EnvInstance(env) as inst:
+        assert inst.call("fill_keg", {"keg_id": 3, "batch_id": 1})["ok"]
+        assert inst.call("retire_keg", {"keg_id": 3}) == {"ok": True, "result": {"keg_id": 3, "status": "retired"}}
+
+
+def test_a_column_the_table_lacks_is_added_typed_like_the_argument(seed) -> None:
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("record_gravity", "write", ["batches"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, RECORD_GRAVITY])
+    assert res.ok and len(client.requests) == 4
+    batches = next(t for t in res.value.tables if t.name == "batches")
+    assert batches.ddl.endswith("final_gravity REAL) STRICT")
+    assert all(r["final_gravity"] is None for r in next(s for s in res.value.seed if s.table == "batches").rows)
+    assert res.value.tool("find_batch").returns.sql.startswith("SELECT batch_id")  # tools before it still work
+    with EnvInstance(res.value) as inst:
+        assert inst.call("record_gravity", {"batch_id": 2, "final_gravity": 1.012})["result"]["final_gravity"] == 1.012
+
+
+def test_a_misspelt_column_is_fed_back_not_added(seed) -> None:
+    typo = dict(RETIRE_KEG, writes=["UPDATE kegs SET statuss = 'empty' WHERE keg_id = :keg_id"])
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("retire_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, typo, RETIRE_KEG])
+    assert res.ok and len(client.requests) == 5
+    assert "no such column: statuss" in client.requests[4][-1]["content"]
+    assert not any("statuss" in t.ddl for t in res.value.tables)
+
+
+def test_a_write_that_stores_something_else_than_its_arguments_is_a_defect_fed_back(seed) -> None:
+    p = plan(("find_batch", "read", ["batches"], [1]), ("start_batch", "write", ["batches"], [2]),
+             ("fill_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, ADD_BATCH_PLUS_ONE, ADD_BATCH, FILL_KEG])
+    assert res.ok and len(client.requests) == 5
+    feedback = client.requests[3][-1]["content"]
+    assert "it stored batches.litres = 401.0, but its argument litres was 400.0" in feedback
+    assert res.value.tool("start_batch").steps == [ir.Step(kind="write", sql=ADD_BATCH["writes"][0])]
+
+
+def test_working_tools_that_serve_every_planned_goal_keep_the_environment(seed) -> None:
+    broken = dict(FILL_KEG, writes=["UPDATE kegz SET status = 'full' WHERE keg_id = :keg_id"])
+    p = plan(("find_batch", "read", ["batches"], [1]), ("find_batch_again", "read", ["batches"], [1]),
+             ("fill_keg", "write", ["kegs"], [2, 3]), ("fill_keg_too", "write", ["kegs"], [2]))
+    res, _ = run(seed, [p, FIND_BATCH, FIND_BATCH, FILL_KEG, broken, broken, broken], tools_min=4, tools_max=4,
+                 max_attempts=2, retry_temperature=0)
+    assert res.ok and [t.name for t in res.value.tools] == ["find_batch", "find_batch_again", "fill_keg"]
+    assert res.rejections[-1].reason.startswith("kept with 3 working tools (fewer than 4)")
+    # when the lost tool was the only one serving a goal, the environment is not kept
+    p = plan(("find_batch", "read", ["batches"], [1]), ("find_batch_again", "read", ["batches"], [1]),
+             ("fill_keg", "write", ["kegs"], [2]), ("retire", "write", ["kegs"], [3]))
+    res, _ = run(seed, [p, FIND_BATCH, FIND_BATCH, FILL_KEG, broken, broken, broken], tools_min=4, tools_max=4,
+                 max_attempts=2, retry_temperature=0)
+    assert not res.ok
+    assert res.rejections[-1].reason == ("only 3 working tools, at least 4 needed (or tools serving every "
+                                         "planned goal)")
+
+
+def test_many_tools_are_planned_table_by_table(seed) -> None:
+    first = plan(("find_batch", "read", ["batches"], [1]), ("record_gravity", "write", ["batches"], [3]))
+    second = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]))
+    res, client = run(seed, [first, second, FIND_BATCH, RECORD_GRAVITY, FILL_KEG], tools_min=2,
+                      tools_max=PLAN_CHUNK + 2)
+    assert res.ok and [t.name for t in res.value.tools] == ["find_batch", "record_gravity", "fill_keg"]
+    one, two = client.requests[0][0]["content"], client.requests[1][0]["content"]
+    assert "only tools centred on the table batches" in one and "already planned (do not repeat them): (none)" in one
+    assert "only tools centred on the table kegs" in two and "(do not repeat them): find_batch, record_gravity" in two
+    assert client.bodies[0]["max_tokens"] >= 70 * 7  # the budget grows with the tools asked for
+
+
+def test_a_read_tool_naming_a_missing_column_is_fed_back_not_amended(seed) -> None:
+    wrong = dict(FIND_BATCH, returns={"sql": "SELECT batch_id, beer, abv FROM batches WHERE beer = :beer AND "
+                                             "brewed_on = :brewed_on", "mode": "one"})
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("retire_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, wrong, FIND_BATCH, FILL_KEG, RETIRE_KEG])
+    assert res.ok and "no such column: abv" in client.requests[2][-1]["content"]
+    assert not any("abv" in t.ddl for t in res.value.tables)

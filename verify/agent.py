@@ -1,0 +1,363 @@
+"""The agent harness shared by the tester and ``envfoundry eval``: one attempt at one task.
+
+An attempt runs on a fresh in-process instance (``pipeline.runtime.EnvInstance`` of the environment
+and its ``initial.db``). With the ``native`` protocol the task's tools go in the request (``tools``),
+the model answers with ``tool_calls``, and every result goes back whole as a ``tool`` message (cut
+only when a configured context budget forces it). Nothing the model sends ends the attempt with an
+exception: an unknown tool, argument text that is not a JSON object, arguments the tool's schema
+rejects and a tool that times out all come back to the model as tool errors (the engine's error
+dicts, which name the tool and parameter), as inspect_ai's ``model/_call_tools.py`` does.
+
+The final answer is the text of the last assistant message: the attempt ends when the model replies
+without calling a tool (or at ``max_turns``, or after the same call three times in a row). The
+verifier is never shown to the model; the final state and answer are scored once, afterwards
+(:func:`score`, the one place the reward is computed).
+
+The ``json_action`` protocol (one schema-constrained JSON step per reply, results as user
+messages, the final answer a ``final_answer`` field) is kept for endpoints whose tool calling does
+not work; ``auto`` picks ``native`` for every configured endpoint and :data:`EMBEDDED_PROTOCOL`
+(``json_action``, measured) for the embedded llama.cpp server.
+
+Endpoint faults (the endpoint unreachable, timing out or answering garbage after the client's
+transport retries) are recorded on the attempt (``stop="endpoint_error"``), or raised when the
+caller asks (the tester does: a run retries such an item later rather than judge it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from pipeline.ir import Environment, Task, ToolCall
+from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.chat import ChatOptions, chat_tools
+from pipeline.llm.sampling import sampled
+from pipeline.runtime import engine
+from pipeline.settings import AgentSettings as AgentSettings
+from pipeline.stages.feedback import render_section
+from verify import reward
+from verify.models import args_model, camel, catalog, clean_args
+from verify.replay import Run, call_once, fresh
+
+Protocol = Literal["native", "json_action"]
+Stop = Literal["answer", "max_turns", "loop", "llm_error", "endpoint_error"]
+
+EMBEDDED_PROTOCOL: Protocol = "json_action"
+"""What ``protocol="auto"`` uses for the embedded llama.cpp server, measured (README, ``envfoundry eval``):
+llama-cpp-python 0.3.36's server renders ``tools`` with Qwen2.5-Coder-1.5B's own chat template but parses
+no call back, and the model wrote its calls as bare JSON (three in a Markdown fence, one with doubled
+braces), never in the ``<tool_call>`` blocks :func:`pipeline.llm.chat.parse_text_tool_calls` reads: 0 of
+4 first replies on the example became a tool call. Its ``chatml-function-calling`` handler parses calls
+but its template drops ``tool`` messages, so the model would never see a result. The schema-constrained
+JSON action always parses."""
+
+CHARS_PER_TOKEN = 3.0
+"""A conservative estimate for the context budget (JSON and ids tokenise densely)."""
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Step(Frozen):
+    index: int
+    thought: str = ""
+    tool: str
+    arguments: dict[str, Any]
+    response: dict[str, Any]
+    changes: list[dict[str, Any]] = Field(default_factory=list)
+    call_id: str = ""
+    truncated: bool = False
+
+
+class Attempt(Frozen):
+    task_id: str
+    attempt: int
+    steps: list[Step]
+    final_answer: str | None
+    stop: Stop
+    passed: bool
+    reward: float = 0.0
+    failures: list[str] = Field(default_factory=list)
+    error: str | None = None
+    turns: int = 0
+    protocol: Protocol = "native"
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tool_calls(self) -> int:
+        return len(self.steps)
+
+    @property
+    def endpoint_fault(self) -> bool:
+        return self.stop == "endpoint_error"
+
+
+# ---------------------------------------------------------------- scoring: the one place
+
+
+class Scored(Frozen):
+    reward: float
+    passed: bool
+    failures: list[str]
+
+
+def score(task: Task, run: Run, initial: reward.Snapshot, answer: str | None) -> Scored:
+    """The reward of a final state and answer: :func:`verify.reward.score`, the one implementation (the
+    verifier is read here and nowhere else in an attempt)."""
+    s = reward.score(task.verifier.model_dump(mode="json"), run.inst.conn, initial=initial, answer=answer)
+    return Scored(reward=s.reward, passed=s.passed, failures=list(s.failures))
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def resolve_protocol(client: Any, settings: AgentSettings) -> Protocol:
+    if settings.protocol != "auto":
+        return settings.protocol
+    return EMBEDDED_PROTOCOL if getattr(client, "embedded", False) else "native"
+
+
+def context_budget(client: Any, settings: AgentSettings) -> int | None:
+    if settings.context_budget is not None:
+        return settings.context_budget
+    if getattr(client, "embedded", False):
+        return int(client.settings.n_ctx) - settings.max_tokens - 64
+    return None
+
+
+def for_attempt(client: Any, attempt: int, settings: AgentSettings) -> Any:
+    """Attempt 1 decodes with the client's settings (greedy by default); later ones sample with
+    ``settings.temperature`` and seed + attempt - 1, so k attempts differ and reruns reproduce them."""
+    if attempt == 1 or not hasattr(client, "settings"):
+        return client
+    return sampled(client, settings.temperature, client.settings.seed + attempt - 1)
+
+
+def tool_specs(env: Environment, task: Task) -> list[dict[str, Any]]:
+    """The OpenAI function schemas the model is given: the task's own (as exported), else the env's."""
+    return list(task.tools) or [t.openai_schema() for t in env.tools]
+
+
+def parse_arguments(name: str, text: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(arguments, None) or (None, a tool error naming the problem) for a call's argument text."""
+    if text is None or not str(text).strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, engine.failure("validation", f"arguments of tool '{name}' are not valid JSON ({e.msg} at "
+                                                  f"position {e.pos}): {str(text)[:200]}")
+    if value is None:
+        return {}, None
+    if not isinstance(value, dict):
+        return None, engine.failure("validation", f"arguments of tool '{name}' must be a JSON object, got "
+                                                  f"{type(value).__name__}: {str(text)[:200]}")
+    return value, None
+
+
+def run_call(run: Run, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One call on the attempt's instance; (response, rows changed). Never raises."""
+    try:
+        record = call_once(run, ToolCall(tool=name, arguments=arguments))
+    except Exception as e:  # the engine never raises; this guards the recording around it
+        return engine.failure("sql", f"tool '{name}' could not run: {type(e).__name__}: {e}"), []
+    return record.response, [c.to_json() for c in record.changes]
+
+
+def _est_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+    size = len(json.dumps(messages, ensure_ascii=False)) + len(json.dumps(tools, ensure_ascii=False))
+    return int(size / CHARS_PER_TOKEN)
+
+
+def fit_budget(messages: list[dict[str, Any]], tools: list[dict[str, Any]], budget: int | None,
+               results: list[int] | None = None) -> set[int]:
+    """Cut tool results (``results``: their message indexes; default the ``tool`` messages), oldest first,
+    until the conversation fits ``budget`` tokens; the indexes of the messages cut. The newest result is
+    cut last, and a cut says how much was left out."""
+    if budget is None:
+        return set()
+    cut: set[int] = set()
+    over = _est_tokens(messages, tools) - budget
+    if over <= 0:
+        return cut
+    order = results if results is not None else [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+    for i in order:
+        text = messages[i]["content"]
+        keep = max(200, len(text) - int(over * CHARS_PER_TOKEN) - 80)
+        if keep >= len(text):
+            continue
+        messages[i] = {**messages[i], "content": text[:keep] + f" ... [{len(text) - keep} characters cut to fit the "
+                                                                   "context budget]"}
+        cut.add(i)
+        over = _est_tokens(messages, tools) - budget
+        if over <= 0:
+            break
+    return cut
+
+
+def _looping(steps: list[Step]) -> bool:
+    return len(steps) >= 3 and all(s.tool == steps[-1].tool and s.arguments == steps[-1].arguments for s in steps[-3:])
+
+
+# ---------------------------------------------------------------- the attempt
+
+
+def run_attempt(
+    client: Any,
+    env: Environment,
+    task: Task,
+    *,
+    attempt: int = 1,
+    initial_db: str | Path | None = None,
+    settings: AgentSettings | None = None,
+    stage: str = "tester",
+    raise_endpoint_errors: bool = False,
+) -> Attempt:
+    """One attempt at ``task`` on a fresh instance, scored afterwards."""
+    settings = settings or AgentSettings()
+    llm = for_attempt(client, attempt, settings)
+    protocol = resolve_protocol(client, settings)
+    loop = _native if protocol == "native" else _json_action
+    t0 = time.perf_counter()
+    with fresh(env, initial_db) as run:
+        initial = reward.snapshot(run.inst.conn)
+        state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors)
+        scored = score(task, run, initial, state["final"])
+    return Attempt(
+        task_id=task.task_id, attempt=attempt, steps=state["steps"], final_answer=state["final"], stop=state["stop"],
+        passed=scored.passed, reward=scored.reward, failures=scored.failures, error=state["error"],
+        turns=state["turns"], protocol=protocol, messages=state["messages"], prompt_tokens=state["pt"],
+        completion_tokens=state["ct"], seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+def _state(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"messages": messages, "steps": [], "final": None, "stop": "max_turns", "error": None, "turns": 0,
+            "pt": 0, "ct": 0}
+
+
+def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
+            budget: int | None, raise_endpoint: bool) -> dict[str, Any]:
+    tools = tool_specs(env, task)
+    st = _state([{"role": "system", "content": render_section("tester", "native_system", max_turns=settings.max_turns)},
+                 {"role": "user", "content": task.instruction}])
+    messages: list[dict[str, Any]] = st["messages"]
+    steps: list[Step] = st["steps"]
+    cut_msgs: set[int] = set()
+    for turn in range(1, settings.max_turns + 1):
+        last = turn == settings.max_turns
+        if last and turn > 1:
+            messages.append({"role": "user", "content": render_section("tester", "native_last_turn")})
+        cut_msgs |= fit_budget(messages, tools, budget)
+        try:
+            reply = chat_tools(llm, messages, tools, stage=stage, options=ChatOptions(
+                max_tokens=settings.max_tokens, tool_choice="none" if last and turn > 1 else "auto"))
+        except LLMUnavailable as e:
+            if raise_endpoint:
+                raise
+            st["stop"], st["error"] = "endpoint_error", str(e)[:500]
+            break
+        except LLMError as e:
+            st["stop"], st["error"] = "llm_error", str(e)[:500]
+            break
+        st["turns"] += 1
+        st["pt"] += reply.reply.prompt_tokens
+        st["ct"] += reply.reply.completion_tokens
+        messages.append(reply.message())
+        if not reply.tool_calls:
+            st["final"], st["stop"] = reply.content, "answer"
+            break
+        if last:
+            st["final"] = reply.content or None  # calls asked for after the last turn are not run
+            break
+        for call in reply.tool_calls:
+            args, error = parse_arguments(call.name, call.arguments)
+            changes: list[dict[str, Any]] = []
+            if error is not None:
+                response = error
+            else:
+                assert args is not None
+                response, changes = run_call(run, call.name, args)
+            steps.append(Step(index=len(steps) + 1, thought=reply.content, tool=call.name, arguments=args or {},
+                              response=response, changes=changes, call_id=call.id))
+            messages.append({"role": "tool", "tool_call_id": call.id,
+                             "content": json.dumps(response, ensure_ascii=False)})
+        if _looping(steps):
+            st["stop"] = "loop"
+            break
+    if cut_msgs:
+        ids = {messages[i].get("tool_call_id") for i in cut_msgs}
+        st["steps"] = [s.model_copy(update={"truncated": s.call_id in ids}) for s in steps]
+    return st
+
+
+# ---------------------------------------------------------------- the JSON-action fallback
+
+
+def turn_model(env: Environment) -> type[BaseModel]:
+    """The schema of one JSON action: a call of one of the tools (typed arguments) or a final answer."""
+    actions: list[Any] = []
+    for tool in env.tools:
+        name_type: Any = Literal[tool.name]  # type: ignore[valid-type]
+        actions.append(create_model(
+            f"Call{camel(tool.name)}", __config__=ConfigDict(extra="forbid"),
+            tool=(name_type, ...), arguments=(args_model(tool, prefix="In"), ...),
+        ))
+    finish = create_model("Finish", __config__=ConfigDict(extra="forbid"),
+                          final_answer=(str, Field(..., max_length=400)))
+    action_type: Any = Union[tuple(actions + [finish])]  # type: ignore[valid-type]  # noqa: UP007
+    return create_model("TesterTurn", __config__=ConfigDict(extra="forbid"),  # type: ignore[call-overload, no-any-return]
+                        thought=(str, Field(..., max_length=300)), action=(action_type, ...))
+
+
+def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
+                 budget: int | None, raise_endpoint: bool) -> dict[str, Any]:
+    model = turn_model(env)
+    st = _state([{"role": "system", "content": render_section("tester", "system", tools=catalog(env),
+                                                              max_turns=settings.max_turns)},
+                 {"role": "user", "content": task.instruction}])
+    messages: list[dict[str, Any]] = st["messages"]
+    steps: list[Step] = st["steps"]
+    results: list[int] = []
+    for turn in range(1, settings.max_turns + 1):
+        if turn == settings.max_turns and turn > 1:
+            messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n"
+                            + render_section("tester", "last_turn")}
+        fit_budget(messages, [], budget, results)
+        try:
+            reply, raw = llm.structured_reply(model, messages, stage=stage, max_tokens=settings.max_tokens)
+        except LLMUnavailable as e:
+            if raise_endpoint:
+                raise
+            st["stop"], st["error"] = "endpoint_error", str(e)[:500]
+            break
+        except LLMError as e:
+            st["stop"], st["error"] = "llm_error", str(e)[:500]
+            break
+        st["turns"] += 1
+        st["pt"] += raw.prompt_tokens
+        st["ct"] += raw.completion_tokens
+        messages.append({"role": "assistant", "content": raw.content})
+        action = reply.action  # type: ignore[attr-defined]
+        if hasattr(action, "final_answer"):
+            st["final"], st["stop"] = action.final_answer, "answer"
+            break
+        args = clean_args(action.arguments)
+        response, changes = run_call(run, action.tool, args)
+        steps.append(Step(index=len(steps) + 1, thought=reply.thought, tool=action.tool,  # type: ignore[attr-defined]
+                          arguments=args, response=response, changes=changes))
+        if _looping(steps):
+            st["stop"] = "loop"
+            break
+        results.append(len(messages))
+        messages.append({"role": "user", "content": render_section(
+            "tester", "result", tool=action.tool, result=json.dumps(response, ensure_ascii=False))})
+    return st
