@@ -120,11 +120,11 @@ def test_a_task_whose_verifier_no_longer_holds_is_named_by_its_id(copy: Path) ->
     assert report.problems[0].message.startswith("reference: reference replay fails")
     # a seeded row the schema refuses: the table and row are named, and nothing later is run on it
     data = _env(copy)
-    next(s for s in data["seed"] if s["table"] == "books")["rows"][0]["quantity"] = -1
+    next(s for s in data["seed"] if s["table"] == "books")["rows"][0]["title"] = None  # NOT NULL
     _write_env(copy, data)
     report = check_env_dir(copy)
     assert [p.where for p in report.problems] == ["table books"]
-    assert "row 0" in report.problems[0].message and "CHECK constraint failed" in report.problems[0].message
+    assert "row 0" in report.problems[0].message and "NOT NULL constraint failed" in report.problems[0].message
 
 
 def test_unusable_input_exits_2(copy: Path, tmp_path: Path) -> None:
