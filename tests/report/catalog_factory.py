@@ -17,7 +17,9 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Scenario
 from pipeline.seeds import Seed
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "generated" / "quickstart"
+EXAMPLE = Path(__file__).resolve().parents[2] / "tests" / "data" / "old_example" / "quickstart"
+"""A frozen copy of an earlier committed example catalog (older task format: no tiers, plain answers), so the
+report is tested on a catalog whose contents the assertions know, whatever the current example holds."""
 XSS = "</script><script>alert(1)</script>"
 XSS_TITLE = '</script><script>document.title="pwned"</script><!-- '
 
