@@ -67,7 +67,7 @@ def run(*args: str) -> tuple[int, str]:
 def test_a_clean_environment_passes(copy: Path) -> None:
     code, out = run(copy)
     assert code == 0, out
-    assert out.strip() == f"{copy}: ok (5 tables, 60 seed rows, 5 tools, 1 tasks checked)"
+    assert out.strip() == f"{copy}: ok (5 tables, 50 seed rows, 5 tools, 1 tasks checked)"
     code, out = run(copy, "--json")
     data = json.loads(out)
     assert code == 0 and data["ok"] and data["envs"][0]["problems"] == [] and data["unusable"] == []
@@ -112,7 +112,7 @@ def test_a_stale_server_py_is_reported(copy: Path) -> None:
 
 def test_a_task_whose_verifier_no_longer_holds_is_named_by_its_id(copy: Path) -> None:
     task = json.loads((copy / "tasks.jsonl").read_text(encoding="utf-8"))
-    goal = next(a for a in task["verifier"]["assertions"] if a["role"] == "goal")
+    goal = next(a for a in task["verifier"]["assertions"] if a.get("name") != "gate")
     goal["expect"] = "a value the reference never produces"
     (copy / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
     report = check_env_dir(copy)
@@ -120,11 +120,11 @@ def test_a_task_whose_verifier_no_longer_holds_is_named_by_its_id(copy: Path) ->
     assert report.problems[0].message.startswith("reference: reference replay fails")
     # a seeded row the schema refuses: the table and row are named, and nothing later is run on it
     data = _env(copy)
-    next(s for s in data["seed"] if s["table"] == "books")["rows"][0]["quantity"] = -1
+    next(s for s in data["seed"] if s["table"] == "books")["rows"][0]["title"] = None  # NOT NULL
     _write_env(copy, data)
     report = check_env_dir(copy)
     assert [p.where for p in report.problems] == ["table books"]
-    assert "row 0" in report.problems[0].message and "CHECK constraint failed" in report.problems[0].message
+    assert "row 0" in report.problems[0].message and "NOT NULL constraint failed" in report.problems[0].message
 
 
 def test_unusable_input_exits_2(copy: Path, tmp_path: Path) -> None:

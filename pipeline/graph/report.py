@@ -37,9 +37,10 @@ def outcome_entry(o: TaskOutcome) -> dict[str, Any]:
 
 
 def trajectories(outcomes: list[TaskOutcome]) -> list[dict[str, Any]]:
-    """Every tester attempt with the checker's review of it (``trajectories.jsonl``)."""
+    """Every tester attempt with the checker's review of it (``trajectories.jsonl``; no wall-clock seconds, so a
+    resumed run writes the same bytes)."""
     return [
-        {"task_id": o.task.task_id, **a.model_dump(mode="json"), "review": r.model_dump(mode="json")}
+        {"task_id": o.task.task_id, **a.model_dump(mode="json", exclude={"seconds"}), "review": r.model_dump(mode="json")}
         for o in outcomes for a, r in zip(o.attempts, o.reviews, strict=False)
     ]
 

@@ -35,6 +35,9 @@ def files(out: Path) -> dict[str, bytes]:
 
 def example_inputs(d: Path) -> tuple[Path, dict[str, Any]]:
     """The example's seed file (written into ``d``) and its ``[stages.*]`` settings."""
+    if not (EXAMPLE / "catalog.db").is_file() or not (EXAMPLE / "llm_cache.sqlite").is_file():
+        raise AssertionError(f"the example catalog {EXAMPLE} (catalog.db and llm_cache.sqlite) is missing: "
+                             "these runs replay its recorded replies; regenerate it")
     con = sqlite3.connect(f"file:{EXAMPLE / 'catalog.db'}?mode=ro", uri=True)
     try:
         seeds = con.execute("SELECT name, description FROM seeds ORDER BY source, line").fetchall()

@@ -17,7 +17,9 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Scenario
 from pipeline.seeds import Seed
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "generated" / "quickstart"
+EXAMPLE = Path(__file__).resolve().parents[2] / "tests" / "data" / "old_example" / "quickstart"
+"""A frozen copy of an earlier committed example catalog (older task format: no tiers, plain answers), so the
+report is tested on a catalog whose contents the assertions know, whatever the current example holds."""
 XSS = "</script><script>alert(1)</script>"
 XSS_TITLE = '</script><script>document.title="pwned"</script><!-- '
 
@@ -94,7 +96,7 @@ def clinic_tasks(env_id: str) -> list[dict[str, Any]]:
          "reference_solution": [{"tool": "find_doctor", "arguments": {"specialty": "cardiology"}}],
          "verifier": {"answer": {"type": "number", "value": 1, "tolerance": 0},
                       "assertions": [{"sql": "SELECT COUNT(*) FROM doctors", "expect": 2, "description": "doctors unchanged",
-                                      "role": "gate"}], "mutable_tables": []},
+                                      "name": "gate"}], "mutable_tables": []},
          "difficulty": {"attempts": 4, "passes": 1, "pass_rate": 0.25, "wilson": [0.05, 0.7], "hard_pool": True},
          "metadata": {"tier": 1, "steps": 1, "tools_used": ["find_doctor"]}},
         {**common, "task_id": "t_clinic_book", "kind": "create", "instruction": f"Book Ana Lima with Dr. Ruiz on 2026-02-02 {XSS}",
@@ -102,7 +104,7 @@ def clinic_tasks(env_id: str) -> list[dict[str, Any]]:
                                  "arguments": {"patient": "Ana Lima", "doctor": "Dr. Ruiz", "day": "2026-02-02"}}],
          "verifier": {"answer": None, "assertions": [
              {"sql": "SELECT COUNT(*) FROM appointments WHERE patient_id = 1 AND doctor_id = 2 AND day = '2026-02-02'",
-              "expect": 1, "description": "the new appointment", "role": "goal"}], "mutable_tables": ["appointments"]},
+              "expect": 1, "description": "the new appointment"}], "mutable_tables": ["appointments"]},
          "difficulty": {"attempts": 2, "passes": 2}, "metadata": {"tier": 2, "steps": 1}},
         {**common, "task_id": "t_clinic_rebook", "kind": "multi_step",
          "instruction": f"Book Bo Chen with Dr. Ruiz on 2026-02-03, then cancel that booking. {XSS_TITLE}",
@@ -111,7 +113,7 @@ def clinic_tasks(env_id: str) -> list[dict[str, Any]]:
              {"tool": "cancel_appointment", "arguments": {"appointment_id": "$1.appointment_id"}}],
          "verifier": {"assertions": [
              {"sql": "SELECT status FROM appointments WHERE patient_id = 2 AND day = '2026-02-03'", "expect": "cancelled",
-              "description": "booked then cancelled", "role": "goal"}], "mutable_tables": ["appointments"]},
+              "description": "booked then cancelled"}], "mutable_tables": ["appointments"]},
          "difficulty": {"attempts": 0, "passes": 0}, "metadata": {"tier": 3, "steps": 2}},
     ]
 

@@ -68,16 +68,8 @@ def _client(policy: Policy) -> Any:
     return fake_client([policy] * 400, max_retries=0)
 
 
-def _untimed(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _untimed(v) for k, v in obj.items() if k != "seconds"}  # wall time of an attempt
-    return [_untimed(v) for v in obj] if isinstance(obj, list) else obj
-
-
-def _files(d: Path) -> dict[str, Any]:
-    files: dict[str, Any] = {name: (d / name).read_bytes() for name in RESULTS if name != "trajectories.jsonl"}
-    files["trajectories"] = [_untimed(json.loads(line)) for line in (d / "trajectories.jsonl").read_text().splitlines()]
-    return files
+def _files(d: Path) -> dict[str, bytes]:
+    return {name: (d / name).read_bytes() for name in RESULTS}
 
 
 def _verify(env_dir: Path, policy: Policy, monkeypatch: pytest.MonkeyPatch) -> Any:
