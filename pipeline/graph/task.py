@@ -158,7 +158,7 @@ def _fix(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
             entry["fix_result"] = "verifier derived again from the reference solution"
         elif how == "task":
             assert deps.fix_task is not None
-            problem = fill_section("tasks", "problem", kind=fault.kind, target=fault.target, reason=fault.reason)
+            problem = fill_section("checker", "problem", kind=fault.kind, target=fault.target, reason=fault.reason)
             new_task, err = deps.fix_task(env, task, problem)
             if new_task is None:
                 entry["fix_result"] = f"rewording failed: {err}"
