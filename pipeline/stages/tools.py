@@ -45,7 +45,7 @@ from pipeline.stages.toolcheck import Sampler, exercise, written_columns
 from verify.state import table_infos
 
 if TYPE_CHECKING:
-    from pipeline.build import BuildSettings
+    from pipeline.settings import BuildSettings
     from pipeline.stages.intents import Intent
 
 __all__ = ["Sampler", "ToolPlanItem", "exercise", "generate_tools", "to_tool"]
