@@ -209,13 +209,13 @@ class Assertion(Frozen):
     sql: str
     expect: Any
     description: str = ""
+    name: str | None = None
+    """``"gate"`` marks a gate (what must not change: row counts, untouched rows): it never earns the reward,
+    a failing one scores 0; every other assertion is a goal and earns it (``verify.reward``)."""
 
 
 class Verifier(Frozen):
     assertions: list[Assertion]
-    """Goals: what the task asks for; they earn the reward (``verify.reward``)."""
-    gates: list[Assertion] = Field(default_factory=list)
-    """Gates: what must not change (row counts, untouched rows); they never earn, a failing one scores 0."""
     mutable_tables: list[str] = Field(default_factory=list)
     answer: dict[str, Any] | str | None = None
     """For questions: the typed expected answer ``{"type", "value", "others", "stated"}`` (a plain string is

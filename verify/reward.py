@@ -6,8 +6,8 @@ run it without envfoundry installed.
 
 A verifier (the task record's ``verifier`` object)::
 
-    {"assertions": [{"sql": "SELECT ...", "expect": <json>, "description": "..."}],     # goals
-     "gates": [{"sql": "SELECT ...", "expect": <json>, "description": "..."}],          # nothing else changed
+    {"assertions": [{"sql": "SELECT ...", "expect": <json>, "description": "..."},                 # a goal
+                    {"sql": "SELECT ...", "expect": <json>, "description": "...", "name": "gate"}], # a gate
      "mutable_tables": ["loans", ...],
      "answer": null | {"type": "number" | "text" | "enum" | "date" | "boolean" | "list",
                        "value": <number | string | bool | [strings]>,
@@ -18,9 +18,9 @@ A verifier (the task record's ``verifier`` object)::
 The value of an assertion's query is its single cell for a 1x1 result, else the list of its rows (each a
 list). Rules:
 
-* **gates** never earn credit, they only take it away: a ``gates`` assertion that fails, or a change to a
-  table outside ``mutable_tables`` (when the initial snapshot is given), scores 0;
-* **goals** earn it: every ``assertions`` entry and, for questions, the answer. Reward 1.0 when all hold; with
+* **gates** never earn credit, they only take it away: an assertion named ``"gate"`` that fails, or a change
+  to a table outside ``mutable_tables`` (when the initial snapshot is given), scores 0;
+* **goals** earn it: every other assertion and, for questions, the answer. Reward 1.0 when all hold; with
   ``partial=True`` the share that holds; else 0. Derivation keeps no goal that holds on the initial state,
   so doing nothing scores 0.
 * **answers** are typed and extracted strictly: the reply must give exactly one value of the expected type
@@ -28,7 +28,7 @@ list). Rules:
   also names another candidate (``others``) fails, so a pasted list of candidates or of tool output cannot
   pass. Values the request states (``stated``) may be repeated freely.
 
-A verifier without ``gates`` has goals only. A plain-string ``answer`` (older task banks) is typed by its form:
+An assertion without ``name: "gate"`` is a goal. A plain-string ``answer`` (older task banks) is typed by its form:
 a number, an ISO date, yes/no, items separated by ``"; "`` (a list), else text.
 """
 
@@ -148,8 +148,8 @@ def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None 
     failures: list[str] = []
     goals: list[bool] = []
     gates_ok = True
-    checks = [(a, False) for a in verifier.get("assertions") or []] + [(a, True) for a in verifier.get("gates") or []]
-    for i, (a, gate) in enumerate(checks, 1):
+    for i, a in enumerate(verifier.get("assertions") or [], 1):
+        gate = a.get("name") == "gate"
         what = a.get("description") or a.get("sql", "")
         try:
             got = query_value(conn, a["sql"])

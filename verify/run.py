@@ -104,7 +104,7 @@ def verify_env(
     rejections += dropped
     report = build_report(current, client, s, planned, outcomes, kept, rejections, env_changed=current is not env)
     trajectories = [
-        {"task_id": o.task.task_id, **a.model_dump(mode="json"), "review": r.model_dump(mode="json")}
+        {"task_id": o.task.task_id, **a.model_dump(mode="json", exclude={"seconds"}), "review": r.model_dump(mode="json")}
         for o in outcomes for a, r in zip(o.attempts, o.reviews, strict=False)
     ]
     return EnvVerification(current, kept, rejections, outcomes, report, current is not env, trajectories)

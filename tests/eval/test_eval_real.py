@@ -19,7 +19,7 @@ EXAMPLE = ROOT / "generated" / "quickstart"
 @pytest.mark.real_llm
 def test_eval_runs_the_embedded_model(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "pipeline.cli", "eval", str(EXAMPLE), "--out", str(out), "--tasks", "kind:lookup,2",
+    cmd = [sys.executable, "-m", "pipeline.cli", "eval", str(EXAMPLE), "--out", str(out), "--tasks", "2",
            "--attempts", "1", "--max-turns", "3", "--max-tokens", "160", "--cache-path", str(tmp_path / "cache.sqlite"),
            "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -23,8 +23,8 @@ def conn() -> sqlite3.Connection:
 def _verifier() -> dict:
     return {"assertions": [
         {"sql": "SELECT state FROM kegs WHERE id = 1", "expect": "empty"},
-        {"sql": "SELECT COUNT(*) FROM kegs WHERE state = 'empty' AND id = 3", "expect": 1}],
-        "gates": [{"sql": "SELECT COUNT(*) FROM kegs", "expect": 3}],
+        {"sql": "SELECT COUNT(*) FROM kegs WHERE state = 'empty' AND id = 3", "expect": 1},
+        {"sql": "SELECT COUNT(*) FROM kegs", "expect": 3, "name": "gate"}],
         "mutable_tables": ["kegs"], "answer": None}
 
 
@@ -33,7 +33,7 @@ def test_doing_nothing_scores_zero_even_with_partial_credit(conn) -> None:
     s = reward.score(_verifier(), conn, initial=initial, partial=True)
     assert s.gates_ok and not s.passed and s.reward == 0.5  # one goal already held: the planner makes such a gate
     v = _verifier()
-    v["gates"].append(v["assertions"].pop(1))
+    v["assertions"][1]["name"] = "gate"
     assert reward.score(v, conn, initial=initial, partial=True).reward == 0.0
 
 
