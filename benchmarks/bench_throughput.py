@@ -5,8 +5,8 @@
     .venv/bin/python benchmarks/bench_throughput.py --scenarios 4 --latency 0.2 --skip-serial
 
 A simulated OpenAI-compatible endpoint on loopback (``pipeline.llm.simulated``) answers every request after a
-fixed latency with the reply recorded in the example catalog's LLM cache (``generated/quickstart``). That
-cache holds one scenario; to drive N scenarios the seed is given N times with a marker (``~v1`` .. ``~vN``)
+fixed latency with the reply recorded in the example catalog's LLM cache (``generated/quickstart``; its seed and
+stage settings come from its catalog.db). That cache holds one scenario per seed; to drive N scenarios the seed is given N times with a marker (``~v1`` .. ``~vN``)
 in its name, the endpoint strips the marker before looking a request up and puts it back into the scenario
 name it replies, so the N scenarios are distinct to the pipeline (names, ids, directories) and their
 requests are the recorded ones. Dedup is set to keep them (threshold 1.0, no judge).
@@ -34,29 +34,45 @@ sys.path.insert(0, str(ROOT))
 from pipeline.llm.simulated import CacheReplay, Fault, SimulatedEndpoint  # noqa: E402
 
 EXAMPLE = ROOT / "generated" / "quickstart"
-SEED_TEXT = (ROOT / "seeds" / "quickstart.txt").read_text(encoding="utf-8").splitlines()
-SEED = next(line for line in SEED_TEXT if line.strip() and not line.startswith("#"))
 MARK = re.compile(r" ~v(\d+)")
 
 
-class VariantReplay:
-    """Answers requests of scenario variant k with the recorded replies of the one recorded scenario."""
+def recorded_inputs(catalog: Path) -> tuple[tuple[str, str], dict[str, Any]]:
+    """The first seed and the ``[stages.*]`` settings the recorded run was made with (its catalog.db)."""
+    import sqlite3
 
-    def __init__(self, cache: Path):
+    con = sqlite3.connect(f"file:{catalog / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        seed = con.execute("SELECT name, description FROM seeds ORDER BY source, line").fetchone()
+        (config,) = con.execute("SELECT config FROM runs ORDER BY started LIMIT 1").fetchone()
+    finally:
+        con.close()
+    return (seed[0], seed[1] or ""), json.loads(config)["stages"]
+
+
+class VariantReplay:
+    """Answers requests of scenario variant k with the recorded replies of the scenarios of one seed."""
+
+    def __init__(self, cache: Path, seed_name: str):
+        import sqlite3
+
         self.replay = CacheReplay(cache)
-        self.scenario_name = self._recorded_name()
+        con = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT request, content FROM responses").fetchall()
+        finally:
+            con.close()
+        self.names = []  # the scenario names the seed's expansion replies proposed
+        for request, content in rows:
+            if f"Domain seed: {seed_name}" in request:
+                try:
+                    self.names.append(str(json.loads(content)["name"]))
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+        if not self.names:
+            raise SystemExit(f"{cache}: no recorded expansion of the seed {seed_name!r}")
         self.misses = 0
         self.lock = threading.Lock()
-
-    def _recorded_name(self) -> str:
-        for content in self.replay.replies.values():
-            try:
-                obj = json.loads(content)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and {"name", "description", "suitable"} <= set(obj):
-                return str(obj["name"])
-        raise SystemExit(f"{EXAMPLE}: no expansion reply in the recorded cache")
 
     def __call__(self, body: dict[str, Any]) -> str | Fault:
         text = json.dumps(body)
@@ -64,26 +80,25 @@ class VariantReplay:
         if m is None:
             return self.replay(body)
         mark = m.group(0)
-        plain = json.loads(text.replace(mark, ""))
-        content = self.replay.lookup(plain)
+        content = self.replay.lookup(json.loads(text.replace(mark, "")))
         if content is None:
             with self.lock:
                 self.misses += 1
             return Fault("status", status=400)
-        return content.replace(self.scenario_name, self.scenario_name + mark)
+        for name in self.names:
+            content = content.replace(name, name + mark)
+        return content
 
 
-def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: SimulatedEndpoint) -> dict[str, Any]:
+def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: SimulatedEndpoint,
+            catalog: Path) -> dict[str, Any]:
     from pipeline.config import validate_config
     from pipeline.run import plan_from_config, run_catalog
 
+    (name, description), stages = recorded_inputs(catalog)
     workdir.mkdir(parents=True, exist_ok=True)
     seeds = workdir / "seeds.txt"
-    name, _, rest = SEED.partition(":")
-    seeds.write_text("".join(f"{name} ~v{k}:{rest}\n" for k in range(1, n + 1)), encoding="utf-8")
-    import tomllib
-
-    stages = tomllib.loads((ROOT / "seeds" / "quickstart.toml").read_text(encoding="utf-8")).get("stages", {})
+    seeds.write_text("".join(f"{name} ~v{k}: {description}\n" for k in range(1, n + 1)), encoding="utf-8")
     stages.setdefault("run", {})["concurrency"] = concurrency
     stages["dedup"] = {"threshold": 1.0, "judge": False}
     config = validate_config({"llm": {"base_url": url, "model": "simulated", "concurrency": concurrency,
@@ -105,7 +120,8 @@ def main() -> None:
     ap.add_argument("--scenarios", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--latency", type=float, default=0.5, help="seconds the endpoint takes per request")
-    ap.add_argument("--cache", type=Path, default=EXAMPLE / "llm_cache.sqlite", help="recorded LLM cache")
+    ap.add_argument("--catalog", type=Path, default=EXAMPLE,
+                    help="a recorded catalog: its llm_cache.sqlite answers, its catalog.db gives seed and settings")
     ap.add_argument("--skip-serial", action="store_true", help="only the concurrent run")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     args = ap.parse_args()
@@ -113,15 +129,15 @@ def main() -> None:
     from pipeline.embed import get_embedder
 
     get_embedder(None).encode(["warm-up"])  # load the dedup model before timing anything
-    answer = VariantReplay(args.cache)
+    answer = VariantReplay(args.catalog / "llm_cache.sqlite", recorded_inputs(args.catalog)[0][0])
     out: dict[str, Any] = {"scenarios": args.scenarios, "concurrency": args.concurrency, "latency_s": args.latency}
     with SimulatedEndpoint(answer, latency=args.latency) as ep, tempfile.TemporaryDirectory() as tmp:
-        conc = one_run(ep.url, Path(tmp) / "concurrent", args.scenarios, args.concurrency, ep)
+        conc = one_run(ep.url, Path(tmp) / "concurrent", args.scenarios, args.concurrency, ep, args.catalog)
         out.update(requests=conc["stats"]["requests"], mean_in_flight=round(conc["stats"]["mean_in_flight"], 2),
                    peak_in_flight=conc["stats"]["peak_in_flight"], wall_s=round(conc["wall_s"], 1),
                    verified=conc["counts"].get("environments_verified"), failed=len(conc["failed"]))
         if not args.skip_serial:
-            ser = one_run(ep.url, Path(tmp) / "serial", args.scenarios, 1, ep)
+            ser = one_run(ep.url, Path(tmp) / "serial", args.scenarios, 1, ep, args.catalog)
             out.update(serial_wall_s=round(ser["wall_s"], 1),
                        serial_mean_in_flight=round(ser["stats"]["mean_in_flight"], 2),
                        speedup_vs_serial=round(ser["wall_s"] / conc["wall_s"], 2),

@@ -188,8 +188,8 @@ class Embedder:
 
         def feed(pool: ProcessPoolExecutor) -> None:  # one feeder thread per worker process
             try:
-                while (i := next_piece()) is not None:
-                    parts[i] = pool.submit(_worker_encode, piece(i)).result()
+                while (j := next_piece()) is not None:
+                    parts[j] = pool.submit(_worker_encode, piece(j)).result()
             except BaseException as e:  # noqa: BLE001 - re-raised in the caller below
                 errors.append(e)
 
@@ -202,8 +202,8 @@ class Embedder:
                 t.start()
             torch.set_num_threads(1)
             try:
-                while (i := next_piece()) is not None:
-                    parts[i] = self._encode_here(piece(i))
+                while (k := next_piece()) is not None:
+                    parts[k] = self._encode_here(piece(k))
             finally:
                 torch.set_num_threads(threads_before)
                 for t in feeders:

@@ -209,12 +209,13 @@ class Assertion(Frozen):
     sql: str
     expect: Any
     description: str = ""
-    role: Literal["goal", "gate"] = "goal"
-    """Goals earn the reward; gates (nothing else changed) only take it away (see ``verify.reward``)."""
 
 
 class Verifier(Frozen):
     assertions: list[Assertion]
+    """Goals: what the task asks for; they earn the reward (``verify.reward``)."""
+    gates: list[Assertion] = Field(default_factory=list)
+    """Gates: what must not change (row counts, untouched rows); they never earn, a failing one scores 0."""
     mutable_tables: list[str] = Field(default_factory=list)
     answer: dict[str, Any] | str | None = None
     """For questions: the typed expected answer ``{"type", "value", "others", "stated"}`` (a plain string is

@@ -214,7 +214,7 @@ def run_catalog(
     work = ScenarioWork(plan, llm, fingerprint, envs_dir, make_client=new_client, checkpointer=saver,
                         progress=prog.message)
 
-    def started(scn: Any) -> Any:  # pulled by the executor when a slot is free
+    def building(scn: Any) -> Any:  # pulled by the executor when a slot is free
         catalog.set_environment(scn.scenario_id, name=scn.name, status="building", reason="")
         return scn
 
@@ -249,7 +249,7 @@ def run_catalog(
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
 
-    for scn, outcome in (executor or LocalExecutor(plan.run.concurrency)).run((started(s) for s in todo), work):
+    for scn, outcome in (executor or LocalExecutor(plan.run.concurrency)).run((building(s) for s in todo), work):
         r = record(scn, outcome)
         if r["status"] == "failed":
             failed.append({"scenario": r["scenario"], "reason": r["reason"]})

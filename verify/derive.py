@@ -130,6 +130,7 @@ class _Deriver:
         self.changes = run.changes()
         self.twin_changes = twin_changes
         self.notes: list[str] = []
+        self.gate_ids: set[int] = set()
         self.arg_values = [v for r in run.records for v in r.call.arguments.values()]
         self.arg_items = {(k, v) for r in run.records for k, v in r.call.arguments.items() if not isinstance(v, dict | list)}
 
@@ -212,8 +213,10 @@ class _Deriver:
         return None
 
     def _assert(self, sql: str, description: str, role: str = "goal") -> Assertion:
-        return Assertion(sql=sql, expect=query_value(self.run.inst.conn, sql), description=description,
-                         role=role)  # type: ignore[arg-type]
+        a = Assertion(sql=sql, expect=query_value(self.run.inst.conn, sql), description=description)
+        if role == "gate":
+            self.gate_ids.add(id(a))
+        return a
 
     def assertions(self, read_tools: list[str]) -> list[Assertion]:
         out: list[Assertion] = []
@@ -300,22 +303,25 @@ def derive_verifier(
                 play(twin, list(calls_done))
                 twins.append(None if twin.error else twin.changes())
         d = _Deriver(env, run, twins)
-        assertions = _gate_what_holds_initially(env, initial_db, d.assertions(reads))
-        verifier = Verifier(assertions=assertions, mutable_tables=sorted({c.table for c in changes}), answer=expected)
+        made = d.assertions(reads)
+        goals, gates = _split(env, initial_db, [a for a in made if id(a) not in d.gate_ids],
+                              [a for a in made if id(a) in d.gate_ids])
+        verifier = Verifier(assertions=goals, gates=gates, mutable_tables=sorted({c.table for c in changes}),
+                            answer=expected)
         return Derivation(calls_done, responses, tuple(changes), verifier, None, tuple(d.notes))
 
 
 
-def _gate_what_holds_initially(env: Environment, initial_db: str | Path | None, assertions: list[Assertion]) -> list[Assertion]:
+def _split(env: Environment, initial_db: str | Path | None, goals: list[Assertion],
+           gates: list[Assertion]) -> tuple[list[Assertion], list[Assertion]]:
+    """A goal that already holds on the initial state cannot tell doing the task from doing nothing: it
+    becomes a gate."""
+    kept: list[Assertion] = []
     with fresh(env, initial_db) as start:
-        out = []
-        for a in assertions:
-            if a.role == "goal":
-                try:
-                    held = query_value(start.inst.conn, a.sql) == a.expect
-                except Exception:
-                    held = False
-                if held:
-                    a = a.model_copy(update={"role": "gate"})
-            out.append(a)
-    return out
+        for a in goals:
+            try:
+                held = query_value(start.inst.conn, a.sql) == a.expect
+            except Exception:
+                held = False
+            (gates if held else kept).append(a)
+    return kept, gates

@@ -6,7 +6,8 @@ run it without envfoundry installed.
 
 A verifier (the task record's ``verifier`` object)::
 
-    {"assertions": [{"sql": "SELECT ...", "expect": <json>, "description": "...", "role": "goal" | "gate"}],
+    {"assertions": [{"sql": "SELECT ...", "expect": <json>, "description": "..."}],     # goals
+     "gates": [{"sql": "SELECT ...", "expect": <json>, "description": "..."}],          # nothing else changed
      "mutable_tables": ["loans", ...],
      "answer": null | {"type": "number" | "text" | "enum" | "date" | "boolean" | "list",
                        "value": <number | string | bool | [strings]>,
@@ -17,9 +18,9 @@ A verifier (the task record's ``verifier`` object)::
 The value of an assertion's query is its single cell for a 1x1 result, else the list of its rows (each a
 list). Rules:
 
-* **gates** never earn credit, they only take it away: a gate assertion that fails, or a change to a table
-  outside ``mutable_tables`` (when the initial snapshot is given), scores 0;
-* **goals** earn it: every goal assertion and, for questions, the answer. Reward 1.0 when all hold; with
+* **gates** never earn credit, they only take it away: a ``gates`` assertion that fails, or a change to a
+  table outside ``mutable_tables`` (when the initial snapshot is given), scores 0;
+* **goals** earn it: every ``assertions`` entry and, for questions, the answer. Reward 1.0 when all hold; with
   ``partial=True`` the share that holds; else 0. Derivation keeps no goal that holds on the initial state,
   so doing nothing scores 0.
 * **answers** are typed and extracted strictly: the reply must give exactly one value of the expected type
@@ -27,7 +28,7 @@ list). Rules:
   also names another candidate (``others``) fails, so a pasted list of candidates or of tool output cannot
   pass. Values the request states (``stated``) may be repeated freely.
 
-An assertion without ``role`` is a goal. A plain-string ``answer`` (older task banks) is typed by its form:
+A verifier without ``gates`` has goals only. A plain-string ``answer`` (older task banks) is typed by its form:
 a number, an ISO date, yes/no, items separated by ``"; "`` (a list), else text.
 """
 
@@ -147,7 +148,8 @@ def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None 
     failures: list[str] = []
     goals: list[bool] = []
     gates_ok = True
-    for i, a in enumerate(verifier.get("assertions") or [], 1):
+    checks = [(a, False) for a in verifier.get("assertions") or []] + [(a, True) for a in verifier.get("gates") or []]
+    for i, (a, gate) in enumerate(checks, 1):
         what = a.get("description") or a.get("sql", "")
         try:
             got = query_value(conn, a["sql"])
@@ -155,7 +157,7 @@ def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None 
             problem = None if held else f"expected {_short(a.get('expect'))}, got {_short(got)}"
         except sqlite3.Error as e:
             held, problem = False, f"errored: {e}"
-        if a.get("role", "goal") == "gate":
+        if gate:
             if not held:
                 gates_ok = False
                 failures.append(f"gate {i} ({what}) {problem}")
@@ -197,6 +199,7 @@ _MONTHS = {m: i for i, names in enumerate((
     ("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
     ("jul", "july"), ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"), ("nov", "november"),
     ("dec", "december")), 1) for m in names}
+_PASTED = re.compile(r'[{,]\s*"[^"\n]{1,64}"\s*:\s*["\d\[{tfn-]')
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
 _DMY_DATE = re.compile(r"(?<!\d)(\d{1,2})[./-](\d{1,2})[./-](\d{4})(?!\d)")
 _NAMED_DATE = re.compile(r"(?<![\w])(?:(\d{1,2})(?:st|nd|rd|th)?\s+([a-z]{3,9})\.?,?\s+(\d{4})|([a-z]{3,9})\.?\s+(\d{1,2})"
@@ -320,6 +323,8 @@ def check_answer(expected: Any, given: str | None) -> tuple[bool, str]:
     stated = [str(s) for s in spec.get("stated") or []]
     others = [str(o) for o in spec.get("others") or [] if str(o).strip()]
     text = normalize_text(given)
+    if _PASTED.search(given):
+        return False, "the reply pastes tool output (a JSON object) instead of giving the answer"
     if kind == "number":
         stated_nums = {n for s in stated for n, _ in numbers_in(s)}
         nums = [(n, d) for n, d in numbers_in(text) if n not in stated_nums]

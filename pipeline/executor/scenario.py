@@ -92,7 +92,8 @@ class ScenarioWork:
         self.llm = llm
         self.fingerprint = fingerprint
         self.envs_dir = Path(envs_dir)
-        self._local = {"make_client": make_client, "checkpointer": checkpointer, "progress": progress}
+        self._local: dict[str, Any] | None = {"make_client": make_client, "checkpointer": checkpointer,
+                                               "progress": progress}
         self.cache_service: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -208,7 +209,7 @@ class CacheService:
             num_cpus=0, max_concurrency=16,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
         ).remote(str(path))
-        ray.get(actor.size.remote())  # fails here, not in a worker, if the file cannot be opened
+        ray.get(actor.size.remote())  # type: ignore[attr-defined]  # fails here if the file cannot be opened
         return actor
 
     @staticmethod

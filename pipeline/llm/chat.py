@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,9 +153,12 @@ def chat_tools(
         client.usage.add(stage, reply)
         return _finish(content, calls, finish, reply, opts)
     client._ensure_started()
-    resp, seconds = _send(client, key, messages, params)
-    choice = resp.choices[0]
-    message = choice.message
+    resp, _, seconds = client._send(key, messages, params, extract=_first_choice)  # the client's retries
+    try:
+        choice = resp.choices[0]
+        message = choice.message
+    except (AttributeError, IndexError, TypeError):
+        client._fail(key, f"LLM endpoint {client.base_url} returned a malformed reply: {str(resp)[:200]!r}")
     content = message.content if isinstance(message.content, str) else ""
     calls = _calls_of(message)
     finish = getattr(choice, "finish_reason", None)
@@ -172,29 +174,11 @@ def chat_tools(
     return _finish(content, calls, finish, reply, opts)
 
 
-def _send(client: Any, key: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Any, float]:
-    """The client's own request loop (endpoint router, machine lock of the embedded model, retries with
-    backoff on transient faults, ``LLMUnavailable`` after the last), accepting a reply without text: a reply
-    that only calls tools has ``content: null``."""
-    tries = client.settings.max_retries + 1
-    message = ""
-    router = client._router()
-    for attempt in range(tries):
-        try:
-            with router.slot() as ep, client._machine_lock():
-                t0 = time.perf_counter()
-                resp = client._attempt(ep, router, key, messages, params)
-                try:
-                    resp.choices[0].message  # noqa: B018 - the shape check
-                except (AttributeError, IndexError, TypeError):
-                    raise _Retry(f"LLM endpoint {ep.url} returned a malformed reply: {str(resp)[:200]!r}") from None
-                return resp, time.perf_counter() - t0
-        except _Retry as r:
-            message = str(r)
-            if attempt < tries - 1:
-                time.sleep(client._backoff(attempt) if r.delay is None else r.delay)
-    client._fail(key, message + (f" (after {tries} tries)" if tries > 1 else ""))
-    raise AssertionError("unreachable")
+def _first_choice(resp: Any, url: str) -> Any:
+    try:
+        return resp.choices[0].message
+    except (AttributeError, IndexError, TypeError):
+        raise _Retry(f"LLM endpoint {url} returned a malformed reply: {str(resp)[:200]!r}") from None
 
 
 def _finish(content: str, calls: list[ToolCallRequest], finish: str | None, reply: Reply,

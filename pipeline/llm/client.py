@@ -315,8 +315,11 @@ class LLMClient:
     def _backoff(self, attempt: int) -> float:
         return min(self.BACKOFF_MAX_S, self.backoff_s * 2 ** attempt) * random.uniform(0.75, 1.0)
 
-    def _send(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Any, str, float]:
-        """One request, retried up to ``max_retries`` times on transient failures; (response, content, s)."""
+    def _send(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
+              extract: Callable[[Any, str], Any] | None = None) -> tuple[Any, Any, float]:
+        """One request, retried up to ``max_retries`` times on transient failures; (response, content, s).
+        ``extract(response, url)`` reads the content (raising ``_Retry`` on a malformed reply); default: the
+        message text."""
         s = self.settings
         router = self._router()
         tries = s.max_retries + 1
@@ -326,7 +329,7 @@ class LLMClient:
                 with router.slot() as ep, self._machine_lock():
                     t0 = time.perf_counter()
                     resp = self._attempt(ep, router, key, messages, params)
-                    content = self._content(resp, ep.url)
+                    content = (extract or self._content)(resp, ep.url)
                     return resp, content, time.perf_counter() - t0
             except _Retry as r:
                 message = str(r)

@@ -161,10 +161,11 @@ def normalize_task(raw: dict[str, Any]) -> dict[str, Any]:
     tier = md.get("tier", raw.get("tier"))
     steps = _num(md.get("steps"))
     assertions = []
-    for a in verifier.get("assertions") or []:
-        if isinstance(a, dict):
-            assertions.append({"sql": a.get("sql", ""), "expect": a.get("expect"),
-                               "description": a.get("description") or "", "role": a.get("role")})
+    for role, key in (("goal", "assertions"), ("gate", "gates")):
+        for a in verifier.get(key) or []:
+            if isinstance(a, dict):
+                assertions.append({"sql": a.get("sql", ""), "expect": a.get("expect"),
+                                   "description": a.get("description") or "", "role": a.get("role", role)})
     hard = diff.get("hard_pool", md.get("hard_pool"))
     return {
         "task_id": str(raw.get("task_id", "")),

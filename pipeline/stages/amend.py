@@ -3,7 +3,7 @@
 A tool's SQL is read by a parser (sqlglot) against the schema: a write storing a value that a
 ``CHECK (column IN (...))`` list does not allow (``UPDATE permits SET status = 'revoked'`` when the list says
 'pending', 'approved'), or a statement naming a column its table lacks (``INSERT INTO kegs (..., filled_on)``,
-a guard reading ``batches.abv``) are :class:`Amendment` s: allow the value, add the column (nullable, typed like
+a guard of a write tool reading ``batches.abv``) are :class:`Amendment` s: allow the value, add the column (nullable, typed like
 the argument or literal it meets). :func:`apply` makes them in SQLite itself (``ALTER TABLE ... ADD COLUMN``; the
 CHECK list gets the value) and returns the new DDL; the caller rebuilds its scratch database and inserts the
 seeded rows again. Only what the statement names unambiguously is amended; anything else is left to feedback.
@@ -127,9 +127,13 @@ def _missing_reads(tree: exp.Expression, infos: dict[str, TableInfo], params: di
 
 
 def _near(name: str, columns: Sequence[str]) -> str | None:
-    """An existing column ``name`` is probably a slip for (``emial`` for ``email``), by spelling distance."""
-    hits = difflib.get_close_matches(name.lower(), [c.lower() for c in columns], n=1, cutoff=0.8)
-    return hits[0] if hits else None
+    """An existing column ``name`` is probably a slip for (``emial`` for ``email``, ``phone`` for
+    ``phone_number``), by spelling distance or containment."""
+    low = name.lower()
+    hits = difflib.get_close_matches(low, [c.lower() for c in columns], n=1, cutoff=0.8)
+    if hits:
+        return hits[0]
+    return next((c for c in columns if len(low) >= 3 and (low in c.lower() or c.lower() in low)), None)
 
 
 def propose(tool: ir.Tool, tables: Sequence[ir.Table], conn: sqlite3.Connection) -> list[Amendment]:
@@ -156,8 +160,9 @@ def propose(tool: ir.Tool, tables: Sequence[ir.Table], conn: sqlite3.Connection)
             skip = {id(c) for c in tree.this.find_all(exp.Column)} | {id(c) for c in tree.this.expressions}
         if isinstance(tree, exp.Update):
             skip = {id(eq.left) for eq in tree.args.get("expressions") or [] if isinstance(eq, exp.EQ)}
-        for table, col, typ in _missing_reads(tree, infos, params, skip):
-            found.append(Amendment(table, col, "add_column", typ))
+        if tool.kind == "write":  # a read tool naming a missing column has the wrong column: feedback fixes it
+            for table, col, typ in _missing_reads(tree, infos, params, skip):
+                found.append(Amendment(table, col, "add_column", typ))
     out: list[Amendment] = []
     for a in found:
         if a.kind == "add_column" and _near(a.column, infos[a.table].columns):

@@ -97,7 +97,7 @@ class DedupIndex:
     FILES = ("index.faiss", "entries.jsonl", "meta.json")
     JUDGEMENTS = "judgements.jsonl"
     #: from this many vectors on, search an IVF index instead of the flat one (see bench_dedup.py approx)
-    APPROX_MIN = 10_000
+    APPROX_MIN = 50_000
     NLIST = 128
     NPROBE = 8
 

@@ -2,12 +2,16 @@
 
 ``generate_schema(scenario, intents, client, settings) -> StageResult[tuple[ir.Table, ...]]``.
 
-One call writes every table's ``CREATE TABLE``. Each statement gets two deterministic repairs that
-need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/``BOOLEAN`` become
-``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended), then is executed in a scratch SQLite
-database with ``PRAGMA foreign_keys=ON`` and checked: one statement creating the named table, a
-primary key, foreign keys that point at existing tables and key columns (``PRAGMA
-foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
+One call writes every table's ``CREATE TABLE`` and its natural key (the column(s) a user names a row by:
+a code, a number, a plate, a name, or a combination such as name + date; never the generated id, never only
+references), which fills ``ir.Table.natural_key`` (an unusable declaration is left empty and recorded; the
+seeded rows must then make it unique, see ``seed_data.settle_natural_keys``). Each statement gets
+deterministic repairs that need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/
+``BOOLEAN`` become ``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended; CHECKs against calendar
+dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped),
+then is executed in a scratch SQLite database with ``PRAGMA foreign_keys=ON`` and checked: one statement
+creating the named table, ``engine.check_ddl`` (the authorizer: no clock or random SQL, no PRAGMA...), a
+primary key, foreign keys that point at existing tables and key columns (``PRAGMA foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
 at most ``max_attempts - 1`` times; a table still failing is dropped with a Rejection (and so is any
 table that references a dropped one). The tables come out parents first.
 

@@ -9,7 +9,10 @@ objects); the response model types each position from the table (INTEGER/REAL/TE
 existing keys, so the grammar itself keeps most rows valid. The prompt shows each parent key with a
 label (its first text column and status-like columns) so child rows can agree with their parents.
 
-Rows are inserted through sqlite-utils, one savepoint each, into a scratch database with foreign
+The prompt names the table's natural key (no two rows may share its values). A row whose only fault is a
+value already taken in a UNIQUE column set (two people with one phone number) gets the nearest unused value
+by code (:func:`make_unique`: digits counted up, same shape) and the change is recorded, instead of the row
+being refused or the model asked again. Rows are inserted through sqlite-utils, one savepoint each, into a scratch database with foreign
 keys on. A call in which fewer than half of the rows insert is rolled back and the exact SQLite
 errors go back to the LLM (bounded by ``max_attempts``); rows refused in an accepted call, and
 exact duplicates, are dropped and recorded as a Rejection. A table left with fewer than

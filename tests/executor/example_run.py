@@ -1,33 +1,69 @@
-"""Helpers for runs of the README's quickstart answered by a simulated endpoint replaying the example's cache."""
+"""Helpers for runs of the committed example's inputs answered by a simulated endpoint replaying its cache.
+
+The seeds and stage settings are read from the example's own catalog.db (what it was made with), so the
+recorded replies fit even when ``seeds/quickstart.*`` have moved on since the example was made.
+"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
-import tomllib
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "generated" / "quickstart"
-SEEDS = ROOT / "seeds" / "quickstart.txt"
-CONFIG = ROOT / "seeds" / "quickstart.toml"
 KEEP = {"env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl"}
 #: the endpoint serves the replies the example recorded from this model (its name goes into provenance)
 MODEL = "qwen2.5-coder-1.5b"
 
 
 def files(out: Path) -> dict[str, bytes]:
-    """The outputs that must be byte-identical: each environment's files and the task bank."""
-    found = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "envs").rglob("*")) if p.name in KEEP}
+    """The outputs that must be byte-identical: each verified environment's files and the task bank. (A failed
+    scenario may leave its half-verified directory behind locally, where the rerun resumes from it; a Ray
+    worker ships files back only for a scenario that finished.)"""
+    con = sqlite3.connect(f"file:{out / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        dirs = [d for (d,) in con.execute("SELECT dir FROM environments WHERE status = 'verified' ORDER BY dir")]
+    finally:
+        con.close()
+    found = {str(p.relative_to(out)): p.read_bytes() for d in dirs for p in sorted((out / d).rglob("*"))
+             if p.name in KEEP}
     found["task_bank.jsonl"] = (out / "task_bank.jsonl").read_bytes()
     return found
 
 
-def plan(url: str, cache: Path, **llm: Any) -> Any:
+def example_inputs(d: Path) -> tuple[Path, dict[str, Any]]:
+    """The example's seed file (written into ``d``) and its ``[stages.*]`` settings."""
+    if not (EXAMPLE / "catalog.db").is_file() or not (EXAMPLE / "llm_cache.sqlite").is_file():
+        raise AssertionError(f"the example catalog {EXAMPLE} (catalog.db and llm_cache.sqlite) is missing: "
+                             "these runs replay its recorded replies; regenerate it")
+    con = sqlite3.connect(f"file:{EXAMPLE / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        seeds = con.execute("SELECT name, description FROM seeds ORDER BY source, line").fetchall()
+        (config,) = con.execute("SELECT config FROM runs ORDER BY started LIMIT 1").fetchone()
+    finally:
+        con.close()
+    d.mkdir(parents=True, exist_ok=True)
+    seed_file = d / "seeds.txt"
+    seed_file.write_text("".join(f"{n}: {desc}\n" if desc else f"{n}\n" for n, desc in seeds), encoding="utf-8")
+    return seed_file, json.loads(config)["stages"]
+
+
+def config_file(d: Path, stages: dict[str, Any]) -> Path:
+    """``stages`` as a TOML config file for the CLI."""
+    lines = []
+    for stage, values in sorted(stages.items()):
+        lines += [f"[stages.{stage}]"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(values.items())]
+    path = d / "config.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def plan(url: str, cache: Path, stages: dict[str, Any], **llm: Any) -> Any:
     from pipeline.config import validate_config
     from pipeline.run import plan_from_config
 
-    stages = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["stages"]
     config = validate_config({"llm": {"base_url": url, "model": MODEL, "cache_path": str(cache), **llm},
                               "stages": stages})
     return plan_from_config(config)
@@ -53,3 +89,11 @@ def cache_rows(path: Path) -> list[tuple[str, str]]:
         return sorted(con.execute("SELECT key, content FROM responses").fetchall())
     finally:
         con.close()
+
+
+def no_misses(replay: Any) -> None:
+    """The example's cache answered every request (else the prompts moved on: regenerate the example)."""
+    if replay.misses:
+        first = replay.misses[0]["messages"][0]["content"][:160]
+        raise AssertionError(f"generated/quickstart/llm_cache.sqlite has no reply for {len(replay.misses)} request(s) "
+                             f"of the current code (first: {first!r}); regenerate the example catalog")

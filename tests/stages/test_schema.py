@@ -202,13 +202,15 @@ def test_clock_and_random_sql_is_dropped_from_checks_and_defaults_before_asking_
     assert normalise_ddl(kept) == kept
 
 
-@pytest.mark.skipif(not hasattr(__import__("pipeline.runtime", fromlist=["engine"]).engine, "check_ddl"),
-                    reason="engine.check_ddl (the authorizer-based DDL check) has not landed on this branch yet")
-def test_what_code_cannot_drop_is_refused_by_the_authorizer_check_and_fed_back() -> None:
-    bad = ("CREATE TABLE draws (draw_id INTEGER PRIMARY KEY, n REAL NOT NULL, "
-           "r REAL GENERATED ALWAYS AS (n * random()) VIRTUAL) STRICT")
-    error = check_tables([("draws", bad)])["draws"]
-    assert error is not None and ("random()" in error or "non-deterministic" in error)
+def test_validation_refuses_clock_sql_that_sqlite_itself_accepts() -> None:
+    """SQLite accepts CURRENT_DATE in a CHECK and then refuses rows as the wall clock moves; the authorizer-based
+    DDL check (engine.check_ddl) refuses the statement, so a fix conversation (or the repair above) handles it."""
+    bad = ("CREATE TABLE permits (permit_id INTEGER PRIMARY KEY, start_date TEXT NOT NULL "
+           "CHECK (start_date >= CURRENT_DATE)) STRICT")
+    sqlite3.connect(":memory:").execute(bad)  # SQLite alone has nothing against it
+    error = check_tables([("permits", bad)])["permits"]
+    assert error is not None and "CURRENT_DATE reads the wall clock" in error
+    assert check_tables([("permits", normalise_ddl(bad))]) == {"permits": None}
 
 
 def test_natural_keys_are_declared_per_table_and_surrogates_refused() -> None:

@@ -174,3 +174,13 @@ def test_many_tools_are_planned_table_by_table(seed) -> None:
     assert "only tools centred on the table batches" in one and "already planned (do not repeat them): (none)" in one
     assert "only tools centred on the table kegs" in two and "(do not repeat them): find_batch, record_gravity" in two
     assert client.bodies[0]["max_tokens"] >= 70 * 7  # the budget grows with the tools asked for
+
+
+def test_a_read_tool_naming_a_missing_column_is_fed_back_not_amended(seed) -> None:
+    wrong = dict(FIND_BATCH, returns={"sql": "SELECT batch_id, beer, abv FROM batches WHERE beer = :beer AND "
+                                             "brewed_on = :brewed_on", "mode": "one"})
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("retire_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, wrong, FIND_BATCH, FILL_KEG, RETIRE_KEG])
+    assert res.ok and "no such column: abv" in client.requests[2][-1]["content"]
+    assert not any("abv" in t.ddl for t in res.value.tables)

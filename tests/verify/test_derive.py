@@ -29,9 +29,9 @@ def test_insert_checks_values_exactly_and_ids_and_stamps_by_type() -> None:
     assert "typeof(\"id\") = 'integer'" in first  # assigned by SQLite
     assert "typeof(\"borrowed_at\") = 'text'" in first  # the clock itself
     assert v.assertions[0].expect == 1
-    counts = [a for a in v.assertions if a.sql == 'SELECT COUNT(*) FROM "loans"']
+    counts = [a for a in v.gates if a.sql == 'SELECT COUNT(*) FROM "loans"']
     assert counts and counts[0].expect == 5
-    assert any("unchanged" in a.description for a in v.assertions)
+    assert any("unchanged" in a.description for a in v.gates)
     # the reference passes; borrowing for the default 14 days does not
     assert _holds(env, v, list(d.calls))
     assert not _holds(env, v, [ToolCall(tool="borrow_book", arguments={"member_id": 4, "book_id": 2})])
@@ -70,7 +70,7 @@ def test_lookup_answers_come_from_the_result() -> None:
     env = library_env()
     d = derive_verifier(env, [ToolCall(tool="search_books", arguments={"query": "Austen"})], answer_field="title")
     assert d.verifier is not None and d.verifier.answer == "Emma; Persuasion"
-    assert d.verifier.mutable_tables == [] and d.verifier.assertions  # state must stay as it was
+    assert d.verifier.mutable_tables == [] and d.verifier.gates and not d.verifier.assertions  # state must stay as it was (gates only)
     d = derive_verifier(env, [ToolCall(tool="get_book", arguments={"book_id": 3})], answer_field="on_loan")
     assert d.verifier is not None and d.verifier.answer == "yes"
     d = derive_verifier(env, [ToolCall(tool="get_book", arguments={"book_id": 2})], answer_field="replacement_cost")

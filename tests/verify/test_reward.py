@@ -22,9 +22,9 @@ def conn() -> sqlite3.Connection:
 
 def _verifier() -> dict:
     return {"assertions": [
-        {"sql": "SELECT state FROM kegs WHERE id = 1", "expect": "empty", "role": "goal"},
-        {"sql": "SELECT COUNT(*) FROM kegs WHERE state = 'empty' AND id = 3", "expect": 1, "role": "goal"},
-        {"sql": "SELECT COUNT(*) FROM kegs", "expect": 3, "role": "gate"}],
+        {"sql": "SELECT state FROM kegs WHERE id = 1", "expect": "empty"},
+        {"sql": "SELECT COUNT(*) FROM kegs WHERE state = 'empty' AND id = 3", "expect": 1}],
+        "gates": [{"sql": "SELECT COUNT(*) FROM kegs", "expect": 3}],
         "mutable_tables": ["kegs"], "answer": None}
 
 
@@ -33,7 +33,7 @@ def test_doing_nothing_scores_zero_even_with_partial_credit(conn) -> None:
     s = reward.score(_verifier(), conn, initial=initial, partial=True)
     assert s.gates_ok and not s.passed and s.reward == 0.5  # one goal already held: the planner makes such a gate
     v = _verifier()
-    v["assertions"][1]["role"] = "gate"
+    v["gates"].append(v["assertions"].pop(1))
     assert reward.score(v, conn, initial=initial, partial=True).reward == 0.0
 
 
@@ -84,6 +84,8 @@ def test_type_sensitive_frame(conn) -> None:
     ({"type": "boolean", "value": True}, "Yes, it is.", True),
     ({"type": "boolean", "value": True}, "yes and no", False),
     ({"type": "text", "value": "Müller"}, "MÜLLER", True),
+    ({"type": "text", "value": "Jane Austen"}, '{"title": "Emma", "author": "Jane Austen", "year": 1815}', False),
+    ({"type": "text", "value": "Jane Austen"}, 'Emma (1815) is by Jane Austen: "a classic".', True),
     ({"type": "text", "value": "x"}, None, False),
 ])
 def test_typed_answers(expected, given, ok) -> None:

@@ -59,7 +59,7 @@ def _assertions_hold(db: Path, verifier: dict) -> list[bool]:
     try:
         out = []
         for a in verifier["assertions"]:
-            assert set(a) <= {"sql", "expect", "description", "name", "role"}
+            assert set(a) <= {"sql", "expect", "description", "name"}
             out.append(_scalar(con.execute(a["sql"]).fetchall()) == a["expect"])
         return out
     finally:
