@@ -60,6 +60,8 @@ def library_set() -> tuple[Environment, list[Task]]:
                 kind="lookup", typed={"type": "date", "value": "2026-01-19"}),
         derived(env, "Is Emma on loan right now?", [T(tool="get_book", arguments={"book_id": 1})], "on_loan",
                 kind="lookup", typed={"type": "boolean", "value": False}),
+        derived(env, "Is Matilda on loan right now?", [T(tool="get_book", arguments={"book_id": 4})], "on_loan",
+                kind="lookup", typed={"type": "boolean", "value": True}),
     ]
     return env, tasks
 
