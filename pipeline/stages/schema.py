@@ -511,8 +511,9 @@ def _fix_table(
 def natural_key_columns(conn: sqlite3.Connection, table: ir.Table, declared: list[str]) -> tuple[list[str], str | None]:
     """The declared natural key as the table's own column names, or ``([], why not)``.
 
-    A natural key is what users know a row by; the generated integer id and foreign keys are surrogates: a key
-    may combine a foreign key with the row's own values (a person + a date) but never consist of surrogates."""
+    A natural key is what users know a row by; the generated integer id is a surrogate and never part of one. A
+    key may combine a foreign key with the row's own values (a person + a date) or with another foreign key (the
+    loan of a book to a member: both parents are named by their own keys), but one reference alone is not a key."""
     cols = table_columns(conn, table)
     by_lower = {c.name.lower(): c for c in cols}
     picked: list[Column] = []
@@ -527,8 +528,8 @@ def natural_key_columns(conn: sqlite3.Connection, table: ir.Table, declared: lis
             picked.append(col)
     if not picked:
         return [], "no natural key declared"
-    if all(c.ref is not None for c in picked):
-        return [], f"natural key {[c.name for c in picked]} holds only references to other rows"
+    if len(picked) == 1 and picked[0].ref is not None:  # two references do name a row (a member's loan of a book)
+        return [], f"natural key {picked[0].name} is only a reference to another row"
     return [c.name for c in picked], None
 
 

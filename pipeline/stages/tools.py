@@ -35,14 +35,14 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from pipeline import ir
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.runtime import EnvInstance, engine
-from pipeline.stages import amend
+from pipeline.stages import amend, coverage
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.planner.analysis import analyse_tool
 from pipeline.stages.schema import ask_min, budget, check_enums, scratch_db
 from pipeline.stages.seed_data import _rows_of, settle_natural_keys
 from pipeline.stages.toolcheck import Sampler, exercise, written_columns
-from verify.state import table_infos
+from verify.state import qi, table_infos
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
@@ -208,6 +208,11 @@ class Workspace:
         self.schema_conn = scratch_db(self.tables)
         self.sampler = Sampler(self._inst.conn, self.tables, clock)
 
+    @property
+    def instance_conn(self) -> sqlite3.Connection:
+        """The workspace's database with the seeded rows."""
+        return self._inst.conn
+
     def close(self) -> None:
         self._inst.close()
         self.schema_conn.close()
@@ -231,6 +236,28 @@ class Workspace:
         _, error = exercise(env, tool, self.sampler.arguments(tool, sample_calls), self.sampler.grounded(tool),
                             written)
         return error
+
+    def gap_problems(self, tool: ir.Tool) -> str | None:
+        """Why a code-written finder or lister does not work here: its SQL is checked like any tool's, then it
+        must find the rows of real argument values (every parameter is a column of one table: the values of
+        the first seeded row that has them all)."""
+        found = engine.check_tool(self.schema_conn, tool.model_dump(mode="json"))
+        if found:
+            return "; ".join(found)
+        assert tool.returns is not None
+        table = tool.returns.sql.split(" FROM ", 1)[1].split()[0].strip('"')
+        cols = [p.name for p in tool.params]
+        where = " AND ".join(f"{qi(c)} IS NOT NULL" for c in cols)
+        row = self._inst.conn.execute(f"SELECT {', '.join(qi(c) for c in cols)} FROM {qi(table)} WHERE {where} "
+                                      "ORDER BY rowid LIMIT 1").fetchone()
+        if row is None:
+            return f"no seeded {table} row has values for {', '.join(cols)}"
+        env = self.env.model_copy(update={"tools": [tool]})
+        with EnvInstance(env) as inst:
+            out = inst.call(tool.name, dict(zip(cols, row, strict=True)))
+        if not out.get("ok") or not out.get("result"):
+            return f"called with the values of a seeded {table} row it found nothing: {out}"
+        return None
 
     def amended(self, amendments: Sequence[amend.Amendment]) -> Workspace | str:
         """A new workspace with ``amendments`` made and the seeded rows inserted again, or why not (the schema
@@ -406,6 +433,37 @@ def write_tool(plan: ToolPlanItem, ws: Workspace, client: Any, settings: BuildSe
 # ------------------------------------------------------------------ the stage
 
 
+def fill_gaps(ws: Workspace, settings: BuildSettings, rounds: int = 3) -> list[ir.Rejection]:
+    """Add the finders and listers the working tools lack (``pipeline.stages.coverage``), up to ``tools_max``
+    tools; each is checked like a written tool and recorded. A finder over references may need the parents'
+    finders, so the gaps are looked for again after each round."""
+    notes: list[ir.Rejection] = []
+    for _ in range(rounds):
+        room = settings.tools_max - len(ws.tools)
+        if room < 1:
+            break
+        env = ws.environment()
+        infos = table_infos(ws.instance_conn)
+        added = 0
+        for tool, gap in coverage.gap_tools(coverage.gaps(env, ws.instance_conn, infos), ws.tables, infos,
+                                            {t.name for t in ws.tools}):
+            if added >= room:
+                break
+            error = ws.gap_problems(tool)
+            if error is not None:
+                notes.append(ir.Rejection(stage=STAGE, item=tool.name, reason=f"gap tool not added: {error}",
+                                          evidence={"gap": gap.kind, "table": gap.table}))
+                continue
+            ws.tools.append(tool)
+            added += 1
+            notes.append(ir.Rejection(stage=STAGE, item=tool.name,
+                                      reason=f"tool added by code ({gap.kind}): {gap.why}",
+                                      evidence={"gap": gap.kind, "table": gap.table, "columns": list(gap.columns)}))
+        if not added:
+            break
+    return notes
+
+
 def _covered(tools: Sequence[ir.Tool], plan: Sequence[ToolPlanItem]) -> bool:
     """Whether the working tools still serve every goal some planned tool was to serve."""
     claimed = {g for it in plan for g in it.goals}
@@ -444,6 +502,8 @@ def generate_tools(
                 ws.close()
                 ws = amended
             ws.tools.append(tool)
+        if settings.fill_gaps:
+            rejections += fill_gaps(ws, settings)
         env = ws.environment()
     finally:
         ws.close()

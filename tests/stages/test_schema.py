@@ -217,7 +217,7 @@ def test_natural_keys_are_declared_per_table_and_surrogates_refused() -> None:
     reply = {"tables": [
         {"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["Email"]},  # a column, in another case
         {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["book_id"]},  # the generated id: users do not know it
-        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "book_id"]},  # references only
+        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id"]},  # one reference alone
     ]}
     res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
     assert res.ok
@@ -225,8 +225,12 @@ def test_natural_keys_are_declared_per_table_and_surrogates_refused() -> None:
     reasons = {r.item: r.reason for r in res.rejections}
     assert reasons == {
         "books": "natural key not kept: natural key column book_id is the generated row id, which users do not know",
-        "loans": "natural key not kept: natural key ['member_id', 'book_id'] holds only references to other rows",
+        "loans": "natural key not kept: natural key member_id is only a reference to another row",
     }
+    # two references name a row: the member's loan of a book (each parent named by its own key)
+    reply["tables"][2]["natural_key"] = ["member_id", "book_id"]
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    assert res.value[2].natural_key == ["member_id", "book_id"]
     reply["tables"][1]["natural_key"] = ["isbn"]
     res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
     assert "natural key column 'isbn' is not a column of books (columns: book_id, title" in \

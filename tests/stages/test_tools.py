@@ -57,8 +57,10 @@ def base_env(seed: tuple[ir.SeedRows, ...]) -> ir.Environment:
 
 
 def run(seed: tuple[ir.SeedRows, ...], replies: list, **settings):
+    """The tools stage on the library fixture; the code-written gap tools only when asked for (their own test)."""
     client = fake_client(replies)
-    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**settings)), client
+    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client,
+                          small_settings(**{"fill_gaps": False, **settings})), client
 
 
 def test_reply_maps_onto_the_ir_with_schema_enums_and_unused_params_dropped() -> None:

@@ -85,9 +85,7 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
         best_rank: tuple | None = None
         for size in range(1, MAX_KEY_COLUMNS + 1):
             pool = plain if size == 1 else cands
-            for cols in itertools.combinations(pool, size):
-                if all(c in fks for c in cols):
-                    continue
+            for cols in itertools.combinations(pool, size):  # references name a row too: a member's loan of a book
                 rank = (not (set(cols) & found),) + _rank(info, cols, unique_decl, found)
                 if best_rank is not None and rank >= best_rank:
                     continue
