@@ -151,8 +151,7 @@ def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str,
         order = " ORDER BY " + ", ".join(qi(k) for k in info.key) if info.key != ("rowid",) else ""
         given = " and ".join(gap.columns)
         if gap.kind == "finder":
-            desc = (f"Find the {gap.table} row with the given {given}; gives its {info.key[0]} and all its "
-                    f"columns (nothing when no row matches).")
+            desc = f"Find the {gap.table} row with the given {given}; gives its {info.key[0]} and all its columns."
             returns = ir.Returns(sql=f"SELECT * FROM {qi(gap.table)} WHERE {where}", mode="one")
         else:
             desc = f"List the {gap.table} rows with the given {given}, with all their columns."
