@@ -15,6 +15,8 @@ on a repaired environment -> its verifier derived again).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,6 +54,26 @@ def _stated(text: str, value: Any) -> bool:
     return reward.mentions(text, v)
 
 
+_QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?""")
+_PUNCT = re.compile(r"[;:,.()\n]")
+
+
+def _template_chunks(facts: list[str], descriptions: Sequence[str] = (), min_words: int = 4) -> list[str]:
+    """The planner's own connecting words in the facts (values and the tools' descriptions taken out), in runs of
+    ``min_words`` words or more: a request containing one copied the plan instead of wording it ("create a new
+    loans row")."""
+    out: list[str] = []
+    for f in facts:
+        for d in descriptions:
+            f = f.replace(d.strip().rstrip("."), " | ")
+        for part in _PUNCT.split(_QUOTED.sub(" | ", f)):
+            for piece in part.split("|"):
+                norm = reward.normalize_text(piece)
+                if len(norm.split()) >= min_words and norm not in out:
+                    out.append(norm)
+    return out
+
+
 def lint_request(env: Environment, chain: Chain, text: str) -> str | None:
     """Wording problems a request must not have: a tool's description repeated, a value the chain needs
     left out, a surrogate id or the answer given away. Language-independent: values, not word lists."""
@@ -60,6 +82,16 @@ def lint_request(env: Environment, chain: Chain, text: str) -> str | None:
         d = reward.normalize_text(t.description)
         if len(d) > 12 and (d in norm or norm in d):
             return f"the request repeats the description of tool {t.name}; write what this user wants"
+    for t in env.tools:
+        if "_" in t.name and t.name.lower() in text.lower():
+            return f"the request names the tool {t.name}; say what the user wants, not which tool to call"
+    for table in env.tables:
+        if "_" in table.name and table.name.lower() in text.lower():
+            return f"the request names the table {table.name}; say it as the user would"
+    for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
+        if chunk in norm:
+            return (f"the request copies the plan's wording ({chunk!r}); write the message the way this user "
+                    "would say it, in their own words")
     missing = [v for v in chain.must_state if not _stated(text, v)]
     if missing:
         return "the request must state " + ", ".join(repr(v) for v in missing) + " exactly as written"

@@ -157,3 +157,20 @@ def test_chains_that_do_not_replay_are_dropped_before_asking_the_model() -> None
     assert len(client.requests) == len(res.value) + len(res.rejections)  # one request per worded chain
     assert not any(c.tool == "delete_member" and c.arguments == {"member_id": 1}
                    for t in res.value for c in t.reference_solution)
+
+
+def test_lint_refuses_tool_names_schema_identifiers_and_copied_plan_wording() -> None:
+    """A small model tends to copy the facts it is given ("Create a new loans row: ..."); the request must be
+    the user's own words, naming no tool and no snake_case schema identifier."""
+    env = library_env()
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 12, {1: 0.3, 2: 0.4, 3: 0.3})
+    chain = next(c for c in chains if c.shape == "create")
+    values = " ".join(repr(v) if isinstance(v, str) else str(v) for v in chain.must_state)
+    assert lint_request(env, chain, f"Please sort this out for me: {values}.") is None
+    assert "copies the plan's wording" in lint_request(env, chain, chain.facts[0])
+    tool = chain.calls[-1].tool
+    assert "_" in tool and f"names the tool {tool}" in lint_request(env, chain, f"Use {tool} with {values}.")
+    renamed = env.model_copy(update={"tables": [t.model_copy(update={"name": "book_loans"}) if t.name == "loans"
+                                                else t for t in env.tables]})
+    assert "names the table book_loans" in lint_request(renamed, chain, f"Add to book_loans: {values}.")

@@ -84,6 +84,11 @@ def _unique_cols(p: Planner, table: str) -> set[str]:
     return {c for cols in _unique_columns(p.conn, table) if len(cols) == 1 for c in cols}
 
 
+def _gist(tool: Any) -> str:
+    """What a list tool gives, in its own description's words (the rows it lists may be filtered)."""
+    return '"' + tool.description.strip().rstrip(".") + '"'
+
+
 def _rotate(rows: list[Any], k: int) -> list[Any]:
     return rows[k % len(rows):] + rows[: k % len(rows)] if rows else rows
 
@@ -161,8 +166,8 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                 srcs = sources + [{prm.name: f"${n}.{field}"}]
                 stated_all = [v for _, v in desc] + [v for v in stated if v not in [d for _, d in desc]]
                 counted = shape.target or t
-                yield Chain("aggregate", full, [f"Ask how many {counted} rows {name} lists for the {anchor_table} row "
-                                                f"with {fact_text(desc)}."],
+                yield Chain("aggregate", full, [f"Ask how many {counted} rows there are of this kind: {_gist(tool)}, for the "
+                                                f"{anchor_table} row with {fact_text(desc)}."],
                             must_state=stated_all, hidden=[len(result)],
                             answer={"type": "number", "value": len(result), "stated": [str(v) for v in stated_all]},
                             sources=srcs)
@@ -173,8 +178,8 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                     k = numeric[seed % len(numeric)]
                     total = sum(r[k] for r in result)
                     total = round(total, 6) if isinstance(total, float) else total
-                    yield Chain("aggregate", full, [f"Ask for the total {k.replace('_', ' ')} over the {counted} rows "
-                                                    f"{name} lists for the {anchor_table} row with {fact_text(desc)}."],
+                    yield Chain("aggregate", full, [f"Ask for the total {k.replace('_', ' ')} over the {counted} rows of this kind: "
+                                                    f"{_gist(tool)}, for the {anchor_table} row with {fact_text(desc)}."],
                                 must_state=stated_all, hidden=[total],
                                 answer={"type": "number", "value": total, "stated": [str(v) for v in stated_all]},
                                 sources=srcs)
@@ -317,7 +322,7 @@ def writes(p: Planner, seed: int) -> Iterator[Chain]:
                 continue
             calls, sources, stated, args, src, facts = got
             yield Chain("create", calls + [ToolCall(tool=name, arguments=args)],
-                        [f"Create a new {table} row: " + "; ".join(facts) + f" (with {name})."],
+                        [f"Create a new {table} row: " + "; ".join(facts) + "."],
                         must_state=stated, sources=sources + [src], hidden=[])
             continue
         subject = _subject(p, shape, tool)
@@ -335,7 +340,7 @@ def writes(p: Planner, seed: int) -> Iterator[Chain]:
                 if v not in stated:
                     stated.append(v)
             change = "; ".join(facts)
-            what = f"{tool.description.rstrip('.')} (with {name}) for the {subject} row with {fact_text(desc)}"
+            what = f"{tool.description.rstrip('.')}, for the {subject} row with {fact_text(desc)}"
             yield Chain(shape.op, calls + [ToolCall(tool=name, arguments=args)],
                         [what + (f": {change}." if change else ".")],
                         must_state=stated, sources=sources + [src], hidden=[])
@@ -376,8 +381,8 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
             src2 = {k: (v if k == link[0].name else _shift(v, 1)) for k, v in src2.items()}
             yield Chain("parent_child",
                         [ToolCall(tool=pname, arguments=args1)] + calls_mid + [ToolCall(tool=cname, arguments=args2)],
-                        [f"Create a new {ps.target} row: " + "; ".join(facts1) + f" (with {pname}),",
-                         f"then a new {cs.target} row that belongs to it: " + "; ".join(facts2) + f" (with {cname})."],
+                        [f"Create a new {ps.target} row: " + "; ".join(facts1) + ",",
+                         f"then a new {cs.target} row that belongs to it: " + "; ".join(facts2) + "."],
                         must_state=stated1 + [v for v in stated2 if v not in stated1], hidden=[new_id],
                         sources=[src1] + sources_mid + [src2])
             break
@@ -422,9 +427,9 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                     continue
                 _calls, _src, stated_w, args, src, facts = got
                 which = "highest" if high else "lowest"
-                change = f"{wtool.description.rstrip('.')} (with {wname})" + (": " + "; ".join(facts) if facts else "")
+                change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
                 yield Chain("decide_write", agg.calls + [ToolCall(tool=wname, arguments=args)],
-                            [agg.facts[0].replace("Ask how many ", "Among the "),
+                            [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are of this kind", " rows of this kind"),
                              f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],
                             must_state=agg.must_state + [v for v in stated_w if v not in agg.must_state],
                             hidden=[row[pk]], sources=agg.sources + [src])
