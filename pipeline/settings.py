@@ -230,11 +230,11 @@ class BuildSettings(BaseModel):
     tools_min: int = Field(default=4, ge=2, le=50)
     """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
     tools_max: int = Field(default=8, ge=2, le=60)
-    """Most tools planned (each tool is then written in its own call), and most tools in all."""
-    fill_gaps: bool = True
-    """After the planned tools, add (written by code, up to ``tools_max``) the finders and listers the tools
-    lack: a read tool giving a row's id from its natural key wherever a tool takes that id, and one listing the
-    rows of a parent wherever no tool does (``pipeline.stages.coverage``). Tasks chain through them."""
+    """Most tools planned (each tool is then written by the LLM in its own call)."""
+    gap_tools_max: int = Field(default=6, ge=0, le=60)
+    """Most tools added after the planned ones, written by code: the finders and listers the tools lack (a read
+    tool giving a row's id from its natural key wherever a tool takes that id, and one listing the rows of a
+    parent wherever no tool does; ``pipeline.stages.coverage``). Tasks chain through them. 0 turns this off."""
     sample_calls: int = Field(default=3, ge=1, le=10)
     """Argument sets drawn from the seeded rows on which each tool is executed."""
     clock: str = "2026-01-15T09:00:00"

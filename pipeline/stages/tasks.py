@@ -88,6 +88,10 @@ def lint_request(env: Environment, chain: Chain, text: str) -> str | None:
     for table in env.tables:
         if "_" in table.name and table.name.lower() in text.lower():
             return f"the request names the table {table.name}; say it as the user would"
+    for table in env.tables:  # the planner's facts say "<table> row(s)"; users do not
+        if re.search(rf"\b{re.escape(reward.normalize_text(table.name))} rows?\b", norm):
+            return (f"the request speaks of {table.name} rows, the plan's wording; write it the way this user "
+                    "would say it, in their own words")
     for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
         if chunk in norm:
             return (f"the request copies the plan's wording ({chunk!r}); write the message the way this user "

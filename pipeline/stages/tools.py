@@ -434,12 +434,13 @@ def write_tool(plan: ToolPlanItem, ws: Workspace, client: Any, settings: BuildSe
 
 
 def fill_gaps(ws: Workspace, settings: BuildSettings, rounds: int = 3) -> list[ir.Rejection]:
-    """Add the finders and listers the working tools lack (``pipeline.stages.coverage``), up to ``tools_max``
-    tools; each is checked like a written tool and recorded. A finder over references may need the parents'
-    finders, so the gaps are looked for again after each round."""
+    """Add the finders and listers the working tools lack (``pipeline.stages.coverage``), at most
+    ``gap_tools_max``; each is checked on the seeded rows and recorded. A finder over references may need the
+    parents' finders, so the gaps are looked for again after each round."""
     notes: list[ir.Rejection] = []
+    total = 0
     for _ in range(rounds):
-        room = settings.tools_max - len(ws.tools)
+        room = settings.gap_tools_max - total
         if room < 1:
             break
         env = ws.environment()
@@ -456,6 +457,7 @@ def fill_gaps(ws: Workspace, settings: BuildSettings, rounds: int = 3) -> list[i
                 continue
             ws.tools.append(tool)
             added += 1
+            total += 1
             notes.append(ir.Rejection(stage=STAGE, item=tool.name,
                                       reason=f"tool added by code ({gap.kind}): {gap.why}",
                                       evidence={"gap": gap.kind, "table": gap.table, "columns": list(gap.columns)}))
@@ -502,8 +504,7 @@ def generate_tools(
                 ws.close()
                 ws = amended
             ws.tools.append(tool)
-        if settings.fill_gaps:
-            rejections += fill_gaps(ws, settings)
+        rejections += fill_gaps(ws, settings)
         env = ws.environment()
     finally:
         ws.close()

@@ -26,7 +26,7 @@ def added(res) -> dict[str, str]:
 
 
 def test_library_gaps(seed) -> None:
-    res, _ = library.run(seed, LIBRARY_REPLIES, fill_gaps=True, tools_max=8)
+    res, _ = library.run(seed, LIBRARY_REPLIES, tools_max=4, gap_tools_max=6)
     assert res.ok
     names = [t.name for t in res.value.tools]
     # lend_book takes books.book_id and nothing finds a book: a finder by its natural key (title). Loans are
@@ -55,10 +55,10 @@ def test_library_gaps(seed) -> None:
     assert ["find_member", "find_books_by_title", "lend_book"] in lends, lends
 
 
-def test_tools_max_bounds_the_added_tools_finders_first(seed) -> None:
-    res, _ = library.run(seed, LIBRARY_REPLIES, fill_gaps=True, tools_max=5)
+def test_gap_tools_max_bounds_the_added_tools_finders_first(seed) -> None:
+    res, _ = library.run(seed, LIBRARY_REPLIES, tools_max=4, gap_tools_max=1)
     assert res.ok and [t.name for t in res.value.tools][4:] == ["find_books_by_title"]
-    res, _ = library.run(seed, LIBRARY_REPLIES, fill_gaps=False, tools_max=8)
+    res, _ = library.run(seed, LIBRARY_REPLIES, tools_max=4, gap_tools_max=0)
     assert res.ok and len(res.value.tools) == 4 and not added(res)
 
 
@@ -81,7 +81,7 @@ def test_a_key_of_two_references_gets_a_finder_once_its_parents_can_be_found() -
                    params=[ir.Param(name="fill_id", type="integer")],
                    steps=[ir.Step(kind="write", sql="DELETE FROM fills WHERE fill_id = :fill_id")])
     with Workspace(brewery.SCENARIO, tables, seed, "2026-01-15T09:00:00", [void]) as ws:
-        notes = fill_gaps(ws, small_settings(tools_max=12))
+        notes = fill_gaps(ws, small_settings(gap_tools_max=12))
         names = [t.name for t in ws.tools]
         env = ws.environment()
     # round 1: the fills finder (void_fill takes its id) and the listers; round 2: the finders of the parents

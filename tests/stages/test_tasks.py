@@ -12,6 +12,7 @@ from pipeline.stages.tasks import (
     TaskSettings,
     _call_key,
     _effect_key,
+    _template_chunks,
     build_and_prove,
     generate_tasks,
     lint_request,
@@ -168,7 +169,12 @@ def test_lint_refuses_tool_names_schema_identifiers_and_copied_plan_wording() ->
     chain = next(c for c in chains if c.shape == "create")
     values = " ".join(repr(v) if isinstance(v, str) else str(v) for v in chain.must_state)
     assert lint_request(env, chain, f"Please sort this out for me: {values}.") is None
-    assert "copies the plan's wording" in lint_request(env, chain, chain.facts[0])
+    assert "the plan's wording" in lint_request(env, chain, chain.facts[0])
+    # the connecting words of a fact, without its values and the tools' own descriptions, runs of 4+ words
+    assert _template_chunks(["Among the loans rows, for the members row with name 'Ann', take the one with the "
+                             "highest due date, and for it: Renew a loan: days 7."], ["Renew a loan."]) == [
+        "among the loans rows", "for the members row with name", "take the one with the highest due date"]
+    assert "speaks of loans rows" in lint_request(env, chain, f"Please add a loans row: {values}.")
     tool = chain.calls[-1].tool
     assert "_" in tool and f"names the tool {tool}" in lint_request(env, chain, f"Use {tool} with {values}.")
     renamed = env.model_copy(update={"tables": [t.model_copy(update={"name": "book_loans"}) if t.name == "loans"

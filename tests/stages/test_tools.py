@@ -60,7 +60,7 @@ def run(seed: tuple[ir.SeedRows, ...], replies: list, **settings):
     """The tools stage on the library fixture; the code-written gap tools only when asked for (their own test)."""
     client = fake_client(replies)
     return generate_tools(SCENARIO, INTENTS, TABLES, seed, client,
-                          small_settings(**{"fill_gaps": False, **settings})), client
+                          small_settings(**{"gap_tools_max": 0, **settings})), client
 
 
 def test_reply_maps_onto_the_ir_with_schema_enums_and_unused_params_dropped() -> None:

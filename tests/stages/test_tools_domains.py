@@ -93,7 +93,7 @@ def seed() -> tuple[ir.SeedRows, ...]:
 
 def run(seed, replies, **settings):
     client = fake_client(replies)
-    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, "fill_gaps": False, **settings})), client
+    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, "gap_tools_max": 0, **settings})), client
 
 
 def test_a_value_the_check_list_lacks_amends_the_schema_instead_of_retrying_the_tool(seed) -> None:

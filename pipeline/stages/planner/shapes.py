@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Set
 from typing import Any
 
 from pipeline.ir import ToolCall
@@ -56,7 +57,8 @@ def _new_value(p: Planner, table: str, col: str, current: Any, param: Any, uniqu
                 (current,))]
             if vals:
                 return vals[0]
-        return _fresh_text(current)
+        taken = {r[0] for r in p.conn.execute(f"SELECT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL")}
+        return _fresh_text(current, taken)
     return None
 
 
@@ -71,7 +73,20 @@ def _plain_value(param: Any) -> Any:
     return None
 
 
-def _fresh_text(value: str) -> str:
+_DIGITS = re.compile(r"\d+")
+
+
+def _fresh_text(value: str, taken: Set[Any] = frozenset()) -> str:
+    """A value like ``value`` that no row has: a code or number with its last digits moved on (``K-004`` ->
+    ``K-005``, ``555-0101`` -> ``555-0102``), an address with a 2 in its local part, else a second of a name."""
+    runs = list(_DIGITS.finditer(value))
+    if runs:
+        m = runs[-1]
+        for step in range(1, 200):
+            digits = str(int(m.group()) + step).zfill(len(m.group()))
+            cand = value[:m.start()] + digits + value[m.end():]
+            if cand not in taken:
+                return cand
     if "@" in value:
         local, _, domain = value.partition("@")
         return f"{local}2@{domain}"
@@ -166,7 +181,12 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                 srcs = sources + [{prm.name: f"${n}.{field}"}]
                 stated_all = [v for _, v in desc] + [v for v in stated if v not in [d for _, d in desc]]
                 counted = shape.target or t
-                yield Chain("aggregate", full, [f"Ask how many {counted} rows there are of this kind: {_gist(tool)}, for the "
+                # what is counted: all the rows of the anchor (then said plainly), or those the tool picks (then in
+                # its own description's words: a tool listing only open loans counts fewer than all loans)
+                kind = "" if counted == t and len(result) == p.conn.execute(
+                    f"SELECT count(*) FROM {qi(t)} WHERE {qi(c)} = ?", (arow[akey],)).fetchone()[0] \
+                    else f" there are of this kind: {_gist(tool)}"
+                yield Chain("aggregate", full, [f"Ask how many {counted} rows{kind or ' there are'}, for the "
                                                 f"{anchor_table} row with {fact_text(desc)}."],
                             must_state=stated_all, hidden=[len(result)],
                             answer={"type": "number", "value": len(result), "stated": [str(v) for v in stated_all]},
@@ -178,8 +198,8 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                     k = numeric[seed % len(numeric)]
                     total = sum(r[k] for r in result)
                     total = round(total, 6) if isinstance(total, float) else total
-                    yield Chain("aggregate", full, [f"Ask for the total {k.replace('_', ' ')} over the {counted} rows of this kind: "
-                                                    f"{_gist(tool)}, for the {anchor_table} row with {fact_text(desc)}."],
+                    yield Chain("aggregate", full, [f"Ask for the total {k.replace('_', ' ')} over the {counted} "
+                                                    f"rows{kind}, for the {anchor_table} row with {fact_text(desc)}."],
                                 must_state=stated_all, hidden=[total],
                                 answer={"type": "number", "value": total, "stated": [str(v) for v in stated_all]},
                                 sources=srcs)
@@ -429,7 +449,7 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                 which = "highest" if high else "lowest"
                 change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
                 yield Chain("decide_write", agg.calls + [ToolCall(tool=wname, arguments=args)],
-                            [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are of this kind", " rows of this kind"),
+                            [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are", " rows"),
                              f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],
                             must_state=agg.must_state + [v for v in stated_w if v not in agg.must_state],
                             hidden=[row[pk]], sources=agg.sources + [src])
