@@ -4,9 +4,9 @@
 
 * ``env.json`` loads as the IR (the key that is wrong is named);
 * the schema builds and the seed rows insert (the table and row are named); every table's DDL passes the
-  authorizer-based DDL check (``engine.check_ddl``: clock or random SQL, PRAGMA...), named by table;
+  authorizer-based DDL check (``checks.check_ddl``: clock or random SQL, PRAGMA...), named by table;
 * ``schema.sql`` and ``initial.db`` hold what ``env.json`` says;
-* every tool passes the static checks (``engine.check_tools``), each problem named by its tool;
+* every tool passes the static checks (``checks.check_tools``), each problem named by its tool;
 * ``server.py`` is a fresh render of ``env.json`` (``pipeline.render.check_server``; ``envfoundry render`` fixes it);
 * every task record loads, its reference solution replays and its verifier holds (``verify.proofs.prove``:
   the reference passes, and the initial state, doing nothing and destructive writes fail), named by task id.
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.ir import Environment, Task
 from pipeline.render import check_server, render_server
-from pipeline.runtime import engine
+from pipeline.runtime import checks, engine
 from pipeline.settings import format_validation_error
 
 
@@ -90,22 +90,21 @@ def _check_database(d: Path, env: Environment, report: EnvCheck) -> sqlite3.Conn
     try:
         build_database(env, conn)
     except EnvDirError as exc:
-        report.add(f"table {exc.table}" if getattr(exc, "table", None) else "schema", str(exc))
+        table = getattr(exc, "table", None)
+        report.add(f"table {table}" if table else "schema", str(exc))
         conn.close()
         return None
-    check_ddl = getattr(engine, "check_ddl", None)
-    if check_ddl is not None:
-        scratch = engine.connect(":memory:")
-        try:
-            for t in env.tables:
-                for p in check_ddl(scratch, t.ddl):
-                    report.add(f"table {t.name}", p)
-                try:
-                    scratch.execute(t.ddl)
-                except sqlite3.Error:
-                    pass
-        finally:
-            scratch.close()
+    scratch = engine.connect(":memory:")
+    try:
+        for t in env.tables:
+            for p in checks.check_ddl(scratch, t.ddl):
+                report.add(f"table {t.name}", p)
+            try:
+                scratch.execute(t.ddl)
+            except sqlite3.Error:
+                pass
+    finally:
+        scratch.close()
     schema_sql = d / "schema.sql"
     if not schema_sql.is_file():
         report.add("schema.sql", "missing")
@@ -168,7 +167,7 @@ def check_env_dir(env_dir: str | Path, *, proofs: bool = True) -> EnvCheck:
     if conn is None:
         return report
     try:
-        for name, problems in engine.check_tools(conn, [t.model_dump(mode="json") for t in env.tools]).items():
+        for name, problems in checks.check_tools(conn, [t.model_dump(mode="json") for t in env.tools]).items():
             for p in problems:
                 report.add(f"tool {name}", p)
     finally:

@@ -39,14 +39,16 @@ def _write_env(d: Path, data: dict, *, render: bool = True) -> None:
 def _write_call(env: Environment) -> list:
     """One call of a write tool, with arguments drawn from the seeded rows, that succeeds and changes the state."""
     from pipeline.ir import ToolCall
+    from verify.state import diff, snapshot, table_infos
 
     with EnvInstance(env) as inst:
         sampler = Sampler(inst.conn, tuple(env.tables), env.clock)
         for tool in (t for t in env.tools if t.kind == "write"):
             for args in sampler.arguments(tool, 3):
                 inst.reset()
-                before = inst.snapshot()
-                if inst.call(tool.name, args).get("ok") and inst.diff(before):
+                infos = table_infos(inst.conn)
+                before = snapshot(inst.conn, infos)
+                if inst.call(tool.name, args).get("ok") and diff(before, snapshot(inst.conn, infos)):
                     return [ToolCall(tool=tool.name, arguments=args)]
     raise AssertionError("no write tool of the example changes anything")
 

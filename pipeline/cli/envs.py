@@ -80,9 +80,9 @@ def register(main: click.Group) -> None:
         for flag, values in (("--allow-host", allow_host), ("--allow-origin", allow_origin)):
             for value in values:
                 sys.argv += [flag, value]
-        for flag, value in (("--token", token), ("--max-sessions", max_sessions), ("--idle-timeout", idle_timeout)):
-            if value is not None:
-                sys.argv += [flag, str(value)]
+        for flag, setting in (("--token", token), ("--max-sessions", max_sessions), ("--idle-timeout", idle_timeout)):
+            if setting is not None:
+                sys.argv += [flag, str(setting)]
         code: object = 0
         # uvicorn shuts down gracefully on SIGTERM and then re-raises it; end with a clean exit instead.
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)

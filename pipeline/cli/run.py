@@ -224,7 +224,7 @@ def register(main: click.Group) -> None:
         ir_env = None
         if row["dir"] and (catalog_dir / row["dir"]).is_dir():
             ir_env = load_env_dir(catalog_dir / row["dir"])[0]
-        data = {"environment": row, "tasks": cat.tasks_of(row["env_id"]) if row["env_id"] else [],
+        data: dict[str, Any] = {"environment": row, "tasks": cat.tasks_of(row["env_id"]) if row["env_id"] else [],
                 "rejections": cat.rejections(row["scenario_id"]),
                 "tools": [{"name": t.name, "kind": t.kind, "description": t.description} for t in ir_env.tools]
                 if ir_env else []}

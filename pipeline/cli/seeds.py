@@ -43,8 +43,8 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any], Any]]:
     data = path.read_bytes()
     nul = data.find(b"\x00")
     if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
-        raise click.UsageError(f"{path}:{line}: binary content (NUL byte)")
+        nul_line = data.count(b"\n", 0, nul) + 1
+        raise click.UsageError(f"{path}:{nul_line}: binary content (NUL byte)")
     out = []
     for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():

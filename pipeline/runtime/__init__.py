@@ -9,10 +9,4 @@
 from pipeline.runtime import checks, engine
 from pipeline.runtime.instance import EnvInstance
 
-# The build-time checks stay reachable where callers have always found them. They live in checks.py
-# (which may use sqlglot) so that the engine every server.py embeds holds only what a call needs.
-engine.check_tool = checks.check_tool  # type: ignore[attr-defined]
-engine.check_tools = checks.check_tools  # type: ignore[attr-defined]
-engine.check_ddl = checks.check_ddl  # type: ignore[attr-defined]
-
 __all__ = ["EnvInstance", "checks", "engine"]

@@ -10,7 +10,7 @@ rejected, and date/time functions are rejected when given ``'now'`` (that struct
 is answered by sqlglot, ``sqlshape.clock_calls``). Tools use the built-in ``:now`` / ``:today``.
 
 These used to live in the engine, which every ``server.py`` embeds; a served environment never
-runs them. ``engine.check_tool`` / ``check_tools`` / ``check_ddl`` remain available (see
+runs them. ``checks.check_tool`` / ``check_tools`` / ``check_ddl`` remain available (see
 ``pipeline.runtime``).
 """
 

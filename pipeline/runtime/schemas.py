@@ -53,10 +53,10 @@ def _bound_rules(tool: Tool, columns: dict[str, list[str]], rules: dict[str, dic
         others |= other
     out: dict[str, dict[str, Any]] = {}
     for param in tool.params:
-        targets = sorted(bindings.get(param.name, ()))
-        if not targets or "*" in others or param.name in others:
+        bound = sorted(bindings.get(param.name, ()))
+        if not bound or "*" in others or param.name in others:
             continue
-        per_target = [rules.get(table, {}).get(column) for table, column in targets]
+        per_target = [rules.get(table, {}).get(column) for table, column in bound]
         if any(r is None for r in per_target):
             continue
         merged: dict[str, dict[str, Any]] = {}

@@ -190,9 +190,9 @@ def _facts(node: Any, rules: dict[str, dict[str, Any]]) -> None:
             if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null) and _column_name(inner.this):
                 sub: dict[str, dict[str, Any]] = {}
                 _facts(other, sub)
-                for column, rule in sub.items():
-                    if column == _column_name(inner.this):
-                        _merge(rules, column, rule)
+                for col, rule in sub.items():
+                    if col == _column_name(inner.this):
+                        _merge(rules, col, rule)
     elif isinstance(node, exp.In) and not node.args.get("query"):
         column = _column_name(node.this)
         values = [_literal(e) for e in node.expressions]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,14 +43,14 @@ class Amendment:
         return f"column {self.table}.{self.column} {self.value} added"
 
 
-def _parse(sql: str) -> exp.Expression | None:
+def _parse(sql: str) -> exp.Expr | None:
     try:
         return sqlglot.parse_one(sql, read="sqlite")
     except Exception:
         return None
 
 
-def _literal(node: exp.Expression) -> Any:
+def _literal(node: exp.Expr) -> Any:
     if isinstance(node, exp.Literal):
         if node.is_string:
             return node.this
@@ -61,7 +61,7 @@ def _literal(node: exp.Expression) -> Any:
     return None
 
 
-def _type_of(node: exp.Expression | None, params: dict[str, str]) -> str:
+def _type_of(node: exp.Expr | None, params: Mapping[str, str]) -> str:
     if isinstance(node, exp.Placeholder) and node.name in params:
         return _SQL_TYPE[params[node.name]]
     if isinstance(node, exp.Literal):
@@ -70,9 +70,9 @@ def _type_of(node: exp.Expression | None, params: dict[str, str]) -> str:
     return "TEXT"
 
 
-def _targets(tree: exp.Expression, infos: dict[str, TableInfo]) -> list[tuple[str, str, exp.Expression | None]]:
+def _targets(tree: exp.Expr, infos: dict[str, TableInfo]) -> list[tuple[str, str, exp.Expr | None]]:
     """(table, column, value expression) for each column a write statement sets."""
-    out: list[tuple[str, str, exp.Expression | None]] = []
+    out: list[tuple[str, str, exp.Expr | None]] = []
     if isinstance(tree, exp.Insert):
         schema = tree.this
         if isinstance(schema, exp.Schema) and isinstance(schema.this, exp.Table):
@@ -91,14 +91,14 @@ def _targets(tree: exp.Expression, infos: dict[str, TableInfo]) -> list[tuple[st
     return [(t, c, v) for t, c, v in out if t in infos]
 
 
-def _partner(col: exp.Column) -> exp.Expression | None:
+def _partner(col: exp.Column) -> exp.Expr | None:
     parent = col.parent
     if isinstance(parent, exp.Binary):
         return parent.right if parent.left is col else parent.left
     return None
 
 
-def _missing_reads(tree: exp.Expression, infos: dict[str, TableInfo], params: dict[str, str],
+def _missing_reads(tree: exp.Expr, infos: dict[str, TableInfo], params: Mapping[str, str],
                    skip: set[int]) -> list[tuple[str, str, str]]:
     """(table, column, type) for column references no table of the statement has, when the table they belong
     to is unambiguous (qualified by a table or alias, or the statement reads one table)."""

@@ -168,7 +168,7 @@ def expand_and_dedup(
         rejections.extend(result.rejections)
         counts["generated"] += result.attempts
         for r in result.rejections:
-            kind = r.evidence.get("kind")
+            kind = str(r.evidence.get("kind"))
             counts[{"unsuitable": "unsuitable", "repeat": "duplicates", "llm_error": "failed"}[kind]] += 1
         if on_seed is not None:
             on_seed(SeedProgress(i, len(seeds), seed, result))

@@ -13,7 +13,7 @@ are repaired by reading the SQL with a parser, not names: a placeholder that is 
 like the column it meets, and a parameter written into or compared with a ``CHECK (c IN (...))`` column gets
 that enum.
 
-Each tool is then checked for real: ``engine.check_tool`` (every statement prepared under SQLite's authorizer
+Each tool is then checked for real: ``checks.check_tool`` (every statement prepared under SQLite's authorizer
 against the schema; non-deterministic SQL refused), then execution on the seeded rows
 (``pipeline.stages.toolcheck``: a write must store its arguments as given). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.amend``),
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,7 +35,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 
 from pipeline import ir
 from pipeline.envdir import EnvDirError, build_database
-from pipeline.runtime import EnvInstance, engine
+from pipeline.runtime import EnvInstance, checks, engine
 from pipeline.stages import amend, coverage
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
@@ -68,16 +69,20 @@ class ToolPlanItem(BaseModel):
     goals: list[int] = Field(default_factory=list)
 
 
+def _list_of(values: tuple[Any, ...]) -> Any:
+    """``list[Literal[*values]]``, built at run time (the values are the schema's)."""
+    return types.GenericAlias(list, (Literal.__getitem__(values),))  # type: ignore[attr-defined]
+
+
 def plan_model(lo: int, hi: int, tables: Sequence[str], n_goals: int) -> type[BaseModel]:
     """``{"tools": [{name, kind, purpose, tables, goals}]}``: ``tables`` an enum of the schema's tables,
     ``goals`` of the goal numbers (the grammar keeps both to what exists)."""
     fields: dict[str, Any] = {
         "name": (str, Field(pattern=_IDENT)), "kind": (Literal["read", "write"], ...), "purpose": (str, ...),
-        "tables": (list[Literal.__getitem__(tuple(tables))], Field(min_length=1, max_length=3)),  # type: ignore[attr-defined]
+        "tables": (_list_of(tuple(tables)), Field(min_length=1, max_length=3)),
     }
     if n_goals:
-        fields["goals"] = (list[Literal.__getitem__(tuple(range(1, n_goals + 1)))],  # type: ignore[attr-defined]
-                           Field(max_length=3))
+        fields["goals"] = (_list_of(tuple(range(1, n_goals + 1))), Field(max_length=3))
     item = create_model("PlannedTool", __base__=BaseModel, **fields)
     return create_model("ToolPlan", tools=(list[item], Field(min_length=lo, max_length=hi)),  # type: ignore[valid-type]
                         __base__=BaseModel)
@@ -228,7 +233,7 @@ class Workspace:
 
     def problems(self, tool: ir.Tool, sample_calls: int) -> str | None:
         """Why ``tool`` does not work here (static checks, then execution on the seeded rows), or None."""
-        found = engine.check_tool(self.schema_conn, tool.model_dump(mode="json"))
+        found = checks.check_tool(self.schema_conn, tool.model_dump(mode="json"))
         if found:
             return "\n".join(f"- {p}" for p in found)
         env = self.env.model_copy(update={"tools": [tool]})
@@ -241,7 +246,7 @@ class Workspace:
         """Why a code-written finder or lister does not work here: its SQL is checked like any tool's, then it
         must find the rows of real argument values (every parameter is a column of one table: the values of
         the first seeded row that has them all)."""
-        found = engine.check_tool(self.schema_conn, tool.model_dump(mode="json"))
+        found = checks.check_tool(self.schema_conn, tool.model_dump(mode="json"))
         if found:
             return "; ".join(found)
         assert tool.returns is not None
@@ -277,7 +282,7 @@ class Workspace:
         finally:
             conn.close()
         ws = Workspace(self.scenario, tables, seed, self.clock, self.tools, [*self.amendments, *amendments])
-        broken = engine.check_tools(ws.schema_conn, [t.model_dump(mode="json") for t in self.tools])
+        broken = checks.check_tools(ws.schema_conn, [t.model_dump(mode="json") for t in self.tools])
         if broken:
             ws.close()
             return f"the amended schema breaks the tools {sorted(broken)}"
