@@ -100,6 +100,10 @@ class LLMSettings(Section):
     """Per-request timeout in seconds (small CPU models are slow on long replies)."""
     concurrency: int = Field(default=2, ge=1, le=256)
     """Maximum requests in flight per endpoint from this process (all its clients together)."""
+    prefetch: bool = True
+    """Send the requests a stage is about to make (the first attempt of every planned tool, the wording of every
+    planned task) ahead, concurrently, into the cache; the stage then asks in its own order as before, so the
+    output is the serial run's. Only for a remote endpoint with ``concurrency`` above 1."""
     cache: bool = True
     """Use the persistent SQLite response cache."""
     cache_path: Path | None = None

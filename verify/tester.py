@@ -68,5 +68,11 @@ def run_attempts(
     settings: TesterSettings | None = None,
 ) -> list[Attempt]:
     settings = settings or TesterSettings()
-    return [run_attempt(client, env, task, attempt=i, initial_db=initial_db, settings=settings)
-            for i in range(1, settings.attempts + 1)]
+
+    def one(i: int) -> Attempt:
+        return run_attempt(client, env, task, attempt=i, initial_db=initial_db, settings=settings)
+
+    numbers = range(1, settings.attempts + 1)
+    if getattr(tester_client(client, settings), "prefetches", False):  # a remote endpoint: attempts at once
+        return list(client.map(one, numbers))  # each on its own instance and seed; results in attempt order
+    return [one(i) for i in numbers]

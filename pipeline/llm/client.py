@@ -175,6 +175,11 @@ class LLMClient:
         self._sdks: dict[str, Any] = {}
         self._route: Router | None = None
         self._route_lock = threading.Lock()
+        self._inflight: dict[str, threading.Event] = {}
+        self._inflight_lock = threading.Lock()
+        self._prefetcher: ThreadPoolExecutor | None = None
+        self._prefetched: set[str] = set()  # keys sent by prefetch and not asked for yet
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ public API
 
@@ -250,6 +255,37 @@ class LLMClient:
                 raise exc
         return [f.result() for f in futures]
 
+    @property
+    def prefetches(self) -> bool:
+        """Whether :meth:`prefetch` sends anything: a cached client of a remote endpoint that takes several
+        requests at once (the embedded model decodes one request at a time, so there is nothing to overlap)."""
+        return (self._cache is not None and not self.embedded and self.parallelism > 1
+                and getattr(self.settings, "prefetch", True))
+
+    def prefetch(self, calls: Iterable[Callable[[], Any]]) -> None:
+        """Start ``calls`` (requests the caller is about to make, one by one) in the background, so that their
+        replies are in the cache, or on their way, when the caller asks. Nothing the caller does changes: it
+        still asks in its own order and gets each reply from the cache (an identical request still in flight is
+        joined, not sent twice), so the output is the serial run's. A prefetched request the caller never
+        makes is a harmless cache entry; a failed one is forgotten (the caller's own request retries it)."""
+        if not self.prefetches:
+            return
+        with self._inflight_lock:
+            if self._prefetcher is None:
+                self._prefetcher = ThreadPoolExecutor(self.parallelism, thread_name_prefix="llm-prefetch")
+            pool = self._prefetcher
+        for call in calls:
+            pool.submit(self._speculate, call)
+
+    def _speculate(self, call: Callable[[], Any]) -> None:
+        self._local.prefetching = True
+        try:
+            call()
+        except Exception:  # a speculative request: the caller's own request reports what goes wrong
+            pass
+        finally:
+            self._local.prefetching = False
+
     # ------------------------------------------------------------------ transport
 
     def _response_format(self, schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -276,23 +312,46 @@ class LLMClient:
             params["response_format"] = self._response_format(schema, schema_name)
         key_payload = {"model": self.model_key, "messages": messages, **params}
         key = cache_key(key_payload)
-        if self._cache is not None:
-            hit = self._cache.get(key)
-            if hit is not None:
-                content, usage = hit
-                reply = Reply(content, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
-                              0.0, True)
-                self.usage.add(stage, reply)
-                return reply
-        self._ensure_started()
-        resp, content, seconds = self._send(key, messages, params)
-        usage = getattr(resp, "usage", None)
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        ct = int(getattr(usage, "completion_tokens", 0) or 0)
-        if self._cache is not None:
-            self._cache.put(key, key_payload, content,
-                            {"prompt_tokens": pt, "completion_tokens": ct, "seconds": round(seconds, 3)})
+        while True:
+            if self._cache is not None:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    content, usage = hit
+                    if getattr(self._local, "prefetching", False):
+                        return Reply(content, 0, 0, 0.0, True)
+                    with self._inflight_lock:  # a reply prefetched for this ask counts as this ask's call
+                        fetched = key in self._prefetched
+                        self._prefetched.discard(key)
+                    reply = Reply(content, int(usage.get("prompt_tokens", 0)),
+                                  int(usage.get("completion_tokens", 0)),
+                                  float(usage.get("seconds", 0.0)) if fetched else 0.0, not fetched)
+                    self.usage.add(stage, reply)
+                    return reply
+            with self._inflight_lock:  # one request per key at a time: a second asker waits for the first
+                running = self._inflight.get(key)
+                if running is None:
+                    done = self._inflight[key] = threading.Event()
+            if running is None:
+                break
+            running.wait()  # then read the cache again (a failed first asker leaves it empty: ask ourselves)
+        try:
+            self._ensure_started()
+            resp, content, seconds = self._send(key, messages, params)
+            usage = getattr(resp, "usage", None)
+            pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+            ct = int(getattr(usage, "completion_tokens", 0) or 0)
+            if self._cache is not None:
+                self._cache.put(key, key_payload, content,
+                                {"prompt_tokens": pt, "completion_tokens": ct, "seconds": round(seconds, 3)})
+        finally:
+            with self._inflight_lock:
+                del self._inflight[key]
+            done.set()
         reply = Reply(content, pt, ct, seconds, False)
+        if getattr(self._local, "prefetching", False):
+            with self._inflight_lock:
+                self._prefetched.add(key)
+            return reply
         self.usage.add(stage, reply)
         return reply
 

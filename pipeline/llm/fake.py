@@ -25,6 +25,11 @@ class FakeLLMClient(LLMClient):
     bodies: list[dict[str, Any]]
     remaining: list[Any]
 
+    @property
+    def prefetches(self) -> bool:
+        """Never: the scripted replies are handed out in request order, which sending ahead would change."""
+        return False
+
 
 def fake_client(
     replies: Iterable[Any],

@@ -220,11 +220,33 @@ def generate_tasks(
     if not chains:
         return StageResult([], (Rejection(stage=STAGE, item=env.env_id,
                                           reason="no task can be planned over these tools and rows"),))
+    drys: dict[int, Derivation] = {}
+
+    def dry_run(i: int) -> Derivation:
+        if i not in drys:
+            drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer)
+        return drys[i]
+
+    if getattr(client, "prefetches", False):
+        # the first wording request of each chain the loop below will ask about if every wording succeeds (the
+        # first ``want`` that replay and are not repeats), sent ahead; the loop then asks them in order as before
+        ahead: list[Chain] = []
+        keys: set[str] = set()
+        for i, chain in enumerate(chains, 1):
+            if len(ahead) >= want:
+                break
+            d = dry_run(i)
+            if d.error or d.verifier is None or _call_key(d.calls) in keys or _effect_key(d.verifier, d.calls) in keys:
+                continue
+            keys |= {_call_key(d.calls), _effect_key(d.verifier, d.calls)}
+            ahead.append(chain)
+        client.prefetch([lambda chain=chain: client.structured_reply(
+            Revision, chain_messages(env, chain), stage=STAGE, max_tokens=settings.max_tokens) for chain in ahead])
     for i, chain in enumerate(chains, 1):
         if len(tasks) >= want:
             break
         label = f"task {i} ({chain.shape}, tier {chain.tier}: {' -> '.join(c.tool for c in chain.calls)})"
-        dry = derive_verifier(env, chain.calls, initial_db=initial_db, answer=chain.answer)
+        dry = dry_run(i)
         if dry.error or dry.verifier is None:  # code finds this without asking the LLM for words
             rejections.append(Rejection(stage=STAGE, item=label, reason=f"the planned calls do not replay: {dry.error}",
                                         evidence={"calls": [describe_call(c) for c in chain.calls]}))

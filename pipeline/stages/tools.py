@@ -25,6 +25,7 @@ tools or working tools that still serve every goal the plan assigned.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import types
@@ -403,13 +404,28 @@ def _column_hint(error: str, ws: Workspace) -> str:
     return "".join(f"\n{h}" for h in hints)
 
 
-def write_tool(plan: ToolPlanItem, ws: Workspace, client: Any, settings: BuildSettings) -> Any:
-    """Ask for one tool until it works: an Outcome whose value is ``(tool, amended workspace or None)``."""
-    prompt = render_section(
+def tool_prompt(plan: ToolPlanItem, ws: Workspace) -> str:
+    return render_section(
         "tools", "tool", name=ws.scenario.name, description=ws.scenario.description, ddl=ddl_text(ws.tables),
         keys=keys_text(ws.tables), kind=plan.kind, tool=plan.name, purpose=plan.purpose,
         kind_rule=render_section("tools", f"{plan.kind}_rule"),
     )
+
+
+def prefetch_tools(plan: Sequence[ToolPlanItem], ws: Workspace, client: Any, settings: BuildSettings) -> None:
+    """The first request of every planned tool, sent ahead (``LLMClient.prefetch``): the tools are then
+    written one by one as before, each finding its first reply ready unless an amendment changed its prompt."""
+    if not getattr(client, "prefetches", False):
+        return
+    client.prefetch([  # the prompts as they are now: the workspace changes while the tools are written
+        functools.partial(client.structured_reply, ReadToolReply if item.kind == "read" else WriteToolReply,
+                          user(tool_prompt(item, ws)), stage=STAGE, max_tokens=settings.max_tokens_tool)
+        for item in plan])
+
+
+def write_tool(plan: ToolPlanItem, ws: Workspace, client: Any, settings: BuildSettings) -> Any:
+    """Ask for one tool until it works: an Outcome whose value is ``(tool, amended workspace or None)``."""
+    prompt = tool_prompt(plan, ws)
 
     def check(reply: Any) -> tuple[tuple[ir.Tool, Workspace | None] | None, str | None]:
         try:
@@ -492,6 +508,7 @@ def generate_tools(
 
     ws = Workspace(scenario, tables, seed, settings.clock)
     try:
+        prefetch_tools(plan, ws, client, settings)
         for item in plan:
             out = write_tool(item, ws, client, settings)
             attempts += out.attempts

@@ -61,9 +61,13 @@ def config_file(d: Path, stages: dict[str, Any]) -> Path:
 
 
 def plan(url: str, cache: Path, stages: dict[str, Any], **llm: Any) -> Any:
+    """A run's plan against ``url``. Requests are not sent ahead (``prefetch``) unless asked for: these runs
+    check that every request the code makes is recorded in the example's cache, and a speculative request the
+    run never needs (a tool prompt before a schema amendment) is not."""
     from pipeline.config import validate_config
     from pipeline.run import plan_from_config
 
+    llm = {"prefetch": False, **llm}
     config = validate_config({"llm": {"base_url": url, "model": MODEL, "cache_path": str(cache), **llm},
                               "stages": stages})
     return plan_from_config(config)

@@ -152,3 +152,34 @@ def test_parse_retry_after():
     from email.utils import formatdate
 
     assert 8 <= parse_retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)}) <= 10
+
+
+def test_prefetch_sends_ahead_once_and_the_caller_gets_the_serial_result(tmp_path):
+    """Requests a stage is about to make go ahead concurrently; the stage then asks one by one as before and
+    gets each reply from the cache, or joins it while still in flight: every request reaches the endpoint once,
+    the usage ledger counts each asked request once (as a real call), a request never asked is not counted."""
+    with SimulatedEndpoint(_echo, latency=0.3) as ep:
+        client = _client([ep.url], concurrency=4, cache_path=tmp_path / "cache.sqlite")
+        assert client.prefetches
+        t0 = time.monotonic()
+        client.prefetch([lambda i=i: _ask(client, i) for i in range(5)])  # q4 is never asked below
+        out = [_ask(client, i) for i in range(4)]
+        wall = time.monotonic() - t0
+        time.sleep(0.5)  # let the unasked one land
+        stats = ep.stats()
+    assert out == [f"re: q{i}" for i in range(4)]
+    assert stats["requests"] == 5  # each once: the serial asks were cache hits or joined the one in flight
+    assert wall < 4 * 0.3 * 0.8  # overlapped, not four round trips one after another
+    total = client.usage.total()
+    assert total["calls"] == 4 and total.get("cached", 0) == 0, total
+
+
+def test_prefetch_does_nothing_for_a_client_that_cannot_overlap(tmp_path):
+    with SimulatedEndpoint(_echo, latency=0.0) as ep:
+        serial = _client([ep.url], concurrency=1, cache_path=tmp_path / "c1.sqlite")
+        uncached = _client([ep.url], concurrency=4)
+        assert not serial.prefetches and not uncached.prefetches
+        serial.prefetch([lambda: _ask(serial, 1)])
+        uncached.prefetch([lambda: _ask(uncached, 1)])
+        time.sleep(0.2)
+        assert ep.stats()["requests"] == 0
