@@ -27,11 +27,14 @@ BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id
 def test_build_produces_a_working_environment() -> None:
     client = fake_client(all_replies())
     res = build_environment(SCENARIO, client, small_settings())
-    assert res.ok and res.rejections == ()
+    # nothing rejected; the two records are the tools the written ones lacked, added by code
+    assert res.ok and [r.reason.split(":")[0] for r in res.rejections] == ["tool added by code (finder)",
+                                                                             "tool added by code (lister)"]
     env = res.env
     assert [t.name for t in env.tables] == ["members", "books", "loans"]
     assert {s.table: len(s.rows) for s in env.seed} == {"members": 4, "books": 4, "loans": 4}
-    assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book"]
+    assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book",
+                                           "find_books_by_title", "list_loans_by_book_id"]
     assert set(res.timings) == {"intents", "schema", "seed_data", "tools", "total"}
     assert set(res.usage) == {"intents", "schema", "seed_data", "tools"}
     assert res.usage["seed_data"]["calls"] == 3 and res.usage["tools"]["calls"] == 5
@@ -113,10 +116,11 @@ def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_pa
                "--out", str(out), "--config", str(config))
     assert res.exit_code == 0, res.output
     assert "tables:     3 (members 4, books 4, loans 4 rows)" in res.output
-    assert "tools:      4 (find_member, list_member_loans, lend_book, return_book)" in res.output
-    assert "rejections: 0" in res.output and "10 calls" in res.output
+    assert ("tools:      6 (find_member, list_member_loans, lend_book, return_book, find_books_by_title, "
+            "list_loans_by_book_id)") in res.output
+    assert "10 calls" in res.output
     env, tasks, report = load_env_dir(out)
-    assert env.scenario.name == SCENARIO.name and len(env.tools) == 4 and tasks == []
+    assert env.scenario.name == SCENARIO.name and len(env.tools) == 6 and tasks == []
     assert report["build"]["settings"]["rows_per_table"] == 4
     assert {p.name for p in out.iterdir()} >= {"env.json", "schema.sql", "initial.db", "server.py", "report.json"}
 

@@ -87,8 +87,13 @@ def test_verl_single_env_names_stay_plain(any_catalog, tmp_path):
     cat = load_catalog(any_catalog)
     (root,) = export_catalog(cat, "verl", tmp_path).paths
     config = yaml.safe_load((root / "tool_config.yaml").read_text())
-    env = next(iter(cat.envs.values())).env
-    assert [t["tool_schema"] for t in config["tools"]] == [t.openai_schema() for t in env.tools]
+    expected = [t.openai_schema() for ce in cat.envs.values() for t in ce.env.tools]
+    names = [s["function"]["name"] for s in expected]
+    assert len(set(names)) == len(names)  # no name shared between environments: every tool keeps its own name
+    def by_name(schemas: list) -> list:
+        return sorted(schemas, key=lambda s: s["function"]["name"])
+
+    assert by_name([t["tool_schema"] for t in config["tools"]]) == by_name(expected)
     assert len(pq.read_table(root / "val.parquet")) >= 1
 
 
@@ -259,17 +264,16 @@ def test_all_formats_same_bank_and_deterministic(any_catalog, tmp_path):
     cat = load_catalog(any_catalog)
     bank = {t.task_id: (t.instruction, t.verifier.model_dump(mode="json")) for t in cat.tasks}
     run = tmp_path / "run1"
-    for pkg_tasks in [
-        *run.glob("verifiers/*/*/data/tasks.jsonl"),
-        *run.glob("openenv/*/data/tasks.jsonl"),
-        *run.glob("verl/*/*/data/*/tasks.jsonl"),
-    ]:
-        recs = [json.loads(x) for x in pkg_tasks.read_text().splitlines()]
-        assert {r["task_id"]: (r["instruction"], r["verifier"]) for r in recs} == bank
+    for pattern in ("verifiers/*/*/data/tasks.jsonl", "openenv/*/data/tasks.jsonl", "verl/*/*/data/*/tasks.jsonl"):
+        got = {}  # over the format's packages (one per environment, or one dataset)
+        for pkg_tasks in run.glob(pattern):
+            recs = [json.loads(x) for x in pkg_tasks.read_text().splitlines()]
+            got.update({r["task_id"]: (r["instruction"], r["verifier"]) for r in recs})
+        assert got == bank, pattern
     sft = [json.loads(x) for x in (run / "jsonl" / "sft.jsonl").read_text().splitlines()]
     assert {x["task_id"]: x["messages"][1]["content"] for x in sft} == {k: v[0] for k, v in bank.items()}
     for entry in outs[0]:
-        assert entry["tasks"] == len(bank) and entry["envs"] == 1
+        assert entry["tasks"] == len(bank) and entry["envs"] == len(cat.envs)
 
 
 def test_catalog_errors_name_the_problem(tmp_path):
