@@ -44,11 +44,13 @@ def run_report(python: Path, script: str, args: list[str], path: list[Path], cwd
     return json.loads(lines[-1][len("REPORT "):])
 
 
-def isolation_probe(catalog_dir: Path) -> dict | None:
+def isolation_probe(catalog_dir: Path, env_id: str | None = None) -> dict | None:
     """A task and a reference write that succeeds on a fresh database and fails when repeated on
     the same one: a second session that saw the first session's write would fail it too."""
     cat = load_catalog(catalog_dir)
     for ce in cat.envs.values():
+        if env_id is not None and ce.env.env_id != env_id:
+            continue
         for task in ce.tasks:
             for call in task.reference_solution:
                 with EnvInstance(ce.env, ce.path / "initial.db") as inst:
@@ -57,7 +59,9 @@ def isolation_probe(catalog_dir: Path) -> dict | None:
     return None
 
 
-def script_file(catalog_dir: Path, out: Path, submit: str | None = None) -> tuple[Path, dict]:
+def script_file(catalog_dir: Path, out: Path, submit: str | None = None, env_id: str | None = None
+                ) -> tuple[Path, dict]:
+    """The reference calls and reply of every task (of ``env_id`` only, when given)."""
     cat = load_catalog(catalog_dir)
     script = {
         t.task_id: {
@@ -66,11 +70,18 @@ def script_file(catalog_dir: Path, out: Path, submit: str | None = None) -> tupl
             "prompt": t.instruction,
             "submit": submit,
         }
-        for t in cat.tasks
+        for t in cat.tasks if env_id is None or t.env_id == env_id
     }
     path = out / "script.json"
     path.write_text(json.dumps(script), encoding="utf-8")
     return path, script
+
+
+def first_package(catalog_dir: Path, fmt: str, out: Path) -> tuple[Path, str]:
+    """The exported package of the catalog's first environment (one package per environment) and its env id."""
+    env_id = sorted(load_catalog(catalog_dir).envs)[0]
+    paths = export_catalog(catalog_dir, fmt, out).paths
+    return next(p for p in paths if p.name.endswith(env_id)), env_id
 
 
 def task_infos(root: Path) -> dict:
@@ -82,7 +93,7 @@ def task_infos(root: Path) -> dict:
 
 def test_openenv_directory_mode_and_installed(any_catalog, tmp_path):
     python = trainer_python("openenv")
-    (result,) = export_catalog(any_catalog, "openenv", tmp_path / "export").paths
+    result, env_id = first_package(any_catalog, "openenv", tmp_path / "export")
     for name in ("openenv.yaml", "pyproject.toml", "README.md", "__init__.py", "client.py", "models.py",
                  "server/app.py", "server/environment.py", "server/Dockerfile", "server/requirements.txt",
                  "server/reward.py", "server/engine.py", "server/taskrt.py"):
@@ -90,8 +101,8 @@ def test_openenv_directory_mode_and_installed(any_catalog, tmp_path):
     assert (result / "server" / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
     target = tmp_path / "site"
     install(python, result, target)
-    script, expected = script_file(any_catalog, tmp_path, submit="submit")
-    probe = isolation_probe(any_catalog)
+    script, expected = script_file(any_catalog, tmp_path, submit="submit", env_id=env_id)
+    probe = isolation_probe(any_catalog, env_id)
     if probe:
         script.write_text(json.dumps({**expected, "__isolation__": probe}), encoding="utf-8")
     report = run_report(python, "run_openenv.py", [str(result), result.name, str(script)], [target], cwd=tmp_path)
@@ -101,7 +112,7 @@ def test_openenv_directory_mode_and_installed(any_catalog, tmp_path):
     assert report["validate_url"]["rc"] == 0 and "Verdict: PASS" in report["validate_url"]["out"], report["validate_url"]
     assert report["schema"] == {"action": "CallToolAction", "observation": "ToolObservation",
                                 "reset_observation": "TaskObservation", "state": "EnvFoundryState"}
-    env = next(iter(load_catalog(any_catalog).envs.values())).env
+    env = load_catalog(any_catalog).envs[env_id].env
     assert report["listed_tools"] == sorted([t.name for t in env.tools] + ["submit"])
     infos = task_infos(result)
     assert len(report["episodes"]) == 2 * len(expected)
@@ -143,24 +154,24 @@ def vf_validate(python: Path, package: str, target: Path, out: Path) -> dict:
 
 def test_verifiers_validate_and_rollouts(any_catalog, tmp_path):
     python = trainer_python("verifiers")
-    (result,) = export_catalog(any_catalog, "verifiers", tmp_path / "export").paths
+    result, env_id = first_package(any_catalog, "verifiers", tmp_path / "export")
     target = tmp_path / "site"
     install(python, result, target)
-    n = len(load_catalog(any_catalog).tasks)
+    n = sum(t.env_id == env_id for t in load_catalog(any_catalog).tasks)
 
     summary = vf_validate(python, result.name, target, tmp_path / "validate")
     assert summary["total"] == n
     assert summary["checks"]["gold"]["valid"] == n and summary["checks"]["gold"]["unchecked"] == 0
     assert summary["checks"]["noop"]["valid"] == n
 
-    script, expected = script_file(any_catalog, tmp_path)
+    script, expected = script_file(any_catalog, tmp_path, env_id=env_id)
     report = run_report(python, "run_verifiers.py", [result.name, str(script)], [target, TRAINER_DIR], cwd=tmp_path)
     assert report["verifiers"].startswith("0.4.")
     assert report["env_class"] == "SingleAgentEnv"
     assert report["default_harness"] == result.name  # the package's own tool-calling chat loop
     rollouts = report["rollouts"]
     assert len(rollouts) == 2 * len(expected)
-    env = next(iter(load_catalog(any_catalog).envs.values())).env
+    env = load_catalog(any_catalog).envs[env_id].env
     infos = task_infos(result)
     for r in rollouts:
         assert r["ok"], r["errors"]

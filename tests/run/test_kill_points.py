@@ -163,6 +163,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     seed_file.write_text("".join(f"{n}: {desc}\n" if desc else f"{n}\n" for n, desc in seeds))
     cfg = json.loads(config)
     lines = ["[llm]"] + [f"{k} = {_toml_value(cfg['llm'][k])}" for k in SAMPLING[2:] + ("validation_retries",)]
+    lines.append("prefetch = false")  # every request made must be a recorded one (no speculative ones)
     for stage, values in sorted(cfg["stages"].items()):
         lines += [f"[stages.{stage}]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(values.items())]
     config_file = d / "config.toml"
