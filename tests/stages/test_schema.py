@@ -8,13 +8,13 @@ import pytest
 
 from pipeline import ir
 from pipeline.llm import fake_client
+from pipeline.stages.ddl import normalise_ddl
 from pipeline.stages.intents import Intent
 from pipeline.stages.schema import (
     check_enums,
     check_tables,
     drop_dangling_references,
     generate_schema,
-    normalise_ddl,
     order_tables,
     scratch_db,
     table_columns,
