@@ -19,7 +19,9 @@ EXAMPLE = ROOT / "generated" / "quickstart"
 @pytest.mark.real_llm
 def test_eval_runs_the_embedded_model(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "pipeline.cli", "eval", str(EXAMPLE), "--out", str(out), "--tasks", "2",
+    # the first two one-call tasks: this checks the wiring (calls reach the environment, results reach the
+    # model), which the 1.5B model's skill on the deeper tiers would make a matter of luck
+    cmd = [sys.executable, "-m", "pipeline.cli", "eval", str(EXAMPLE), "--out", str(out), "--tasks", "tier:1,2",
            "--attempts", "1", "--max-turns", "3", "--max-tokens", "160", "--cache-path", str(tmp_path / "cache.sqlite"),
            "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
