@@ -51,8 +51,8 @@ def example_inputs(d: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def config_file(d: Path, stages: dict[str, Any]) -> Path:
-    """``stages`` as a TOML config file for the CLI."""
-    lines = []
+    """``stages`` as a TOML config file for the CLI, sending nothing ahead (see ``plan``)."""
+    lines = ["[llm]", "prefetch = false"]
     for stage, values in sorted(stages.items()):
         lines += [f"[stages.{stage}]"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(values.items())]
     path = d / "config.toml"
