@@ -87,12 +87,91 @@ class VariantReplay:
             return Fault("status", status=400)
         for name in self.names:
             content = content.replace(name, name + mark)
+        if _schema_name(body) == "Revision":  # a task's wording: the variant's own (see mark_wording)
+            content = mark_wording(content, mark)
         return content
 
 
-def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: SimulatedEndpoint,
-            catalog: Path) -> dict[str, Any]:
+def _schema_name(body: dict[str, Any]) -> str:
+    rf = body.get("response_format") or {}
+    return str((rf.get("json_schema") or {}).get("name", "")) if isinstance(rf, dict) else ""
+
+
+def mark_wording(content: str, mark: str) -> str:
+    """A task's wording with the variant's marker: the prompts of the tester and the checker hold the task's
+    words and the tools, not the scenario's name, so without it every variant would send the same requests,
+    which a real catalog's distinct scenarios never do (and the endpoint would see each of them N times)."""
+    try:
+        reply = json.loads(content)
+    except json.JSONDecodeError:
+        return content
+    if isinstance(reply, dict) and isinstance(reply.get("user_request"), str):
+        reply["user_request"] += mark
+        return json.dumps(reply)
+    return content
+
+
+class RemoteEndpoint:
+    """The simulated endpoint in a process of its own, as a remote endpoint is: its HTTP handling and replay
+    lookups take no time from the pipeline's processes (``stats()`` and ``misses()`` through a pipe)."""
+
+    def __init__(self, catalog: Path, latency: float):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, str(catalog), latency), daemon=True)
+        self.proc.start()
+        self.url = self._ask("url")
+
+    def _ask(self, what: str) -> Any:
+        self.conn.send(what)
+        if not self.conn.poll(60):
+            raise SystemExit(f"the simulated endpoint did not answer {what!r}")
+        return self.conn.recv()
+
+    def reset_stats(self) -> None:
+        self._ask("reset")
+
+    def stats(self) -> dict[str, Any]:
+        return self._ask("stats")
+
+    def misses(self) -> int:
+        return self._ask("misses")
+
+    def __enter__(self) -> RemoteEndpoint:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._ask("stop")
+        finally:
+            self.proc.join(10)
+
+
+def _serve(conn: Any, catalog: str, latency: float) -> None:
+    answer = VariantReplay(Path(catalog) / "llm_cache.sqlite", recorded_inputs(Path(catalog))[0][0])
+    with SimulatedEndpoint(answer, latency=latency) as ep:
+        while True:
+            what = conn.recv()
+            if what == "url":
+                conn.send(ep.url)
+            elif what == "reset":
+                ep.reset_stats()
+                conn.send(None)
+            elif what == "stats":
+                conn.send(ep.stats())
+            elif what == "misses":
+                conn.send(answer.misses)
+            elif what == "stop":
+                conn.send(None)
+                return
+
+
+def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: RemoteEndpoint,
+            catalog: Path, executor: str = "local") -> dict[str, Any]:
     from pipeline.config import validate_config
+    from pipeline.executor import make_executor
     from pipeline.run import plan_from_config, run_catalog
 
     (name, description), stages = recorded_inputs(catalog)
@@ -105,9 +184,13 @@ def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: SimulatedEndp
                                       "cache_path": str(workdir / "llm_cache.sqlite"), "timeout_s": 120},
                               "stages": stages})
     plan = plan_from_config(config)
+    ex = make_executor(executor, workers=concurrency)
     ep.reset_stats()
     t0 = time.perf_counter()
-    result = run_catalog(seeds, workdir / "catalog", plan)
+    try:
+        result = run_catalog(seeds, workdir / "catalog", plan, executor=ex)
+    finally:
+        ex.close()
     wall = time.perf_counter() - t0
     stats = ep.stats()
     bank = (workdir / "catalog" / "task_bank.jsonl").read_bytes()
@@ -122,6 +205,8 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5, help="seconds the endpoint takes per request")
     ap.add_argument("--catalog", type=Path, default=EXAMPLE,
                     help="a recorded catalog: its llm_cache.sqlite answers, its catalog.db gives seed and settings")
+    ap.add_argument("--executor", choices=["local", "process"], default="process",
+                    help="where the concurrent run's scenarios run (the serial run: one thread)")
     ap.add_argument("--skip-serial", action="store_true", help="only the concurrent run")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     args = ap.parse_args()
@@ -129,10 +214,11 @@ def main() -> None:
     from pipeline.embed import get_embedder
 
     get_embedder(None).encode(["warm-up"])  # load the dedup model before timing anything
-    answer = VariantReplay(args.catalog / "llm_cache.sqlite", recorded_inputs(args.catalog)[0][0])
-    out: dict[str, Any] = {"scenarios": args.scenarios, "concurrency": args.concurrency, "latency_s": args.latency}
-    with SimulatedEndpoint(answer, latency=args.latency) as ep, tempfile.TemporaryDirectory() as tmp:
-        conc = one_run(ep.url, Path(tmp) / "concurrent", args.scenarios, args.concurrency, ep, args.catalog)
+    out: dict[str, Any] = {"scenarios": args.scenarios, "concurrency": args.concurrency, "latency_s": args.latency,
+                           "executor": args.executor}
+    with RemoteEndpoint(args.catalog, args.latency) as ep, tempfile.TemporaryDirectory() as tmp:
+        conc = one_run(ep.url, Path(tmp) / "concurrent", args.scenarios, args.concurrency, ep, args.catalog,
+                       args.executor)
         out.update(requests=conc["stats"]["requests"], mean_in_flight=round(conc["stats"]["mean_in_flight"], 2),
                    peak_in_flight=conc["stats"]["peak_in_flight"], wall_s=round(conc["wall_s"], 1),
                    verified=conc["counts"].get("environments_verified"), failed=len(conc["failed"]))
@@ -142,7 +228,7 @@ def main() -> None:
                        serial_mean_in_flight=round(ser["stats"]["mean_in_flight"], 2),
                        speedup_vs_serial=round(ser["wall_s"] / conc["wall_s"], 2),
                        identical_output=ser["bank"] == conc["bank"])
-        out["misses"] = answer.misses
+        out["misses"] = ep.misses()
         out["in_flight_vs_concurrency"] = round(out["mean_in_flight"] / args.concurrency, 3)
     if args.json:
         print(json.dumps(out, sort_keys=True))

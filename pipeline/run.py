@@ -161,6 +161,9 @@ def run_catalog(
         clients.append(c)
         return c
 
+    if executor is not None:
+        executor.warm_up(llm)  # worker processes start while the seeds are expanded
+
     # ---- seeds -> scenarios -> dedup (against everything already in the catalog)
     from pipeline.stages.dedup import DedupIndex
     from pipeline.stages.expand import expand_and_dedup

@@ -26,6 +26,7 @@ caller asks (the tester does: a run retries such an item later rather than judge
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -228,7 +229,7 @@ def run_attempt(
     loop = _native if protocol == "native" else _json_action
     t0 = time.perf_counter()
     with fresh(env, initial_db) as run:
-        initial = reward.snapshot(run.inst.conn)
+        initial = run.initial
         state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors)
         scored = score(task, run, initial, state["final"])
     return Attempt(
@@ -302,8 +303,29 @@ def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSet
 # ---------------------------------------------------------------- the JSON-action fallback
 
 
+_TURN_MODELS: dict[str, type[BaseModel]] = {}
+_TURN_MODELS_LOCK = threading.Lock()
+
+
 def turn_model(env: Environment) -> type[BaseModel]:
-    """The schema of one JSON action: a call of one of the tools (typed arguments) or a final answer."""
+    """The schema of one JSON action: a call of one of the tools (typed arguments) or a final answer.
+
+    One class per tool set (the last 64 remembered): every turn of every attempt asks with it, and the
+    client builds a class's JSON schema once. Keyed by the tools' content, not the object: the scenario
+    graph hands each task's node its own copy of the environment."""
+    key = json.dumps([t.model_dump(mode="json") for t in env.tools], sort_keys=True)
+    with _TURN_MODELS_LOCK:
+        hit = _TURN_MODELS.get(key)
+    if hit is not None:
+        return hit
+    model = _turn_model(env)
+    with _TURN_MODELS_LOCK:
+        if len(_TURN_MODELS) >= 64:
+            _TURN_MODELS.pop(next(iter(_TURN_MODELS)))
+        return _TURN_MODELS.setdefault(key, model)
+
+
+def _turn_model(env: Environment) -> type[BaseModel]:
     actions: list[Any] = []
     for tool in env.tools:
         name_type: Any = Literal[tool.name]  # type: ignore[valid-type]

@@ -38,15 +38,25 @@ class Run:
     inst: EnvInstance
     infos: dict[str, TableInfo]
     initial: Snapshot
+    """Shared by every run of the same initial state: read-only."""
     records: list[CallRecord] = field(default_factory=list)
     error: str | None = None
+    _state: tuple[int, Snapshot] | None = None
+    """(``conn.total_changes``, the snapshot taken at that count): the state is re-read only once a
+    statement has changed rows since (a read-only call leaves the count, and so the snapshot, as it was)."""
 
     @property
     def calls(self) -> list[ToolCall]:
         return [r.call for r in self.records]
 
     def final(self) -> Snapshot:
-        return snapshot(self.inst.conn, self.infos)
+        """The current state (read-only)."""
+        count = self.inst.conn.total_changes
+        if self._state is None:
+            self._state = (count, self.initial) if count == 0 else (count, snapshot(self.inst.conn, self.infos))
+        elif self._state[0] != count:
+            self._state = (count, snapshot(self.inst.conn, self.infos))
+        return self._state[1]
 
     def changes(self) -> list[Change]:
         return diff(self.initial, self.final())
@@ -57,8 +67,8 @@ def fresh(env: Environment, initial_db: str | Path | None = None):
     """A fresh instance of ``env`` (closed on exit) with its table infos and initial snapshot."""
     inst = EnvInstance(env, initial_db)
     try:
-        infos = table_infos(inst.conn)
-        yield Run(inst, infos, snapshot(inst.conn, infos))
+        infos = inst.initial("table_infos", table_infos)
+        yield Run(inst, infos, inst.initial("snapshot", lambda conn: snapshot(conn, infos)))
     finally:
         inst.close()
 
@@ -92,9 +102,10 @@ def resolve(arguments: dict[str, Any], responses: list[dict[str, Any]]) -> dict[
 
 def call_once(run: Run, call: ToolCall) -> CallRecord:
     """One tool call on ``run.inst``, recorded with the rows it changed."""
-    before = snapshot(run.inst.conn, run.infos)
+    before = run.final()
     resp = run.inst.call(call.tool, dict(call.arguments))
-    record = CallRecord(call, resp, diff(before, snapshot(run.inst.conn, run.infos)))
+    after = run.final()
+    record = CallRecord(call, resp, [] if after is before else diff(before, after))
     run.records.append(record)
     return record
 

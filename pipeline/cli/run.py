@@ -144,9 +144,10 @@ def register(main: click.Group) -> None:
     @click.option("--max-scenarios", type=click.IntRange(1), default=None, help="Stop after this many scenarios.")
     @click.option("--continue-other-config", is_flag=True, default=False,
                   help="Add to a catalog directory produced with another configuration.")
-    @click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default="local",
-                  show_default=True, help="Where scenarios run: threads in this process, or Ray tasks "
-                  "(--concurrency of them in flight).")
+    @click.option("--executor", "executor_kind", type=click.Choice(["local", "process", "ray"]), default="local",
+                  show_default=True, help="Where scenarios run (--concurrency of them at once): threads in this "
+                  "process; worker processes of this machine (a remote endpoint: local work on every core); "
+                  "or Ray tasks.")
     @click.option("--ray-address", default=None, help="An existing Ray cluster (auto, HOST:6379 or "
                   "ray://HOST:10001); default: a local Ray instance. Only with --executor ray.")
     @llm_options

@@ -2,6 +2,8 @@
 results arrive, with a bounded number of items in flight.
 
 * :class:`LocalExecutor`: a thread pool in this process (the default).
+* :class:`ProcessExecutor`: worker processes of this machine (a remote endpoint and many scenarios at once:
+  their local work is not serialised by one GIL).
 * :class:`RayExecutor`: Ray tasks on a local Ray instance or an existing cluster (``ray`` is imported only
   here, and only when used). ``fn`` is shipped once (``ray.put``); only Ray-side failures (a lost worker)
   are retried, never an exception of our own code.
@@ -17,9 +19,10 @@ from typing import Any
 
 from pipeline.executor.base import Executor, ExecutorError
 from pipeline.executor.local import LocalExecutor
+from pipeline.executor.process import ProcessExecutor
 from pipeline.executor.scenario import ScenarioOutcome, ScenarioWork
 
-__all__ = ["Executor", "ExecutorError", "LocalExecutor", "RayExecutor", "ScenarioOutcome", "ScenarioWork",
+__all__ = ["Executor", "ExecutorError", "LocalExecutor", "ProcessExecutor", "RayExecutor", "ScenarioOutcome", "ScenarioWork",
            "make_executor"]
 
 
@@ -32,13 +35,16 @@ def __getattr__(name: str) -> Any:
 
 
 def make_executor(kind: str, *, workers: int, address: str | None = None) -> Executor:
-    """``local`` or ``ray`` (``address``: an existing cluster, e.g. ``ray://head:10001`` or ``auto``)."""
+    """``local``, ``process`` or ``ray`` (``address``: an existing cluster, e.g. ``ray://head:10001`` or
+    ``auto``)."""
+    if kind in ("local", "process") and address:
+        raise ExecutorError("--ray-address is only meaningful with --executor ray")
     if kind == "local":
-        if address:
-            raise ExecutorError("--ray-address is only meaningful with --executor ray")
         return LocalExecutor(workers)
+    if kind == "process":
+        return ProcessExecutor(workers)
     if kind == "ray":
         from pipeline.executor.ray import RayExecutor
 
         return RayExecutor(workers, address=address)
-    raise ExecutorError(f"unknown executor {kind!r}; choose local or ray")
+    raise ExecutorError(f"unknown executor {kind!r}; choose local, process or ray")

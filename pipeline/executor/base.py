@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -37,6 +37,11 @@ class Executor(ABC):
     @abstractmethod
     def run(self, items: Iterable[X], fn: Callable[[X], R]) -> Iterator[tuple[X, R]]:
         """Yield ``(item, fn(item))`` for every item, as each finishes."""
+
+    def warm_up(self, llm: Any) -> None:
+        """Start what takes time (worker processes) before the first item comes; ``llm``: the run's
+        :class:`~pipeline.config.LLMSettings`. Optional: ``run`` starts whatever is not started yet."""
+        return None
 
     def describe(self) -> str:
         return f"{self.name} ({self.workers} in flight)"

@@ -89,6 +89,16 @@ def invoke_scenario_graph(scn: Scenario, client: Any, plan: Any, envs_dir: Path,
     return dict(run_scenario(scn, deps, checkpointer=checkpointer, thread_id=thread_id))
 
 
+def endpoint_limits(llm: Any) -> dict[str, int]:
+    """``{url: [llm] concurrency}`` for the endpoint and the extra ``[llm] endpoints`` of ``llm``."""
+    if not llm.base_url:
+        from pipeline.executor.base import ExecutorError
+
+        raise ExecutorError("the process executor is for a remote endpoint (llm.base_url): the embedded model "
+                            "answers one request at a time for the whole machine; use --executor local")
+    return {u.rstrip("/"): int(llm.concurrency) for u in [llm.base_url, *(llm.endpoints or [])]}
+
+
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}".splitlines()[0][:500]
 
@@ -142,9 +152,13 @@ class ScenarioWork:
 
         shipped = copy.copy(self)
         shipped._local = None
-        if self.llm.cache:
+        if self.llm.cache and not getattr(executor, "shares_files", False):
             shipped.cache_service = CacheService.start(self.llm.resolved_cache_path())
         return shipped
+
+    def endpoint_limits(self) -> dict[str, int]:
+        """Requests in flight allowed per endpoint URL for the whole run (``[llm] concurrency`` each)."""
+        return endpoint_limits(self.llm)
 
     def remote_done(self) -> None:
         if self.cache_service is not None:
@@ -157,7 +171,7 @@ class ScenarioWork:
         from pipeline.llm import client_from_settings
         t = time.perf_counter()
         cache = RemoteCache(self.cache_service) if self.cache_service is not None else None
-        client = client_from_settings(self.llm, cache=cache)
+        client = client_from_settings(self.llm, cache=cache)  # no service: the cache file itself (same machine)
         work = Path(tempfile.mkdtemp(prefix="envfoundry-scenario-"))
         try:
             try:
@@ -174,6 +188,8 @@ class ScenarioWork:
                                    usage=client.usage.by_stage(), remote=True, files=files)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+            if cache is None and client.cache is not None:
+                client.cache.close()
 
 
 # ---------------------------------------------------------------- the driver's LLM cache, served to workers

@@ -31,6 +31,7 @@ from langgraph.graph import END, START, StateGraph
 
 from pipeline import ir
 from pipeline.envdir import write_env_dir
+from pipeline.graph.ahead import Ahead
 from pipeline.graph.report import build_report, trajectories
 from pipeline.graph.task import EnvFixer, TaskOutcome, VerifyDeps, build_verify_graph, verify_task
 from pipeline.hashing import content_hash
@@ -172,6 +173,8 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
     vs = deps.verify or VerifySettings()
     say0 = deps.progress or (lambda _m: None)
 
+    ahead = Ahead(c, per_task_requests=vs.tester.attempts)  # tasks verified ahead of their turn (remote endpoints)
+
     def scenario(s: ScenarioState) -> ir.Scenario:
         return ir.Scenario.model_validate(s["scenario"])
 
@@ -266,7 +269,14 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
             task = task2
         say(s, f"task {i + 1}/{len(queue)}: {task.kind}: {task.instruction[:70]}")
         vdeps = verify_deps(s)
-        o = verify_task(env, task, vdeps, initial_db=db_for(s, env), graph=build_verify_graph(vdeps, checkpointer=False))
+        db = db_for(s, env)
+
+        def verify(t: ir.Task) -> TaskOutcome:
+            return verify_task(env, t, vdeps, initial_db=db, graph=build_verify_graph(vdeps, checkpointer=False))
+
+        later = [ir.Task.model_validate(q) for q in queue[i + 1:]]
+        ahead.start(env, db, [t for t in later if t.env_id == env.env_id], verify)
+        o = ahead.take(env, db, task, verify)
         out["outcomes"] = [*s.get("outcomes", []), o.model_dump(mode="json", exclude={"env"})]
         if o.env_changed:
             new = o.env.model_dump(mode="json")
@@ -277,6 +287,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
         return out
 
     def n_finish(s: ScenarioState) -> ScenarioState:
+        ahead.close()
         env = environment(s)
         env_json = env.model_dump(mode="json")
         outcomes = [TaskOutcome.model_validate({**o, "env": env_json}) for o in s.get("outcomes", [])]

@@ -20,6 +20,7 @@ import json
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -90,6 +91,22 @@ class Usage:
                 tot[k] += s[k]
         tot["seconds"] = round(tot["seconds"], 3)
         return tot
+
+
+_SCHEMAS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+_SCHEMAS_LOCK = threading.Lock()
+
+
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """``inline_refs(model.model_json_schema())``, once per model class (pydantic builds it anew on every
+    call: milliseconds, and the tester asks with the same class every turn). Callers must not mutate it."""
+    with _SCHEMAS_LOCK:
+        hit = _SCHEMAS.get(model)
+    if hit is None:
+        hit = inline_refs(model.model_json_schema())
+        with _SCHEMAS_LOCK:
+            _SCHEMAS[model] = hit
+    return hit
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +222,7 @@ class LLMClient:
     def structured_reply(
         self, response_model: type[T], messages: list[dict[str, Any]], *, stage: str, max_tokens: int = 1024
     ) -> tuple[T, Reply]:
-        schema = inline_refs(response_model.model_json_schema())
+        schema = _schema_of(response_model)
         msgs = list(messages)
         last_error = ""
         for _ in range(self.settings.validation_retries + 1):

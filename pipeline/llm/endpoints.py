@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -43,6 +44,17 @@ class _Registry:
 
 
 _REG = _Registry()
+
+_SHARED: dict[str, Any] = {}
+"""URL -> a semaphore shared with the other processes of a run (see :func:`share_limits`)."""
+
+
+def share_limits(gates: dict[str, Any]) -> None:
+    """In a worker process of a run (``pipeline.executor.process``): every request to one of these URLs also
+    takes a slot of the semaphore the driver made for it, so the processes together keep to the endpoint's
+    limit instead of each keeping to it alone."""
+    _SHARED.clear()
+    _SHARED.update({url.rstrip("/"): gate for url, gate in gates.items()})
 
 
 def endpoint(url: str, limit: int) -> Endpoint:
@@ -106,7 +118,15 @@ class Router:
     def slot(self) -> Iterator[Endpoint]:
         ep = self.acquire()
         try:
-            yield ep
+            gate = _SHARED.get(ep.url)
+            if gate is None:
+                yield ep
+                return
+            gate.acquire()
+            try:
+                yield ep
+            finally:
+                gate.release()
         finally:
             self.release(ep)
 

@@ -19,12 +19,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pipeline.ir import Environment
 from pipeline.runtime import engine
 from pipeline.runtime.database import build_database
 from pipeline.runtime.schemas import served_tools
+
+T = TypeVar("T")
 
 
 class _Template:
@@ -45,6 +48,14 @@ class _Template:
                 src.close()
         # the tools as server.py runs them: each parameter with the rules its published schema states
         self.tools = served_tools(env)
+        self.memo: dict[str, Any] = {}
+
+    def derived(self, name: str, compute: Callable[[sqlite3.Connection], T]) -> T:
+        """``compute(conn)`` over the initial state, once per template (callers must not mutate it)."""
+        with self.lock:
+            if name not in self.memo:
+                self.memo[name] = compute(self.conn)
+            return self.memo[name]  # type: ignore[no-any-return]
 
     def copy_into(self, target: sqlite3.Connection) -> None:
         with self.lock:
@@ -118,6 +129,11 @@ class EnvInstance:
         return engine.run_tool(self.conn, tool, {} if arguments is None else arguments, now=self.env.clock)
 
     # -- state
+
+    def initial(self, name: str, compute: Callable[[sqlite3.Connection], T]) -> T:
+        """``compute(conn)`` of the *initial* state, computed once and shared by every instance of the same
+        (environment, initial_db) (table layouts, the initial snapshot): treat the result as read-only."""
+        return self._template.derived(name, compute)
 
     def reset(self) -> None:
         """Restore the initial state (the SQLite backup API, from the shared template)."""

@@ -13,7 +13,8 @@ stage against the batch and the catalog's :class:`~pipeline.stages.dedup.DedupIn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +138,24 @@ class SeedProgress:
     result: StageResult[tuple[Scenario, ...]]
 
 
+def _expansions(seeds: Sequence[Seed], client: Any,
+                settings: ExpandSettings) -> Iterator[tuple[Seed, StageResult[tuple[Scenario, ...]]]]:
+    """``(seed, expand_seed(seed))`` in seed order. Seeds are independent: with a client that takes several
+    requests at once (``prefetches``: a remote endpoint) they are expanded together, each still one proposal
+    at a time, and handed out in seed order; otherwise one after another."""
+    if len(seeds) < 2 or not getattr(client, "prefetches", False):
+        for seed in seeds:
+            yield seed, expand_seed(seed, client, settings)
+        return
+    pool = ThreadPoolExecutor(min(len(seeds), max(1, int(client.parallelism))), thread_name_prefix="expand")
+    try:
+        futures = [pool.submit(expand_seed, seed, client, settings) for seed in seeds]
+        for seed, fut in zip(seeds, futures, strict=True):
+            yield seed, fut.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def expand_and_dedup(
     seeds: Sequence[Seed],
     client: Any,
@@ -162,8 +181,7 @@ def expand_and_dedup(
     rejections: list[Rejection] = []
     counts = dict.fromkeys(COUNT_KEYS, 0)
     counts["seeds"] = len(seeds)
-    for i, seed in enumerate(seeds, start=1):
-        result = expand_seed(seed, client, settings.expand)
+    for i, (seed, result) in enumerate(_expansions(seeds, client, settings.expand), start=1):
         scenarios.extend(result.value or ())
         rejections.extend(result.rejections)
         counts["generated"] += result.attempts

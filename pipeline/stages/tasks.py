@@ -15,7 +15,9 @@ on a repaired environment -> its verifier derived again).
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -221,31 +223,80 @@ def generate_tasks(
         return StageResult([], (Rejection(stage=STAGE, item=env.env_id,
                                           reason="no task can be planned over these tools and rows"),))
     drys: dict[int, Derivation] = {}
+    drys_lock = threading.Lock()
 
     def dry_run(i: int) -> Derivation:
-        if i not in drys:
-            drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer)
-        return drys[i]
+        with drys_lock:
+            if i not in drys:
+                drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer)
+            return drys[i]
 
-    if getattr(client, "prefetches", False):
-        # the first wording request of each chain the loop below will ask about if every wording succeeds (the
-        # first ``want`` that replay and are not repeats), sent ahead; the loop then asks them in order as before
-        ahead: list[Chain] = []
-        keys: set[str] = set()
-        for i, chain in enumerate(chains, 1):
-            if len(ahead) >= want:
+    def label_of(i: int) -> str:
+        chain = chains[i - 1]
+        return f"task {i} ({chain.shape}, tier {chain.tier}: {' -> '.join(c.tool for c in chain.calls)})"
+
+    # What checking a reply found, by (chain, wording): a pure function of both, because a chain's own keys are
+    # never in ``seen`` while it is asked about (the loop skips a chain whose keys are). Filled by the wording
+    # sent ahead, read by the loop, so a reply is linted and proved once.
+    checked: dict[tuple[int, str], tuple[Task | None, str | None]] = {}
+
+    def word(i: int, ahead: bool) -> Any:
+        """Ask for chain ``i``'s wording until it checks (the feedback loop); ``ahead``: sent ahead of the loop."""
+        chain = chains[i - 1]
+        prov = _provenance(client, 0, {"plan": label_of(i)})
+        answer = dict(chain.answer) if chain.answer is not None else None
+
+        def check(reply: Revision) -> tuple[Task | None, str | None]:
+            key = (i, reply.user_request)
+            with drys_lock:
+                hit = checked.get(key)
+            if hit is not None:
+                return hit
+            problem = lint_request(env, chain, reply.user_request)
+            if problem:
+                found: tuple[Task | None, str | None] = (None, problem)
+            else:
+                found = build_and_prove(env, chain.calls, reply.user_request, answer_field=None,
+                                        initial_db=initial_db, provenance=prov, chain=chain, answer=answer,
+                                        seen=None if ahead else seen)
+            if ahead:
+                with drys_lock:
+                    checked[key] = found
+            return found
+
+        return ask_with_feedback(
+            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,
+            max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
+            feedback=lambda e: render_section("tasks", "feedback", error=e),
+        )
+
+    sent: set[int] = set()
+
+    def send_ahead(i0: int) -> None:
+        """With a client that sends requests ahead: word, in the background, the chains the loop will ask about
+        from ``i0`` on if every wording succeeds (those that replay and are not repeats, as many as tasks are
+        still wanted); the loop then asks them in order as before and finds the replies (and their checks) done."""
+        if not getattr(client, "prefetches", False):
+            return
+        need = want - len(tasks)
+        keys = set(seen)
+        for j in range(i0, len(chains) + 1):
+            if need <= 0:
                 break
-            d = dry_run(i)
+            d = dry_run(j)
             if d.error or d.verifier is None or _call_key(d.calls) in keys or _effect_key(d.verifier, d.calls) in keys:
                 continue
             keys |= {_call_key(d.calls), _effect_key(d.verifier, d.calls)}
-            ahead.append(chain)
-        client.prefetch([lambda chain=chain: client.structured_reply(
-            Revision, chain_messages(env, chain), stage=STAGE, max_tokens=settings.max_tokens) for chain in ahead])
+            need -= 1
+            if j not in sent:
+                sent.add(j)
+                client.prefetch([functools.partial(word, j, True)])
+
     for i, chain in enumerate(chains, 1):
         if len(tasks) >= want:
             break
-        label = f"task {i} ({chain.shape}, tier {chain.tier}: {' -> '.join(c.tool for c in chain.calls)})"
+        send_ahead(i)
+        label = label_of(i)
         dry = dry_run(i)
         if dry.error or dry.verifier is None:  # code finds this without asking the LLM for words
             rejections.append(Rejection(stage=STAGE, item=label, reason=f"the planned calls do not replay: {dry.error}",
@@ -253,24 +304,7 @@ def generate_tasks(
             continue
         if _call_key(dry.calls) in seen or _effect_key(dry.verifier, dry.calls) in seen:
             continue
-        prov = _provenance(client, 0, {"plan": label})
-        answer = None
-        if chain.answer is not None:
-            answer = dict(chain.answer)
-
-        def check(reply: Revision, chain: Chain = chain, prov: dict[str, Any] = prov,
-                  answer: dict[str, Any] | None = answer) -> tuple[Task | None, str | None]:
-            problem = lint_request(env, chain, reply.user_request)
-            if problem:
-                return None, problem
-            return build_and_prove(env, chain.calls, reply.user_request, answer_field=None, initial_db=initial_db,
-                                   provenance=prov, chain=chain, answer=answer, seen=seen)  # noqa: B023 (seen is read while the loop runs)
-
-        out = ask_with_feedback(
-            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,
-            max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
-            feedback=lambda e: render_section("tasks", "feedback", error=e),
-        )
+        out = word(i, False)
         replies += out.attempts
         if out.value is None:
             rejections.append(Rejection(stage=STAGE, item=label, reason=out.error or "no task",

@@ -1,0 +1,137 @@
+"""The process executor: scenarios in worker processes of this machine, for a remote endpoint.
+
+Threads of one process are enough while a run waits on the endpoint; they stop being enough when many
+scenarios do local work at once (replaying tasks on fresh SQLite copies, proving and scoring them): every
+SQLite step releases and takes back the GIL, and with dozens of threads that hand-over, not the work,
+sets the pace. Here each scenario runs in a process of a :class:`~concurrent.futures.ProcessPoolExecutor`
+(``workers`` processes; started from a ``forkserver`` that has imported the pipeline once, so a worker
+starts in milliseconds), and the operating system spreads them over the cores.
+
+What a worker shares with the driver, and how:
+
+* the LLM cache: the catalog's cache file itself (SQLite in WAL mode: one writer at a time, readers
+  never blocked), so replies are keyed and stored exactly as in a threaded run;
+* the endpoint's limit: ``[llm] concurrency`` requests in flight per endpoint for the whole run, not per
+  process: the driver makes one semaphore per endpoint URL and every worker's router takes a slot of it for
+  each request (:func:`pipeline.llm.endpoints.share_limits`). A 429's cool-down stays in the process that
+  received it;
+* the result: as on Ray (:meth:`~pipeline.executor.scenario.ScenarioWork.for_remote`), a worker writes
+  nothing of the catalog: its environment's files come back with the outcome, the driver writes them and the
+  catalog rows. Checkpoints live in the worker's memory: a killed driver reruns the scenarios that were in
+  flight, from the cache.
+
+Not for the embedded model (it decodes one request at a time, for the whole machine): that raises
+:class:`ExecutorError`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from pipeline.executor.base import Executor, ExecutorError
+
+X = TypeVar("X")
+R = TypeVar("R")
+
+#: imported once by the fork server, so that each worker starts with them
+PRELOAD = ["pipeline.executor.scenario", "pipeline.graph", "pipeline.llm", "langgraph.checkpoint.memory"]
+
+
+def _init_worker(gates: dict[str, Any]) -> None:
+    from pipeline.llm.endpoints import share_limits
+
+    share_limits(gates)
+
+
+def _call(fn: Callable[[Any], Any], item: Any) -> Any:
+    return fn(item)
+
+
+def _ready() -> int:
+    import os
+
+    return os.getpid()
+
+
+class ProcessExecutor(Executor):
+    """``ProcessExecutor(workers, limits={url: n})``: ``workers`` processes, each running one item at a time;
+    ``limits`` are the requests in flight allowed per endpoint URL across all of them (default: from the run's
+    LLM settings given to :meth:`warm_up`, or what ``fn.endpoint_limits()`` says, as
+    :class:`~pipeline.executor.scenario.ScenarioWork` does)."""
+
+    name = "process"
+    shares_files = True
+    """Workers see the driver's files (same machine): the LLM cache is opened, not served."""
+
+    def __init__(self, workers: int, *, limits: dict[str, int] | None = None):
+        super().__init__(workers)
+        self.limits = dict(limits or {})
+        self._pool: ProcessPoolExecutor | None = None
+
+    def describe(self) -> str:
+        return f"process ({self.workers} worker processes)"
+
+    def warm_up(self, llm: Any) -> None:
+        """Start the worker processes now (they boot while the driver expands the seeds)."""
+        if self._pool is None:
+            from pipeline.executor.scenario import endpoint_limits
+
+            self._start(self.limits or endpoint_limits(llm))
+
+    def _start(self, limits: dict[str, int]) -> ProcessPoolExecutor:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        gates = {url.rstrip("/"): ctx.BoundedSemaphore(n) for url, n in limits.items()}
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker, initargs=(gates,))
+        for _ in range(self.workers):  # one no-op each: the pool starts a process per waiting job
+            self._pool.submit(_ready)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def run(self, items: Iterable[X], fn: Callable[[X], R]) -> Iterator[tuple[X, R]]:
+        pool = self._pool
+        if pool is None:
+            limits = self.limits
+            if not limits and hasattr(fn, "endpoint_limits"):  # a ScenarioWork: its LLM settings say
+                limits = fn.endpoint_limits()
+            pool = self._start(limits)
+        prepare = getattr(fn, "for_remote", None)
+        shipped = prepare(self) if prepare is not None else fn
+        it = iter(items)
+        pending: dict[Future[R], X] = {}
+        try:
+            while True:
+                while len(pending) < self.workers:  # pull the next item only when a slot is free
+                    try:
+                        x = next(it)
+                    except StopIteration:
+                        break
+                    pending[pool.submit(_call, shipped, x)] = x
+                if not pending:
+                    return
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in sorted(done, key=lambda f: list(pending).index(f)):  # submission order
+                    x = pending.pop(fut)
+                    try:
+                        result = fut.result()  # fn's own exception propagates as is
+                    except BrokenProcessPool as e:
+                        self._pool = None
+                        raise ExecutorError(f"a worker process died while running {x!r}: {e}") from None
+                    yield x, result
+        finally:
+            for fut in pending:
+                fut.cancel()
+            if pending and self._pool is not None:  # stopped early: running items are abandoned
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+            done_hook = getattr(shipped, "remote_done", None)
+            if done_hook is not None:
+                done_hook()
