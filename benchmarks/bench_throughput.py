@@ -185,6 +185,7 @@ def one_run(url: str, workdir: Path, n: int, concurrency: int, ep: RemoteEndpoin
                               "stages": stages})
     plan = plan_from_config(config)
     ex = make_executor(executor, workers=concurrency)
+    ex.warm_up(plan.config.llm, wait=True)  # one-time start-up (worker processes), like the dedup model: untimed
     ep.reset_stats()
     t0 = time.perf_counter()
     try:
@@ -209,6 +210,7 @@ def main() -> None:
                     help="where the concurrent run's scenarios run (the serial run: one thread)")
     ap.add_argument("--skip-serial", action="store_true", help="only the concurrent run")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
+    ap.add_argument("--timeline", action="store_true", help="also the mean in flight during each second")
     args = ap.parse_args()
 
     from pipeline.embed import get_embedder
@@ -222,6 +224,8 @@ def main() -> None:
         out.update(requests=conc["stats"]["requests"], mean_in_flight=round(conc["stats"]["mean_in_flight"], 2),
                    peak_in_flight=conc["stats"]["peak_in_flight"], wall_s=round(conc["wall_s"], 1),
                    verified=conc["counts"].get("environments_verified"), failed=len(conc["failed"]))
+        if args.timeline:
+            out["per_second"] = conc["stats"]["per_second"]
         if not args.skip_serial:
             ser = one_run(ep.url, Path(tmp) / "serial", args.scenarios, 1, ep, args.catalog)
             out.update(serial_wall_s=round(ser["wall_s"], 1),

@@ -63,7 +63,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
 
     given = render_answer(v.answer) if v.answer is not None else None
     with fresh(env, initial_db) as run:
-        play(run, ref_calls)
+        play(run, ref_calls, changes=False)
         if run.error:
             results.append(ProofResult(name="reference", ok=False, detail=f"reference replay failed: {run.error}"))
         else:
@@ -85,7 +85,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
 
     reads = [c for c in ref_calls if _kind(env, c.tool) == "read"]
     with fresh(env, initial_db) as run:
-        play(run, reads, stop_on_error=False)
+        play(run, reads, stop_on_error=False, changes=False)
         ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos)
         results.append(ProofResult(
             name="no_op", ok=ev.partial == 0.0,
@@ -96,7 +96,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
     if v.answer is not None:
         wrong = wrong_answer(v.answer)
         with fresh(env, initial_db) as run:
-            play(run, ref_calls)
+            play(run, ref_calls, changes=False)
             ev = evaluate(v, run.inst.conn, initial=run.initial, answer=wrong, infos=run.infos)
         results.append(ProofResult(name="wrong_answer", ok=not ev.passed,
                                    detail=(f"wrong answer {wrong!r} " + ("passes" if ev.passed else "fails"))))
@@ -107,7 +107,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
                                                             ("destructive_after_reference", ref_calls + broad)]
     for name, calls in trajectories:
         with fresh(env, initial_db) as run:
-            play(run, calls, stop_on_error=False)
+            play(run, calls, stop_on_error=False, changes=False)
             final = run.final()
             ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
             landed = sum(1 for r in run.records[len(calls) - len(broad):] if r.ok)

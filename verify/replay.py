@@ -100,8 +100,13 @@ def resolve(arguments: dict[str, Any], responses: list[dict[str, Any]]) -> dict[
     return out
 
 
-def call_once(run: Run, call: ToolCall) -> CallRecord:
-    """One tool call on ``run.inst``, recorded with the rows it changed."""
+def call_once(run: Run, call: ToolCall, *, changes: bool = True) -> CallRecord:
+    """One tool call on ``run.inst``, recorded with the rows it changed (``changes=False``: not looked at,
+    the record's ``changes`` is empty; for runs that judge only the final state)."""
+    if not changes:
+        record = CallRecord(call, run.inst.call(call.tool, dict(call.arguments)), [])
+        run.records.append(record)
+        return record
     before = run.final()
     resp = run.inst.call(call.tool, dict(call.arguments))
     after = run.final()
@@ -110,8 +115,9 @@ def call_once(run: Run, call: ToolCall) -> CallRecord:
     return record
 
 
-def play(run: Run, calls: list[ToolCall], *, stop_on_error: bool = True) -> Run:
-    """Call each tool on ``run.inst``; records the response and the rows each call changed."""
+def play(run: Run, calls: list[ToolCall], *, stop_on_error: bool = True, changes: bool = True) -> Run:
+    """Call each tool on ``run.inst``; records the response and (unless ``changes=False``) the rows each call
+    changed."""
     responses = [r.response for r in run.records]
     for i, call in enumerate(calls, len(run.records) + 1):
         try:
@@ -119,7 +125,7 @@ def play(run: Run, calls: list[ToolCall], *, stop_on_error: bool = True) -> Run:
         except ValueError as e:
             run.error = f"call {i} ({call.tool}): {e}"
             break
-        resp = call_once(run, ToolCall(tool=call.tool, arguments=args)).response
+        resp = call_once(run, ToolCall(tool=call.tool, arguments=args), changes=changes).response
         responses.append(resp)
         if not resp.get("ok") and run.error is None:
             run.error = f"call {i} {call.tool}({_args(args)}) failed: {resp.get('error')}"

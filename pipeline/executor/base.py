@@ -38,9 +38,10 @@ class Executor(ABC):
     def run(self, items: Iterable[X], fn: Callable[[X], R]) -> Iterator[tuple[X, R]]:
         """Yield ``(item, fn(item))`` for every item, as each finishes."""
 
-    def warm_up(self, llm: Any) -> None:
-        """Start what takes time (worker processes) before the first item comes; ``llm``: the run's
-        :class:`~pipeline.config.LLMSettings`. Optional: ``run`` starts whatever is not started yet."""
+    def warm_up(self, llm: Any, *, wait: bool = False) -> None:
+        """Start what takes time (worker processes) before the first item comes, in the background unless
+        ``wait``; ``llm``: the run's :class:`~pipeline.config.LLMSettings`. Optional: ``run`` starts whatever
+        is not started yet."""
         return None
 
     def describe(self) -> str:

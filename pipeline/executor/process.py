@@ -27,6 +27,7 @@ Not for the embedded model (it decodes one request at a time, for the whole mach
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -71,33 +72,62 @@ class ProcessExecutor(Executor):
         super().__init__(workers)
         self.limits = dict(limits or {})
         self._pool: ProcessPoolExecutor | None = None
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
 
     def describe(self) -> str:
         return f"process ({self.workers} worker processes)"
 
-    def warm_up(self, llm: Any) -> None:
-        """Start the worker processes now (they boot while the driver expands the seeds)."""
-        if self._pool is None:
-            from pipeline.executor.scenario import endpoint_limits
+    def warm_up(self, llm: Any, *, wait: bool = False) -> None:
+        """Start the worker processes now, in the background (they boot while the driver expands the seeds),
+        or, with ``wait``, before returning."""
+        if self._pool is not None or self._starting is not None:
+            if wait:
+                self._started()
+            return
+        from pipeline.executor.scenario import endpoint_limits
 
-            self._start(self.limits or endpoint_limits(llm))
+        limits = self.limits or endpoint_limits(llm)
+
+        def start() -> None:
+            try:
+                self._start(limits)
+            except BaseException as e:  # noqa: BLE001 - reported by run()
+                self._start_error = e
+
+        self._starting = threading.Thread(target=start, name="process-executor-start", daemon=True)
+        self._starting.start()
+        if wait:
+            self._started()
+
+    def _started(self) -> ProcessPoolExecutor | None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+            if self._start_error is not None:
+                raise ExecutorError(f"cannot start the worker processes: {self._start_error}") from None
+        return self._pool
 
     def _start(self, limits: dict[str, int]) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
         gates = {url.rstrip("/"): ctx.BoundedSemaphore(n) for url, n in limits.items()}
         self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker, initargs=(gates,))
-        for _ in range(self.workers):  # one no-op each: the pool starts a process per waiting job
-            self._pool.submit(_ready)
+        ready = [self._pool.submit(_ready) for _ in range(self.workers)]  # the pool starts a process per job
+        wait(ready)
         return self._pool
 
     def close(self) -> None:
+        try:
+            self._started()
+        except ExecutorError:
+            return
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
     def run(self, items: Iterable[X], fn: Callable[[X], R]) -> Iterator[tuple[X, R]]:
-        pool = self._pool
+        pool = self._started()
         if pool is None:
             limits = self.limits
             if not limits and hasattr(fn, "endpoint_limits"):  # a ScenarioWork: its LLM settings say

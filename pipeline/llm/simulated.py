@@ -204,10 +204,19 @@ class SimulatedEndpoint:
             self._area = 0.0
             self._t0 = self._last = time.monotonic()
             self._counts: dict[str, int] = {}
+            self._seconds: list[float] = []  # area (requests x seconds) of each second since the reset
 
     def _tick(self) -> None:
         now = time.monotonic()
         self._area += self._in_flight * (now - self._last)
+        t = self._last
+        while t < now:  # spread the interval over the seconds it covers
+            second = int(t - self._t0)
+            end = min(now, self._t0 + second + 1)
+            while len(self._seconds) <= second:
+                self._seconds.append(0.0)
+            self._seconds[second] += self._in_flight * (end - t)
+            t = end
         self._last = now
 
     def _enter(self) -> None:
@@ -226,13 +235,14 @@ class SimulatedEndpoint:
             self._counts[kind] = self._counts.get(kind, 0) + 1
 
     def stats(self) -> dict[str, Any]:
-        """Since the last reset: requests by outcome, mean and peak in flight, seconds."""
+        """Since the last reset: requests by outcome, mean and peak in flight, seconds, and ``per_second``:
+        the mean in flight during each second."""
         with self._lock:
             self._tick()
             secs = self._last - self._t0
             return {"requests": sum(self._counts.values()), "outcomes": dict(sorted(self._counts.items())),
                     "mean_in_flight": self._area / secs if secs > 0 else 0.0, "peak_in_flight": self._peak,
-                    "seconds": secs}
+                    "seconds": secs, "per_second": [round(a, 1) for a in self._seconds]}
 
 
 # ---------------------------------------------------------------- answers from a recorded run

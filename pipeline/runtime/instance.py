@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline.ir import Environment

@@ -22,10 +22,12 @@ the generated integer keys filled in.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import sqlite_utils
@@ -244,14 +246,27 @@ def _ask_batch(
     return out, dropped, renamed
 
 
-def _seed_table(
-    scenario: ir.Scenario, table: ir.Table, by_name: dict[str, ir.Table], db: sqlite_utils.Database,
-    client: Any, settings: BuildSettings,
-) -> tuple[int, list[ir.Rejection], int]:
-    """Fill one table; returns (rows inserted, rejections, LLM attempts)."""
-    conn = db.conn
+@dataclass(frozen=True)
+class _TableAsk:
+    """What every request for one table's rows holds: its columns, the allowed values (enums, and the parents'
+    keys for references: the parent tables must be seeded first), the reference lines, label and key."""
+
+    cols: list[Column]
+    choices: dict[str, tuple[Any, ...]]
+    ref_lines: list[str]
+    label: str | None
+    key: str
+
+    def prompt(self, scenario: ir.Scenario, table: ir.Table, settings: BuildSettings, n: int, existing: str) -> str:
+        return render_section(
+            "seed_data", "ask", name=scenario.name, description=scenario.description,
+            today=settings.clock[:10], ddl=table.ddl, refs="\n".join(self.ref_lines), n=n, table=table.name,
+            columns=", ".join(c.name for c in self.cols), existing=existing, key=self.key,
+        )
+
+
+def _table_ask(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection) -> _TableAsk:
     cols = [c for c in table_columns(conn, table) if not c.auto_id]
-    names = [c.name for c in cols]
     choices: dict[str, tuple[Any, ...]] = {c.name: c.enum for c in cols if c.enum}
     ref_lines = []
     for c in cols:
@@ -263,6 +278,46 @@ def _seed_table(
     label, _ = _label_columns(table_columns(conn, table))
     key = ("\n" + render_section("seed_data", "key", columns=", ".join(table.natural_key))
            if table.natural_key else "")
+    return _TableAsk(cols, choices, ref_lines, label, key)
+
+
+def _parents(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection) -> set[str]:
+    return {c.ref[0] for c in table_columns(conn, table) if c.ref and c.ref[0] in by_name and c.ref[0] != table.name}
+
+
+def prefetch_first_rows(scenario: ir.Scenario, tables: Sequence[ir.Table], done: set[str],
+                        by_name: dict[str, ir.Table], conn: sqlite3.Connection, client: Any,
+                        settings: BuildSettings, sent: set[str]) -> None:
+    """The first request of every table in ``tables`` whose parents are all seeded (``done``), sent ahead
+    (``LLMClient.prefetch``): its prompt holds only the parents' rows, which no longer change, so the loop
+    finds the reply ready when it reaches the table."""
+    if not getattr(client, "prefetches", False):
+        return
+    calls = []
+    for table in tables:
+        if table.name in sent or not _parents(table, by_name, conn) <= done:
+            continue
+        sent.add(table.name)
+        ask = _table_ask(table, by_name, conn)
+        n = min(settings.rows_per_call, settings.rows_per_table)
+        if n < 1:
+            continue
+        calls.append(functools.partial(
+            client.structured_reply, rows_model(table.name, ask.cols, ask.choices, n),
+            user(ask.prompt(scenario, table, settings, n, "")), stage=STAGE,
+            max_tokens=max(settings.max_tokens_rows, n * (8 + 12 * len(ask.cols)))))
+    client.prefetch(calls)
+
+
+def _seed_table(
+    scenario: ir.Scenario, table: ir.Table, by_name: dict[str, ir.Table], db: sqlite_utils.Database,
+    client: Any, settings: BuildSettings,
+) -> tuple[int, list[ir.Rejection], int]:
+    """Fill one table; returns (rows inserted, rejections, LLM attempts)."""
+    conn = db.conn
+    ask = _table_ask(table, by_name, conn)
+    cols, choices, label = ask.cols, ask.choices, ask.label
+    names = [c.name for c in cols]
     rejections: list[ir.Rejection] = []
     attempts_total = 0
     target = settings.rows_per_table
@@ -276,11 +331,7 @@ def _seed_table(
         if inserted_total and label:
             vals = [r[0] for r in conn.execute(f'SELECT "{label}" FROM "{table.name}" ORDER BY rowid LIMIT 30')]
             existing = "\n" + render_section("seed_data", "existing", values="; ".join(_short(v) for v in vals))
-        prompt = render_section(
-            "seed_data", "ask", name=scenario.name, description=scenario.description,
-            today=settings.clock[:10], ddl=table.ddl, refs="\n".join(ref_lines), n=n, table=table.name,
-            columns=", ".join(names), existing=existing, key=key,
-        )
+        prompt = ask.prompt(scenario, table, settings, n, existing)
         out, dropped, renamed = _ask_batch(client, settings, db, table, cols, choices, prompt, n)
         attempts_total += out.attempts
         if out.value is None:
@@ -308,8 +359,11 @@ def generate_seed(
     by_name = {t.name: t for t in tables}
     rejections: list[ir.Rejection] = []
     attempts = 0
+    sent: set[str] = set()
     try:
-        for table in tables:
+        for i, table in enumerate(tables):
+            prefetch_first_rows(scenario, tables[i:], {t.name for t in tables[:i]}, by_name, conn, client,
+                                settings, sent)
             count, rej, n_att = _seed_table(scenario, table, by_name, db, client, settings)
             rejections.extend(rej)
             attempts += n_att
