@@ -1,4 +1,5 @@
-"""The per-scenario unit of work of ``envfoundry run``, runnable in this process or on a Ray worker.
+"""The per-scenario unit of work of ``envfoundry run``, runnable in this process, in a worker process of this
+machine (``--executor process``) or on a Ray worker.
 
 ``ScenarioWork(scenario) -> ScenarioOutcome`` runs (or resumes) one scenario's graph
 (:func:`invoke_scenario_graph`, over :func:`pipeline.graph.run_scenario`). Whatever it cannot do turns into an outcome with an
@@ -6,11 +7,12 @@
 
 Locally it is what the run always did: the driver's checkpoints, clients and environment directory.
 
-On a remote worker it writes nothing of the catalog's:
+In a worker process or on a Ray worker it writes nothing of the catalog's:
 
-* LLM replies are read from and written to the driver's cache file through a :class:`CacheService`
-  actor pinned to the driver's node (one SQLite transaction per reply, as locally; the key is the same,
-  so a remote run and a local one share their cache entries);
+* LLM replies are read from and written to the driver's cache file: on this machine the worker opens the
+  file itself (SQLite, WAL), on Ray through a :class:`CacheService` actor pinned to the driver's node (one
+  SQLite transaction per reply, as locally; the key is the same, so a remote run and a local one share their
+  cache entries);
 * the graph checkpoints in memory, and builds the environment in a temporary directory whose files come
   back in the outcome; the driver writes them into ``envs/`` (complete, then renamed into place) and then
   the catalog rows. A killed driver leaves at most a scenario that is not marked done: the rerun does it
