@@ -11,7 +11,15 @@ import pytest
 
 from pipeline.llm.simulated import CacheReplay, SimulatedEndpoint
 from pipeline.run import run_catalog
-from tests.executor.example_run import EXAMPLE, cache_rows, catalog_rows, example_inputs, files, no_misses, plan
+from tests.executor.example_run import (
+    EXAMPLE,
+    cache_rows,
+    catalog_rows,
+    example_inputs,
+    files,
+    no_misses,
+    plan,
+)
 
 
 def test_process_executor_writes_the_example_and_keeps_the_endpoint_limit(tmp_path):
