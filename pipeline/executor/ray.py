@@ -40,6 +40,43 @@ def _call(fn: Callable[[Any], Any], item: Any) -> Any:
     return fn(item)
 
 
+class _Gate:
+    """A counting semaphore as a Ray actor: the requests in flight allowed at one endpoint for a whole run."""
+
+    def __init__(self, limit: int):
+        import asyncio
+
+        self.sem = asyncio.Semaphore(limit)
+
+    async def acquire(self) -> None:
+        await self.sem.acquire()
+
+    async def release(self) -> None:
+        self.sem.release()
+
+
+class RayGate:
+    """``acquire()``/``release()`` of a :class:`_Gate` actor: what a worker's router takes a slot of for each
+    request to the endpoint (``pipeline.llm.endpoints.share_limits``), so the workers of a cluster together
+    keep to ``[llm] concurrency``. Pickles as its actor handle."""
+
+    def __init__(self, actor: Any):
+        self.actor = actor
+
+    def acquire(self) -> None:
+        ray_module().get(self.actor.acquire.remote())
+
+    def release(self) -> None:
+        ray_module().get(self.actor.release.remote())
+
+
+def stop_gates(gates: dict[str, Any]) -> None:
+    ray = ray_module()
+    for gate in gates.values():
+        if isinstance(gate, RayGate):
+            ray.kill(gate.actor)
+
+
 class RayExecutor(Executor):
     """``RayExecutor(workers, address=None)``; ``cpus_per_task`` is what Ray reserves for each task."""
 
@@ -76,6 +113,16 @@ class RayExecutor(Executor):
                      runtime_env={"env_vars": {"PYTHONPATH": path}}, **kwargs)
         self._started_here = True
         return ray
+
+    def make_gates(self, limits: dict[str, int]) -> dict[str, RayGate]:
+        """One :class:`_Gate` actor per endpoint URL, on the driver's node (called by the work before shipping)."""
+        ray = self._init()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = ray.get_runtime_context().get_node_id()
+        gate = ray.remote(_Gate).options(num_cpus=0, max_concurrency=10_000,
+                                         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False))
+        return {url: RayGate(gate.remote(n)) for url, n in limits.items()}
 
     def close(self) -> None:
         """Stop the Ray instance if this executor started (or joined) it."""

@@ -117,6 +117,8 @@ class ScenarioWork:
         self._local: dict[str, Any] | None = {"make_client": make_client, "checkpointer": checkpointer,
                                                "progress": progress}
         self.cache_service: Any = None
+        self.gates: dict[str, Any] = {}
+        """URL -> the run-wide slot holder of that endpoint, for workers of a cluster (see ``for_remote``)."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -156,6 +158,9 @@ class ScenarioWork:
         shipped._local = None
         if self.llm.cache and not getattr(executor, "shares_files", False):
             shipped.cache_service = CacheService.start(self.llm.resolved_cache_path())
+        make_gates = getattr(executor, "make_gates", None)
+        if make_gates is not None and self.llm.base_url:  # the endpoint's limit, for the whole run
+            shipped.gates = make_gates(endpoint_limits(self.llm))
         return shipped
 
     def endpoint_limits(self) -> dict[str, int]:
@@ -166,12 +171,21 @@ class ScenarioWork:
         if self.cache_service is not None:
             CacheService.stop(self.cache_service)
             self.cache_service = None
+        if self.gates:
+            from pipeline.executor.ray import stop_gates
+
+            stop_gates(self.gates)
+            self.gates = {}
 
     def _run_remote(self, scenario: Scenario) -> ScenarioOutcome:
         from langgraph.checkpoint.memory import InMemorySaver
 
         from pipeline.llm import client_from_settings
         t = time.perf_counter()
+        if self.gates:
+            from pipeline.llm.endpoints import share_limits
+
+            share_limits(self.gates)
         cache = RemoteCache(self.cache_service) if self.cache_service is not None else None
         client = client_from_settings(self.llm, cache=cache)  # no service: the cache file itself (same machine)
         work = Path(tempfile.mkdtemp(prefix="envfoundry-scenario-"))

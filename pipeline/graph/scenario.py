@@ -163,17 +163,27 @@ def run_scenario(scenario: ir.Scenario, deps: GraphDeps, *, checkpointer: Any = 
     config: dict[str, Any] = {"recursion_limit": 10_000}  # one step per stage and per task: the queue bounds it
     if thread_id is not None:
         config["configurable"] = {"thread_id": thread_id}
-    graph = build_scenario_graph(deps, checkpointer=checkpointer)
-    return run_graph(graph, {"scenario": scenario.model_dump(mode="json"), "status": "building", "rejections": []},
-                     config)
+    ahead = verify_ahead(deps)
+    graph = build_scenario_graph(deps, checkpointer=checkpointer, ahead=ahead)
+    try:
+        return run_graph(graph, {"scenario": scenario.model_dump(mode="json"), "status": "building",
+                                 "rejections": []}, config)
+    finally:
+        ahead.close()  # also when a step raised: nothing is verified ahead for a scenario that stopped
 
 
-def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None) -> Any:
+def verify_ahead(deps: GraphDeps) -> Ahead:
+    """Tasks verified ahead of their turn (a remote endpoint; see :mod:`pipeline.graph.ahead`)."""
+    return Ahead(deps.client, per_task_requests=(deps.verify or VerifySettings()).tester.attempts)
+
+
+def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead | None = None) -> Any:
+    """The compiled graph; ``ahead``: where tasks verified ahead of their turn come from (closed by the caller
+    when the run ends; default: one closed when the graph finishes)."""
     c, bs = deps.client, deps.build
     vs = deps.verify or VerifySettings()
     say0 = deps.progress or (lambda _m: None)
-
-    ahead = Ahead(c, per_task_requests=vs.tester.attempts)  # tasks verified ahead of their turn (remote endpoints)
+    ahead = ahead or verify_ahead(deps)
 
     def scenario(s: ScenarioState) -> ir.Scenario:
         return ir.Scenario.model_validate(s["scenario"])

@@ -21,6 +21,7 @@ from pipeline.graph.scenario import (
     build_scenario_graph,
     environment_state,
     run_graph,
+    verify_ahead,
 )
 from pipeline.graph.task import EnvFixer, TaskOutcome
 from pipeline.ir import Environment, Rejection, Task
@@ -63,7 +64,8 @@ def verify_env(
     s = settings or VerifySettings()
     deps = GraphDeps(client=client, build=build or BuildSettings(), verify=s, n_tasks=n_tasks, progress=progress,
                      repairs=repairs, fix_tool=fix_tool, fix_data=fix_data)
-    graph = build_scenario_graph(deps, checkpointer=checkpointer)
+    ahead = verify_ahead(deps)
+    graph = build_scenario_graph(deps, checkpointer=checkpointer, ahead=ahead)
     inputs: ScenarioState = {**environment_state(env), "status": "building", "rejections": [],
                              "initial_db": None if initial_db is None else str(initial_db),
                              "given_tasks": None if tasks is None else [t.model_dump(mode="json") for t in tasks]}
@@ -72,7 +74,10 @@ def verify_env(
     config: dict[str, Any] = {"recursion_limit": 10_000}  # one step per task; the task queue bounds the loop
     if thread_id is not None:
         config["configurable"] = {"thread_id": thread_id}
-    final = run_graph(graph, inputs, config)
+    try:
+        final = run_graph(graph, inputs, config)
+    finally:
+        ahead.close()
     return verification_of(final)
 
 

@@ -50,3 +50,20 @@ def test_ray_executor_writes_what_the_local_executor_writes(tmp_path, ray_local)
     assert files(ray_out) == files(EXAMPLE)
     assert n_ray == len(cache_rows(ray_out / "llm_cache.sqlite"))  # one entry per request
     assert sum(u["calls"] - u["cached"] for u in on_ray.usage.values()) == n_ray
+
+
+def test_ray_workers_keep_the_endpoint_limit_of_the_whole_run(tmp_path, ray_local):
+    """Two Ray workers, each sending requests ahead: ``[llm] concurrency`` (1) holds for both together (a gate
+    actor per endpoint), and the output is still the example's."""
+    from pipeline.executor import RayExecutor
+
+    replay = CacheReplay(EXAMPLE / "llm_cache.sqlite")
+    seeds, stages = example_inputs(tmp_path / "inputs")
+    out = tmp_path / "ray"
+    with SimulatedEndpoint(replay, latency=0.05) as ep:
+        result = run_catalog(seeds, out, plan(ep.url, out / "llm_cache.sqlite", stages, concurrency=1,
+                                              prefetch=True, max_retries=0), executor=RayExecutor(2))
+        stats = ep.stats()
+    assert not result.failed, result.failed
+    assert stats["peak_in_flight"] == 1, stats
+    assert files(out) == files(EXAMPLE)
