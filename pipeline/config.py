@@ -11,8 +11,11 @@ Precedence, lowest to highest:
    (``ENVFOUNDRY_LLM__MODEL`` beats ``ENVFOUNDRY_MODEL``); empty variables are ignored;
 4. command-line flags (``overrides`` of :func:`load_config`; None means "not given").
 
-A bad key or value is reported by :func:`pipeline.settings.format_validation_error`, naming the layer
-that set it (the file, the variable or the command line), the dotted key and the value.
+The stage tables are typed (``pipeline.settings.Stages``), so the whole configuration is checked here, once:
+a bad key or value is reported by :func:`pipeline.settings.format_validation_error`, naming the layer that
+set it (the file, the variable or the command line), the dotted key and the value. Commands pass their
+stage flags to :func:`load_config` too (``{"stages": {"tester": {"attempts": 3}}}``) and read their
+settings from the result; nothing else merges or validates stage tables.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,9 @@ from pipeline.settings import Config as Config
 from pipeline.settings import ConfigError as ConfigError
 from pipeline.settings import LLMSettings as LLMSettings
 from pipeline.settings import Section as Section
-from pipeline.settings import Stages, format_validation_error
+from pipeline.settings import Stages as Stages
 from pipeline.settings import default_home as default_home
+from pipeline.settings import format_validation_error
 
 ENV_PREFIX = "ENVFOUNDRY_"
 ENV_DELIMITER = "__"
@@ -80,7 +83,9 @@ class _Layered(Config, BaseSettings):
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: _drop_none(v) if isinstance(v, dict) else v for k, v in values.items() if v is not None}
+    """The flags given: Nones dropped, and the tables left empty by that (so no key is said to be a flag's)."""
+    out = {k: _drop_none(v) if isinstance(v, dict) else v for k, v in values.items() if v is not None}
+    return {k: v for k, v in out.items() if v != {}}
 
 
 def _has(data: Any, parts: list[str]) -> bool:
@@ -113,22 +118,25 @@ def _origin(key: str, path: Path | None, flags: dict[str, Any]) -> str | None:
     return str(path) if path is not None else None
 
 
-def check_stages(cfg: Config, source: str = "config", origin: Callable[[str], str | None] | None = None) -> None:
-    """Validate every ``[stages.NAME]`` table of ``cfg`` by its model; unknown sections and keys are named."""
-    try:
-        Stages.model_validate(cfg.stages)
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source, prefix="stages", origin=origin)) from None
-
-
 def validate_config(data: dict[str, Any], source: str = "config") -> Config:
     """A whole configuration given as one dict (no layering); errors name ``source``."""
     try:
-        cfg = Config.model_validate(data)
+        return Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source)) from None
-    check_stages(cfg, source)
-    return cfg
+
+
+def with_flags(config: Config, flags: dict[str, Any]) -> Config:
+    """``config`` with command-line ``flags`` on top (``{"stages": {"run": {"concurrency": 4}}}``, Nones
+    ignored), for a caller that already holds a loaded configuration; errors are named as by :func:`load_config`."""
+    given = _drop_none(flags)
+    try:
+        return config.with_values(given)
+    except ValidationError as e:
+        def origin(key: str) -> str | None:
+            return "command line" if _has(given, key.split(".")) else None
+
+        raise ConfigError(format_validation_error(e, "config", origin=origin)) from None
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
@@ -155,7 +163,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, "config", origin=origin)) from None
     cfg = Config(llm=layered.llm, stages=layered.stages)
-    check_stages(cfg, "config", origin)
     if cfg.llm.base_url and not cfg.llm.model:
         where = origin("llm.base_url") or "config"
         raise ConfigError(

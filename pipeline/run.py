@@ -19,15 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from pipeline.catalog import Catalog
-from pipeline.config import Config, ConfigError, LLMSettings
+from pipeline.config import Config, LLMSettings, with_flags
 from pipeline.hashing import canonical_json, content_hash
 from pipeline.settings import RunSettings as RunSettings
-from pipeline.settings import format_validation_error
-
-KNOWN_STAGES = {"build", "expand", "dedup", "verify", "tasks", "tester", "checker", "difficulty", "run", "eval"}
 
 
 @dataclass
@@ -50,35 +45,13 @@ class RunPlan:
         })
 
 
-def _section_error(prefix: str, e: ValidationError) -> ConfigError:
-    return ConfigError(format_validation_error(e, prefix=prefix.rstrip(".")))
-
-
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
-    """Validate every ``[stages.*]`` table (a bad key or value is named) with CLI ``overrides`` on top."""
-    from pipeline.settings import BuildSettings, ScenarioSettings, VerifySettings
-
-    stages = {k: dict(v) for k, v in config.stages.items()}
-    unknown = sorted(set(stages) - KNOWN_STAGES)
-    if unknown:
-        raise ConfigError(f"unknown config section(s) {', '.join('stages.' + u for u in unknown)}; "
-                          f"known: {', '.join(sorted(KNOWN_STAGES))}")
-    for section, values in (overrides or {}).items():
-        stages.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
-    try:
-        run = RunSettings.model_validate(stages.get("run", {}))
-    except ValidationError as e:
-        raise _section_error("stages.run.", e) from None
-    try:
-        build = BuildSettings.model_validate(stages.get("build", {}))
-    except ValidationError as e:
-        raise _section_error("stages.build.", e) from None
-    scen = ScenarioSettings.from_config(Config(llm=config.llm, stages=stages))
-    try:
-        verify = VerifySettings.from_stages(stages)
-    except ValidationError as e:
-        raise _section_error("stages.", e) from None
-    return RunPlan(config, run, scen, build, verify)
+    """The run's settings, read from the configuration's typed ``[stages.*]`` tables (checked when it was
+    loaded), with ``overrides`` (``{"run": {"concurrency": 4}}``, Nones ignored) on top as flags."""
+    if overrides:
+        config = with_flags(config, {"stages": overrides})
+    stages = config.stages
+    return RunPlan(config, stages.run, stages.scenarios(), stages.build, stages.verification())
 
 
 def git_revision() -> str:
@@ -148,7 +121,7 @@ def run_catalog(
 
     run_row: dict[str, Any] = {
         "run_id": run_id, "started": started, "finished": None, "status": "running", "seeds_file": str(seeds_file),
-        "config": {"llm": llm.model_dump(mode="json", exclude={"api_key"}), "stages": plan.config.stages},
+        "config": {"llm": llm.model_dump(mode="json", exclude={"api_key"}), "stages": plan.config.stages.recorded()},
         "config_fingerprint": fingerprint, "git_revision": git_revision(),
         "model": llm.model if llm.base_url else llm.embedded_model, "prompt_hashes": prompt_hashes(),
     }

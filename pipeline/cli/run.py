@@ -150,20 +150,18 @@ def register(main: click.Group) -> None:
                   "or Ray tasks.")
     @click.option("--ray-address", default=None, help="An existing Ray cluster (auto, HOST:6379 or "
                   "ray://HOST:10001); default: a local Ray instance. Only with --executor ray.")
-    @llm_options
+    @llm_options(stages={"scenarios_per_seed": "expand.scenarios_per_seed", "tasks_per_env": "run.tasks_per_env",
+                         "attempts": "tester.attempts", "concurrency": "run.concurrency",
+                         "max_scenarios": "run.max_scenarios"})
     @json_option
-    def run(config: Config, seeds_file: Path, out_dir: Path, scenarios_per_seed: int | None,
-            tasks_per_env: int | None, attempts: int | None, concurrency: int | None, max_scenarios: int | None,
-            continue_other_config: bool, executor_kind: str, ray_address: str | None, as_json: bool) -> None:
+    def run(config: Config, seeds_file: Path, out_dir: Path, continue_other_config: bool, executor_kind: str,
+            ray_address: str | None, as_json: bool) -> None:
         """Run every stage from a seed file to a verified catalog (resumable: rerun the same command)."""
         from pipeline.run import plan_from_config, run_catalog, summary_dict
         from pipeline.seeds import load_seeds
 
         load_seeds(seeds_file)  # validate before touching --out
-        plan = plan_from_config(config, {
-            "expand": {"scenarios_per_seed": scenarios_per_seed}, "tester": {"attempts": attempts},
-            "run": {"tasks_per_env": tasks_per_env, "concurrency": concurrency, "max_scenarios": max_scenarios},
-        })
+        plan = plan_from_config(config)
         from pipeline.executor import make_executor
 
         executor = make_executor(executor_kind, workers=plan.run.concurrency, address=ray_address)

@@ -215,26 +215,24 @@ def register(main: click.Group) -> None:
     @click.option("--embedding-model", default=None, help="Sentence-transformers model for dedup.")
     @click.option("--max-per-seed", type=click.IntRange(0), default=None,
                   help="Cap of scenarios per seed in the index (default 25; 0: no cap).")
-    @llm_options
+    @llm_options(stages={"n": "expand.scenarios_per_seed", "threshold": "dedup.threshold",
+                         "embedding_model": "dedup.model"})
     @json_option
-    def expand(seed_files: tuple[Path, ...], out: Path, n: int | None, index_dir: Path | None,
-               threshold: float | None, embedding_model: str | None, max_per_seed: int | None,
+    def expand(seed_files: tuple[Path, ...], out: Path, index_dir: Path | None, max_per_seed: int | None,
                config: Config, as_json: bool) -> None:
         """Expand seeds into concrete scenarios, judge suitability, drop near duplicates.
 
         Prints how many scenarios were generated, rejected as unsuitable, rejected as duplicates, and kept.
         """
         from pipeline.seeds import SeedFileError, load_many
-        from pipeline.stages.expand import ScenarioSettings, expand_and_dedup
+        from pipeline.stages.expand import expand_and_dedup
 
         try:
             seed_list = load_many(seed_files)
         except SeedFileError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
-        settings = ScenarioSettings.from_config(
-            config, expand={"scenarios_per_seed": n},
-            dedup={"threshold": threshold, "model": embedding_model})
+        settings = config.stages.scenarios()
         settings = settings.model_copy(update={"dedup": _with_cap(settings.dedup, max_per_seed)})
         index = _open_index(index_dir, settings.dedup)
         client = client_from_config(config)

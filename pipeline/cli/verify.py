@@ -11,30 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
 from pipeline.cli.common import client_from_config, emit_json, json_option, llm_options
 from pipeline.config import Config
 from pipeline.hashing import content_hash
-from pipeline.settings import Stages, format_validation_error
-
-
-def verify_settings(config: Config, **flags: Any) -> Any:
-    """``[stages.verify|tasks|tester|checker|difficulty]`` of the config with flags on top."""
-    from pipeline.settings import VerifySettings
-
-    stages = {k: dict(v) for k, v in config.stages.items()}
-    for dotted, value in flags.items():
-        if value is None:
-            continue
-        section, key = dotted.split(".")
-        stages.setdefault(section, {})[key] = value
-    try:
-        Stages.model_validate(stages)  # names the table of a bad key ([stages.verify] or an agent's own)
-        return VerifySettings.from_stages(stages)
-    except ValidationError as e:
-        raise click.UsageError(format_validation_error(e, prefix="stages")) from None
-
 
 CHECKPOINTS = ".verify-checkpoints.sqlite"
 
@@ -86,13 +66,14 @@ def register(main: click.Group) -> None:
                   help="Keep every task and tag it (default), or keep pass rates within the band.")
     @click.option("--min-pass-rate", type=click.FloatRange(0, 1), default=None, help="Band floor (inclusive).")
     @click.option("--max-pass-rate", type=click.FloatRange(0, 1), default=None, help="Band ceiling (inclusive).")
-    @click.option("--no-llm-checker", is_flag=True, default=False,
+    @click.option("--no-llm-checker", "llm_checker", flag_value=False, default=None,
                   help="Review tester calls with the code rules only.")
-    @llm_options
+    @llm_options(stages={"n_tasks": "tasks.n_tasks", "attempts": "tester.attempts", "max_turns": "tester.max_turns",
+                         "fix_rounds": "verify.fix_rounds", "policy": "difficulty.mode",
+                         "min_pass_rate": "difficulty.min_pass_rate", "max_pass_rate": "difficulty.max_pass_rate",
+                         "llm_checker": "checker.use_llm"})
     @json_option
-    def verify(env_dir: Path, n_tasks: int | None, attempts: int | None, max_turns: int | None,
-               fix_rounds: int | None, reuse_tasks: bool, policy: str | None, min_pass_rate: float | None,
-               max_pass_rate: float | None, no_llm_checker: bool, config: Config, as_json: bool) -> None:
+    def verify(env_dir: Path, reuse_tasks: bool, config: Config, as_json: bool) -> None:
         """Generate tasks for ENV_DIR, prove each (reference replay passes; initial, no-op and destructive
         trajectories fail), run the tester k times and the checker on every call, and write tasks.jsonl,
         report.json and trajectories.jsonl.
@@ -100,15 +81,10 @@ def register(main: click.Group) -> None:
         Resumable: until it finishes, every verified task is checkpointed in ENV_DIR/.verify-checkpoints.sqlite;
         rerun the same command after a kill and it continues with the next task. Exits 1 when no task survives.
         """
-        from pipeline.cli.build import build_settings
         from pipeline.envdir import load_env_dir
         from pipeline.graph import verify_env
 
-        settings = verify_settings(
-            config, **{"tasks.n_tasks": n_tasks, "tester.attempts": attempts, "tester.max_turns": max_turns,
-                       "verify.fix_rounds": fix_rounds, "difficulty.mode": policy,
-                       "difficulty.min_pass_rate": min_pass_rate, "difficulty.max_pass_rate": max_pass_rate,
-                       "checker.use_llm": False if no_llm_checker else None})
+        settings = config.stages.verification()
         env, existing, _ = load_env_dir(env_dir)
         if reuse_tasks and not existing:
             raise click.UsageError(f"{env_dir / 'tasks.jsonl'} has no tasks to reuse")
@@ -117,7 +93,7 @@ def register(main: click.Group) -> None:
         say(f"verifying {env.env_id} with {client.describe()}")
         t0 = time.perf_counter()
         initial_db = env_dir / "initial.db"
-        bs = build_settings(config)  # the fixers regenerate a blamed tool or table as the build stages would
+        bs = config.stages.build  # the fixers regenerate a blamed tool or table as the build stages would
         given = existing if reuse_tasks else None
         with checkpoints(env_dir) as saver:
             result = verify_env(env, client, initial_db=initial_db if initial_db.is_file() else None, tasks=given,
@@ -145,8 +121,8 @@ def register(main: click.Group) -> None:
     @json_option
     def task_bank(env_dirs: tuple[Path, ...], out_dir: Path, as_json: bool) -> None:
         """Collect the tasks.jsonl of verified environment directories into one task bank (JSONL + Parquet)."""
+        from pipeline.catalog import write_task_bank
         from pipeline.envdir import load_env_dir
-        from verify.emit import write_task_bank
 
         tasks = []
         for d in env_dirs:

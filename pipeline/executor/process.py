@@ -29,11 +29,12 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from pipeline.executor.base import Executor, ExecutorError
+from pipeline.executor.base import Executor, ExecutorError, run_in_flight
+from pipeline.executor.local import cancel_futures, wait_futures
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -133,35 +134,21 @@ class ProcessExecutor(Executor):
             if not limits and hasattr(fn, "endpoint_limits"):  # a ScenarioWork: its LLM settings say
                 limits = fn.endpoint_limits()
             pool = self._start(limits)
-        prepare = getattr(fn, "for_remote", None)
-        shipped = prepare(self) if prepare is not None else fn
-        it = iter(items)
-        pending: dict[Future[R], X] = {}
-        try:
-            while True:
-                while len(pending) < self.workers:  # pull the next item only when a slot is free
-                    try:
-                        x = next(it)
-                    except StopIteration:
-                        break
-                    pending[pool.submit(_call, shipped, x)] = x
-                if not pending:
-                    return
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in sorted(done, key=lambda f: list(pending).index(f)):  # submission order
-                    x = pending.pop(fut)
-                    try:
-                        result = fut.result()  # fn's own exception propagates as is
-                    except BrokenProcessPool as e:
-                        self._pool = None
-                        raise ExecutorError(f"a worker process died while running {x!r}: {e}") from None
-                    yield x, result
-        finally:
-            for fut in pending:
-                fut.cancel()
-            if pending and self._pool is not None:  # stopped early: running items are abandoned
+        submit = pool.submit
+
+        def collect(fut: Future[R], x: X) -> R:
+            try:
+                return fut.result()  # fn's own exception propagates as is
+            except BrokenProcessPool as e:
+                self._pool = None
+                raise ExecutorError(f"a worker process died while running {x!r}: {e}") from None
+
+        def abandon(futures: list[Future[R]]) -> None:  # stopped early: running items are abandoned
+            cancel_futures(futures)
+            if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
-            done_hook = getattr(shipped, "remote_done", None)
-            if done_hook is not None:
-                done_hook()
+
+        with self.shipping(fn) as shipped:
+            yield from run_in_flight(items, self.workers, lambda x: submit(_call, shipped, x), wait_futures,
+                                     collect, abandon)

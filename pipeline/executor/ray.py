@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.executor.base import Executor, ExecutorError
+from pipeline.executor.base import Executor, ExecutorError, run_in_flight
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -134,37 +134,24 @@ class RayExecutor(Executor):
         ray = self._init()
         from ray.exceptions import RayTaskError
 
-        prepare = getattr(fn, "for_remote", None)
-        shipped = prepare(self) if prepare is not None else fn
-        fn_ref = ray.put(shipped)  # once, not once per task
         task = ray.remote(_call).options(num_cpus=self.cpus_per_task, max_retries=self.max_retries,
                                          retry_exceptions=False)
-        it = iter(items)
-        pending: dict[Any, X] = {}
-        try:
-            while True:
-                while len(pending) < self.workers:
-                    try:
-                        x = next(it)
-                    except StopIteration:
-                        break
-                    pending[task.remote(fn_ref, x)] = x
-                if not pending:
-                    return
-                done, _ = ray.wait(list(pending), num_returns=1)
-                ref = done[0]
-                x = pending.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except RayTaskError as e:  # our own code raised: no retry, the original exception
-                    raise e.as_instanceof_cause() from None
-                except ray.exceptions.RayError as e:  # lost worker/node, after Ray's own retries
-                    raise ExecutorError(f"Ray could not run {x!r} ({self.max_retries} retries): "
-                                        f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
-                yield x, result
-        finally:
-            for ref in pending:
+
+        def collect(ref: Any, x: X) -> R:
+            try:
+                result: R = ray.get(ref)
+            except RayTaskError as e:  # our own code raised: no retry, the original exception
+                raise e.as_instanceof_cause() from None
+            except ray.exceptions.RayError as e:  # lost worker/node, after Ray's own retries
+                raise ExecutorError(f"Ray could not run {x!r} ({self.max_retries} retries): "
+                                    f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
+            return result
+
+        def abandon(refs: list[Any]) -> None:
+            for ref in refs:
                 ray.cancel(ref, force=True)
-            done_hook = getattr(shipped, "remote_done", None)
-            if done_hook is not None:
-                done_hook()
+
+        with self.shipping(fn) as shipped:
+            fn_ref = ray.put(shipped)  # once, not once per task
+            yield from run_in_flight(items, self.workers, lambda x: task.remote(fn_ref, x),
+                                     lambda refs: ray.wait(refs, num_returns=1)[0], collect, abandon)

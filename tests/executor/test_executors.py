@@ -10,6 +10,55 @@ from pathlib import Path
 import pytest
 
 from pipeline.executor import ExecutorError, LocalExecutor, make_executor
+from pipeline.executor.base import run_in_flight
+
+
+class Handles:
+    """A scripted backend for :func:`run_in_flight`: handles are ints, ``wait_any`` says every pending handle
+    is done, most recent first; what was submitted, waited on and abandoned is recorded."""
+
+    def __init__(self, fail_on: int | None = None):
+        self.fail_on = fail_on
+        self.submitted: list[int] = []
+        self.waits: list[list[int]] = []
+        self.abandoned: list[int] = []
+
+    def submit(self, x: int) -> int:
+        self.submitted.append(x)
+        return 100 + x
+
+    def wait_any(self, handles: list[int]) -> list[int]:
+        self.waits.append(list(handles))
+        return list(reversed(handles))
+
+    def collect(self, handle: int, x: int) -> int:
+        if x == self.fail_on:
+            raise KeyError(f"item {x} is broken")
+        return handle
+
+    def abandon(self, handles: list[int]) -> None:
+        self.abandoned += handles
+
+    def run(self, items, limit: int):
+        return run_in_flight(items, limit, self.submit, self.wait_any, self.collect, self.abandon)
+
+
+def test_run_in_flight_keeps_the_limit_and_yields_in_submission_order():
+    h = Handles()
+    assert list(h.run(range(5), 2)) == [(0, 100), (1, 101), (2, 102), (3, 103), (4, 104)]
+    assert h.waits == [[100, 101], [102, 103], [104]] and h.abandoned == []
+
+
+def test_run_in_flight_abandons_what_is_in_flight_when_stopped_or_failed():
+    h = Handles()
+    run = h.run(range(9), 3)
+    assert next(run) == (0, 100)
+    run.close()  # the consumer stops: the two others of that wait are still pending
+    assert h.submitted == [0, 1, 2] and sorted(h.abandoned) == [101, 102]
+    h = Handles(fail_on=1)
+    with pytest.raises(KeyError, match="item 1"):
+        list(h.run(range(9), 3))
+    assert h.submitted == [0, 1, 2] and sorted(h.abandoned) == [102]
 
 
 def test_local_executor_bounds_what_is_in_flight_and_pulls_lazily():

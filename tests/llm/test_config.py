@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
+from pipeline.cli import main
 from pipeline.cli.common import llm_options
-from pipeline.config import ConfigError, env_name, load_config, validate_config
-from pipeline.settings import BuildSettings, LLMSettings, format_validation_error
+from pipeline.config import ConfigError, env_name, load_config, validate_config, with_flags
+from pipeline.run import plan_from_config
+from pipeline.settings import BuildSettings, LLMSettings, Stages, format_validation_error
 
 
 @pytest.fixture(autouse=True)
@@ -38,14 +40,14 @@ def toml(tmp_path):
 
 def test_defaults():
     cfg = load_config()
-    assert cfg.llm == LLMSettings() and cfg.stages == {}
+    assert cfg.llm == LLMSettings() and cfg.stages == Stages() and cfg.stages.recorded() == {}
     assert cfg.llm.concurrency == 2 and cfg.llm.base_url is None
 
 
 def test_toml_beats_defaults(toml):
     cfg = load_config(toml("[llm]\nconcurrency = 3\nseed = 5\n[stages.build]\nmax_attempts = 2\n"))
     assert cfg.llm.concurrency == 3 and cfg.llm.seed == 5 and cfg.llm.temperature == 0.0
-    assert cfg.stages == {"build": {"max_attempts": 2}}
+    assert cfg.stages.build == BuildSettings(max_attempts=2) and cfg.stages.recorded() == {"build": {"max_attempts": 2}}
 
 
 def test_environment_beats_toml(toml, monkeypatch):
@@ -58,7 +60,7 @@ def test_environment_beats_toml(toml, monkeypatch):
     cfg = load_config(path)
     assert cfg.llm.concurrency == 7 and cfg.llm.seed == 5  # a variable replaces one key, the file keeps the rest
     assert cfg.llm.model == "m-env" and cfg.llm.base_url == "http://env/v1"
-    assert BuildSettings.model_validate(cfg.stages["build"]) == BuildSettings(max_attempts=5, rows_min=4)
+    assert cfg.stages.build == BuildSettings(max_attempts=5, rows_min=4)
 
 
 def test_environment_beats_defaults_without_a_file(monkeypatch):
@@ -86,7 +88,7 @@ def test_flags_beat_environment_and_none_means_not_given(toml, monkeypatch):
     cfg = load_config(path, {"llm": {"model": "m-flag", "seed": None, "temperature": None}})
     assert cfg.llm.model == "m-flag" and cfg.llm.seed == 6 and cfg.llm.temperature == 0.0
     cfg = load_config(path, {"llm": {"seed": 7}, "stages": {"build": {"max_attempts": 1}}})
-    assert cfg.llm.seed == 7 and cfg.llm.model == "m-env" and cfg.stages == {"build": {"max_attempts": 1}}
+    assert cfg.llm.seed == 7 and cfg.llm.model == "m-env" and cfg.stages.recorded() == {"build": {"max_attempts": 1}}
 
 
 def test_command_line_flags_beat_environment(toml, monkeypatch):
@@ -104,6 +106,22 @@ def test_command_line_flags_beat_environment(toml, monkeypatch):
     assert out.exit_code == 0, out.output
     llm = json.loads(out.output)
     assert (llm["seed"], llm["temperature"], llm["concurrency"]) == (3, 0.2, 3)
+
+
+def test_stage_flags_of_a_command_go_through_the_layers(toml, monkeypatch):
+    """A command's own stage options (``llm_options(stages=...)``) beat the variable and the file, and are
+    not passed to the command: it reads them from ``config.stages``."""
+
+    @click.command()
+    @click.option("--attempts", type=int, default=None)
+    @llm_options(stages={"attempts": "tester.attempts"})
+    def show(config):
+        click.echo(json.dumps([config.stages.tester.attempts, config.stages.tester.max_turns]))
+
+    path = toml("[stages.tester]\nattempts = 1\nmax_turns = 3\n")
+    monkeypatch.setenv("ENVFOUNDRY_STAGES__TESTER__ATTEMPTS", "2")
+    assert json.loads(CliRunner().invoke(show, ["--config", str(path)]).output) == [2, 3]
+    assert json.loads(CliRunner().invoke(show, ["--config", str(path), "--attempts", "5"]).output) == [5, 3]
 
 
 def test_env_name():
@@ -177,6 +195,67 @@ def test_validate_config_checks_stage_tables():
         validate_config({"stages": {"verify": {"fix_rounds": -1}, "tester": {"attempts": 2}}})
 
 
+def test_an_agent_has_one_table(toml):
+    """``[stages.tester]`` is the tester's only table: the same keys under ``[stages.verify]`` are refused."""
+    with pytest.raises(ConfigError, match=r"c.toml: unknown key 'stages.verify.tester'$"):
+        load_config(toml("[stages.verify.tester]\nattempts = 2\n"))
+    cfg = load_config(toml("[stages.verify]\nfix_rounds = 1\n[stages.tester]\nattempts = 3\n[stages.tasks]\n"
+                           "n_tasks = 4\n"))
+    v = cfg.stages.verification()
+    assert (v.fix_rounds, v.tester.attempts, v.tasks.n_tasks, v.checker.use_llm) == (1, 3, 4, True)
+
+
+def test_bad_stage_variable_and_flag_are_named(toml, monkeypatch):
+    monkeypatch.setenv("ENVFOUNDRY_STAGES__TESTER__ATTEMPTS", "0")
+    with pytest.raises(ConfigError, match=r"^ENVFOUNDRY_STAGES__TESTER__ATTEMPTS: 'stages.tester.attempts': "):
+        load_config(toml("[stages.tester]\nmax_turns = 3\n"))
+    monkeypatch.delenv("ENVFOUNDRY_STAGES__TESTER__ATTEMPTS")
+    cfg = load_config(toml("[stages.difficulty]\nmin_pass_rate = 0.5\n"))
+    with pytest.raises(ConfigError, match=r"^command line: 'stages.difficulty': .*min_pass_rate 0.5 is above "):
+        with_flags(cfg, {"stages": {"difficulty": {"max_pass_rate": 0.2, "mode": None}}})
+    assert with_flags(cfg, {"stages": {"difficulty": {"max_pass_rate": 0.7}}}).stages.difficulty.min_pass_rate == 0.5
+
+
+def test_recorded_stages_are_what_was_set_without_secrets(toml):
+    """What a run records of its stage settings (``runs.config``): the tables as set by the file and the
+    flags, never a default, never an API key; a plan's overrides are part of it."""
+    cfg = load_config(toml('[stages.tester]\nattempts = 2\nmodel = "t"\nbase_url = "http://t/v1"\n'
+                           'api_key = "sk-secret"\n[stages.build]\nrows_per_table = 10\n'))
+    assert (cfg.stages.tester.attempts, cfg.stages.tester.api_key) == (2, "sk-secret")
+    plan = plan_from_config(cfg, {"run": {"concurrency": 3, "max_scenarios": None}})
+    assert plan.config.stages.recorded() == {"build": {"rows_per_table": 10}, "run": {"concurrency": 3},
+                                             "tester": {"attempts": 2, "base_url": "http://t/v1", "model": "t"}}
+    assert plan.config.stages.tester.api_key == "sk-secret" and plan.run.concurrency == 3
+
+
+# ---------------------------------------------------------------- every command reports a bad stage table alike
+
+
+def _commands(tmp_path) -> dict[str, list[str]]:
+    seeds = tmp_path / "s.txt"
+    seeds.write_text("hotel booking\n")
+    env = tmp_path / "env"
+    env.mkdir()
+    return {"run": ["run", "--seeds", str(seeds), "--out", str(tmp_path / "out")],
+            "verify": ["verify", str(env)],
+            "eval": ["eval", str(env), "--out", str(tmp_path / "eval")],
+            "build": ["build", "--scenario", "a hotel", "--out", str(tmp_path / "built")],
+            "expand": ["expand", "--seeds", str(seeds), "--out", str(tmp_path / "x.jsonl")]}
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[stages.tester]\natempts = 2\n", "unknown key 'stages.tester.atempts'"),
+    ("[stages.biuld]\nx = 1\n", "unknown key 'stages.biuld'"),
+    ("[stages.eval]\nattempts = 0\n", "'stages.eval.attempts': Input should be greater than or equal to 1 (got 0)"),
+])
+def test_every_command_names_a_bad_stage_key_the_same_way(tmp_path, toml, text, message):
+    path = toml(text)
+    seen = {name: CliRunner().invoke(main, [*args, "--config", str(path)]) for name, args in _commands(tmp_path).items()}
+    assert {name: (r.exit_code, r.output) for name, r in seen.items()} == {
+        name: (2, f"Error: {path}: {message}\n") for name in seen}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "env", "s.txt"]  # nothing written
+
+
 # ---------------------------------------------------------------- the formatter itself
 
 
@@ -207,3 +286,14 @@ def test_formatter_origin_per_key():
     assert msg == ("c.toml: 'llm.temperature': Input should be less than or equal to 2 (got 5); "
                    "ENVFOUNDRY_LLM__SEED: 'llm.seed': Input should be a valid integer, unable to parse string "
                    "as an integer (got 'x')")
+
+
+def test_a_bad_stage_flag_is_named_like_a_bad_key_of_the_file(tmp_path, toml):
+    env = tmp_path / "env"
+    env.mkdir()
+    flags = CliRunner().invoke(main, ["verify", str(env), "--min-pass-rate", "0.9", "--max-pass-rate", "0.1"])
+    path = toml("[stages.difficulty]\nmin_pass_rate = 0.9\nmax_pass_rate = 0.1\n")
+    file = CliRunner().invoke(main, ["verify", str(env), "--config", str(path)])
+    problem = "'stages.difficulty': Value error, min_pass_rate 0.9 is above max_pass_rate 0.1\n"
+    assert (flags.exit_code, flags.output) == (2, f"Error: command line: {problem}")
+    assert (file.exit_code, file.output) == (2, f"Error: {path}: {problem}")
