@@ -6,8 +6,8 @@ them when ``catalog.db`` or an environment's result files change, so a running `
 and reference solutions are replayed on in-memory instances.
 
 On a loopback address it answers only requests whose ``Host`` (and ``Origin``, when sent) names a loopback
-address, like the generated servers' MCP endpoint, so a web page elsewhere cannot read it through DNS
-rebinding.
+address: the generated servers' request gate (``pipeline.server_gate``) with its default allow-lists, and a
+``Host`` required, so a web page elsewhere cannot read it through DNS rebinding.
 """
 
 from __future__ import annotations
@@ -17,27 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.report.data import load_catalog
+from pipeline.server_gate import LOOPBACK_NAMES, RequestGate
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_HOSTS = LOOPBACK_NAMES
 WATCHED = ("env.json", "tasks.jsonl", "trajectories.jsonl", "report.json")
-
-
-def host_name(value: str) -> str:
-    """The host part of a ``Host`` header or an origin's authority: ``[::1]:8000`` -> ``::1``."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+GATE = RequestGate(None)  # loopback hosts and origins only; used for its checks, not as the app's middleware
 
 
 def loopback_request(host: str | None, origin: str | None) -> bool:
-    """True when ``Host`` names a loopback address and ``Origin`` is absent or an http(s) loopback origin."""
-    if not host or host_name(host) not in LOOPBACK_HOSTS:
-        return False
-    if origin is None:
-        return True
-    scheme, sep, rest = origin.partition("://")
-    return bool(sep) and scheme in ("http", "https") and host_name(rest.split("/")[0]) in LOOPBACK_HOSTS
+    """True when ``Host`` names a loopback address and ``Origin`` is absent or a loopback origin."""
+    return host is not None and bool(GATE.host_allowed(host)) and bool(GATE.origin_allowed(origin))
 
 
 class CatalogState:

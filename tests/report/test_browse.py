@@ -34,7 +34,7 @@ def test_pages_answer(client: TestClient, rich_catalog: Path) -> None:
 
 def test_missing_things_are_404_pages(client: TestClient) -> None:
     r = client.get("/task/t_nope")
-    assert r.status_code == 404 and "no task &#x27;t_nope&#x27;" in r.text
+    assert r.status_code == 404 and "no task &#39;t_nope&#39;" in r.text
     assert client.get("/env/nope").status_code == 404
 
 
