@@ -19,7 +19,15 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from pipeline.hashing import content_hash
 
@@ -64,9 +72,65 @@ class Table(Frozen):
         return _ident(v, "table name")
 
 
+GeneratorKind = Literal[
+    "person_name", "first_name", "last_name", "company", "street_address", "city", "postcode", "country", "email",
+    "phone", "date", "datetime", "date_after", "integer", "amount", "enum", "boolean", "code", "text_pool",
+    "text_combo", "reference",
+]
+"""The menu of column generators (``pipeline.stages.rowgen``); ``reference`` is chosen by code only."""
+
+
+class ColumnGenerator(Frozen):
+    """How code makes one column's values: a kind from the menu and its arguments (None: not used; left out of
+    the JSON). ``by`` says who chose it: the LLM (checked by code), code (references), or the fallback derived
+    from the column's type, constraints and example rows after the LLM's choice failed (``note`` says why)."""
+
+    column: str
+    kind: GeneratorKind
+    by: Literal["llm", "code", "fallback"] = "llm"
+    min: float | None = None
+    max: float | None = None
+    start: str | None = None
+    end: str | None = None
+    after: str | None = None
+    distribution: Literal["uniform", "normal", "skewed"] | None = None
+    values: list[str | int | float] | None = None
+    weights: list[float] | None = None
+    pattern: str | None = None
+    pool: list[str] | None = None
+    pool2: list[str] | None = None
+    parent: str | None = None
+    key: str | None = None
+    note: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class RowPlan(Frozen):
+    """How the rows after a table's first ``examples`` (written by the LLM) were made by code: the locale, the
+    seed of the draws and one generator per column. A later step (a task sampler) can draw more rows alike."""
+
+    locale: str = "en_US"
+    seed: int
+    examples: int
+    generators: list[ColumnGenerator] = Field(default_factory=list)
+
+
 class SeedRows(Frozen):
     table: str
     rows: list[dict[str, Any]]
+    plan: RowPlan | None = None
+    """Set when code made rows at scale (``[stages.build] row_generators``); absent from the JSON otherwise, so
+    environments without it keep their bytes and their ids."""
+
+    @model_serializer(mode="wrap")
+    def _plan_if_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.plan is None:
+            out.pop("plan", None)
+        return out
 
 
 class Param(Frozen):

@@ -238,6 +238,17 @@ class BuildSettings(BaseModel):
     """Rows asked for in one call (small replies keep a 1.5B model consistent)."""
     rows_min: int = Field(default=3, ge=1, le=200)
     """Fewest rows a table must end with after retries; fewer rejects the seed stage."""
+    row_generators: bool = False
+    """After the LLM's example rows (``rows_per_table`` of them), let code make rows at scale: the LLM picks a
+    generator per column from a typed menu (one request per table, checked by code), Faker makes the values from a
+    seed derived from the scenario and table (``pipeline.stages.rowgen``)."""
+    entity_rows: tuple[int, int] = (100, 300)
+    """With ``row_generators``: rows of a table without foreign keys (examples included), drawn in this range."""
+    child_fanout: tuple[int, int] = (0, 4)
+    """With ``row_generators``: rows a table with foreign keys gets per row of its first parent, drawn in this
+    range (small counts likelier: some parents get none, a few get many)."""
+    child_rows_max: int = Field(default=1000, ge=1, le=100_000)
+    """With ``row_generators``: most rows code adds to a table with foreign keys."""
     tools_min: int = Field(default=4, ge=2, le=50)
     """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
     tools_max: int = Field(default=8, ge=2, le=60)
@@ -267,6 +278,10 @@ class BuildSettings(BaseModel):
                        ("rows_min", "rows_per_table")):
             if getattr(self, lo) > getattr(self, hi):
                 raise ValueError(f"{lo} ({getattr(self, lo)}) is larger than {hi} ({getattr(self, hi)})")
+        for name in ("entity_rows", "child_fanout"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high <= 100_000:
+                raise ValueError(f"{name} ({low}, {high}) must be a range [low, high] with 0 <= low <= high")
         return self
 
 

@@ -18,13 +18,15 @@ errors go back to the LLM (bounded by ``max_attempts``); rows refused in an acce
 exact duplicates, are dropped and recorded as a Rejection. A table left with fewer than
 ``rows_min`` rows fails the stage. The output rows are read back from SQLite in rowid order, with
 the generated integer keys filled in.
+
+With ``row_generators`` the LLM's rows are examples that set the tone: after them code adds rows at scale from
+generators the LLM picks per column (``pipeline.stages.rowgen``), and each table's ``SeedRows.plan`` records how.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,8 +36,10 @@ import sqlite_utils
 from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
+from pipeline.stages import rowgen
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.rowmake import unique_sets, variants
 from pipeline.stages.schema import Column, scratch_db, table_columns
 
 if TYPE_CHECKING:
@@ -118,48 +122,6 @@ def _format_failures(failures: list[tuple[list[Any], str]]) -> str:
 
 
 # ------------------------------------------------------------------ UNIQUE collisions, repaired by code
-
-_DIGITS = re.compile(r"\d+")
-
-
-def unique_sets(conn: sqlite3.Connection, table: str) -> list[tuple[str, ...]]:
-    """The column sets SQLite keeps unique in ``table`` (UNIQUE constraints and indexes, a non-integer
-    PRIMARY KEY)."""
-    out = []
-    for idx in conn.execute(f'PRAGMA index_list("{table}")').fetchall():
-        if idx[2]:
-            cols = tuple(r[2] for r in conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall())
-            if cols and all(cols):
-                out.append(cols)
-    return out
-
-
-def variants(value: Any) -> Any:
-    """Values close to ``value``, in order: a number counts up; a text with digits counts its last digits
-    up (same width: a phone number stays a phone number); an address with '@' gets a digit before it; any
-    other text gets a digit appended. No words of any language are involved."""
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, int):
-        for k in range(1, 1000):
-            yield value + k
-        return
-    if isinstance(value, float):
-        for k in range(1, 1000):
-            yield value + k
-        return
-    text = str(value)
-    runs = list(_DIGITS.finditer(text))
-    if runs:
-        m = runs[-1]
-        width, start = len(m.group(0)), int(m.group(0))
-        for k in range(1, 1000):
-            digits = str(start + k).zfill(width)
-            yield text[: m.start()] + digits + text[m.end():]
-        return
-    at = text.find("@")
-    for k in range(2, 1000):
-        yield f"{text[:at]}{k}{text[at:]}" if at > 0 else f"{text} {k}"
 
 
 def make_unique(conn: sqlite3.Connection, table: str, names: list[str], values: list[Any],
@@ -360,6 +322,7 @@ def generate_seed(
     rejections: list[ir.Rejection] = []
     attempts = 0
     sent: set[str] = set()
+    plans: dict[str, ir.RowPlan] = {}
     try:
         for i, table in enumerate(tables):
             prefetch_first_rows(scenario, tables[i:], {t.name for t in tables[:i]}, by_name, conn, client,
@@ -372,7 +335,13 @@ def generate_seed(
                     stage=STAGE, item=table.name,
                     reason=f"table {table.name} has {count} valid rows, at least {settings.rows_min} needed"))
                 return StageResult(None, tuple(rejections), attempts)
-        seed = [_rows_of(conn, table) for table in tables]
+            if settings.row_generators:
+                locale = next((p.locale for p in plans.values()), None)
+                made = rowgen.fill_table(scenario, table, conn, client, settings, locale)
+                plans[table.name] = made.plan
+                rejections.extend(made.rejections)
+                attempts += made.attempts
+        seed = [_rows_of(conn, table, plans.get(table.name)) for table in tables]
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
@@ -405,7 +374,13 @@ def settle_natural_keys(tables: Sequence[ir.Table], seed: Sequence[ir.SeedRows]
 def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Table, client: Any,
                       settings: BuildSettings) -> ir.SeedRows | None:
     """Write the rows of one ``table`` of ``env`` again, every other table keeping its seed rows (the data
-    fixer of the verify loop). None when fewer than ``settings.rows_min`` valid rows came back."""
+    fixer of the verify loop). None when fewer than ``settings.rows_min`` valid rows came back.
+
+    A table whose rows were made at scale (``SeedRows.plan``) gets as many example rows as before from the LLM,
+    then code rows from generators chosen again (the scenario given carries the reviewer's complaint)."""
+    old = next((s.plan for s in env.seed if s.table == table.name and s.plan is not None), None)
+    if old is not None:
+        settings = settings.model_copy(update={"rows_per_table": old.examples, "row_generators": True})
     conn = _empty_db(env.tables)
     try:
         db = sqlite_utils.Database(conn)
@@ -413,7 +388,12 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
             if s.table != table.name and s.rows:
                 db.table(s.table).insert_all(s.rows)
         count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings)
-        return _rows_of(conn, table) if count >= settings.rows_min else None
+        if count < settings.rows_min:
+            return None
+        if not settings.row_generators:
+            return _rows_of(conn, table)
+        locale = next((s.plan.locale for s in env.seed if s.plan is not None), None)
+        return _rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale).plan)
     finally:
         conn.close()
 
@@ -424,7 +404,7 @@ def _empty_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
     return conn
 
 
-def _rows_of(conn: sqlite3.Connection, table: ir.Table) -> ir.SeedRows:
+def _rows_of(conn: sqlite3.Connection, table: ir.Table, plan: ir.RowPlan | None = None) -> ir.SeedRows:
     cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
     cols = [d[0] for d in cur.description]
-    return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur])
+    return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur], plan=plan)

@@ -1,0 +1,320 @@
+"""Rows at scale: the LLM's generator choice checked by code (type, CHECK list, ranges, UNIQUE, sample rows),
+refusals fed back, fallbacks recorded; the row maker on two unrelated domains (counts, keys, determinism,
+placeholders); the IR field that records the choice."""
+
+from __future__ import annotations
+
+import glob
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pipeline import ir
+from pipeline.envdir import build_database, load_env_dir, pretty_json
+from pipeline.hashing import canonical_json
+from pipeline.llm import fake_client
+from pipeline.runtime import engine
+from pipeline.settings import BuildSettings
+from pipeline.stages import rowgen
+from pipeline.stages.rowmake import unique_sets
+from pipeline.stages.schema import scratch_db, table_columns
+from pipeline.stages.seed_data import generate_seed, generate_seed_for
+from tests.stages.library_replies import (
+    BOOK_ROWS,
+    BOOKS_DDL,
+    LOAN_ROWS,
+    LOANS_DDL,
+    MEMBER_ROWS,
+    MEMBERS_DDL,
+    SCENARIO,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = (ir.Table(name="members", ddl=MEMBERS_DDL, natural_key=["email"]),
+           ir.Table(name="books", ddl=BOOKS_DDL, natural_key=["title"]),
+           ir.Table(name="loans", ddl=LOANS_DDL, natural_key=["member_id", "loan_date"]))
+MEMBERS_GEN = {"locale": "en_GB", "columns": {
+    "name": {"kind": "person_name"}, "email": {"kind": "email"},
+    "status": {"kind": "enum", "values": ["active", "suspended"], "weights": [9, 1]}}}
+BOOKS_GEN = {"columns": {
+    "title": {"kind": "text_combo",
+              "pool": ["Silent", "Golden", "Hidden", "Northern", "Last", "Broken", "Winter", "Distant", "Crimson",
+                       "Quiet", "Burning", "Paper"],
+              "pool2": ["Harbour", "Garden", "Letters", "River", "Kingdom", "Orchard", "Lantern", "Voyage", "Tides",
+                        "Mirror", "Shadows", "Island", "Season", "Promise", "Bridge", "Meadow"]},
+    "author": {"kind": "person_name"},
+    "copies_available": {"kind": "integer", "min": 0, "max": 6, "distribution": "skewed"}}}
+LOANS_GEN = {"columns": {
+    "loan_date": {"kind": "date", "start": "2025-06-01", "end": "2026-01-15"},
+    "due_date": {"kind": "date_after", "after": "loan_date", "min": 14, "max": 28},
+    "status": {"kind": "enum", "values": ["open", "returned"], "weights": [1, 3]}}}
+
+BREWERY_SCENARIO = ir.Scenario(name="Craft brewery wholesale",
+                               description="A brewery sells kegs of its beers to pubs and shops.")
+BEERS_DDL = ("CREATE TABLE beers (beer_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, style TEXT NOT NULL CHECK "
+             "(style IN ('lager', 'ipa', 'stout', 'porter', 'sour')), abv REAL NOT NULL CHECK (abv > 0 AND abv < 20), "
+             "keg_price REAL NOT NULL) STRICT")
+CUSTOMERS_DDL = ("CREATE TABLE customers (customer_id INTEGER PRIMARY KEY, company TEXT NOT NULL, contact TEXT NOT "
+                 "NULL, phone TEXT NOT NULL UNIQUE, city TEXT NOT NULL, postcode TEXT, licensed INTEGER NOT NULL) STRICT")
+ORDERS_DDL = ("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES "
+              "customers(customer_id), order_code TEXT NOT NULL UNIQUE, ordered_at TEXT NOT NULL, delivered_on TEXT, "
+              "status TEXT NOT NULL CHECK (status IN ('placed', 'shipped', 'delivered', 'cancelled'))) STRICT")
+LINES_DDL = ("CREATE TABLE order_lines (line_id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL REFERENCES "
+             "orders(order_id), beer_id INTEGER NOT NULL REFERENCES beers(beer_id), kegs INTEGER NOT NULL CHECK "
+             "(kegs > 0), UNIQUE (order_id, beer_id)) STRICT")
+BREWERY = (ir.Table(name="beers", ddl=BEERS_DDL, natural_key=["name"]),
+           ir.Table(name="customers", ddl=CUSTOMERS_DDL, natural_key=["phone"]),
+           ir.Table(name="orders", ddl=ORDERS_DDL, natural_key=["order_code"]),
+           ir.Table(name="order_lines", ddl=LINES_DDL, natural_key=["order_id", "beer_id"]))
+BREWERY_REPLIES = [
+    {"rows": [["Harbour Haze", "ipa", 6.2, 140.0], ["Night Shift", "stout", 5.4, 130.0],
+              ["Pale Morning", "lager", 4.6, 110.0]]},
+    {"locale": "en_GB", "columns": {
+        "name": {"kind": "text_combo",
+                 "pool": ["Harbour", "Copper", "Amber", "Foggy", "Wild", "Old", "Iron", "Velvet", "Salt", "Pine",
+                          "Hop", "Stone", "Smoked", "Golden", "Black", "Morning"],
+                 "pool2": ["Haze", "Stout", "Pilsner", "Porter", "Gose", "Ale", "Lager", "Bitter", "Brew", "Draft",
+                           "Saison", "Red", "Weisse", "Mild", "Tripel", "Dubbel", "Kolsch", "Bock", "Sour", "Pale"]},
+        "style": {"kind": "enum", "values": ["lager", "ipa", "stout", "porter", "sour"], "weights": [3, 4, 2, 1, 1]},
+        "abv": {"kind": "amount", "min": 3.5, "max": 9.5, "distribution": "normal"},
+        "keg_price": {"kind": "amount", "min": 90, "max": 220, "distribution": "uniform"}}},
+    {"rows": [["The Anchor", "Mia Cole", "0161 496 0001", "Leeds", "LS1 4AP", 1],
+              ["Corner Deli", "Sam Hart", "0161 496 0002", "York", "YO1 7HH", 0],
+              ["Red Lion", "Ada Lowe", "0161 496 0003", "Hull", None, 1]]},
+    {"columns": {
+        "company": {"kind": "company"}, "contact": {"kind": "person_name"}, "phone": {"kind": "phone"},
+        "city": {"kind": "city"}, "postcode": {"kind": "postcode"}, "licensed": {"kind": "boolean", "weights": [1, 4]}}},
+    {"rows": [[1, "ORD-0001", "2026-01-10T10:00:00", "2026-01-12", "delivered"],
+              [2, "ORD-0002", "2026-01-13T15:30:00", None, "placed"],
+              [1, "ORD-0003", "2026-01-14T09:15:00", None, "shipped"]]},
+    {"columns": {
+        "order_code": {"kind": "code", "pattern": "ORD-#####"},
+        "ordered_at": {"kind": "datetime", "start": "2025-09-01", "end": "2026-01-14"},
+        "delivered_on": {"kind": "date_after", "after": "ordered_at", "min": 1, "max": 5},
+        "status": {"kind": "enum", "values": ["placed", "shipped", "delivered", "cancelled"],
+                   "weights": [1, 1, 6, 1]}}},
+    {"rows": [[1, 1, 2], [1, 2, 1], [2, 3, 4]]},
+    {"columns": {"kegs": {"kind": "integer", "min": 1, "max": 8, "distribution": "skewed"}}},
+]
+
+
+def small_settings(**overrides: Any) -> BuildSettings:
+    """``library_replies.small_settings`` (which these replies satisfy), without importing the build."""
+    values: dict[str, Any] = dict(intents_min=4, intents_max=6, tables_min=2, tables_max=4, rows_per_table=4,
+                                  rows_per_call=4, rows_min=3, tools_min=3, tools_max=6, sample_calls=3)
+    return BuildSettings(**{**values, **overrides})
+
+
+def gen_settings(**overrides: Any) -> BuildSettings:
+    return small_settings(row_generators=True, **overrides)
+
+
+def library_seed(**overrides: Any) -> tuple[Any, Any]:
+    client = fake_client([MEMBER_ROWS, MEMBERS_GEN, BOOK_ROWS, BOOKS_GEN, LOAN_ROWS, LOANS_GEN])
+    return generate_seed(SCENARIO, LIBRARY, client, gen_settings(**overrides)), client
+
+
+def brewery_seed() -> Any:
+    return generate_seed(BREWERY_SCENARIO, BREWERY, fake_client(BREWERY_REPLIES), gen_settings(rows_per_table=3))
+
+
+def texts(seed: tuple[ir.SeedRows, ...]) -> list[str]:
+    """Text values as issue 26 measures them (dates and numbers written as text are not text)."""
+    import re
+
+    return [v for s in seed for r in s.rows for v in r.values()
+            if isinstance(v, str) and not re.fullmatch(r"[\d\s:T.+-]+", v)]
+
+
+def check_database(tables: tuple[ir.Table, ...], seed: tuple[ir.SeedRows, ...], scenario: ir.Scenario) -> None:
+    """Every row loads with foreign keys on, and no UNIQUE set or natural key is repeated."""
+    env = ir.Environment(scenario=scenario, tables=list(tables), seed=list(seed))
+    conn = engine.connect()
+    build_database(env, conn)
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    for t in tables:
+        for key in [*unique_sets(conn, t.name), tuple(t.natural_key)]:
+            cols = ", ".join(f'"{c}"' for c in key)
+            known = " AND ".join(f'"{c}" IS NOT NULL' for c in key)
+            dup = conn.execute(f'SELECT {cols}, COUNT(*) FROM "{t.name}" WHERE {known} GROUP BY {cols} '
+                               "HAVING COUNT(*) > 1").fetchall()
+            assert dup == [], (t.name, key, dup[:3])
+
+
+# ------------------------------------------------------------------ the row maker on two domains
+
+
+@pytest.mark.parametrize("domain", ["library", "brewery"])
+def test_code_rows_at_scale_keep_every_key_and_look_real(domain: str) -> None:
+    if domain == "library":
+        res, _ = library_seed()
+        tables, scenario, entities = LIBRARY, SCENARIO, ("members", "books")
+    else:
+        res = brewery_seed()
+        tables, scenario, entities = BREWERY, BREWERY_SCENARIO, ("beers", "customers")
+    assert res.ok, res.rejections
+    seed = {s.table: s for s in res.value}
+    for name in entities:
+        assert 100 <= len(seed[name].rows) <= 300
+    check_database(tables, res.value, scenario)
+    values = texts(res.value)
+    share = sum(bool(rowgen.PLACEHOLDER.search(v.strip())) for v in values) / len(values)
+    assert len(values) > 500 and share < 0.02
+    for s in res.value:  # the LLM's example rows come first, unchanged
+        assert s.plan is not None and s.plan.locale == "en_GB"
+        assert all(g.by in ("llm", "code") for g in s.plan.generators)
+
+
+def test_children_fan_out_unevenly_and_dates_follow_their_base() -> None:
+    res, _ = library_seed()
+    seed = {s.table: s.rows for s in res.value}
+    per_member = {m["member_id"]: 0 for m in seed["members"]}
+    for loan in seed["loans"]:
+        per_member[loan["member_id"]] += 1
+    counts = sorted(per_member.values())
+    assert counts[0] == 0 and counts[-1] >= 3  # some members have no loan, a few have many
+    per_book: dict[int, int] = {}
+    for loan in seed["loans"]:
+        per_book[loan["book_id"]] = per_book.get(loan["book_id"], 0) + 1
+    assert max(per_book.values()) >= 4 * (len(seed["loans"]) / len(seed["books"]))  # popular books
+    for loan in seed["loans"][4:]:
+        gap = (int(loan["due_date"].replace("-", "")) - int(loan["loan_date"].replace("-", "")))
+        assert gap > 0
+    orders = {s.table: s.rows for s in brewery_seed().value}["orders"]
+    made = [o for o in orders[3:] if o["delivered_on"] is not None]
+    assert made and all(o["delivered_on"][:10] > o["ordered_at"][:10] for o in made)
+    assert all(o["ordered_at"][10] == "T" and len(o["ordered_at"]) == 19 for o in orders)  # the examples' format
+
+
+def test_same_inputs_same_rows_byte_for_byte() -> None:
+    a = canonical_json([s.model_dump(mode="json") for s in brewery_seed().value])
+    b = canonical_json([s.model_dump(mode="json") for s in brewery_seed().value])
+    assert a == b
+    other = BREWERY_SCENARIO.model_copy(update={"name": "Another brewery"})
+    c = generate_seed(other, BREWERY, fake_client(BREWERY_REPLIES), gen_settings(rows_per_table=3))
+    assert canonical_json([s.model_dump(mode="json") for s in c.value]) != a  # the seed follows the scenario
+
+
+def test_examples_come_first_and_the_settings_bound_the_counts() -> None:
+    res, _ = library_seed(entity_rows=(20, 20), child_fanout=(1, 1))
+    seed = {s.table: s.rows for s in res.value}
+    assert [r["name"] for r in seed["members"][:4]] == [r[0] for r in MEMBER_ROWS["rows"]]
+    assert len(seed["members"]) == 20 and len(seed["books"]) == 20
+    assert len(seed["loans"]) == 4 + 20  # one per member after the LLM's four
+    with pytest.raises(ValidationError, match="entity_rows"):
+        BuildSettings(entity_rows=(300, 100))
+
+
+# ------------------------------------------------------------------ checks, feedback, fallback
+
+
+def _ctx(rows: int = 150, singles: tuple[str, ...] = ("email",)) -> rowgen.Context:
+    return rowgen.Context(rows=rows, singles=frozenset(singles), examples={})
+
+
+def _cols(ddl: str, name: str) -> dict[str, Any]:
+    conn = scratch_db([ir.Table(name=name, ddl=ddl)])
+    return {c.name: c for c in table_columns(conn, ir.Table(name=name, ddl=ddl))}
+
+
+def test_check_column_refuses_what_does_not_fit_the_column() -> None:
+    members, books = _cols(MEMBERS_DDL, "members"), _cols(BOOKS_DDL, "books")
+    loans = _cols(LOANS_DDL, "loans")
+
+    def check(col: Any, **kw: Any) -> str | None:
+        g = ir.ColumnGenerator(column=col.name, **kw)
+        return rowgen.check_column(col, g, _ctx(), {"loan_date": ir.ColumnGenerator(
+            column="loan_date", kind="date", start="2025-01-01", end="2025-12-31"), col.name: g})
+
+    assert "the column is INTEGER" in (check(books["copies_available"], kind="person_name") or "")
+    assert "CHECK list" in (check(members["status"], kind="text_pool", pool=["a"] * 9) or "")
+    assert "not its CHECK list" in (check(members["status"], kind="enum", values=["active", "banned"]) or "")
+    assert "weights" in (check(members["status"], kind="enum", values=["active"], weights=[1, 2]) or "")
+    assert "above max" in (check(books["copies_available"], kind="integer", min=5, max=1) or "")
+    assert "needs \"min\"" in (check(books["copies_available"], kind="integer", min=5) or "")
+    assert "after end" in (check(loans["loan_date"], kind="date", start="2026-02-01", end="2026-01-01") or "")
+    assert "another date column" in (check(loans["due_date"], kind="date_after", after="status", min=1, max=3) or "")
+    assert "pattern" in (check(books["title"], kind="code", pattern="BOOK") or "")
+    assert "at most 3" in (check(members["email"], kind="enum", values=["a", "b", "c"]) or "")
+    assert check(loans["due_date"], kind="date_after", after="loan_date", min=7, max=21) is None
+    assert check(members["email"], kind="email") is None
+    assert check(members["status"], kind="enum", values=["active", "suspended"], weights=[3, 1]) is None
+
+
+def test_refused_choices_are_fed_back_and_a_good_reply_is_kept() -> None:
+    bad = {"locale": "en_US", "columns": {
+        "name": {"kind": "person_name"}, "email": {"kind": "integer", "min": 1, "max": 9},
+        "status": {"kind": "text_pool", "pool": ["on", "off"]}}}
+    client = fake_client([MEMBER_ROWS, bad, MEMBERS_GEN])
+    conn = _seeded([MEMBERS_DDL], "members", MEMBER_ROWS)
+    made = rowgen.fill_table(SCENARIO, LIBRARY[0], conn, client, gen_settings())
+    assert made.attempts == 2 and made.rejections == []
+    feedback = client.requests[2][-1]["content"]
+    assert "- email: integer makes numbers but the column is TEXT" in feedback
+    assert "- status: the column only takes its CHECK list ['active', 'suspended']" in feedback
+    assert "name" not in feedback.split("\n")[1].split(":")[0]
+    assert made.plan.locale == "en_GB" and [g.kind for g in made.plan.generators] == ["person_name", "email", "enum"]
+
+
+def test_sample_rows_catch_a_check_the_choice_breaks() -> None:
+    negative = {"columns": {**BOOKS_GEN["columns"], "copies_available": {"kind": "integer", "min": -5, "max": -1}}}
+    client = fake_client([BOOK_ROWS, negative, BOOKS_GEN])
+    conn = _seeded([BOOKS_DDL], "books", BOOK_ROWS)
+    made = rowgen.fill_table(SCENARIO, LIBRARY[1], conn, client, gen_settings(), "en_US")
+    assert "SQLite refused 24 of 24 sample rows: CHECK constraint failed: copies_available >= 0" in \
+        client.requests[2][-1]["content"]
+    assert made.attempts == 2 and conn.execute("SELECT MIN(copies_available) FROM books").fetchone()[0] >= 0
+    assert "locale" not in client.requests[1][-1]["content"].split("Reply with")[-1]  # asked once per scenario
+
+
+def test_a_choice_that_keeps_failing_falls_back_and_is_recorded() -> None:
+    wrong = [{"columns": {**BOOKS_GEN["columns"], "title": {"kind": "integer", "min": 1, "max": k}}} for k in (5, 6)]
+    client = fake_client([BOOK_ROWS, *wrong])
+    conn = _seeded([BOOKS_DDL], "books", BOOK_ROWS)
+    made = rowgen.fill_table(SCENARIO, LIBRARY[1], conn, client, gen_settings(max_attempts=2), "en_US")
+    title = next(g for g in made.plan.generators if g.column == "title")
+    assert title.by == "fallback" and title.kind == "text_pool" and "the column is TEXT" in (title.note or "")
+    assert set(title.pool or []) == {r[0] for r in BOOK_ROWS["rows"]}  # the examples' values, nothing from names
+    assert [r.item for r in made.rejections if "fell back" in r.reason] == ["books.title"]
+    assert next(g for g in made.plan.generators if g.column == "author").by == "llm"
+
+
+def _seeded(ddls: list[str], table: str, rows: dict[str, Any]) -> sqlite3.Connection:
+    tables = [ir.Table(name=d.split()[2], ddl=d) for d in ddls]
+    conn = scratch_db(tables)
+    conn.isolation_level = None
+    cols = [c.name for c in table_columns(conn, tables[-1]) if not c.auto_id]
+    for r in rows["rows"]:
+        conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})", r)
+    return conn
+
+
+# ------------------------------------------------------------------ the IR and the data fixer
+
+
+def test_envs_without_a_plan_keep_their_bytes_and_ids() -> None:
+    dirs = sorted(glob.glob(str(ROOT / "generated/quickstart/envs/*")))
+    assert dirs
+    for d in dirs:
+        env, _, _ = load_env_dir(d)
+        assert pretty_json(env) == Path(d, "env.json").read_text(encoding="utf-8")
+        assert env.env_id == Path(d).name
+    res, _ = library_seed()
+    env = ir.Environment(scenario=SCENARIO, tables=list(LIBRARY), seed=list(res.value))
+    again = ir.Environment.model_validate_json(pretty_json(env))
+    assert again == env and again.env_id == env.env_id and "plan" in json.loads(pretty_json(env))["seed"][0]
+
+
+def test_the_data_fixer_writes_examples_then_code_rows_again() -> None:
+    res, _ = library_seed()
+    env = ir.Environment(scenario=SCENARIO, tables=list(LIBRARY), seed=list(res.value))
+    client = fake_client([LOAN_ROWS, LOANS_GEN])
+    rows = generate_seed_for(SCENARIO, env, LIBRARY[2], client,
+                             small_settings().model_copy(update={"rows_per_table": len(env.seed[2].rows)}))
+    assert rows is not None and rows.plan is not None and rows.plan.examples == 4
+    assert len(client.requests) == 2 and len(rows.rows) > 100
+    assert "Write 4 rows for table loans" in client.requests[0][0]["content"]
