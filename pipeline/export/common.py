@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
@@ -72,10 +74,6 @@ def write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
-
-
-def task_record(task: Task) -> dict[str, Any]:
-    return task.model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -191,6 +189,24 @@ def template(name: str, **values: str) -> str:
     if left:
         raise ExportError(f"template {name}: placeholders left unfilled: {', '.join(left)}")
     return text
+
+
+BUILD_SYSTEM = {"requires": ["setuptools>=61"], "build-backend": "setuptools.build_meta"}
+
+
+def pyproject(project: dict[str, Any], setuptools: dict[str, Any], envfoundry: dict[str, Any] | None = None) -> str:
+    """An exported package's ``pyproject.toml``, written by a TOML writer: LLM-written names (quotes,
+    backslashes, newlines) come out as valid TOML that reads back the same. ``envfoundry``: a
+    ``[tool.envfoundry]`` table (where the package came from)."""
+    tool: dict[str, Any] = {"setuptools": setuptools}
+    if envfoundry:
+        tool["envfoundry"] = envfoundry
+    return tomli_w.dumps({"build-system": BUILD_SYSTEM, "project": project, "tool": tool})
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace runs as single spaces (a package summary holds no newline)."""
+    return " ".join(text.split())
 
 
 def tasks_with_tools(ce: CatalogEnv) -> list[Task]:

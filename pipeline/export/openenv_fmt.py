@@ -22,7 +22,9 @@ from pipeline.export.common import (
     ExportError,
     ExportOptions,
     dist_name,
+    one_line,
     package_name,
+    pyproject,
     splits,
     system_prompt,
     tasks_with_tools,
@@ -34,28 +36,6 @@ from pipeline.export.common import (
 
 OPENENV_REQUIREMENT = "openenv>=0.10,<0.11"
 RESERVED = {"reset", "step", "state", "close"}
-
-PYPROJECT = """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "{dist}"
-version = "0.1.0"
-description = "envfoundry environment {env_id} for OpenEnv: {title}"
-requires-python = ">=3.10"
-dependencies = ["{requirement}", "uvicorn"]
-
-[project.scripts]
-server = "{package}.server.app:main"
-
-[tool.setuptools]
-packages = ["{package}", "{package}.server"]
-package-dir = {{ "{package}" = ".", "{package}.server" = "server" }}
-
-[tool.setuptools.package-data]
-{package} = ["data/*", "openenv.yaml", "README.md"]
-"""
 
 REQUIREMENTS = "{requirement}\nuvicorn\n"
 
@@ -176,7 +156,15 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
         root / "openenv.yaml",
         yaml.safe_dump(manifest(ce, package, submit, split), sort_keys=False, allow_unicode=True, width=100),
     )
-    write_text(root / "pyproject.toml", PYPROJECT.format(requirement=OPENENV_REQUIREMENT, **fill))
+    write_text(root / "pyproject.toml", pyproject(
+        {"name": fill["dist"], "version": "0.1.0",
+         "description": f"envfoundry environment {ce.env_id} for OpenEnv: {one_line(title)}",
+         "requires-python": ">=3.10", "dependencies": [OPENENV_REQUIREMENT, "uvicorn"],
+         "scripts": {"server": f"{package}.server.app:main"}},
+        {"packages": [package, f"{package}.server"], "package-dir": {package: ".", f"{package}.server": "server"},
+         "package-data": {package: ["data/*", "openenv.yaml", "README.md"]}},
+        {"env_id": ce.env_id, "scenario": title},
+    ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
     write_text(
         root / "README.md",

@@ -17,7 +17,9 @@ from pipeline.export.common import (
     TEMPLATES,
     ExportOptions,
     dist_name,
+    one_line,
     package_name,
+    pyproject,
     splits,
     system_prompt,
     tasks_with_tools,
@@ -28,24 +30,6 @@ from pipeline.export.common import (
 )
 
 VERIFIERS_REQUIREMENT = "verifiers>=0.4.0"
-
-PYPROJECT = """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "{dist}"
-version = "0.1.0"
-description = "envfoundry environment {env_id} for verifiers: {title}"
-requires-python = ">=3.11"
-dependencies = ["{requirement}"]
-
-[tool.setuptools]
-packages = ["{package}"]
-
-[tool.setuptools.package-data]
-{package} = ["data/*"]
-"""
 
 README = """# {dist}
 
@@ -79,7 +63,13 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     pkg = root / package
     title = ce.env.scenario.name
     fill = {"dist": dist_name(package), "env_id": ce.env_id, "title": title, "package": package}
-    write_text(root / "pyproject.toml", PYPROJECT.format(requirement=VERIFIERS_REQUIREMENT, **fill))
+    write_text(root / "pyproject.toml", pyproject(
+        {"name": fill["dist"], "version": "0.1.0",
+         "description": f"envfoundry environment {ce.env_id} for verifiers: {one_line(title)}",
+         "requires-python": ">=3.11", "dependencies": [VERIFIERS_REQUIREMENT]},
+        {"packages": [package], "package-data": {package: ["data/*"]}},
+        {"env_id": ce.env_id, "scenario": title},
+    ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
     write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, **fill))
     write_text(pkg / "__init__.py", (TEMPLATES / "verifiers_init.py").read_text(encoding="utf-8"))

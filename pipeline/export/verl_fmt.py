@@ -30,6 +30,7 @@ from pipeline.export.common import (
     difficulty_info,
     dist_name,
     package_name,
+    pyproject,
     splits,
     system_prompt,
     write_bundle,
@@ -40,24 +41,6 @@ from pipeline.hashing import canonical_json
 
 ROW_FIELDS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name")
 MAX_TOOL_NAME = 64
-
-PYPROJECT = """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "{dist}"
-version = "0.1.0"
-description = "envfoundry environments for veRL: tools and reward ({n_envs} environments)"
-requires-python = ">=3.10"
-dependencies = []
-
-[tool.setuptools]
-packages = ["{package}"]
-
-[tool.setuptools.package-data]
-{package} = ["data/*/*"]
-"""
 
 README = """# {package}
 
@@ -193,7 +176,12 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
         # Every environment has a single task: nothing can be held out, so validation re-uses them.
         data["val"] = [{**r, "extra_info": {**r["extra_info"], "split": "val"}} for r in data["train"]]
         val_note = "\n`val.parquet` repeats the training tasks: no environment has two tasks to hold one out.\n"
-    write_text(root / "pyproject.toml", PYPROJECT.format(dist=dist_name(package), package=package, n_envs=len(envs)))
+    write_text(root / "pyproject.toml", pyproject(
+        {"name": dist_name(package), "version": "0.1.0",
+         "description": f"envfoundry environments for veRL: tools and reward ({len(envs)} environments)",
+         "requires-python": ">=3.10", "dependencies": []},
+        {"packages": [package], "package-data": {package: ["data/*/*"]}},
+    ))
     write_text(
         root / "README.md",
         README.format(

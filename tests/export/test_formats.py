@@ -300,3 +300,32 @@ def test_catalog_errors_name_the_problem(tmp_path):
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
     with pytest.raises(ExportError, match="unknown format"):
         export_catalog(cat, "csv", tmp_path / "out")
+
+
+def test_pyprojects_read_back_llm_written_names(tmp_path):
+    """A scenario name with a quote, a backslash and a newline: every pyproject.toml is valid TOML that
+    reads the name back unchanged, and the package summary holds it on one line."""
+    import tomllib
+
+    from pipeline.envdir import write_env_dir
+    from tests.export.conftest import question_task
+    from tests.fixtures.library import library_env, library_tasks
+
+    name = 'The "Quoted" \\ Library\nDesk = [x]'
+    env = library_env()
+    env = env.model_copy(update={"scenario": env.scenario.model_copy(update={"name": name})})
+    write_env_dir(env, tmp_path / "cat" / "envs" / env.env_id, tasks=[*library_tasks(env), question_task(env)],
+                  report={"source": "tests/export"})
+    for fmt in ("verifiers", "openenv", "verl"):
+        export_catalog(tmp_path / "cat", fmt, tmp_path / "out" / fmt)
+    files = sorted((tmp_path / "out").rglob("pyproject.toml"))
+    assert len(files) == 3
+    for path in files:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        assert doc["build-system"]["build-backend"] == "setuptools.build_meta"
+        if "verl" in path.parts:
+            assert "envfoundry" not in doc["tool"]  # one dataset over every environment: no scenario to name
+            continue
+        assert doc["tool"]["envfoundry"] == {"env_id": env.env_id, "scenario": name}
+        assert doc["project"]["description"].endswith(': The "Quoted" \\ Library Desk = [x]')
+        assert doc["project"]["name"].startswith("envfoundry-")
