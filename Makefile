@@ -1,14 +1,18 @@
-.PHONY: setup test check lint render-check bench fmt
+.PHONY: setup test check lint deadcode render-check bench fmt
 ENV_DIRS := $(wildcard generated/*/envs/*)
 
 setup:
 	bash scripts/setup.sh
 test:
 	.venv/bin/python -m pytest -q
-check: lint render-check
+check: lint deadcode render-check
 lint:
 	.venv/bin/ruff check pipeline verify tests benchmarks
 	.venv/bin/mypy pipeline verify
+# Fails when pipeline/ or verify/ holds code nothing uses (tests and benchmarks count as users; names only a
+# framework calls are in tests/vulture_whitelist.py; exported templates run inside trainer libraries).
+deadcode:
+	.venv/bin/vulture pipeline verify tests benchmarks --exclude pipeline/export/templates,tests/export/trainer
 # Fails (exit 1) when a committed server.py is not the render of its env.json.
 render-check:
 	$(if $(ENV_DIRS),.venv/bin/envfoundry render --check $(ENV_DIRS),@echo "no committed environments")

@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.catalog import Catalog
 from pipeline.config import Config, LLMSettings, with_flags
-from pipeline.hashing import canonical_json, content_hash
+from pipeline.hashing import content_hash
 from pipeline.settings import RunSettings as RunSettings
 
 
@@ -267,7 +267,3 @@ def summary_dict(r: RunResult) -> dict[str, Any]:
         "rejections_by_stage": dict(Counter(e["status"] + ":" + (e.get("reason") or "").split(":")[0]
                                             for e in r.environments if e["status"] != "verified")),
     }
-
-
-def canonical_summary(r: RunResult) -> str:
-    return canonical_json(summary_dict(r))

@@ -1,6 +1,6 @@
-"""ruff and mypy are clean, and every committed server.py is the render of its env.json: the checks of
-``make check``, run by the README's test command so CI runs them too (ruff and mypy are pinned in the dev
-extra, so a new release cannot turn a clean tree red)."""
+"""ruff and mypy are clean, no dead code, and every committed server.py is the render of its env.json: the
+checks of ``make check``, run by the README's test command so CI runs them too (ruff, mypy and vulture are
+pinned in the dev extra, so a new release cannot turn a clean tree red)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,20 @@ def test_ruff_is_clean() -> None:
 def test_mypy_is_clean() -> None:
     r = _run(sys.executable, "-m", "mypy", "pipeline", "verify")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_no_dead_code() -> None:
+    """vulture as ``make deadcode`` runs it: tests and benchmarks count as users of the code."""
+    r = _run(sys.executable, "-m", "vulture", "pipeline", "verify", "tests", "benchmarks",
+             "--exclude", "pipeline/export/templates,tests/export/trainer")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_dead_code_check_finds_dead_code(tmp_path: Path) -> None:
+    """Control: the same check reports a function nothing calls."""
+    (tmp_path / "mod.py").write_text("def used():\n    return 1\n\n\ndef unused():\n    return used()\n")
+    r = subprocess.run([sys.executable, "-m", "vulture", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "unused function 'unused'" in r.stdout
 
 
 def test_committed_servers_are_rendered() -> None:

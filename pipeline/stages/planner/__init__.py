@@ -8,7 +8,6 @@ requested tier mix, deterministically. The LLM later only words the request (``p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pipeline.ir import Environment
 from pipeline.stages.planner.analysis import ParamUse, ToolShape, analyse
@@ -97,7 +96,3 @@ def _round_robin(groups: list[list[Chain]], k: int, taken: list[Chain]) -> list[
                 ids.add(id(g[idx[gi]]))
                 idx[gi] += 1
     return out
-
-
-def describe_keys(keys: dict[str, NaturalKey]) -> dict[str, Any]:
-    return {t: {"columns": list(k.columns), "declared": k.declared} for t, k in sorted(keys.items())}

@@ -98,12 +98,6 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
     return out
 
 
-def row_by_key(conn: sqlite3.Connection, info: TableInfo, key: tuple[Any, ...]) -> dict[str, Any] | None:
-    cond = " AND ".join(("rowid" if k == "rowid" else qi(k)) + " = ?" for k in info.key)
-    r = conn.execute(f"SELECT * FROM {qi(info.name)} WHERE {cond}", key).fetchone()
-    return dict(zip(info.columns, r, strict=True)) if r else None
-
-
 def describe(conn: sqlite3.Connection, infos: dict[str, TableInfo], keys: dict[str, NaturalKey], table: str,
              row: dict[str, Any], depth: int = 0) -> list[tuple[str, Any]] | None:
     """The facts that name ``row`` for a user: ``[(\"table.column\", value), ...]``, foreign keys replaced
