@@ -257,6 +257,23 @@ class BuildSettings(BaseModel):
     """Most tools added after the planned ones, written by code: the finders and listers the tools lack (a read
     tool giving a row's id from its natural key wherever a tool takes that id, and one listing the rows of a
     parent wherever no tool does; ``pipeline.stages.coverage``). Tasks chain through them. 0 turns this off."""
+    fix_key_names: bool = False
+    """Rename by code each foreign-key column named for something other than the key it holds
+    (``artist_name REFERENCES artists(artist_id)`` -> ``artist_id``), in the schema stage before rows and tools are
+    written; each rename is recorded (``pipeline.stages.keynames``)."""
+    fix_param_names: bool = False
+    """Rename by code each tool parameter named for no column it is compared with or written into (in its SQL,
+    its messages and the tool's name), and say in a key parameter's description which record it identifies
+    (``pipeline.stages.paramnames``)."""
+    paged_listers: bool = False
+    """Listers page (optional ``limit`` up to 50, default 20, and ``offset``) and each row says how many rows match
+    (``total_matched``): LLM-written listers of all the rows a query matches get this added, and code adds paged
+    listers with optional filters (CHECK-listed columns, a date range) for every reference and table no read tool
+    lists, at most ``gap_tools_max`` (``pipeline.stages.paging``)."""
+    covering_writes: bool = False
+    """Add by code, for every table users change (one some write tool writes, or its child), the create and the
+    updates of its status-like (CHECK-listed) and quantity columns that no tool provides, at most
+    ``gap_tools_max`` (``pipeline.stages.covering``)."""
     sample_calls: int = Field(default=3, ge=1, le=10)
     """Argument sets drawn from the seeded rows on which each tool is executed."""
     clock: str = "2026-01-15T09:00:00"

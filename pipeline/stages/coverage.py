@@ -11,7 +11,10 @@ from the schema, not by the LLM:
   foreign key) and that no read tool yields from a user-known value: ``SELECT * FROM t WHERE k1 = :k1 ...``
   over the table's natural key (declared, or found unique in the seeded rows; a key may be made of references,
   which the finders of the parents resolve: the loan of a book by a member);
-- a **lister** ``list_<child>_by_<fk>`` for every foreign key that no read tool filters by.
+- a **lister** ``list_<child>_by_<fk>`` for every foreign key that no read tool filters by;
+- with ``whole_tables``, a lister ``list_<table>`` for every table no read tool lists.
+
+Given the seeded database (``rows``), listers are paged and take optional filters (``pipeline.stages.paging``).
 
 The tools are plain parameterised SELECTs over one table (checked like any other tool by the caller), so what
 they return is exactly the table's rows; their descriptions say what they take and give. Domain-neutral: the
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline import ir
+from pipeline.stages import paging
 from pipeline.stages.planner.analysis import ToolShape, analyse
 from pipeline.stages.planner.keys import natural_keys
 from pipeline.stages.schema import check_enums
@@ -41,6 +45,7 @@ class Gap:
     """``finder`` or ``lister``."""
     table: str
     columns: tuple[str, ...]
+    """The key columns a finder takes, the reference a lister filters by (none: it lists the whole table)."""
     why: str
 
 
@@ -93,8 +98,10 @@ def _reachable(shapes: dict[str, ToolShape], infos: dict[str, TableInfo]) -> set
             return reached
 
 
-def gaps(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo]) -> list[Gap]:
-    """The finders and listers ``env``'s tools lack, in schema order (finders first)."""
+def gaps(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo],
+         whole_tables: bool = False) -> list[Gap]:
+    """The finders and listers ``env``'s tools lack, in schema order (finders first); with ``whole_tables`` also
+    a lister for each table that no read tool lists rows of (last)."""
     shapes = analyse(env, conn, infos)
     reached = _reachable(shapes, infos)
     searchable = {u.column for s in shapes.values() if s.kind == "read" for us in s.uses.values() for u in us
@@ -116,6 +123,11 @@ def gaps(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableIn
         for col, parent, _ in infos[table].foreign_keys:
             if (table, col) not in filtered and parent in infos:
                 out.append(Gap("lister", table, (col,), f"no read tool lists the {table} of one {parent} row"))
+    if whole_tables:  # listed: some read tool taking no required value lists its rows (their key among the fields)
+        free = {t.name for t in env.tools if not any(p.required for p in t.params)}
+        listed = {t for s in shapes.values() if s.kind == "read" and s.many and s.name in free
+                  for t, i in infos.items() if all(s.output_for((t, k)) for k in i.key)}
+        out += [Gap("lister", t, (), f"no read tool lists the {t} rows") for t in order if t not in listed]
     return out
 
 
@@ -130,8 +142,9 @@ def _param(info: TableInfo, col: str, enums: dict[str, tuple[str | int | float, 
 
 
 def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str, TableInfo],
-              taken: set[str]) -> list[tuple[ir.Tool, Gap]]:
-    """One tool per gap (a gap whose name is taken or that has no usable parameter is skipped)."""
+              taken: set[str], rows: sqlite3.Connection | None = None) -> list[tuple[ir.Tool, Gap]]:
+    """One tool per gap (a gap whose name is taken or that has no usable parameter is skipped). Given the seeded
+    database ``rows``, listers are paged and filtered (``paging.lister``); a whole-table lister needs it."""
     ddl = {t.name: t.ddl for t in tables}
     out: list[tuple[ir.Tool, Gap]] = []
     names = set(taken)
@@ -139,8 +152,8 @@ def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str,
         info = infos[gap.table]
         fks = {c: (p, pc or (infos[p].key[0] if p in infos else "")) for c, p, pc in info.foreign_keys}
         verb = "find" if gap.kind == "finder" else "list"
-        name = f"{verb}_{gap.table}_by_{'_and_'.join(gap.columns)}".lower()
-        if name in names or any(c in ir.RESERVED_PARAMS for c in gap.columns):
+        name = f"{verb}_{gap.table}_by_{'_and_'.join(gap.columns)}".lower() if gap.columns else f"list_{gap.table}"
+        if name in names or any(c in ir.RESERVED_PARAMS for c in gap.columns) or (not gap.columns and rows is None):
             continue
         enums = check_enums(ddl.get(gap.table, ""))
         try:
@@ -150,6 +163,15 @@ def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str,
         where = " AND ".join(f"{qi(c)} = :{c}" for c in gap.columns)
         order = " ORDER BY " + ", ".join(qi(k) for k in info.key) if info.key != ("rowid",) else ""
         given = " and ".join(gap.columns)
+        if gap.kind == "lister" and rows is not None:
+            what = f"the {gap.table} rows with the given {given}" if gap.columns else f"the {gap.table} rows"
+            try:
+                tool = paging.lister(name, info, params, rows, enums, what)
+            except ValueError:
+                continue
+            out.append((tool, gap))
+            names.add(name)
+            continue
         if gap.kind == "finder":
             desc = f"Find the {gap.table} row with the given {given}; gives its {info.key[0]} and all its columns."
             returns = ir.Returns(sql=f"SELECT * FROM {qi(gap.table)} WHERE {where}", mode="one")

@@ -35,6 +35,7 @@ from pipeline.runtime import checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.ddl import ddl_table_name, normalise_ddl, paren_balance
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.keynames import fix_key_names
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
@@ -446,6 +447,9 @@ def generate_schema(
         rejections.append(ir.Rejection(stage=STAGE, item=name, reason=reason,
                                        evidence={"ddl": ddl, "attempts": settings.max_attempts}))
     tables = order_tables([ir.Table(name=n, ddl=d) for n, d in kept.items()])
+    if settings.fix_key_names:
+        tables, keys, renamed = fix_key_names(tables, keys)
+        rejections.extend(renamed)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)
     if len(tables) < settings.tables_min:

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from pipeline import ir
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.runtime import EnvInstance, checks, engine
-from pipeline.stages import amend, coverage
+from pipeline.stages import amend, coverage, covering
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.planner.analysis import analyse_tool
@@ -526,6 +526,7 @@ def generate_tools(
                 ws.close()
                 ws = amended
             ws.tools.append(tool)
+        rejections += covering.cover(ws, settings)
         rejections += fill_gaps(ws, settings)
         env = ws.environment()
     finally:

@@ -17,6 +17,7 @@ from tests.stages.library_replies import (
     small_settings,
 )
 from verify.replay import fresh
+from verify.state import table_infos
 
 LIBRARY_REPLIES = [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK]
 
@@ -97,3 +98,172 @@ def test_a_key_of_two_references_gets_a_finder_once_its_parents_can_be_found() -
     assert ["find_batches_by_beer_and_brewed_on", "list_fills_by_batch_id", "void_fill"] in voids, voids
 
 seed = library.seed
+
+
+# ------------------------------------------------------------------ paged, filtered listers (paged_listers)
+
+BEERS = ["Dry Stout", "Pale Ale", "Saison", "Porter"]
+
+
+def brewery_at_scale(kegs: int = 120) -> list[ir.SeedRows]:
+    """The brewery with more kegs than a page holds: four batches, ``kegs`` kegs spread over them."""
+    batches = [{"batch_id": i + 1, "beer": b, "brewed_on": f"2026-01-{3 * i + 2:02d}",
+                "status": "packaged" if i % 2 else "fermenting", "litres": 300.0 + 20 * i} for i, b in enumerate(BEERS)]
+    rows = [{"keg_id": k, "serial": f"K-{k:03d}", "batch_id": 1 + k % 4, "status": "empty" if k % 3 == 0 else "full"}
+            for k in range(1, kegs + 1)]
+    return [ir.SeedRows(table="batches", rows=batches), ir.SeedRows(table="kegs", rows=rows)]
+
+
+KEGS_OF_BATCH = ir.Tool(  # an LLM-written lister: every keg of a batch, with its beer
+    name="kegs_of_batch", kind="read", description="List the kegs filled from a batch.",
+    params=[ir.Param(name="batch_id", type="integer", description="The batch")],
+    returns=ir.Returns(sql="SELECT k.keg_id, k.serial, b.beer FROM kegs k JOIN batches b ON b.batch_id = k.batch_id "
+                           "WHERE k.batch_id = :batch_id ORDER BY k.serial DESC", mode="all"))
+BEERS_BREWED = ir.Tool(  # DISTINCT: a count over the rows before DISTINCT would not count what it returns
+    name="beers_brewed", kind="read", description="The beers brewed.",
+    returns=ir.Returns(sql="SELECT DISTINCT beer FROM batches", mode="all"))
+
+
+def test_listers_page_filter_and_count_what_matches() -> None:
+    from pipeline.settings import BuildSettings
+    from pipeline.stages.covering import cover
+    from pipeline.stages.paging import PAGE_DEFAULT, PAGE_MAX, page_of
+
+    settings = BuildSettings(paged_listers=True, gap_tools_max=6)
+    with Workspace(brewery.SCENARIO, brewery.TABLES, brewery_at_scale(), "2026-01-15T09:00:00",
+                   [KEGS_OF_BATCH, BEERS_BREWED]) as ws:
+        assert cover(ws, BuildSettings()) == [] and ws.tools == [KEGS_OF_BATCH, BEERS_BREWED]  # off by default
+        notes = cover(ws, settings)
+        env = ws.environment()
+    assert [t.name for t in env.tools] == ["kegs_of_batch", "beers_brewed", "list_batches", "list_kegs"]
+    assert {n.item: n.reason for n in notes} == {
+        "kegs_of_batch": "paged by code: it returned every row it matched; it now takes a page size and says how "
+                         "many rows match",
+        "list_batches": "tool added by code (lister): no read tool lists the batches rows",
+        "list_kegs": "tool added by code (lister): no read tool lists the kegs rows"}
+    assert env.tool("beers_brewed") == BEERS_BREWED and page_of(BEERS_BREWED) is None
+    kegs = env.tool("list_kegs")
+    assert [p.name for p in kegs.params] == ["status", "limit", "offset"] and kegs.params[0].enum == ["empty", "full"]
+    assert [p.name for p in env.tool("list_batches").params] == ["status", "brewed_on_from", "brewed_on_to", "limit",
+                                                                  "offset"]
+    with EnvInstance(env) as inst:
+        def q(sql: str) -> list:
+            return [r[0] for r in inst.conn.execute(sql)]
+
+        first = inst.call("list_kegs", {})["result"]
+        assert len(first) == PAGE_DEFAULT and {r["total_matched"] for r in first} == {120}
+        pages = [inst.call("list_kegs", {"limit": 7, "offset": o})["result"] for o in range(0, 127, 7)]
+        assert [r["keg_id"] for p in pages for r in p] == q("SELECT keg_id FROM kegs ORDER BY keg_id")
+        assert pages[-1] == []  # past the last row: an empty page
+        full = inst.call("list_kegs", {"status": "full", "limit": PAGE_MAX})["result"]
+        assert len(full) == PAGE_MAX and full[0]["total_matched"] == q("SELECT count(*) FROM kegs WHERE status='full'")[0]
+        too_many = inst.call("list_kegs", {"limit": PAGE_MAX + 1})
+        assert not too_many["ok"] and too_many["kind"] == "validation" and too_many["parameter"] == "limit"
+        assert not inst.call("list_kegs", {"status": "lost"})["ok"]
+        dated = inst.call("list_batches", {"brewed_on_from": "2026-01-05", "brewed_on_to": "2026-01-08"})["result"]
+        assert [(r["beer"], r["total_matched"]) for r in dated] == [("Pale Ale", 2), ("Saison", 2)]
+        # the LLM's lister: the same rows as before, a page at a time, counted
+        paged = inst.call("kegs_of_batch", {"batch_id": 2})["result"]
+        serials = q("SELECT serial FROM kegs WHERE batch_id = 2 ORDER BY serial DESC")
+        assert [r["serial"] for r in paged] == serials[:PAGE_DEFAULT] and paged[0]["total_matched"] == len(serials)
+        assert set(paged[0]) == {"total_matched", "keg_id", "serial", "beer"}
+        rest = inst.call("kegs_of_batch", {"batch_id": 2, "offset": PAGE_DEFAULT, "limit": PAGE_MAX})["result"]
+        assert [r["serial"] for r in rest] == serials[PAGE_DEFAULT:]
+
+
+def test_a_lister_of_a_reference_gap_is_paged_and_filtered(seed) -> None:
+    """The library's gap lister (loans of one book) when paging is on: the same rows, filters and a count."""
+    from pipeline.settings import BuildSettings
+    from pipeline.stages.covering import cover
+
+    env0 = library.base_env(seed)
+    with Workspace(env0.scenario, env0.tables, env0.seed, env0.clock, []) as ws:
+        notes = cover(ws, BuildSettings(paged_listers=True, gap_tools_max=2))
+        env = ws.environment()
+    assert [t.name for t in env.tools] == ["list_loans_by_book_id", "list_loans_by_member_id"]  # the budget
+    assert [n.reason for n in notes] == ["tool added by code (lister): no read tool lists the loans of one books row",
+                                         "tool added by code (lister): no read tool lists the loans of one members row"]
+    tool = env.tool("list_loans_by_member_id")
+    assert [(p.name, p.required) for p in tool.params] == [
+        ("member_id", True), ("status", False), ("loan_date_from", False), ("loan_date_to", False), ("limit", False),
+        ("offset", False)]
+    with EnvInstance(env) as inst:
+        all_ = inst.call(tool.name, {"member_id": 1})["result"]
+        assert [r["loan_id"] for r in all_] == [r[0] for r in inst.conn.execute(
+            "SELECT loan_id FROM loans WHERE member_id = 1 ORDER BY loan_id")]
+        open_ = inst.call(tool.name, {"member_id": 1, "status": "open", "loan_date_from": "2026-01-05"})["result"]
+        assert [(r["loan_date"], r["total_matched"]) for r in open_] == [("2026-01-12", 1)]
+
+
+# ------------------------------------------------------------------ covering writes (covering_writes)
+
+PERMIT_SCENARIO = ir.Scenario(name="Building permit office", description="A town office issues building permits "
+                                                                         "and inspects the works.")
+PERMIT_TABLES = (
+    ir.Table(name="applicants", natural_key=["applicant_no"], ddl=(
+        "CREATE TABLE applicants (applicant_id INTEGER PRIMARY KEY, applicant_no TEXT NOT NULL UNIQUE, "
+        "full_name TEXT NOT NULL) STRICT")),
+    ir.Table(name="permits", natural_key=["permit_no"], ddl=(
+        "CREATE TABLE permits (permit_id INTEGER PRIMARY KEY, permit_no TEXT NOT NULL UNIQUE, applicant_id INTEGER "
+        "NOT NULL REFERENCES applicants(applicant_id), status TEXT NOT NULL DEFAULT 'submitted' CHECK (status IN "
+        "('submitted', 'approved', 'rejected')), fee REAL NOT NULL CHECK (fee >= 0)) STRICT")),
+    ir.Table(name="inspections", natural_key=["permit_id", "inspected_on"], ddl=(
+        "CREATE TABLE inspections (inspection_id INTEGER PRIMARY KEY, permit_id INTEGER NOT NULL REFERENCES "
+        "permits(permit_id), inspected_on TEXT NOT NULL, result TEXT NOT NULL CHECK (result IN ('pass', 'fail')), "
+        "score INTEGER, UNIQUE (permit_id, inspected_on)) STRICT")))
+PERMIT_SEED = [
+    ir.SeedRows(table="applicants", rows=[{"applicant_id": i, "applicant_no": f"A-{i:03d}", "full_name": n}
+                                          for i, n in enumerate(["Mirela Kovač", "Joon Park", "Ana Lima"], 1)]),
+    ir.SeedRows(table="permits", rows=[
+        {"permit_id": i, "permit_no": f"BP-26-{i:03d}", "applicant_id": 1 + i % 3, "status": s, "fee": 120.0 * i}
+        for i, s in enumerate(["submitted", "approved", "approved", "rejected"], 1)]),
+    ir.SeedRows(table="inspections", rows=[
+        {"inspection_id": 1, "permit_id": 2, "inspected_on": "2026-01-08", "result": "pass", "score": 88},
+        {"inspection_id": 2, "permit_id": 3, "inspected_on": "2026-01-09", "result": "fail", "score": 41}])]
+SUBMIT = ir.Tool(  # the plan's one write: a new permit of a known applicant
+    name="submit_permit", kind="write", description="Submit a permit application.",
+    params=[ir.Param(name="applicant_id", type="integer", description="The applicant"),
+            ir.Param(name="permit_no", type="string", description="The new permit number"),
+            ir.Param(name="fee", type="number", description="The fee")],
+    steps=[ir.Step(kind="write", sql="INSERT INTO permits (permit_no, applicant_id, fee) VALUES (:permit_no, "
+                                     ":applicant_id, :fee)")],
+    returns=ir.Returns(sql="SELECT * FROM permits WHERE permit_id = :last_id", mode="one"))
+
+
+def test_tables_users_change_get_their_creates_and_column_updates() -> None:
+    from pipeline.settings import BuildSettings
+    from pipeline.stages.covering import changed_tables, cover, write_gaps
+
+    with Workspace(PERMIT_SCENARIO, PERMIT_TABLES, PERMIT_SEED, "2026-01-15T09:00:00", [SUBMIT]) as ws:
+        env0 = ws.environment()
+        infos = table_infos(ws.instance_conn)
+        # permits is written; inspections refers to it; applicants is only read
+        assert changed_tables(env0, infos) == ["permits", "inspections"]
+        assert [(g.kind, g.table, g.column) for g in write_gaps(env0, ws.instance_conn, infos)] == [
+            ("create", "inspections", None), ("update", "permits", "status"), ("update", "inspections", "result"),
+            ("update", "inspections", "score")]  # permits.fee is written by submit_permit already
+        notes = cover(ws, BuildSettings(covering_writes=True, gap_tools_max=3))
+        notes += fill_gaps(ws, BuildSettings(gap_tools_max=6))
+        env = ws.environment()
+    names = [t.name for t in env.tools]
+    assert names[:4] == ["submit_permit", "create_inspections", "update_permits_status", "update_inspections_result"]
+    assert {n.item for n in notes if "(create)" in n.reason or "(update)" in n.reason} == set(names[1:4])
+    assert "find_permits_by_permit_no" in names  # the finder giving the id the updates take
+    create = env.tool("create_inspections")
+    assert [(p.name, p.required) for p in create.params] == [("permit_id", True), ("inspected_on", True),
+                                                             ("result", True), ("score", False)]
+    with EnvInstance(env) as inst:
+        made = inst.call("create_inspections", {"permit_id": 1, "inspected_on": "2026-01-14", "result": "pass"})
+        assert made["ok"] and made["result"]["inspection_id"] == 3 and made["result"]["score"] is None
+        assert inst.call("update_permits_status", {"permit_id": 1, "status": "approved"})["result"]["status"] == \
+            "approved"
+        bad = inst.call("update_permits_status", {"permit_id": 1, "status": "lost"})
+        assert bad["kind"] == "validation" and bad["parameter"] == "status"
+        assert inst.call("update_permits_status", {"permit_id": 99, "status": "approved"}) == {
+            "ok": False, "error": "no permits row has permit_id 99", "parameter": None, "kind": "guard"}
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 24, {1: 0.2, 2: 0.4, 3: 0.4})
+    used = {c.tool for ch in chains for c in ch.calls}
+    assert {"create_inspections", "update_permits_status"} <= used
+    status = [[c.tool for c in ch.calls] for ch in chains if ch.calls[-1].tool == "update_permits_status"]
+    assert ["find_permits_by_permit_no", "update_permits_status"] in status, status

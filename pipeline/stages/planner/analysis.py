@@ -31,6 +31,9 @@ class ParamUse:
     role: Literal["filter", "value", "other"]
     direct: bool = True
     """The parameter is the whole compared/written expression (``col = :p``), not part of one."""
+    whole: bool = False
+    """The parameter is one whole side of a comparison of any kind (``col >= :p``, ``col LIKE :p``) or the whole
+    written value."""
 
 
 @dataclass
@@ -125,7 +128,7 @@ def _statement_uses(sql: str, infos: dict[str, TableInfo]) -> list[ParamUse]:
                 for ph in v.find_all(exp.Placeholder):
                     claimed.add(id(ph))
                     uses.append(ParamUse(ph.name, (table, col) if table in infos else None, "value",
-                                         direct=ph is v))
+                                         direct=ph is v, whole=ph is v))
     if isinstance(tree, exp.Update):
         table = tree.this.name
         for eq in tree.args.get("expressions") or []:
@@ -133,7 +136,7 @@ def _statement_uses(sql: str, infos: dict[str, TableInfo]) -> list[ParamUse]:
                 for ph in eq.right.find_all(exp.Placeholder):
                     claimed.add(id(ph))
                     uses.append(ParamUse(ph.name, (table, eq.left.name) if table in infos else None, "value",
-                                         direct=ph is eq.right))
+                                         direct=ph is eq.right, whole=ph is eq.right))
     for cmp in tree.find_all(exp.EQ, exp.Like, exp.ILike, exp.GTE, exp.LTE, exp.GT, exp.LT):
         left, right = cmp.left, cmp.right
         for a, b in ((left, right), (right, left)):
@@ -144,7 +147,7 @@ def _statement_uses(sql: str, infos: dict[str, TableInfo]) -> list[ParamUse]:
                     continue
                 claimed.add(id(ph))
                 uses.append(ParamUse(ph.name, _resolve(a, tree, infos), "filter",
-                                     direct=ph is b and isinstance(cmp, exp.EQ)))
+                                     direct=ph is b and isinstance(cmp, exp.EQ), whole=ph is b))
     for ph in tree.find_all(exp.Placeholder):
         if id(ph) not in claimed and ph.name:
             uses.append(ParamUse(ph.name, None, "other", direct=False))
