@@ -9,10 +9,10 @@ check: lint deadcode render-check
 lint:
 	.venv/bin/ruff check pipeline verify tests benchmarks
 	.venv/bin/mypy pipeline verify
-# Fails when pipeline/ or verify/ holds code nothing uses (tests and benchmarks count as users; names only a
-# framework calls are in tests/vulture_whitelist.py; exported templates run inside trainer libraries).
+# Fails when pipeline/ or verify/ holds code nothing uses (vulture; tests and benchmarks count as users, names
+# only a framework calls are in tests/vulture_whitelist.py).
 deadcode:
-	.venv/bin/vulture pipeline verify tests benchmarks --exclude pipeline/export/templates,tests/export/trainer
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests/test_lint.py -k dead_code
 # Fails (exit 1) when a committed server.py is not the render of its env.json.
 render-check:
 	$(if $(ENV_DIRS),.venv/bin/envfoundry render --check $(ENV_DIRS),@echo "no committed environments")
