@@ -236,8 +236,9 @@ def lister_problems(ws: Workspace, tool: ir.Tool, gap: coverage.Gap) -> str | No
     conn = ws.instance_conn
     cols = list(gap.columns)
     where = " AND ".join(f"{qi(c)} IS NOT NULL" for c in cols) or "1"
+    order = ", ".join(qi(k) for k in ws.sampler.infos[gap.table].key)
     row = conn.execute(f"SELECT {', '.join(qi(c) for c in cols) or '1'} FROM {qi(gap.table)} WHERE {where} "
-                       "ORDER BY rowid LIMIT 1").fetchone()
+                       f"ORDER BY {order} LIMIT 1").fetchone()
     if row is None:
         return f"no seeded {gap.table} row has values for {', '.join(cols)}"
     args = dict(zip(cols, row, strict=True)) if cols else {}

@@ -102,7 +102,7 @@ def iso_date_columns(conn: sqlite3.Connection, info: TableInfo, skip: set[str]) 
         if col in skip or info.column_type(col) != "TEXT":
             continue
         vals = [r[0] for r in conn.execute(f"SELECT {qi(col)} FROM {qi(info.name)} WHERE {qi(col)} IS NOT NULL "
-                                           "ORDER BY rowid LIMIT 50")]
+                                           f"ORDER BY {', '.join(qi(k) for k in info.key)} LIMIT 50")]
         if vals and all(isinstance(v, str) and _ISO_DATE.match(v) for v in vals):
             out.append(col)
     return out
@@ -125,11 +125,14 @@ def filters(conn: sqlite3.Connection, info: TableInfo, enums: dict[str, tuple[st
             if all(isinstance(v, int) for v in values) else None
         if ptype is None:
             continue
-        params.append(ir.Param(name=col, type=ptype, required=False, enum=values,  # type: ignore[arg-type]
-                               description=f"Only the rows whose {col} is this value ({info.name}.{col})"))
+        try:
+            params.append(ir.Param(name=col, type=ptype, required=False, enum=values,  # type: ignore[arg-type]
+                                   description=f"Only the rows whose {col} is this value ({info.name}.{col})"))
+        except ValueError:  # a column name no parameter may have
+            continue
         where.append(f"(:{col} IS NULL OR {qi(col)} = :{col})")
         names.add(col)
-    for col in iso_date_columns(conn, info, keys)[:MAX_DATE_FILTERS]:
+    for col in [c for c in iso_date_columns(conn, info, keys) if ir.IDENT.match(f"{c}_from")][:MAX_DATE_FILTERS]:
         lo, hi = free_name(f"{col}_from", names), free_name(f"{col}_to", names | {f"{col}_from"})
         names |= {lo, hi}
         params += [ir.Param(name=lo, type="string", required=False, max_length=10,
