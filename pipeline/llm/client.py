@@ -8,22 +8,20 @@
   by least-loaded routing (``pipeline.llm.endpoints``), and :meth:`LLMClient.map` for stages that have
   several independent requests to make;
 * a persistent SQLite response cache (``pipeline.llm.cache``); errors are recorded apart, never served;
-* token and time accounting per call, per stage and per run (``client.usage``).
+* token and time accounting per call, per stage and per run (``client.usage``; the records are in
+  ``pipeline.llm.replies``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import fcntl
 import json
 import random
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
@@ -32,11 +30,15 @@ from pydantic import BaseModel, ValidationError
 from pipeline.config import LLMSettings, default_home
 from pipeline.llm.cache import ResponseCache, cache_key
 from pipeline.llm.endpoints import Endpoint, Router, parse_retry_after
+from pipeline.llm.replies import Reply, Usage, format_validation, inline_refs, schema_of
 from pipeline.prompts import fill_section
 
 T = TypeVar("T", bound=BaseModel)
 X = TypeVar("X")
 R = TypeVar("R")
+
+__all__ = ["LLMClient", "LLMError", "LLMUnavailable", "Reply", "Usage", "completion_json", "encode_reply",
+           "inline_refs"]
 
 
 class LLMError(RuntimeError):
@@ -48,97 +50,6 @@ class LLMUnavailable(LLMError):
 
     Unlike a reply that never validated, this says nothing about the item being generated: stages let it
     propagate, and a run marks the item *failed* (retried by the next run), not *rejected*."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    content: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    cached: bool
-
-
-@dataclass
-class Usage:
-    """Thread-safe ledger of calls: totals per stage and for the run."""
-
-    records: list[tuple[str, Reply]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, stage: str, reply: Reply) -> None:
-        with self._lock:
-            self.records.append((stage, reply))
-
-    def by_stage(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        with self._lock:
-            for stage, r in self.records:
-                s = out.setdefault(
-                    stage, {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-                )
-                s["calls"] += 1
-                s["cached"] += int(r.cached)
-                s["prompt_tokens"] += r.prompt_tokens
-                s["completion_tokens"] += r.completion_tokens
-                s["seconds"] = round(s["seconds"] + r.seconds, 3)
-        return dict(sorted(out.items()))
-
-    def total(self) -> dict[str, float]:
-        tot = {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-        for s in self.by_stage().values():
-            for k in tot:
-                tot[k] += s[k]
-        tot["seconds"] = round(tot["seconds"], 3)
-        return tot
-
-
-_SCHEMAS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
-_SCHEMAS_LOCK = threading.Lock()
-
-
-def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    """``inline_refs(model.model_json_schema())``, once per model class (pydantic builds it anew on every
-    call: milliseconds, and the tester asks with the same class every turn). Callers must not mutate it."""
-    with _SCHEMAS_LOCK:
-        hit = _SCHEMAS.get(model)
-    if hit is None:
-        hit = inline_refs(model.model_json_schema())
-        with _SCHEMAS_LOCK:
-            _SCHEMAS[model] = hit
-    return hit
-
-
-def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Resolve ``$ref``/``$defs`` of a pydantic schema into one self-contained tree (grammar converters and
-    small servers handle that best); drops ``title`` noise."""
-    defs = schema.get("$defs", {})
-
-    def walk(node: Any, depth: int = 0, names: bool = False) -> Any:
-        if depth > 40:
-            raise ValueError("schema nests too deeply (recursive model?)")
-        if isinstance(node, dict):
-            if names:  # the keys of "properties" are field names (a field may be called "title")
-                return {k: walk(v, depth + 1) for k, v in node.items()}
-            if "$ref" in node:
-                name = node["$ref"].split("/")[-1]
-                merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
-                return walk(merged, depth + 1)
-            return {k: walk(v, depth + 1, names=(k == "properties")) for k, v in node.items()
-                    if k not in ("$defs", "title")}
-        if isinstance(node, list):
-            return [walk(v, depth + 1) for v in node]
-        return node
-
-    return walk(copy.deepcopy(schema))
-
-
-def _format_validation(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors()[:8]:
-        loc = ".".join(str(x) for x in e["loc"]) or "(reply)"
-        lines.append(f"- {loc}: {e['msg']}")
-    return "\n".join(lines)
 
 
 class _Retry(Exception):
@@ -222,7 +133,7 @@ class LLMClient:
     def structured_reply(
         self, response_model: type[T], messages: list[dict[str, Any]], *, stage: str, max_tokens: int = 1024
     ) -> tuple[T, Reply]:
-        schema = _schema_of(response_model)
+        schema = schema_of(response_model)
         msgs = list(messages)
         last_error = ""
         for _ in range(self.settings.validation_retries + 1):
@@ -231,7 +142,7 @@ class LLMClient:
             try:
                 return response_model.model_validate_json(reply.content), reply
             except ValidationError as e:
-                last_error = _format_validation(e)
+                last_error = format_validation(e)
                 msgs = msgs + [
                     {"role": "assistant", "content": reply.content},
                     {"role": "user", "content": fill_section("structured", "invalid", problems=last_error)},
