@@ -395,7 +395,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     cols = table_columns(conn, table)
     names = [c.name for c in cols if not c.auto_id]
     quoted = ", ".join(f'"{n}"' for n in names)
-    rows = conn.execute(f'SELECT {quoted} FROM "{table.name}" ORDER BY rowid').fetchall() if names else []
+    rows = conn.execute(f'SELECT {quoted} FROM "{table.name}"').fetchall() if names else []  # insertion order
     examples = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     seed = derive_seed(scenario, table.name)
     sets = key_sets(conn, table, names)

@@ -123,9 +123,11 @@ def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], s
         return Shape(fixed=[{} for _ in range(max(0, rng.randint(low, high) - examples))], refs=refs)
     primary = firsts[0].name
     low, high = settings.child_fanout
-    if (primary,) in sets:
+    used: set[Any] = set()
+    if (primary,) in sets:  # one row per parent at most; parents the examples name already have theirs
         low, high = min(low, 1), min(high, 1)
-    counts = [fanout(rng, low, high) for _ in refs[primary]]
+        used = {r[0] for r in conn.execute(f'SELECT "{primary}" FROM "{table.name}"')}
+    counts = [0 if key in used else fanout(rng, low, high) for key in refs[primary]]
     while sum(counts) > settings.child_rows_max:
         i = rng.randrange(len(counts))
         counts[i] = max(0, counts[i] - 1)
@@ -311,10 +313,10 @@ def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: V
     sql = f'INSERT INTO "{table.name}" ({quoted}) VALUES ({", ".join("?" for _ in names)})'
     taken = {s: set(taken_values(conn, table.name, s)) for s in sets}
     self_ref = {c.name: c.ref[1] for c in cols if c.ref is not None and c.ref[0] == table.name}
+    maker.references(shape.refs)
     refs = dict(shape.refs)
-    for name, key in self_ref.items():
+    for name, key in self_ref.items():  # a reference to the table itself: any row already in it, uniformly
         refs[name] = parent_keys(conn, table.name, key)
-    maker.references(refs)
     out, streak = Filled(), 0
     for fixed in shape.fixed:
         error = ""

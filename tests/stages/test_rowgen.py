@@ -137,7 +137,7 @@ def check_database(tables: tuple[ir.Table, ...], seed: tuple[ir.SeedRows, ...], 
     build_database(env, conn)
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     for t in tables:
-        for key in [*unique_sets(conn, t.name), tuple(t.natural_key)]:
+        for key in [*unique_sets(conn, t.name), *([tuple(t.natural_key)] if t.natural_key else [])]:
             cols = ", ".join(f'"{c}"' for c in key)
             known = " AND ".join(f'"{c}" IS NOT NULL' for c in key)
             dup = conn.execute(f'SELECT {cols}, COUNT(*) FROM "{t.name}" WHERE {known} GROUP BY {cols} '
@@ -318,3 +318,37 @@ def test_the_data_fixer_writes_examples_then_code_rows_again() -> None:
     assert rows is not None and rows.plan is not None and rows.plan.examples == 4
     assert len(client.requests) == 2 and len(rows.rows) > 100
     assert "Write 4 rows for table loans" in client.requests[0][0]["content"]
+
+
+def test_self_references_one_to_one_links_and_tables_without_rowid() -> None:
+    scenario = ir.Scenario(name="Trade workshop", description="Staff with skills, a manager and one badge each.")
+    tables = (
+        ir.Table(name="skills", ddl="CREATE TABLE skills (code TEXT PRIMARY KEY, label TEXT NOT NULL) STRICT, "
+                                    "WITHOUT ROWID"),
+        ir.Table(name="staff", ddl="CREATE TABLE staff (staff_id INTEGER PRIMARY KEY, name TEXT NOT NULL, manager_id "
+                                   "INTEGER REFERENCES staff(staff_id), skill TEXT REFERENCES skills(code), hired TEXT "
+                                   "NOT NULL) STRICT"),
+        ir.Table(name="badges", ddl="CREATE TABLE badges (badge_id INTEGER PRIMARY KEY, staff_id INTEGER NOT NULL "
+                                    "UNIQUE REFERENCES staff(staff_id), colour TEXT NOT NULL CHECK (colour IN "
+                                    "('red', 'blue'))) STRICT"))
+    crafts = ["Welding", "Plumbing", "Wiring", "Tiling", "Roofing", "Painting", "Glazing", "Joinery"]
+    client = fake_client([
+        {"rows": [["SK-01", "Welding"], ["SK-02", "Plumbing"], ["SK-03", "Wiring"]]},
+        {"locale": "de_DE", "columns": {"code": {"kind": "code", "pattern": "SK-###"},
+                                        "label": {"kind": "text_pool", "pool": crafts}}},
+        {"rows": [["Ann Lee", None, "SK-01", "2020-01-01"], ["Bo Chan", 1, "SK-02", "2021-03-04"],
+                  ["Cy Ode", 1, None, "2022-05-06"]]},
+        {"columns": {"name": {"kind": "person_name"}, "hired": {"kind": "date", "start": "2015-01-01",
+                                                               "end": "2025-12-31"}}},
+        {"rows": [[1, "red"], [2, "blue"], [3, "red"]]},
+        {"columns": {"colour": {"kind": "enum", "values": ["red", "blue"]}}},
+    ])
+    res = generate_seed(scenario, tables, client, BuildSettings(rows_per_table=3, rows_per_call=3,
+                                                                row_generators=True))
+    assert res.ok and res.rejections == ()
+    check_database(tables, res.value, scenario)
+    seed = {s.table: s.rows for s in res.value}
+    assert len(seed["skills"]) >= 100 and len(seed["staff"]) > 100 and len(seed["badges"]) > 20
+    managers = [r["manager_id"] for r in seed["staff"][3:]]
+    assert all(m is None or m < r["staff_id"] for m, r in zip(managers, seed["staff"][3:], strict=True))
+    assert next(s.plan for s in res.value if s.table == "staff").locale == "de_DE"
