@@ -69,17 +69,19 @@ class Choice(BaseModel):
     end: str | None = None
     after: str | None = None
     distribution: Literal["uniform", "normal", "skewed"] | None = None
-    values: list[str | int | float] | None = Field(default=None, max_length=VALUES_MAX)
-    weights: list[float] | None = Field(default=None, max_length=VALUES_MAX)
+    values: list[str | int | float] | None = Field(default=None, min_length=1, max_length=VALUES_MAX)
+    weights: list[float] | None = Field(default=None, min_length=1, max_length=VALUES_MAX)
     pattern: str | None = Field(default=None, max_length=40)
-    pool: list[str] | None = Field(default=None, max_length=POOL_MAX)
-    pool2: list[str] | None = Field(default=None, max_length=POOL_MAX)
+    pool: list[str] | None = Field(default=None, min_length=POOL_MIN, max_length=POOL_MAX)
+    pool2: list[str] | None = Field(default=None, min_length=3, max_length=POOL_MAX)
 
 
 def reply_model(table: str, columns: list[str], with_locale: bool) -> type[BaseModel]:
     """``{"locale"?, "columns": {<column>: Choice, ...}}`` with every asked column required (fields are aliased:
-    a column may be called ``json`` or ``copy``)."""
-    cols = create_model(f"Columns_{table}", **{f"c{i}": (Choice, Field(alias=n)) for i, n in enumerate(columns)},
+    a column may be called ``json`` or ``copy``); ``after`` names one of these columns."""
+    choice = create_model(f"Choice_{table}", after=(Literal[tuple(columns)] | None, None),  # type: ignore[valid-type,arg-type]
+                          __base__=Choice)
+    cols = create_model(f"Columns_{table}", **{f"c{i}": (choice, Field(alias=n)) for i, n in enumerate(columns)},
                         __base__=BaseModel)  # type: ignore[call-overload]
     fields: dict[str, Any] = {"columns": (cols, ...)}
     if with_locale:

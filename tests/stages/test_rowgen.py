@@ -248,7 +248,7 @@ def test_check_column_refuses_what_does_not_fit_the_column() -> None:
 def test_refused_choices_are_fed_back_and_a_good_reply_is_kept() -> None:
     bad = {"locale": "en_US", "columns": {
         "name": {"kind": "person_name"}, "email": {"kind": "integer", "min": 1, "max": 9},
-        "status": {"kind": "text_pool", "pool": ["on", "off"]}}}
+        "status": {"kind": "text_pool", "pool": ["on", "off", "away", "back", "gone", "new", "old", "lapsed"]}}}
     client = fake_client([MEMBER_ROWS, bad, MEMBERS_GEN])
     conn = _seeded([MEMBERS_DDL], "members", MEMBER_ROWS)
     made = rowgen.fill_table(SCENARIO, LIBRARY[0], conn, client, gen_settings())
