@@ -212,7 +212,7 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
     cap = capacity(g)
     if col.name in ctx.singles and cap is not None and cap < ctx.rows:
         return (f"no two rows may share a value here and the table gets {ctx.rows} rows, but {k} gives at most {cap} "
-                "different values (longer pools, a longer code pattern or a wider range give more)")
+                "different values (text_combo multiplies its two pools; a code with more '#' or a wider range gives more)")
     return None
 
 
