@@ -19,7 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
@@ -325,6 +333,28 @@ class TaskSettings(BaseModel):
     others."""
     overplan: float = Field(default=1.5, ge=1.0, le=5.0)
     """Chains planned per task wanted (some are lost to wording or proofs)."""
+    template_fallback: bool = False
+    """When the LLM's wording of a planned task still fails the lint after its repairs, code writes the request
+    from the plan's facts (``pipeline.stages.wording``, templates in ``prompts/wording.md``), so every proved plan
+    is kept; ``metadata.worded_by`` says ``llm`` or ``template``. With it the lint also accepts a value written
+    in an equivalent form (a date with its year in words, a number with separators), refuses text that speaks
+    about the request itself, and its feedback to the model holds no sentence a request could copy."""
+    template_language: str = Field(default="en", pattern=r"^[a-z]{2,3}$")
+    """Language of the requests code writes: the ``<key>_<language>`` sections of ``prompts/wording.md``
+    override the English ones."""
+    spread_bank: bool = False
+    """Spread the bank over the environment: every write tool in some task when a plan for it proves, and no
+    (shape, tool chain, asked column) repeated while another is left (``pipeline.stages.planner.next_chain``)."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Switches added after reports were written are left out of dumps while at their defaults, so a
+        report (and a run's fingerprint) made without them stays the same."""
+        data: dict[str, Any] = handler(self)
+        for name in ("template_fallback", "template_language", "spread_bank"):
+            if getattr(self, name) == type(self).model_fields[name].default:
+                data.pop(name, None)
+        return data
 
 
 class AgentSettings(BaseModel):

@@ -31,7 +31,9 @@ from pipeline.prompts import prompt_hashes
 from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section
-from pipeline.stages.planner import Chain, plan_chains, tool_op
+from pipeline.stages.planner import Chain, next_chain, plan_chains, tool_op
+from pipeline.stages.planner.keys import surrogate_columns
+from pipeline.stages.wording import request_from_plan, singular, speaks_about_itself, stated, without
 from verify import reward
 from verify.derive import Derivation, derive_verifier
 from verify.proofs import prove
@@ -76,38 +78,55 @@ def _template_chunks(facts: list[str], descriptions: Sequence[str] = (), min_wor
     return out
 
 
-def lint_request(env: Environment, chain: Chain, text: str) -> str | None:
+def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated, a value the chain needs
-    left out, a surrogate id or the answer given away. Language-independent: values, not word lists."""
+    left out, a surrogate id or the answer given away. Language-independent: values, not word lists.
+
+    ``plain`` (``[stages.tasks] template_fallback``): values are read as :func:`pipeline.stages.wording.stated`
+    reads them (equivalent written forms), text speaking about the request itself is refused, and the problems
+    are named as notes about the reply's ``user_request`` field, which a model cannot copy into a request
+    unnoticed (the lint refuses that word)."""
     norm = reward.normalize_text(text)
+    it = "user_request" if plain else "the request"
+    said = stated if plain else _stated
+    if plain and (phrase := speaks_about_itself(text)):
+        return f"{it} speaks about the request itself ({phrase!r}); keep only what the user says"
     for t in env.tools:
         d = reward.normalize_text(t.description)
         if len(d) > 12 and (d in norm or norm in d):
-            return f"the request repeats the description of tool {t.name}; write what this user wants"
+            return f"{it} repeats the description of tool {t.name}; write what this user wants"
     for t in env.tools:
         if "_" in t.name and t.name.lower() in text.lower():
-            return f"the request names the tool {t.name}; say what the user wants, not which tool to call"
+            return f"{it} names the tool {t.name}; say what the user wants, not which tool to call"
     for table in env.tables:
         if "_" in table.name and table.name.lower() in text.lower():
-            return f"the request names the table {table.name}; say it as the user would"
-    for table in env.tables:  # the planner's facts say "<table> row(s)"; users do not
-        if re.search(rf"\b{re.escape(reward.normalize_text(table.name))} rows?\b", norm):
-            return (f"the request speaks of {table.name} rows, the plan's wording; write it the way this user "
+            return f"{it} names the table {table.name}; say it as the user would"
+    for table in env.tables:  # the planner's facts say "<table> row(s)"; users do not (nor "<singular> row")
+        spaced = table.name.replace("_", " ")
+        forms = [table.name] + ([spaced, " ".join(spaced.split()[:-1] + [singular(spaced.split()[-1])])]
+                                if plain and spaced.strip() else [])
+        if any(re.search(rf"\b{re.escape(reward.normalize_text(f))} rows?\b", norm) for f in forms):
+            return (f"{it} speaks of {table.name} rows, the plan's wording; write it the way this user "
                     "would say it, in their own words")
     for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
         if chunk in norm:
-            return (f"the request copies the plan's wording ({chunk!r}); write the message the way this user "
+            return (f"{it} copies the plan's wording ({chunk!r}); write the message the way this user "
                     "would say it, in their own words")
-    missing = [v for v in chain.must_state if not _stated(text, v)]
+    missing = [v for v in chain.must_state if not said(text, v)]
+    if missing and plain:
+        dated = any(isinstance(v, str) and reward.dates_in(v) for v in missing)
+        return (f"{it} leaves out " + ", ".join(repr(v) for v in missing) + "; the user names each of them" +
+                (" (a date with its year)" if dated else ""))
     if missing:
         return "the request must state " + ", ".join(repr(v) for v in missing) + " exactly as written"
+    rest = without(text, chain.must_state) if plain else text
     for v in chain.hidden + chain.read_values():
         if v in chain.must_state or isinstance(v, bool):
             continue
-        if _stated(text, v):
+        if said(rest, v):
             if chain.answer is not None and v == chain.answer.get("value"):
-                return f"the request gives its answer away ({v!r}); ask for it instead"
-            return f"the request mentions {v!r}, an internal id users do not know; name things by what they are"
+                return f"{it} gives its answer away ({v!r}); ask for it instead"
+            return f"{it} mentions {v!r}, an internal id users do not know; name things by what they are"
     return None
 
 
@@ -209,12 +228,20 @@ def generate_tasks(
     initial_db: str | Path | None = None,
     settings: TaskSettings | None = None,
 ) -> StageResult[list[Task]]:
-    """Plan chains for ``n`` tasks, ask the LLM to word each, keep those that lint, replay and prove."""
+    """Plan chains for ``n`` tasks, ask the LLM to word each, keep those that lint, replay and prove.
+
+    ``settings.template_fallback``: a chain whose wording still fails after the LLM's repairs is worded by code
+    (:mod:`pipeline.stages.wording`); ``metadata.worded_by`` says which. ``settings.spread_bank``: the next chain
+    asked about is the one that puts a write tool no task uses yet into the bank, else whose (shape, tool chain,
+    asked column) the bank holds least (:func:`pipeline.stages.planner.next_chain`)."""
     settings = settings or TaskSettings()
     want = n or settings.n_tasks
+    budget = max(want, round(want * settings.overplan))
+    plain = settings.template_fallback
     with fresh(env, initial_db) as run:
-        chains = plan_chains(env, run, max(want, round(want * settings.overplan)), settings.tiers,
-                             initial_db=initial_db)
+        chains = plan_chains(env, run, budget, settings.tiers, initial_db=initial_db, spread=settings.spread_bank)
+        ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+    writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
     tasks: list[Task] = []
     rejections: list[Rejection] = []
     seen: set[str] = set()
@@ -245,6 +272,7 @@ def generate_tasks(
         chain = chains[i - 1]
         prov = _provenance(client, 0, {"plan": label_of(i)})
         answer = dict(chain.answer) if chain.answer is not None else None
+        extra = {"worded_by": "llm"} if plain else None
 
         def check(reply: Revision) -> tuple[Task | None, str | None]:
             key = (i, reply.user_request)
@@ -252,13 +280,13 @@ def generate_tasks(
                 hit = checked.get(key)
             if hit is not None:
                 return hit
-            problem = lint_request(env, chain, reply.user_request)
+            problem = lint_request(env, chain, reply.user_request, plain=plain)
             if problem:
                 found: tuple[Task | None, str | None] = (None, problem)
             else:
                 found = build_and_prove(env, chain.calls, reply.user_request, answer_field=None,
                                         initial_db=initial_db, provenance=prov, chain=chain, answer=answer,
-                                        seen=None if ahead else seen)
+                                        seen=None if ahead else seen, extra=extra)
             if ahead:
                 with drys_lock:
                     checked[key] = found
@@ -266,11 +294,28 @@ def generate_tasks(
 
         return ask_with_feedback(
             Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,
-            max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
-            feedback=lambda e: render_section("tasks", "feedback", error=e),
+            max_attempts=settings.max_attempts, max_tokens=settings.max_tokens, feedback=_feedback(plain),
         )
 
+    def by_template(i: int, dry: Derivation, attempts: int) -> tuple[Task | None, str, str | None]:
+        """Chain ``i`` worded by code: the task, or why not, and the request written."""
+        chain = chains[i - 1]
+        text = request_from_plan(chain, dry.changes, skip=ids, language=settings.template_language)
+        if text is None:
+            return None, "its facts have no plain wording", None
+        problem = lint_request(env, chain, text, plain=True)
+        if problem:
+            return None, problem, text
+        task, err = build_and_prove(env, chain.calls, text, answer_field=None, initial_db=initial_db,
+                                    provenance=_provenance(client, attempts, {"plan": label_of(i)}), chain=chain,
+                                    answer=dict(chain.answer) if chain.answer is not None else None, seen=seen,
+                                    extra={"worded_by": "template"})
+        return task, err or "", text
+
     sent: set[int] = set()
+    tried: set[int] = set()
+    bank: list[Chain] = []
+    worded = 0
 
     def send_ahead(i0: int) -> None:
         """With a client that sends requests ahead: word, in the background, the chains the loop will ask about
@@ -278,24 +323,31 @@ def generate_tasks(
         still wanted); the loop then asks them in order as before and finds the replies (and their checks) done."""
         if not getattr(client, "prefetches", False):
             return
-        need = want - len(tasks)
+        need = want - len(tasks) if writes is None else min(want - len(tasks), budget - worded)
         keys = set(seen)
-        for j in range(i0, len(chains) + 1):
-            if need <= 0:
-                break
+        will_try, will_bank = set(tried), list(bank)
+        j: int | None = i0
+        while j is not None and need > 0:
+            will_try.add(j)
             d = dry_run(j)
-            if d.error or d.verifier is None or _call_key(d.calls) in keys or _effect_key(d.verifier, d.calls) in keys:
-                continue
-            keys |= {_call_key(d.calls), _effect_key(d.verifier, d.calls)}
-            need -= 1
-            if j not in sent:
-                sent.add(j)
-                client.prefetch([functools.partial(word, j, True)])
+            if not (d.error or d.verifier is None or _call_key(d.calls) in keys or
+                    _effect_key(d.verifier, d.calls) in keys):
+                keys |= {_call_key(d.calls), _effect_key(d.verifier, d.calls)}
+                need -= 1
+                will_bank.append(chains[j - 1])
+                if j not in sent:
+                    sent.add(j)
+                    client.prefetch([functools.partial(word, j, True)])
+            j = next_chain(chains, will_try, will_bank, writes)
 
-    for i, chain in enumerate(chains, 1):
-        if len(tasks) >= want:
+    while len(tasks) < want:
+        i_next = next_chain(chains, tried, bank, writes)
+        if i_next is None or (writes is not None and worded >= budget):
             break
+        i = i_next
+        chain = chains[i - 1]
         send_ahead(i)
+        tried.add(i)
         label = label_of(i)
         dry = dry_run(i)
         if dry.error or dry.verifier is None:  # code finds this without asking the LLM for words
@@ -304,17 +356,36 @@ def generate_tasks(
             continue
         if _call_key(dry.calls) in seen or _effect_key(dry.verifier, dry.calls) in seen:
             continue
+        worded += 1
         out = word(i, False)
         replies += out.attempts
-        if out.value is None:
+        if out.value is not None:
+            task: Task | None = out.value.model_copy(
+                update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
+        elif plain:  # the plan is proved: write its request from its facts
+            task, why, text = by_template(i, dry, out.attempts)
+            if task is None:
+                rejections.append(Rejection(
+                    stage=STAGE, item=label, reason=f"{out.error or 'no task'}; written by code instead: {why}",
+                    evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages), "template": text,
+                              "calls": [describe_call(c) for c in chain.calls]}))
+                continue
+        else:
             rejections.append(Rejection(stage=STAGE, item=label, reason=out.error or "no task",
                                         evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages),
                                                   "calls": [describe_call(c) for c in chain.calls]}))
             continue
-        task = out.value.model_copy(update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
+        assert task is not None
         seen |= {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
         tasks.append(task)
+        bank.append(chain)
     return StageResult(tasks, tuple(rejections), attempts=replies)
+
+
+def _feedback(plain: bool) -> Any:
+    """What the model is told when its reply fails a check (``plain``: the wording prompt's section, which holds
+    no sentence a request could copy)."""
+    return lambda e: render_section("wording" if plain else "tasks", "feedback", error=e)
 
 
 def _last_reply(messages: tuple[dict[str, Any], ...]) -> str:
@@ -344,17 +415,21 @@ def revise_task(
             instruction=task.instruction, calls=calls, problem=problem)},
     ]
 
+    plain = settings.template_fallback
+    kept = _kept_metadata(task) | ({"worded_by": "llm"} if "worded_by" in task.metadata else {})
+
     def check(reply: Revision) -> tuple[Task | None, str | None]:
         if reply.user_request.strip() == task.instruction.strip():
             return None, "the request is unchanged; reword it"
+        if plain and (phrase := speaks_about_itself(reply.user_request)):
+            return None, f"user_request speaks about the request itself ({phrase!r}); keep only what the user says"
         prov = {**task.provenance, "revised": task.provenance.get("revised", 0) + 1, "revised_because": problem[:300]}
         return build_and_prove(env, list(task.reference_solution), reply.user_request, answer_field=answer_field,
-                               initial_db=initial_db, provenance=prov, answer=_typed(task),
-                               extra=_kept_metadata(task))
+                               initial_db=initial_db, provenance=prov, answer=_typed(task), extra=kept)
 
-    out = ask_with_feedback(Escalating(client, settings.retry_temperature), Revision, messages, check, stage=STAGE, max_attempts=settings.max_attempts,
-                            max_tokens=settings.max_tokens,
-                            feedback=lambda e: render_section("tasks", "feedback", error=e))
+    out = ask_with_feedback(Escalating(client, settings.retry_temperature), Revision, messages, check, stage=STAGE,
+                            max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
+                            feedback=_feedback(plain))
     if out.value is not None and "plan" in task.metadata:
         out_task = out.value.model_copy(update={"metadata": {**out.value.metadata, "plan": task.metadata["plan"]}})
         return out_task, None

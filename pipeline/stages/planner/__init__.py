@@ -3,24 +3,32 @@
 ``plan_chains(env, run, n, tiers)`` analyses the tools (``analysis``), finds each table's natural key
 (``keys``), instantiates every task shape on real rows (``shapes``), and picks ``n`` chains with the
 requested tier mix, deterministically. The LLM later only words the request (``pipeline.stages.tasks``).
+With ``spread``, every chain found is returned in that order, and :func:`next_chain` chooses which the bank
+takes next: a write tool no task uses yet first, then the least repeated (shape, tool chain, asked column).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from pipeline.ir import Environment
 from pipeline.stages.planner.analysis import ParamUse, ToolShape, analyse
-from pipeline.stages.planner.chains import Chain, Planner
+from pipeline.stages.planner.chains import Chain, Goal, Planner
 from pipeline.stages.planner.keys import NaturalKey, natural_keys
 from pipeline.stages.planner.ops import tool_op
 from pipeline.stages.planner.shapes import SHAPES
 from verify.replay import Run, fresh, play
 
-__all__ = ["Chain", "NaturalKey", "ParamUse", "Planner", "ToolShape", "make_planner", "natural_keys", "plan_chains",
-           "tool_op"]
+__all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ToolShape", "make_planner", "natural_keys",
+           "next_chain", "plan_chains", "tool_op"]
 
 MAX_PER_SHAPE = 24
+SPREAD_PER_KEY = 2
+"""With ``spread``: chains kept per (shape, tool chain, asked column), so that every write tool and column gets
+its own before one shape's first rows fill the pool."""
+SPREAD_PER_SHAPE = 96
 
 
 def make_planner(env: Environment, run: Run) -> Planner:
@@ -38,22 +46,26 @@ def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bo
         return run.error is None
 
 
-def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = None) -> dict[str, list[Chain]]:
-    """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order."""
+def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = None,
+               spread: bool = False) -> dict[str, list[Chain]]:
+    """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order
+    (``spread``: bounded per (shape, tool chain, asked column) rather than by the first rows found)."""
     out: dict[str, list[Chain]] = {}
     seen: set[str] = set()
     for gen in SHAPES.values():
         got: list[Chain] = []
+        per_key: Counter[tuple[str, tuple[str, ...], str]] = Counter()
         for s in range(3):
             for ch in gen(planner, seed + s):
                 sig = ch.signature()
-                if sig in seen:
+                if sig in seen or (spread and per_key[ch.spread_key] >= SPREAD_PER_KEY):
                     continue
                 seen.add(sig)
                 if not replays(planner.env, ch, initial_db):
                     continue
                 got.append(ch)
-                if len(got) >= MAX_PER_SHAPE:
+                per_key[ch.spread_key] += 1
+                if len(got) >= (SPREAD_PER_SHAPE if spread else MAX_PER_SHAPE):
                     break
         for ch in got:
             out.setdefault(ch.shape, []).append(ch)
@@ -61,11 +73,12 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
 
 
 def plan_chains(env: Environment, run: Run, n: int, tiers: dict[int, float], seed: int = 0,
-                initial_db: str | Path | None = None) -> list[Chain]:
+                initial_db: str | Path | None = None, spread: bool = False) -> list[Chain]:
     """``n`` chains (or as many as the environment allows) spread over shapes, with about ``tiers[t]`` of
-    them in tier ``t`` (shares; tiers that cannot be filled give their places to the others)."""
+    them in tier ``t`` (shares; tiers that cannot be filled give their places to the others). ``spread``: those
+    ``n`` first, then every other chain found, for :func:`next_chain` to choose from."""
     planner = make_planner(env, run)
-    pools = candidates(planner, seed, initial_db)
+    pools = candidates(planner, seed, initial_db, spread)
     by_tier: dict[int, list[list[Chain]]] = {}
     for shape in sorted(pools):
         for t in (1, 2, 3):
@@ -80,7 +93,31 @@ def plan_chains(env: Environment, run: Run, n: int, tiers: dict[int, float], see
     if len(picked) < n:  # fill from whatever is left, deeper tiers first
         for t in (3, 2, 1):
             picked += _round_robin(by_tier.get(t, []), n - len(picked), picked)
+    if spread:
+        for t in (3, 2, 1):
+            picked += _round_robin(by_tier.get(t, []), sum(map(len, pools.values())), picked)
+        return picked
     return picked[:n]
+
+
+def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[Chain],
+               writes: Collection[str] | None = None) -> int | None:
+    """The 1-based index of the chain to try next for a bank that holds ``bank``, among those not ``tried``.
+    Without ``writes``: the first. With the environment's write tools: one that brings a write tool no chain
+    of the bank uses, else one whose (shape, tool chain, asked column) the bank holds least, then whose
+    (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties)."""
+    left = [i for i in range(1, len(chains) + 1) if i not in tried]
+    if writes is None or not left:
+        return left[0] if left else None
+    uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
+    keys = Counter(ch.spread_key for ch in bank)
+    pairs = Counter(ch.spread_key[:2] for ch in bank)
+
+    def rank(i: int) -> tuple[bool, int, int, int]:
+        ch = chains[i - 1]
+        return (not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
+
+    return min(left, key=rank)
 
 
 def _round_robin(groups: list[list[Chain]], k: int, taken: list[Chain]) -> list[Chain]:

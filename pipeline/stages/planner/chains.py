@@ -35,6 +35,41 @@ from verify.state import TableInfo, qi
 MAX_DEPTH = 3
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
+Named = tuple[tuple[str, Any], ...]
+"""How a user names a row: ``(("table.column", value), ...)`` (its natural key, parents' keys included)."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal of a chain as data, for a request written by code (``pipeline.stages.wording``) and for telling
+    chains apart (the column a goal asks about or sets)."""
+
+    kind: str
+    """``lookup``, ``count``, ``total``, ``create``, ``child`` (a new row of the row created just before),
+    ``update``, ``delete``, ``decide_update`` or ``decide_delete`` (a write on the row chosen among ``items``)."""
+    table: str
+    """The table asked about or written; for ``count`` and ``total``, the table of the named row."""
+    named: Named = ()
+    """How the user names the row the goal is about (empty for a new row)."""
+    owner: str = ""
+    """The table of the row ``named`` names when it is not ``table`` (a loan named through its book)."""
+    asked: str = ""
+    """The column asked (``lookup``), summed (``total``) or chosen by (``decide_*``)."""
+    values: Named = ()
+    """New values: (column or parameter, value)."""
+    refs: tuple[tuple[str, str, Named], ...] = ()
+    """Existing rows a new row points at: (column, their table, how the user names them)."""
+    items: str = ""
+    """What is counted or chosen among (a table); empty when the tool lists only some of them (no plain words)."""
+    which: str = ""
+    """``highest`` or ``lowest`` (``decide_*``)."""
+    key: tuple[Any, ...] = ()
+    """The primary key of the row a write changes, to find its changes when it takes no new value."""
+
+    @property
+    def column(self) -> str:
+        return self.asked or ",".join(sorted([c for c, _ in self.values] + [c for c, _, _ in self.refs]))
+
 
 @dataclass
 class Chain:
@@ -49,6 +84,18 @@ class Chain:
     answer: dict[str, Any] | None = None
     sources: list[dict[str, str]] = field(default_factory=list)
     """Per call: argument -> ``stated`` or ``$N.field`` (read from call N)."""
+    goals: list[Goal] = field(default_factory=list)
+    """What the user wants, as data (the facts' content)."""
+
+    @property
+    def asked(self) -> str:
+        """The columns the chain asks about or sets, goal by goal."""
+        return "/".join(g.column for g in self.goals)
+
+    @property
+    def spread_key(self) -> tuple[str, tuple[str, ...], str]:
+        """(shape, tool chain, asked column): a bank repeats one only when no other is left."""
+        return self.shape, tuple(c.tool for c in self.calls), self.asked
 
     @property
     def steps(self) -> int:
@@ -139,6 +186,24 @@ class Planner:
 
     def describe(self, table: str, row: dict[str, Any]) -> list[tuple[str, Any]] | None:
         return describe(self.conn, self.infos, self.keys, table, row)
+
+    def named(self, table: str, row: dict[str, Any], desc: list[tuple[str, Any]], stated: list[Any]) -> Named:
+        """``desc`` and the other ``stated`` values that name ``row``, each labelled by the column of the row (or
+        of a parent row) that holds it; a value no column holds is left out (a request states it anyway)."""
+        out = list(desc)
+        for v in stated:
+            if isinstance(v, bool) or any(v == w for _, w in out):
+                continue
+            holders = [(table, row)] + [par for c, _, _ in self.infos[table].foreign_keys
+                                        if (par := self.parent(table, c, row.get(c))) is not None]
+            label = next((f"{t}.{c}" for t, r in holders for c, w in r.items()
+                          if w == v and not isinstance(w, bool) and not self.is_surrogate((t, c))), None)
+            if label is not None:
+                out.append((label, v))
+        return tuple(out)
+
+    def row_key(self, table: str, row: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(row.get(k) for k in self.infos[table].key)
 
     # ------------------------------------------------------------ reaching a row
 

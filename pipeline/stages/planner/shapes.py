@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Set
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from pipeline.ir import ToolCall
-from pipeline.stages.planner.chains import _DATE, Chain, Planner, _shift, _valid, answer_type, fact_text
+from pipeline.stages.planner.chains import (
+    _DATE,
+    Chain,
+    Goal,
+    Named,
+    Planner,
+    _shift,
+    _valid,
+    answer_type,
+    fact_text,
+)
+from pipeline.stages.planner.values import enum_of, new_value, plain_value, unique_cols
 from verify.state import qi
 
 MAX_OTHERS = 40
@@ -19,89 +29,17 @@ def _others(p: Planner, table: str, col: str, expected: Any, stated: list[Any]) 
     return [v for v in vals if v != expected and v not in stated and isinstance(v, str)][:MAX_OTHERS]
 
 
-def _enum(p: Planner, table: str, col: str) -> list[Any] | None:
-    for t in p.env.tools:
-        for prm in t.params:
-            if prm.enum and p.shapes[t.name].column_of(prm.name) == (table, col):
-                return list(prm.enum)
-    return None
-
-
-def _new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique: bool) -> Any | None:
-    """A value for ``table.col`` that differs from ``current`` and fits the parameter."""
-    enum = list(param.enum or []) or (_enum(p, table, col) or [])
-    if enum:
-        others = [e for e in enum if e != current]
-        return others[0] if others else None
-    if param.type == "boolean":
-        return not bool(current)
-    if isinstance(current, bool):
-        return not current
-    if isinstance(current, int):
-        cand = current + 3 if param.maximum is None or current + 3 <= param.maximum else current - 1
-        return cand if cand != current else None
-    if isinstance(current, float):
-        return round(current + 1.5, 2)
-    if isinstance(current, str) and _DATE.match(current):
-        from datetime import date, timedelta
-
-        try:
-            d = date.fromisoformat(current[:10]) + timedelta(days=7)
-        except ValueError:
-            return None
-        return d.isoformat() + current[10:]
-    if isinstance(current, str):
-        if not unique:
-            vals = [r[0] for r in p.conn.execute(
-                f"SELECT DISTINCT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL AND {qi(col)} != ? ORDER BY 1 LIMIT 1",
-                (current,))]
-            if vals:
-                return vals[0]
-        taken = {r[0] for r in p.conn.execute(f"SELECT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL")}
-        return _fresh_text(current, taken)
-    return None
-
-
-def _plain_value(param: Any) -> Any:
-    """A value for a parameter that is not a column value: the first enum value, or a small number."""
-    if param.enum:
-        return param.enum[0]
-    if param.type in ("integer", "number"):
-        lo = param.minimum if param.minimum is not None else 1
-        v = max(lo, min(7, param.maximum if param.maximum is not None else 7))
-        return int(v) if param.type == "integer" else float(v)
-    return None
-
-
-_DIGITS = re.compile(r"\d+")
-
-
-def _fresh_text(value: str, taken: Set[Any] = frozenset()) -> str:
-    """A value like ``value`` that no row has: a code or number with its last digits moved on (``K-004`` ->
-    ``K-005``, ``555-0101`` -> ``555-0102``), an address with a 2 in its local part, else a second of a name."""
-    runs = list(_DIGITS.finditer(value))
-    if runs:
-        m = runs[-1]
-        for step in range(1, 200):
-            digits = str(int(m.group()) + step).zfill(len(m.group()))
-            cand = value[:m.start()] + digits + value[m.end():]
-            if cand not in taken:
-                return cand
-    if "@" in value:
-        local, _, domain = value.partition("@")
-        return f"{local}2@{domain}"
-    return f"{value} II"
-
-
-def _unique_cols(p: Planner, table: str) -> set[str]:
-    from pipeline.stages.planner.keys import _unique_columns
-
-    return {c for cols in _unique_columns(p.conn, table) if len(cols) == 1 for c in cols}
-
-
 def _gist(tool: Any) -> str:
     """What a list tool gives, in its own description's words (the rows it lists may be filtered)."""
     return '"' + tool.description.strip().rstrip(".") + '"'
+
+
+def _lists_all(p: Planner, table: str, parent: str, parent_id: Any, n: int) -> bool:
+    """Whether ``n`` is the number of all the rows of ``table`` that point at a row of ``parent``: a list of
+    them counts what "the <table> of that <parent>" says plainly."""
+    return any(p.conn.execute(f"SELECT count(*) FROM {qi(table)} WHERE {qi(c)} = ?", (parent_id,)).fetchone()[0] == n
+               for c, pt, pc in p.infos[table].foreign_keys if pt == parent and (pc or p.infos[pt].key[0]) ==
+               p.infos[pt].key[0])
 
 
 def _rotate(rows: list[Any], k: int) -> list[Any]:
@@ -130,14 +68,15 @@ def lookups(p: Planner, seed: int) -> Iterator[Chain]:
                 calls, sources, stated, _field = got
                 if any(v == value for v in stated):
                     continue
-                kind = answer_type(info, col, value, _enum(p, table, col))
+                kind = answer_type(info, col, value, enum_of(p, table, col))
                 stated_all = [v for _, v in desc] + [v for v in stated if v not in [d for _, d in desc]]
                 answer = {"type": kind, "value": value, "stated": [str(v) for v in stated_all]}
                 if kind in ("text", "enum"):
                     answer["others"] = _others(p, table, col, value, stated_all)
                 yield Chain("lookup", calls, [f"Ask for the {col.replace('_', ' ')} of the {table} row with "
                                               f"{fact_text(desc)}."],
-                            must_state=stated_all, hidden=[value], answer=answer, sources=sources)
+                            must_state=stated_all, hidden=[value], answer=answer, sources=sources,
+                            goals=[Goal("lookup", table, p.named(table, row, desc, stated), asked=col)])
                 break
 
 
@@ -186,11 +125,13 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                 kind = "" if counted == t and len(result) == p.conn.execute(
                     f"SELECT count(*) FROM {qi(t)} WHERE {qi(c)} = ?", (arow[akey],)).fetchone()[0] \
                     else f" there are of this kind: {_gist(tool)}"
+                named = p.named(anchor_table, arow, desc, stated)
+                items = counted if not kind or _lists_all(p, counted, anchor_table, arow[akey], len(result)) else ""
                 yield Chain("aggregate", full, [f"Ask how many {counted} rows{kind or ' there are'}, for the "
                                                 f"{anchor_table} row with {fact_text(desc)}."],
                             must_state=stated_all, hidden=[len(result)],
                             answer={"type": "number", "value": len(result), "stated": [str(v) for v in stated_all]},
-                            sources=srcs)
+                            sources=srcs, goals=[Goal("count", anchor_table, named, asked="*", items=items)])
                 numeric = [k for k, v in result[0].items() if isinstance(v, int | float) and not isinstance(v, bool)
                            and all(isinstance(r.get(k), int | float) for r in result)
                            and not p.is_surrogate(shape.outputs.get(k) or ("", ""))]
@@ -202,15 +143,29 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                                                     f"rows{kind}, for the {anchor_table} row with {fact_text(desc)}."],
                                 must_state=stated_all, hidden=[total],
                                 answer={"type": "number", "value": total, "stated": [str(v) for v in stated_all]},
-                                sources=srcs)
+                                sources=srcs, goals=[Goal("total", anchor_table, named, asked=k, items=items)])
                 break
 
 
 # ---------------------------------------------------------------- writes
 
 
+class WriteArgs(NamedTuple):
+    calls: list[ToolCall]
+    """Lookups the write needs first."""
+    sources: list[dict[str, str]]
+    stated: list[Any]
+    args: dict[str, Any]
+    src: dict[str, str]
+    facts: list[str]
+    values: list[tuple[str, Any]]
+    """New values as data: (column or parameter, value)."""
+    refs: list[tuple[str, str, Named]]
+    """Existing rows a new value points at: (column, table, how the user names the row)."""
+
+
 def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, Any] | None, creating: bool,
-                seed: int, preset: dict[str, tuple[Any, str]] | None = None) -> tuple[list[ToolCall], list[dict[str, str]], list[Any], dict[str, Any], dict[str, str], list[str]] | None:
+                seed: int, preset: dict[str, tuple[Any, str]] | None = None) -> WriteArgs | None:
     """Arguments of a write tool for ``row`` (update/delete) or a new row (create)."""
     calls: list[ToolCall] = []
     sources: list[dict[str, str]] = []
@@ -218,7 +173,9 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     args: dict[str, Any] = {}
     src: dict[str, str] = {}
     facts: list[str] = []
-    uniq = _unique_cols(p, table)
+    values: list[tuple[str, Any]] = []
+    refs: list[tuple[str, str, Named]] = []
+    uniq = unique_cols(p, table)
     template = _rotate(p.rows(table), seed)[0] if creating and p.rows(table) else None
     for prm in tool.params:
         if preset and prm.name in preset:  # a value read by an earlier call of the chain
@@ -279,10 +236,11 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 args[prm.name] = prow[fk[0][1] or p.infos[parent_table].key[0]]
                 src[prm.name] = f"${len(calls)}.{s_field}"
                 facts.append(f"{c.replace('_', ' ')}: the {parent_table} row with {fact_text(pdesc)}")
+                refs.append((c, parent_table, p.named(parent_table, prow, pdesc, s_stated)))
                 continue
             current = (row or template or {}).get(c)
             if not use.direct:  # the parameter only feeds an expression (``date(:now, '+' || :days || ' days')``)
-                value = _plain_value(prm)
+                value = plain_value(prm)
                 if value is None:
                     if prm.required:
                         return None
@@ -291,14 +249,15 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 src[prm.name] = "stated"
                 stated.append(value)
                 facts.append(f"{prm.name.replace('_', ' ')} {value!r}")
+                values.append((prm.name, value))
                 continue
             if creating:
                 value = current if current is not None and c not in uniq and not (
-                    p.keys.get(t) and c in p.keys[t].columns) else _new_value(p, t, c, current, prm, True)
+                    p.keys.get(t) and c in p.keys[t].columns) else new_value(p, t, c, current, prm, True)
                 if value is None and current is not None:
                     value = current
             else:
-                value = _new_value(p, t, c, current, prm, c in uniq)
+                value = new_value(p, t, c, current, prm, c in uniq)
             if value is None:
                 if prm.required:
                     return None
@@ -307,12 +266,13 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
             src[prm.name] = "stated"
             stated.append(value)
             facts.append(f"{c.replace('_', ' ')} {value!r}")
+            values.append((c, value))
         elif prm.required:
             return None
     ok, _ = _valid(tool, args)
     if not ok or any(q.required and q.name not in args for q in tool.params):
         return None
-    return calls, sources, stated, args, src, facts
+    return WriteArgs(calls, sources, stated, args, src, facts, values, refs)
 
 
 def _subject(p: Planner, shape: Any, tool: Any) -> str | None:
@@ -340,10 +300,11 @@ def writes(p: Planner, seed: int) -> Iterator[Chain]:
             got = _write_args(p, tool, shape, table, None, True, seed)
             if got is None:
                 continue
-            calls, sources, stated, args, src, facts = got
+            calls, sources, stated, args, src, facts = got[:6]
             yield Chain("create", calls + [ToolCall(tool=name, arguments=args)],
                         [f"Create a new {table} row: " + "; ".join(facts) + "."],
-                        must_state=stated, sources=sources + [src], hidden=[])
+                        must_state=stated, sources=sources + [src], hidden=[],
+                        goals=[Goal("create", table, values=tuple(got.values), refs=tuple(got.refs))])
             continue
         subject = _subject(p, shape, tool)
         if subject is None or subject not in p.infos:
@@ -355,15 +316,19 @@ def writes(p: Planner, seed: int) -> Iterator[Chain]:
             got = _write_args(p, tool, shape, subject, row, False, seed)
             if got is None:
                 continue
-            calls, sources, stated, args, src, facts = got
+            calls, sources, stated, args, src, facts = got[:6]
+            new = [v for _, v in got.values]
+            named = p.named(subject, row, desc, [v for v in stated if v not in new])
             for _, v in desc:
                 if v not in stated:
                     stated.append(v)
             change = "; ".join(facts)
             what = f"{tool.description.rstrip('.')}, for the {subject} row with {fact_text(desc)}"
+            goal = Goal(shape.op, table, named, owner=subject if subject != table else "", values=tuple(got.values),
+                        refs=tuple(got.refs), key=p.row_key(table, row) if subject == table else ())
             yield Chain(shape.op, calls + [ToolCall(tool=name, arguments=args)],
                         [what + (f": {change}." if change else ".")],
-                        must_state=stated, sources=sources + [src], hidden=[])
+                        must_state=stated, sources=sources + [src], hidden=[], goals=[goal])
 
 
 def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
@@ -378,7 +343,7 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
         first = _write_args(p, p.env.tool(pname), ps, ps.target, None, True, seed)
         if first is None or first[0]:
             continue
-        _, _, stated1, args1, src1, facts1 = first
+        _, _, stated1, args1, src1, facts1 = first[:6]
         new_id = p.conn.execute(f"SELECT COALESCE(MAX(rowid), 0) + 1 FROM {qi(ps.target)}").fetchone()[0]
         for cname in sorted(p.shapes):
             cs = p.shapes[cname]
@@ -394,7 +359,7 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
                                 preset={link[0].name: (new_id, f"$1.{id_field}")})
             if child is None:
                 continue
-            calls2, sources2, stated2, args2, src2, facts2 = child
+            calls2, sources2, stated2, args2, src2, facts2 = child[:6]
             # the lookups the child needs come after the first create: shift their references by one call
             calls_mid = calls2
             sources_mid = [{k: _shift(v, 1) for k, v in s_.items()} for s_ in sources2]
@@ -404,7 +369,9 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
                         [f"Create a new {ps.target} row: " + "; ".join(facts1) + ",",
                          f"then a new {cs.target} row that belongs to it: " + "; ".join(facts2) + "."],
                         must_state=stated1 + [v for v in stated2 if v not in stated1], hidden=[new_id],
-                        sources=[src1] + sources_mid + [src2])
+                        sources=[src1] + sources_mid + [src2],
+                        goals=[Goal("create", ps.target, values=tuple(first.values), refs=tuple(first.refs)),
+                               Goal("child", cs.target, values=tuple(child.values), refs=tuple(child.refs))])
             break
 
 
@@ -445,14 +412,17 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                                   preset={id_param: (row[pk], f"${len(agg.calls)}.{pk_field}")})
                 if got is None or got[0]:
                     continue
-                _calls, _src, stated_w, args, src, facts = got
+                _calls, _src, stated_w, args, src, facts = got[:6]
                 which = "highest" if high else "lowest"
                 change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
                 yield Chain("decide_write", agg.calls + [ToolCall(tool=wname, arguments=args)],
                             [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are", " rows"),
                              f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],
                             must_state=agg.must_state + [v for v in stated_w if v not in agg.must_state],
-                            hidden=[row[pk]], sources=agg.sources + [src])
+                            hidden=[row[pk]], sources=agg.sources + [src],
+                            goals=[Goal("decide_" + ws.op, listed, agg.goals[0].named, owner=agg.goals[0].table, asked=k,
+                                        values=tuple(got.values), refs=tuple(got.refs), items=agg.goals[0].items,
+                                        which=which, key=p.row_key(listed, row))])
                 break
             break
 
@@ -469,7 +439,8 @@ def compounds(p: Planner, seed: int) -> Iterator[Chain]:
             yield Chain("compound", a.calls + b.calls, a.facts + ["In the same message, also: " + b.facts[0]],
                         must_state=a.must_state + [v for v in b.must_state if v not in a.must_state],
                         hidden=a.hidden + b.hidden,
-                        sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources])
+                        sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources],
+                        goals=a.goals + b.goals)
             break
 
 

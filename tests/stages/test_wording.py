@@ -1,0 +1,183 @@
+"""No planned task lost to wording (``[stages.tasks] template_fallback``): how the lint reads written values, its
+refusal of text about the request itself, and requests written by code when the LLM's wording keeps failing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from pipeline import prompts
+from pipeline.llm import fake_client
+from pipeline.prompts import render_section
+from pipeline.settings import TaskSettings, VerifySettings
+from pipeline.stages.planner import plan_chains
+from pipeline.stages.tasks import generate_tasks, lint_request, revise_task
+from pipeline.stages.wording import numbers, request_from_plan, speaks_about_itself, stated
+from tests.fixtures.brewery import brewery_env
+from tests.fixtures.library import library_env
+from verify.replay import fresh
+
+BAD = {"user_request": "Please handle the batch brewed on January 14th for me, thanks a lot."}
+
+
+def _must(messages) -> str:
+    return re.search(r"exactly as written: (.*)", messages[1]["content"]).group(1)
+
+
+def echo(messages) -> dict:
+    return {"user_request": f"Please do this for me, about {_must(messages)}."}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("Which kegs came from the batch of January 14, 2026?", "2026-01-14"),
+    ("Which kegs came from the batch of 14 January 2026?", "2026-01-14"),
+    ("Which kegs came from the batch of Jan 14th, 2026?", "2026-01-14"),
+    ("Which kegs came from the batch of the 14th of January, 2026?", "2026-01-14"),
+    ("Which kegs came from the batch of 2026-01-14?", "2026-01-14"),
+    ("It was borrowed on January 10, 2026 at 11:00.", "2026-01-10T11:00:00"),
+    ("The batch holds 1,250 liters.", 1250),
+    ("The batch holds 1250.00 liters.", 1250),
+    ("The order total is $1,250.00.", 1250.0),
+    ("Set the price to 12.50 please.", 12.5),
+    ("The code on the label reads 1,250.", "1250"),
+    ("The price tag says 12.50.", "12.5"),
+])
+def test_an_equivalent_written_form_states_the_value(text: str, value) -> None:
+    assert stated(text, value)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("Which kegs came from the batch of January 14th?", "2026-01-14"),  # no year: not recoverable
+    ("Which kegs came from the batch of January 15, 2026?", "2026-01-14"),
+    ("It was borrowed on January 10, 2026.", "2026-01-10T11:00:00"),  # the time is left out
+    ("It was borrowed on January 10, 2026 at 12:00.", "2026-01-10T11:00:00"),
+    ("The batch holds 1,251 liters.", 1250),
+    ("Room 7 please.", "007"),  # a text value that is not a plain number must be written as it is
+    ("The price tag says 12.5.", "12.50"),
+    ("Which kegs came from the batch of January 14, 2026?", 14),  # numbers inside a date are not numbers
+])
+def test_a_form_that_does_not_give_the_value_back_exactly_does_not_state_it(text: str, value) -> None:
+    assert not stated(text, value)
+
+
+def test_numbers_leave_out_dates() -> None:
+    assert numbers("On 14 January 2026 we brewed 900 liters, on 2026-01-21 another 1,100.") == [900.0, 1100.0]
+
+
+@pytest.mark.parametrize("text", [
+    "How many loans does Alice Park have? Please note that the request must state '2026-01-08' exactly as written.",
+    "¿Cuántos préstamos tiene Alice Park? (as written)",
+    "Wie viele Ausleihen hat Alice Park? The message must include 'Alice Park'.",
+    "Combien d'emprunts a Alice Park ? Le user_request doit nommer 'Alice Park'.",
+])
+def test_text_about_the_request_itself_is_refused_in_any_language(text: str) -> None:
+    assert speaks_about_itself(text)
+    env = library_env()
+    with fresh(env) as run:
+        chain = plan_chains(env, run, 12, {1: 0.3, 2: 0.4, 3: 0.3})[0]
+    assert "speaks about the request itself" in lint_request(env, chain, text, plain=True)
+
+
+def test_the_feedback_sent_to_the_model_cannot_be_copied_into_a_request() -> None:
+    env = library_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 12, {2: 1.0}) if c.shape == "lookup")
+    problem = lint_request(env, chain, "When is my book due?", plain=True)
+    assert problem and "must state" not in problem and "as written" not in problem
+    feedback = render_section("wording", "feedback", error=problem)
+    copied = "When is it due for " + ", ".join(map(str, chain.must_state)) + "? " + feedback
+    assert "speaks about the request itself" in lint_request(env, chain, copied, plain=True)
+
+
+def test_a_date_in_words_passes_the_plain_lint_only_with_its_year() -> None:
+    env = brewery_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 30, {1: 0.3, 2: 0.4, 3: 0.3})
+                     if c.shape == "create" and "2026-01-07" in c.must_state)
+    words = [re.sub(r"2026-01-07", "January 7, 2026", repr(v) if isinstance(v, str) else str(v))
+             for v in chain.must_state]
+    assert lint_request(env, chain, "Please record this new batch: " + ", ".join(words) + ".", plain=True) is None
+    no_year = [w.replace("January 7, 2026", "January 7th") for w in words]
+    assert "leaves out '2026-01-07'" in lint_request(env, chain, "Please record: " + ", ".join(no_year) + ".",
+                                                     plain=True)
+
+
+@pytest.mark.parametrize("make_env", [library_env, brewery_env])
+def test_a_wording_that_keeps_failing_ends_as_a_template_that_passes_the_lint(make_env) -> None:
+    env = make_env()
+    settings = TaskSettings(max_attempts=2, template_fallback=True)
+    res = generate_tasks(env, fake_client([BAD] * 200), n=8, settings=settings)
+    assert len(res.value) == 8, res.rejections
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 12, settings.tiers)  # the plan generate_tasks made (8 tasks * overplan)
+    for t in res.value:
+        assert t.metadata["worded_by"] == "template"
+        assert t.provenance["llm_replies"] >= 1
+        assert not any(tool.name in t.instruction for tool in env.tools)
+        assert not any(table.name in t.instruction for table in env.tables if "_" in table.name)
+        assert not speaks_about_itself(t.instruction)
+        chain = chains[int(re.match(r"task (\d+) ", t.provenance["plan"]).group(1)) - 1]
+        assert chain.calls == list(t.reference_solution)
+        # the same lint as the LLM's words: every value stated, no id, not the answer
+        assert lint_request(env, chain, t.instruction, plain=True) is None, t.instruction
+    # without the switch the same replies keep no task: every plan is lost to wording
+    assert generate_tasks(env, fake_client([BAD] * 200), n=8, settings=TaskSettings(max_attempts=2)).value == []
+
+
+def test_a_wording_the_lint_accepts_stays_the_llms() -> None:
+    env = library_env()
+    res = generate_tasks(env, fake_client([echo] * 40), n=4,
+                         settings=TaskSettings(max_attempts=1, template_fallback=True))
+    assert len(res.value) == 4 and {t.metadata["worded_by"] for t in res.value} == {"llm"}
+    assert all(t.instruction.startswith("Please do this for me") for t in res.value)
+    # rewording a task by the LLM makes it the LLM's
+    template = generate_tasks(env, fake_client([BAD] * 40), n=1,
+                              settings=TaskSettings(max_attempts=1, template_fallback=True)).value[0]
+    revised, err = revise_task(env, template, "the tester misread it", fake_client(
+        [{"user_request": template.instruction + " Thank you!"}]), settings=TaskSettings(template_fallback=True))
+    assert revised is not None, err
+    assert revised.metadata["worded_by"] == "llm"
+
+
+def test_without_the_switch_tasks_carry_no_worded_by_and_settings_dump_as_before() -> None:
+    env = library_env()
+    res = generate_tasks(env, fake_client([echo] * 10), n=2, settings=TaskSettings(max_attempts=1))
+    assert all("worded_by" not in t.metadata for t in res.value)
+    dumped = VerifySettings().model_dump(mode="json")["tasks"]
+    assert not {"template_fallback", "template_language", "spread_bank"} & set(dumped)
+    on = TaskSettings(template_fallback=True, spread_bank=True).model_dump(mode="json")
+    assert on["template_fallback"] is True and on["spread_bank"] is True
+
+
+@pytest.fixture
+def french_prompts(tmp_path, monkeypatch):
+    """The prompts with a French template for lookups (``lookup_fr``; the other keys fall back to English)."""
+    for p in prompts.PROMPTS_DIR.glob("*.md"):
+        shutil.copy(p, tmp_path / p.name)
+    with open(tmp_path / "wording.md", "a", encoding="utf-8") as f:
+        f.write("\n## lookup_fr\nQuel est le champ $asked de $what ?\n\n## what_fr\nla fiche $thing avec $named\n")
+    monkeypatch.setattr(prompts, "PROMPTS_DIR", tmp_path)
+    prompts.load.cache_clear()
+    yield
+    prompts.load.cache_clear()
+
+
+def test_a_scenario_in_another_language_overrides_the_templates(french_prompts) -> None:
+    env = library_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 12, {1: 1.0}) if c.shape == "lookup" and c.steps == 1)
+    text = request_from_plan(chain, language="fr")
+    assert text is not None and text.startswith("Quel est le champ ") and "la fiche " in text
+    assert lint_request(env, chain, text, plain=True) is None
+    assert request_from_plan(chain).startswith("What is the ")
+
+
+def test_the_plain_lint_refuses_rows_in_the_singular_too() -> None:
+    env = brewery_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 12, {1: 1.0}) if c.shape == "lookup")
+    values = ", ".join(map(str, chain.must_state))
+    assert "speaks of batches rows" in lint_request(env, chain, f"Which batch row is it, for {values}?", plain=True)
+    assert lint_request(env, chain, f"Which batch row is it, for {values}?") is None  # unchanged without the switch
