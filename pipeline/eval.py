@@ -29,9 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from pipeline.envdir import EnvDirError, load_env_dir
+from pipeline.catalog import CatalogError, load_catalog
 from pipeline.hashing import canonical_json, content_hash
 from pipeline.ir import Environment, Task
 from pipeline.settings import EvalSettings as EvalSettings
@@ -72,53 +70,19 @@ def task_hash(task: Task) -> str:
 # ---------------------------------------------------------------- inputs
 
 
-def _env_dirs(source: Path) -> list[Path]:
-    if (source / "env.json").is_file():
-        return [source]
-    envs = source / "envs"
-    dirs = sorted(p for p in envs.iterdir() if (p / "env.json").is_file()) if envs.is_dir() else []
-    if not dirs:
-        raise EvalError(f"{source}: neither an environment directory (env.json) nor a catalog (envs/*/env.json)")
-    return dirs
-
-
-def _bank(path: Path) -> list[Task]:
-    tasks = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                tasks.append(Task.model_validate_json(line))
-            except ValidationError as e:
-                raise EvalError(f"{path}:{lineno}: invalid task record: {e}") from None
-    return tasks
-
-
 def load_items(source: str | Path, task_filter: str | None = None) -> list[EvalItem]:
     """The tasks to evaluate with their environments: a catalog's ``task_bank.jsonl`` (else each env dir's
-    ``tasks.jsonl``), or one environment directory's ``tasks.jsonl``; then ``task_filter``."""
+    ``tasks.jsonl``), or one environment directory's ``tasks.jsonl``; then ``task_filter``. Directories are
+    read as a person may have left them (``by_dir``): a task whose env id is no longer its directory's
+    (``env.json`` edited) is measured on that directory's environment, under the directory's name."""
     source = Path(source)
     if not source.is_dir():
         raise EvalError(f"{source}: no such directory (give a catalog or an environment directory)")
-    envs: dict[str, tuple[Environment, Path, list[Task]]] = {}
-    for d in _env_dirs(source):
-        try:
-            env, tasks, _ = load_env_dir(d)
-        except EnvDirError as e:
-            raise EvalError(str(e)) from None
-        envs[env.env_id] = envs[d.name] = (env, d, tasks)  # the dir is named by the env id it was written with
-    bank = source / "task_bank.jsonl"
-    if not (source / "env.json").is_file() and bank.is_file():
-        tasks = _bank(bank)
-    else:
-        tasks = []
-        for d in dict.fromkeys(v[1] for v in envs.values()):
-            tasks += [t.model_copy(update={"env_id": d.name}) if t.env_id not in envs else t for t in envs[d.name][2]]
-    items = []
-    for t in tasks:
-        if t.env_id not in envs:
-            raise EvalError(f"task {t.task_id} belongs to env {t.env_id!r}, which is not under {source}")
-        env, d, _ = envs[t.env_id]
-        items.append(EvalItem(env, d, t, task_hash(t)))
+    try:
+        cat = load_catalog(source, by_dir=True)
+    except CatalogError as e:
+        raise EvalError(str(e)) from None
+    items = [EvalItem(ce.env, ce.path, t, task_hash(t)) for ce in cat.envs.values() for t in ce.tasks]
     items = select(items, task_filter)
     if not items:
         raise EvalError(f"{source}: no task to evaluate" + (f" matches --tasks {task_filter!r}" if task_filter else ""))

@@ -216,9 +216,9 @@ def run_catalog(
     ck_conn.close()
 
     # ---- the catalog-wide task bank, from every verified environment
+    from pipeline.catalog import write_task_bank
     from pipeline.envdir import load_env_dir
     from verify.difficulty import pass_rate
-    from verify.emit import write_task_bank
 
     envs = catalog.environments()
     all_tasks = []

@@ -1,5 +1,6 @@
-"""The layers only point down: cli -> run -> executor -> graph -> stages -> verify -> envdir / catalog -> runtime ->
-ir / llm / config / settings. (The catalog reads environment directories, so it sits with ``envdir``.)
+"""The layers only point down: cli -> run -> executor -> graph -> stages -> envdir / catalog -> verify -> runtime ->
+ir / llm / config / settings. (The catalog owns the files on disk, environment directories included, so ``envdir``
+sits with it; it writes what ``verify`` proved, the task bank with verify's difficulty tags, so it sits above it.)
 
 Every import counts, at the top of a module or inside a function. A module may import its own layer or a
 lower one; a new top-level module or folder must be placed in ``LAYERS`` first.
@@ -18,8 +19,8 @@ LAYERS: list[tuple[str, set[str]]] = [
               "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic"}),
     ("runtime", {"pipeline.runtime", "pipeline.server_template", "pipeline.server_gate", "pipeline.server_sessions",
                  "pipeline.render"}),
-    ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the catalog reads environment directories
     ("verify", {"verify"}),
+    ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the files on disk: written from verify's results
     ("stages", {"pipeline.stages"}),
     ("graph", {"pipeline.graph"}),
     ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers

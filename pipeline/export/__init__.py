@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.catalog import Catalog, CatalogEnv, CatalogError, load_catalog
 from pipeline.export import openenv_fmt, sft_fmt, verifiers_fmt, verl_fmt
-from pipeline.export.catalog import Catalog, CatalogEnv, CatalogError, load_catalog
 from pipeline.export.common import ExportError, ExportOptions
 
 FORMATS = {

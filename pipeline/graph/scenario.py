@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from pipeline import ir
+from pipeline.catalog import write_env_results
 from pipeline.envdir import write_env_dir
 from pipeline.graph.ahead import Ahead
 from pipeline.graph.report import build_report, trajectories
@@ -45,7 +46,6 @@ from pipeline.stages.intents import Intent
 from pipeline.stages.repair import repair_data, repair_tool
 from pipeline.stages.tasks import generate_tasks, rederive_task, revise_task
 from verify.difficulty import apply_policy
-from verify.emit import write_env_results
 
 DONE = ("verified", "rejected")
 ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version")

@@ -1,8 +1,9 @@
 """Load a catalog directory into plain dicts: the one reader behind ``envfoundry report`` and ``browse``.
 
-Reads what ``envfoundry run`` and ``verify`` write and nothing else: ``catalog.db`` (opened read-only,
-never written), ``envs/*/{env.json,tasks.jsonl,report.json,trajectories.jsonl,initial.db}`` and
-``dedup/`` (``meta.json``, ``entries.jsonl``; the vectors are read on demand by :func:`dedup_vectors`).
+Reads what ``envfoundry run`` and ``verify`` write and nothing else, through :mod:`pipeline.catalog` in its
+lenient mode: ``catalog.db`` (opened read-only, never written; missing tables are a problem, not an error),
+``envs/*/{env.json,tasks.jsonl,report.json,trajectories.jsonl,initial.db}`` and ``dedup/`` (``meta.json``,
+``entries.jsonl``; the vectors are read on demand by :func:`dedup_vectors`).
 
 Task records are read as raw JSON, not through :class:`pipeline.ir.Task`, so records written by a newer
 or older version still load: every optional field (``metadata.tier``, ``difficulty.wilson``, an answer
@@ -19,33 +20,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from pipeline.catalog import CATALOG_DB, Catalog, read_env_dir_raw, read_json, read_jsonl
 
-from pipeline.catalog import CATALOG_DB, CatalogError
-
-TABLES = ("meta", "runs", "seeds", "scenarios", "rejections", "environments", "tasks")
 SCENARIO_STAGES = ("expand", "dedup")
-
-
-def open_readonly(catalog_dir: str | Path) -> sqlite_utils.Database:
-    """``catalog.db`` of ``catalog_dir`` opened read-only: a report can never change it.
-
-    A catalog in WAL mode with no ``-wal`` file beside it has all its data in the main file, and is read
-    as an immutable file, so no ``-wal``/``-shm`` files are left in the catalog. When a ``-wal`` file
-    exists (a run is writing, or one was killed), it is opened ``mode=ro`` to see what that log holds.
-    """
-    path = Path(catalog_dir) / CATALOG_DB
-    if not path.is_file():
-        raise CatalogError(f"{Path(catalog_dir)} is not a catalog (no {CATALOG_DB})")
-    uri = path.resolve().as_uri()
-    live = path.with_name(path.name + "-wal").exists()
-    conn = sqlite3.connect(f"{uri}?mode=ro" if live else f"{uri}?mode=ro&immutable=1", uri=True)
-    try:
-        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as e:
-        conn.close()
-        raise CatalogError(f"{path}: cannot be read as a SQLite database ({e})") from None
-    return sqlite_utils.Database(conn, use_counts_table=False)
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -65,32 +42,6 @@ def _json(text: Any, default: Any = None) -> Any:
         return json.loads(text)
     except ValueError:
         return default
-
-
-def _rows(db: sqlite_utils.Database, table: str, order: str) -> list[dict[str, Any]]:
-    if table not in db.table_names():
-        return []
-    return list(db.query(f"SELECT * FROM [{table}] ORDER BY {order}"))
-
-
-def read_jsonl(path: Path, problems: list[str]) -> list[dict[str, Any]]:
-    """Objects of a JSONL file; a bad line is reported in ``problems`` by file and line and skipped."""
-    out: list[dict[str, Any]] = []
-    if not path.is_file():
-        return out
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            problems.append(f"{path}:{lineno}: not valid JSON ({e})")
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-        else:
-            problems.append(f"{path}:{lineno}: not a JSON object")
-    return out
 
 
 # ---------------------------------------------------------------- reasons
@@ -246,27 +197,15 @@ def _row_counts(env_dir: Path, env_json: dict[str, Any]) -> dict[str, int]:
 
 def load_env(env_dir: Path, problems: list[str], *, trajectories: bool = True) -> dict[str, Any] | None:
     """One environment directory as plain dicts (``None`` when it has no readable env.json)."""
-    path = env_dir / "env.json"
-    if not path.is_file():
-        problems.append(f"{env_dir}: no env.json")
+    raw = read_env_dir_raw(env_dir, problems, trajectories=trajectories)
+    if raw is None:
         return None
-    try:
-        env_json = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        problems.append(f"{path}: not valid JSON ({e})")
-        return None
-    report: dict[str, Any] = {}
-    if (env_dir / "report.json").is_file():
-        try:
-            report = json.loads((env_dir / "report.json").read_text(encoding="utf-8"))
-        except ValueError as e:
-            problems.append(f"{env_dir / 'report.json'}: not valid JSON ({e})")
-    verify = obj(report.get("verify"))
-    tasks = [normalize_task(t) for t in read_jsonl(env_dir / "tasks.jsonl", problems)]
+    env_json = raw.env
+    verify = obj(raw.report.get("verify"))
+    tasks = [normalize_task(t) for t in raw.tasks]
     trajs: dict[str, list[dict[str, Any]]] = {}
-    if trajectories:
-        for t in read_jsonl(env_dir / "trajectories.jsonl", problems):
-            trajs.setdefault(str(t.get("task_id", "")), []).append(t)
+    for t in raw.trajectories:
+        trajs.setdefault(str(t.get("task_id", "")), []).append(t)
     counts = _row_counts(env_dir, env_json)
     tables = schema_of(env_json)
     for t in tables:
@@ -339,25 +278,25 @@ def load_catalog(catalog_dir: str | Path, *, trajectories: bool = True) -> dict[
     """
     root = Path(catalog_dir)
     problems: list[str] = []
-    db = open_readonly(root)
+    cat = Catalog.open_readonly(root, lenient=True)
     try:
-        missing = [t for t in TABLES if t not in db.table_names()]
+        missing = cat.missing_tables()
         if missing:
             problems.append(f"{root / CATALOG_DB}: missing tables {missing}")
-        meta = {r["key"]: r["value"] for r in _rows(db, "meta", "key")}
+        meta = {r["key"]: r["value"] for r in cat.rows("meta", "key")}
         runs = []
-        for r in _rows(db, "runs", "started, run_id"):
+        for r in cat.rows("runs", "started, run_id"):
             runs.append({**r, **{k: _json(r.get(k), {}) for k in ("config", "prompt_hashes", "counts", "usage",
                                                                    "timings")}})
-        seeds = _rows(db, "seeds", "source, line, seed_id")
+        seeds = cat.rows("seeds", "source, line, seed_id")
         rejections = []
-        for r in _rows(db, "rejections", "stage, rejection_id"):
+        for r in cat.rows("rejections", "stage, rejection_id"):
             ev = _json(r.get("evidence"), {})
             rejections.append({**r, "evidence": ev, "reason_class": reason_class(r.get("reason") or "", ev, r.get("stage") or "")})
-        scenario_rows = _rows(db, "scenarios", "rowid")
-        env_rows = _rows(db, "environments", "name, scenario_id")
+        scenario_rows = cat.rows("scenarios", "rowid")
+        env_rows = cat.rows("environments", "name, scenario_id")
     finally:
-        db.close()
+        cat.close()
     environments = []
     tasks: list[dict[str, Any]] = []
     for row in env_rows:
@@ -378,10 +317,7 @@ def load_catalog(catalog_dir: str | Path, *, trajectories: bool = True) -> dict[
     dedup: dict[str, Any] = {"meta": None, "entries": []}
     ddir = root / "dedup"
     if (ddir / "meta.json").is_file():
-        try:
-            dedup["meta"] = json.loads((ddir / "meta.json").read_text(encoding="utf-8"))
-        except ValueError as e:
-            problems.append(f"{ddir / 'meta.json'}: not valid JSON ({e})")
+        dedup["meta"] = read_json(ddir / "meta.json", problems)
         dedup["entries"] = read_jsonl(ddir / "entries.jsonl", problems)
     return {
         "catalog": {"name": root.resolve().name, "fingerprint": meta.get("config_fingerprint")},

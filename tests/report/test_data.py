@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,17 @@ def test_normalize_task_survives_a_bare_record() -> None:
 ])
 def test_reason_class(reason: str, evidence: dict, stage: str, expected: str) -> None:
     assert reason_class(reason, evidence, stage) == expected
+
+
+def test_a_database_with_tables_missing_is_a_problem_and_an_empty_one_is_refused(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "catalog.db") as con:  # a run killed after its first tables
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    con.close()
+    before = tree_digest(tmp_path)
+    data = load_catalog(tmp_path)
+    assert data["problems"] == [f"{tmp_path / 'catalog.db'}: missing tables "
+                                "['runs', 'seeds', 'scenarios', 'rejections', 'environments', 'tasks']"]
+    assert data["environments"] == [] and tree_digest(tmp_path) == before  # read-only: no table created
+    (tmp_path / "catalog.db").write_bytes(b"")
+    with pytest.raises(CatalogError, match="empty file"):
+        load_catalog(tmp_path)

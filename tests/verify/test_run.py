@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from pipeline.catalog import read_task_bank, write_env_results, write_task_bank
 from pipeline.envdir import load_env_dir, write_env_dir
 from pipeline.graph import verify_env
 from pipeline.llm import fake_client
@@ -24,7 +25,6 @@ from tests.verify.test_checker import all_pass
 from tests.verify.test_tester import call, finish
 from verify import tester
 from verify.difficulty import DifficultyPolicy
-from verify.emit import read_task_bank, write_env_results, write_task_bank
 
 REPLIES = [
     # the planner's first two chains: how many loans Carla Diaz has (tier 3), Alice Park borrows a book (tier 2)

@@ -1,21 +1,14 @@
-"""A catalog directory: what ``envfoundry run`` writes and every export, report and eval reads.
-
-It holds ``envs/<env_id>/`` environment directories (see ``pipeline.envdir``), the task bank
-(``task_bank.jsonl``, the verified tasks across environments) and ``catalog.db`` (SQLite via sqlite-utils).
+"""``catalog.db`` and the :class:`Catalog` object: the run's thread-safe writer, the readers' read-only view,
+and the environments + task bank of the directory (read by :mod:`pipeline.catalog.reader`).
 
 The database's tables: ``runs`` (resolved config, git revision, model, prompt hashes, timings, tokens per
 stage), ``seeds``, ``scenarios``, ``rejections`` (stage, item, reason, evidence), ``environments`` (status
 and counts), ``tasks``, and ``meta`` (the config fingerprint the directory belongs to). Every write is an
 upsert on a content-derived primary key, so a resumed or repeated run never writes duplicates.
 
-The environments and the task bank (``Catalog.envs``, ``Catalog.tasks``) are read from the files: the
-task bank is ``task_bank.jsonl`` when present, else the union of the environments' ``tasks.jsonl``; every
-task must name an environment of the catalog and only use its tools. ``load_catalog`` reads a directory
-that may have no ``catalog.db`` (one assembled by hand).
-
-Readers (``catalog list``/``show``) open it read-only (:meth:`Catalog.open_readonly`): nothing is created,
-converted (no switch to WAL) or repaired, and a catalog on a read-only mount can be browsed. An empty, corrupt
-or foreign ``catalog.db`` is refused with an error naming the file, and left as it is.
+Readers (``catalog list``/``show``, the report) open it read-only (:meth:`Catalog.open_readonly`): nothing is
+created, converted (no switch to WAL) or repaired, and a catalog on a read-only mount can be browsed. An empty,
+corrupt or foreign ``catalog.db`` is refused with an error naming the file, and left as it is.
 """
 
 from __future__ import annotations
@@ -25,39 +18,16 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import sqlite_utils
-from pydantic import ValidationError
 
-from pipeline.envdir import EnvDirError, load_env_dir
+from pipeline.catalog.files import CATALOG_DB, TABLES, CatalogError
+from pipeline.catalog.reader import CatalogEnv, read_envs
 from pipeline.hashing import canonical_json, content_hash
-from pipeline.ir import Environment, Rejection, Scenario, Task
-from pipeline.settings import format_validation_error
-
-CATALOG_DB = "catalog.db"
-TABLES = ("meta", "runs", "seeds", "scenarios", "rejections", "environments", "tasks")
-
-
-class CatalogError(ValueError):
-    """A catalog directory that cannot be used as asked (other config, unreadable database, a bad task bank);
-    the message names the file, line or key."""
-
-
-@dataclass
-class CatalogEnv:
-    """One environment of a catalog with its tasks from the task bank."""
-
-    env: Environment
-    path: Path
-    tasks: list[Task] = field(default_factory=list)
-
-    @property
-    def env_id(self) -> str:
-        return self.env.env_id
+from pipeline.ir import Rejection, Scenario, Task
 
 
 def _j(obj: Any) -> str:
@@ -70,13 +40,17 @@ class Catalog:
 
     ``create=True`` (a run) creates the directory and the database; ``create=False`` opens an existing one
     (raising :class:`CatalogError` when there is none); ``readonly=True`` (:meth:`open_readonly`) only reads;
-    ``database=False`` (:func:`load_catalog`) reads only the files.
+    ``database=False`` (:func:`load_catalog`) reads only the files. ``lenient`` (readonly) opens a database
+    with tables missing (see :meth:`missing_tables`); ``by_dir`` is how the files are read (see
+    :mod:`pipeline.catalog.reader`).
     """
 
-    def __init__(self, root: str | Path, *, create: bool = True, readonly: bool = False, database: bool = True):
+    def __init__(self, root: str | Path, *, create: bool = True, readonly: bool = False, database: bool = True,
+                 lenient: bool = False, by_dir: bool = False):
         self.dir = self.root = Path(root)
         self.path = path = self.dir / CATALOG_DB
         self.readonly = readonly
+        self._by_dir = by_dir
         self._envs: dict[str, CatalogEnv] | None = None
         self._bank_source = ""
         self._db: sqlite_utils.Database | None = None
@@ -94,7 +68,8 @@ class Catalog:
             conn = self._connect_readonly() if readonly else self._connect_write()
             self._db = sqlite_utils.Database(conn, use_counts_table=False)
             if readonly:
-                self._check_tables()
+                if not lenient:
+                    self._check_tables()
             else:
                 self.db.conn.execute("PRAGMA busy_timeout=30000")
                 have = set(self.db.table_names())
@@ -110,9 +85,10 @@ class Catalog:
         return self._db
 
     @classmethod
-    def open_readonly(cls, out_dir: str | Path) -> Catalog:
-        """Open an existing catalog for reading only (works on a read-only directory or mount)."""
-        return cls(out_dir, create=False, readonly=True)
+    def open_readonly(cls, out_dir: str | Path, *, lenient: bool = False) -> Catalog:
+        """Open an existing catalog for reading only (works on a read-only directory or mount); ``lenient``
+        (the report) also opens one with tables missing."""
+        return cls(out_dir, create=False, readonly=True, lenient=lenient)
 
     def _connect_write(self) -> sqlite3.Connection:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -148,9 +124,14 @@ class Catalog:
             raise
         return conn
 
+    def missing_tables(self) -> list[str]:
+        """The catalog tables the database does not have (none once a run has opened it)."""
+        have = set(self.db.table_names())
+        return [t for t in TABLES if t not in have]
+
     def _check_tables(self) -> None:
         have = set(self.db.table_names())
-        missing = [t for t in TABLES if t not in have]
+        missing = self.missing_tables()
         if missing:
             raise CatalogError(f"{self.path}: not a catalog database (no table {missing[0]!r}"
                                + (f"; it has {', '.join(sorted(have)[:5])}" if have else "; it has no tables")
@@ -292,6 +273,14 @@ class Catalog:
     def runs(self) -> list[dict[str, Any]]:
         return self._query("SELECT * FROM runs ORDER BY started")
 
+    def rows(self, table: str, order: str) -> list[dict[str, Any]]:
+        """Every row of ``table`` (one of ``TABLES``) in ``order``; none when the table is missing."""
+        if table not in TABLES:
+            raise ValueError(f"not a catalog table: {table!r}")
+        if table not in self.db.table_names():
+            return []
+        return self._query(f"SELECT * FROM [{table}] ORDER BY {order}")
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -302,7 +291,7 @@ class Catalog:
     def envs(self) -> dict[str, CatalogEnv]:
         """The environments by env id, each with its tasks of the task bank (sorted by task id)."""
         if self._envs is None:
-            self._envs, self._bank_source = _read_envs(self.dir)
+            self._envs, self._bank_source = read_envs(self.dir, by_dir=self._by_dir)
         return self._envs
 
     @property
@@ -316,72 +305,10 @@ class Catalog:
         return [t for e in self.envs.values() for t in e.tasks]
 
 
-def load_catalog(root: str | Path) -> Catalog:
+def load_catalog(root: str | Path, *, by_dir: bool = False) -> Catalog:
     """Read ``root`` (a catalog directory, with or without ``catalog.db``) with its environments and task
-    bank; raises :class:`CatalogError` naming the file and line of a problem."""
-    cat = Catalog(root, database=False)
+    bank; raises :class:`CatalogError` naming the file and line of a problem. ``by_dir=True``: the rules of
+    ``envfoundry eval`` (one environment directory is a catalog too; see :mod:`pipeline.catalog.reader`)."""
+    cat = Catalog(root, database=False, by_dir=by_dir)
     cat.envs  # noqa: B018 (reads and checks the files now)
     return cat
-
-
-def _read_bank(path: Path) -> list[Task]:
-    tasks = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            tasks.append(Task.model_validate_json(line))
-        except ValidationError as exc:
-            raise CatalogError(format_validation_error(exc, f"{path}:{lineno}: invalid task record")) from exc
-    return tasks
-
-
-def _check_task(task: Task, env: Environment, where: str) -> None:
-    names = {t.name for t in env.tools}
-    for i, call in enumerate(task.reference_solution):
-        if call.tool not in names:
-            raise CatalogError(
-                f"{where}: task {task.task_id} reference_solution[{i}] calls unknown tool {call.tool!r} "
-                f"(env {env.env_id} has {', '.join(sorted(names))})"
-            )
-    expected = Task.make_id(task.env_id, task.instruction, task.reference_solution, task.verifier)
-    if task.task_id != expected:
-        raise CatalogError(f"{where}: task_id {task.task_id} is not the content hash of the task ({expected})")
-
-
-def _read_envs(root: Path) -> tuple[dict[str, CatalogEnv], str]:
-    envs_dir = root / "envs"
-    if not envs_dir.is_dir():
-        raise CatalogError(f"{root}: not a catalog (no envs/ directory)")
-    envs: dict[str, CatalogEnv] = {}
-    env_tasks: dict[str, list[Task]] = {}
-    for d in sorted(p for p in envs_dir.iterdir() if p.is_dir()):
-        try:
-            env, tasks, _report = load_env_dir(d)
-        except EnvDirError as exc:
-            raise CatalogError(str(exc)) from exc
-        if env.env_id in envs:
-            raise CatalogError(f"{d}: environment {env.env_id} also in {envs[env.env_id].path}")
-        envs[env.env_id] = CatalogEnv(env=env, path=d)
-        env_tasks[env.env_id] = tasks
-    if not envs:
-        raise CatalogError(f"{envs_dir}: no environment directories")
-    bank = root / "task_bank.jsonl"
-    if bank.is_file():
-        source = "task_bank.jsonl"
-        pairs = [(t, f"{bank}") for t in _read_bank(bank)]
-    else:
-        source = "envs/*/tasks.jsonl"
-        pairs = [(t, f"{envs[e].path / 'tasks.jsonl'}") for e, ts in env_tasks.items() for t in ts]
-    seen: set[str] = set()
-    for task, where in pairs:
-        if task.env_id not in envs:
-            raise CatalogError(f"{where}: task {task.task_id} names env {task.env_id!r}, not in {envs_dir}")
-        if task.task_id in seen:
-            raise CatalogError(f"{where}: duplicate task_id {task.task_id}")
-        seen.add(task.task_id)
-        _check_task(task, envs[task.env_id].env, where)
-        envs[task.env_id].tasks.append(task)
-    for e in envs.values():
-        e.tasks.sort(key=lambda t: t.task_id)
-    return envs, source

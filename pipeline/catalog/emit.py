@@ -1,5 +1,8 @@
 """Writing verification results: per environment ``tasks.jsonl`` + ``report.json`` (+ the kept
-tester trajectories), and the catalog-wide task bank in JSONL and Parquet. Same inputs, same bytes."""
+tester trajectories), and the catalog-wide task bank in JSONL and Parquet. Same inputs, same bytes.
+
+The bank's flat columns carry each task's pass rate and difficulty tag as :mod:`verify.difficulty` defines
+them, which is why the catalog sits above ``verify`` in the layers (``tests/test_layers.py``)."""
 
 from __future__ import annotations
 
@@ -8,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import atomic
-from pipeline.envdir import load_env_dir, pretty_json, write_env_dir
+from pipeline.catalog.env_dir import TRAJECTORIES, load_env_dir, write_env_dir
+from pipeline.catalog.files import BANK, TASKS, jsonl_text, pretty_json
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Task
-from verify.difficulty import pass_rate, tag
 
 REPORT_KEY = "verify"
-TRAJECTORIES = "trajectories.jsonl"
 
 
 def write_env_results(
@@ -33,13 +35,15 @@ def write_env_results(
     if old_env.env_id != env.env_id:
         write_env_dir(env, d, tasks, merged)
     else:
-        atomic.write_text(d / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in tasks))
+        atomic.write_text(d / TASKS, jsonl_text(tasks))
         atomic.write_text(d / "report.json", pretty_json(merged))
-    atomic.write_text(d / TRAJECTORIES, "".join(canonical_json(t) + "\n" for t in trajectories))
+    atomic.write_text(d / TRAJECTORIES, jsonl_text(trajectories))
     return d
 
 
 def _row(t: Task) -> dict[str, Any]:
+    from verify.difficulty import pass_rate, tag  # here: reading environment directories needs none of verify
+
     rate = pass_rate(t)
     return {
         "task_id": t.task_id,
@@ -76,8 +80,8 @@ def write_task_bank(tasks: Iterable[Task], out_dir: str | Path) -> dict[str, Pat
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ValueError(f"task bank: duplicate task ids {dup[:5]}")
-    jsonl = out / "task_bank.jsonl"
-    atomic.write_text(jsonl, "".join(canonical_json(t) + "\n" for t in ordered))
+    jsonl = out / BANK
+    atomic.write_text(jsonl, jsonl_text(ordered))
     schema = pa.schema([
         ("task_id", pa.string()), ("env_id", pa.string()), ("kind", pa.string()), ("instruction", pa.string()),
         ("answer", pa.string()), ("tier", pa.int32()), ("mutable_tables", pa.list_(pa.string())), ("tools_used", pa.list_(pa.string())),
@@ -92,18 +96,3 @@ def write_task_bank(tasks: Iterable[Task], out_dir: str | Path) -> dict[str, Pat
     with atomic.replacing(parquet) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return {"jsonl": jsonl, "parquet": parquet}
-
-
-def read_task_bank(path: str | Path) -> list[Task]:
-    """Tasks from a ``task_bank.jsonl`` (or a directory holding one)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "task_bank.jsonl"
-    out = []
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(Task.model_validate_json(line))
-            except ValueError as e:
-                raise ValueError(f"{p}:{lineno}: invalid task record: {e}") from None
-    return out
