@@ -3,8 +3,9 @@
 ``build_environment(scenario, client, settings)`` runs the four LLM-driven stages (each validated for
 real and fed its own errors back, see ``pipeline/stages/``) through the scenario graph
 (:mod:`pipeline.graph.scenario`, build only: the path ``envfoundry run`` takes too) and returns a
-:class:`BuildResult`: the :class:`pipeline.ir.Environment` or None, every rejection recorded on the way,
-LLM usage per stage and wall time per stage.
+:class:`BuildResult` made from the graph's :class:`~pipeline.graph.ScenarioResult`: the
+:class:`pipeline.ir.Environment` or None, every rejection recorded on the way, LLM usage per stage and wall
+time per stage.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import ir
-from pipeline.graph import GraphDeps, build_scenario_graph
+from pipeline.graph import GraphDeps, run_scenario
 from pipeline.settings import BuildSettings as BuildSettings
-from pipeline.stages.intents import Intent
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,7 @@ def build_environment(scenario: ir.Scenario, client: Any, settings: BuildSetting
     settings = settings or BuildSettings()
     usage0 = client.usage.by_stage()
     t_start = time.perf_counter()
-    graph = build_scenario_graph(GraphDeps(client=client, build=settings))
-    final = graph.invoke({"scenario": scenario.model_dump(mode="json"), "status": "building", "rejections": []})
-    timings = dict(final.get("timings", {}))
-    timings["total"] = round(time.perf_counter() - t_start, 3)
-    env = None
-    if final.get("status") != "rejected":
-        env = ir.Environment(scenario=scenario, clock=settings.clock,
-                             tables=[ir.Table.model_validate(t) for t in final["tables"]],
-                             seed=[ir.SeedRows.model_validate(r) for r in final["seed"]],
-                             tools=[ir.Tool.model_validate(t) for t in final["tools"]])
-    return BuildResult(env, tuple(ir.Rejection.model_validate(r) for r in final.get("rejections", [])),
-                       _usage_delta(usage0, client.usage.by_stage()), timings,
-                       tuple(Intent.model_validate(i) for i in final.get("intents", [])))
+    res = run_scenario(scenario, GraphDeps(client=client, build=settings))
+    timings = {**res.timings, "total": round(time.perf_counter() - t_start, 3)}
+    return BuildResult(res.env if res.status == "built" else None, res.build_rejections,
+                       _usage_delta(usage0, client.usage.by_stage()), timings, res.intents)

@@ -22,6 +22,7 @@ from typing import Any
 from pipeline.catalog import Catalog
 from pipeline.config import Config, LLMSettings, with_flags
 from pipeline.hashing import content_hash
+from pipeline.ir import Task
 from pipeline.settings import RunSettings as RunSettings
 
 
@@ -91,6 +92,19 @@ def _llm_for_run(config: Config, out_dir: Path) -> LLMSettings:
     return llm
 
 
+def ensure_stopped_by(catalog: Catalog) -> None:
+    """Give ``environments`` its ``stopped_by`` column (what stopped an environment: the stage that rejected it,
+    or the type of the error that failed it), which the run's summary counts. Rows of a catalog made before
+    the column existed get it from their reason, which then began with it."""
+    table = catalog.db.table("environments")
+    if "stopped_by" in table.columns_dict:
+        return
+    table.add_column("stopped_by", str)
+    catalog.db.execute("UPDATE environments SET stopped_by = substr(reason, 1, instr(reason || ':', ':') - 1) "
+                       "WHERE status != 'verified'")
+    catalog.db.conn.commit()
+
+
 def run_catalog(
     seeds_file: str | Path,
     out_dir: str | Path,
@@ -114,6 +128,7 @@ def run_catalog(
     catalog = Catalog(out)
     fingerprint = plan.fingerprint()
     catalog.claim(fingerprint, allow_other=allow_other_config)
+    ensure_stopped_by(catalog)
     llm = _llm_for_run(plan.config, out)
     make = client_factory or client_from_settings
     run_id = uuid.uuid4().hex[:16]  # a record of this invocation, not an output: need not be reproducible
@@ -158,6 +173,7 @@ def run_catalog(
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from pipeline.executor import LocalExecutor, ScenarioOutcome, ScenarioWork
+    from pipeline.graph import write_environment
 
     envs_dir = out / "envs"
     envs_dir.mkdir(parents=True, exist_ok=True)
@@ -170,6 +186,7 @@ def run_catalog(
         prog.advance("environments", skipped, f"{skipped} already done")
     failed: list[dict[str, str]] = []
     remote_usage: list[dict[str, dict[str, float]]] = []
+    made: dict[str, tuple[Task, ...]] = {}  # scenario id -> the tasks this run verified (and wrote)
     work = ScenarioWork(plan, llm, fingerprint, envs_dir, make_client=new_client, checkpointer=saver,
                         progress=prog.message)
 
@@ -180,30 +197,23 @@ def run_catalog(
     def record(scn: Any, o: ScenarioOutcome) -> dict[str, Any]:
         if o.remote:
             remote_usage.append(o.usage)
-        if o.error or o.final is None:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
+        if o.error or o.result is None:  # an LLM endpoint that died, a bug in one item: record it, finish the rest
             catalog.set_environment(scn.scenario_id, name=scn.name, status="failed", reason=o.error,
-                                    seconds=round(o.seconds, 2))
+                                    stopped_by=o.error_type, seconds=round(o.seconds, 2))
             return {"scenario": scn.name, "status": "failed", "reason": o.error}
-        o.materialize(out)  # environment files a remote worker sent back
-        final = o.final
-        from pipeline.ir import Rejection
-
-        catalog.add_rejections([Rejection.model_validate(r) for r in final.get("rejections", [])],
-                               scn.scenario_id)
+        res = o.result
+        write_environment(res, envs_dir)  # the files first, from the graph's record
+        catalog.add_rejections(res.rejections, scn.scenario_id)
         tot = o.usage_total()
-        row = {"name": scn.name, "status": final.get("status", "failed"), "reason": final.get("reason", ""),
-               "env_id": final.get("env_id"),
-               "dir": f"envs/{final['env_id']}" if final.get("env_id") else None,  # relative to the catalog
-               "tools": len(final.get("tools", [])),
-               "tables": len(final.get("tables", [])),
-               "rows": sum(len(r["rows"]) for r in final.get("seed", [])), "tasks": final.get("tasks", 0),
+        row = {"name": scn.name, "status": res.status, "reason": res.reason, "stopped_by": res.stage,
+               "env_id": res.env_id,
+               "dir": f"envs/{res.env_id}" if res.env_id else None,  # relative to the catalog
+               "tools": res.tools, "tables": res.tables, "rows": res.rows, "tasks": len(res.tasks),
                "prompt_tokens": int(tot["prompt_tokens"]), "completion_tokens": int(tot["completion_tokens"]),
                "seconds": round(o.seconds, 2)}
-        if row["status"] == "verified" and row["dir"]:  # tasks first: a final status is never without them
-            from pipeline.envdir import load_env_dir
-
-            _, tasks, _ = load_env_dir(out / row["dir"])
-            catalog.set_tasks(row["env_id"], tasks)
+        if res.status == "verified" and res.env_id:  # tasks first: a final status is never without them
+            catalog.set_tasks(res.env_id, list(res.tasks))
+            made[scn.scenario_id] = res.tasks
         catalog.set_environment(scn.scenario_id, **row)
         prog.tokens(int(tot["completion_tokens"]), tot["seconds"])
         return {"scenario": scn.name, **row}
@@ -215,15 +225,17 @@ def run_catalog(
         prog.advance("environments", 1, f"{r['scenario']}: {r['status']}")
     ck_conn.close()
 
-    # ---- the catalog-wide task bank, from every verified environment
-    from pipeline.catalog import write_task_bank
-    from pipeline.envdir import load_env_dir
+    # ---- the catalog-wide task bank, from every verified environment: this run's from its results, the
+    # earlier runs' from their directories
+    from pipeline.catalog import load_env_dir, write_task_bank
     from verify.difficulty import pass_rate
 
     envs = catalog.environments()
-    all_tasks = []
+    all_tasks: list[Task] = []
     for e in envs:
-        if e["status"] == "verified" and e["dir"] and (out / e["dir"]).is_dir():
+        if e["scenario_id"] in made:
+            all_tasks.extend(made[e["scenario_id"]])
+        elif e["status"] == "verified" and e["dir"] and (out / e["dir"]).is_dir():
             all_tasks.extend(load_env_dir(out / e["dir"])[1])
     all_tasks.sort(key=lambda t: (t.env_id, t.task_id))
     bank = write_task_bank(all_tasks, out)
@@ -264,6 +276,6 @@ def summary_dict(r: RunResult) -> dict[str, Any]:
         "tokens_per_verified_env": round(tok / len(verified)) if verified else None,
         "seconds_per_verified_env": round(secs / len(verified), 1) if verified else None,
         "seconds": r.seconds, "usage": r.usage, "task_bank": r.task_bank,
-        "rejections_by_stage": dict(Counter(e["status"] + ":" + (e.get("reason") or "").split(":")[0]
+        "rejections_by_stage": dict(Counter(f"{e['status']}:{e.get('stopped_by') or ''}"
                                             for e in r.environments if e["status"] != "verified")),
     }

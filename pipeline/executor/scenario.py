@@ -13,42 +13,41 @@ In a worker process or on a Ray worker it writes nothing of the catalog's:
   file itself (SQLite, WAL), on Ray through a :class:`CacheService` actor pinned to the driver's node (one
   SQLite transaction per reply, as locally; the key is the same, so a remote run and a local one share their
   cache entries);
-* the graph checkpoints in memory, and builds the environment in a temporary directory whose files come
-  back in the outcome; the driver writes them into ``envs/`` (complete, then renamed into place) and then
-  the catalog rows. A killed driver leaves at most a scenario that is not marked done: the rerun does it
-  again, its replies already in the cache.
+* the graph checkpoints in memory and verifies against an environment directory in a temporary directory;
+  its :class:`~pipeline.graph.ScenarioResult` comes back in the outcome (a typed record that pickles) and the
+  driver writes the environment directory from it (``pipeline.graph.write_environment``: complete, then
+  renamed into place) and then the catalog rows. A killed driver leaves at most a scenario that is not
+  marked done: the rerun does it again, its replies already in the cache.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.graph import GraphDeps, run_scenario
+from pipeline.graph import GraphDeps, ScenarioResult, run_scenario
 from pipeline.ir import Scenario
 
 
 @dataclass
 class ScenarioOutcome:
-    """What became of one scenario: the graph's final state or the error, its LLM usage and time."""
+    """What became of one scenario: the graph's result or the error, its LLM usage and time."""
 
     scenario_id: str
-    final: dict[str, Any] | None = None
+    result: ScenarioResult | None = None
     error: str = ""
+    error_type: str = ""
+    """The type name of the exception behind ``error``."""
     seconds: float = 0.0
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
     """LLM usage by stage of this scenario's client."""
     remote: bool = False
     """Computed in another process: its usage is not in any of the driver's clients."""
-    files: dict[str, bytes] | None = None
-    """The environment directory's files (relative paths), shipped back by a remote worker."""
 
     def usage_total(self) -> dict[str, float]:
         tot = {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
@@ -57,38 +56,13 @@ class ScenarioOutcome:
                 tot[k] += s.get(k, 0)
         return tot
 
-    def materialize(self, out_dir: str | Path) -> None:
-        """Write shipped environment files to ``out_dir/envs/<env_id>``: into a temporary directory first,
-        renamed into place, so the directory is either the old one or the new one whole."""
-        if self.files is None or not self.final or not self.final.get("env_id"):
-            return
-        envs = Path(out_dir) / "envs"
-        envs.mkdir(parents=True, exist_ok=True)
-        target = envs / self.final["env_id"]
-        tmp = envs / f".{self.final['env_id']}.{uuid.uuid4().hex[:8]}.tmp"
-        for rel, data in sorted(self.files.items()):
-            p = tmp / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            with open(p, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        old = None
-        if target.exists():
-            old = envs / f".{self.final['env_id']}.{uuid.uuid4().hex[:8]}.old"
-            target.rename(old)
-        tmp.rename(target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        self.final = {**self.final, "env_dir": str(target)}
-
 
 def invoke_scenario_graph(scn: Scenario, client: Any, plan: Any, envs_dir: Path, thread_id: str,
-                          checkpointer: Any, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                          checkpointer: Any, progress: Callable[[str], None] | None = None) -> ScenarioResult:
     """The per-scenario unit of work: run the scenario's graph, or resume it from its last checkpoint."""
     deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
                      n_tasks=plan.run.tasks_per_env, progress=progress)
-    return dict(run_scenario(scn, deps, checkpointer=checkpointer, thread_id=thread_id))
+    return run_scenario(scn, deps, checkpointer=checkpointer, thread_id=thread_id)
 
 
 def endpoint_limits(llm: Any) -> dict[str, int]:
@@ -101,8 +75,10 @@ def endpoint_limits(llm: Any) -> dict[str, int]:
     return {u.rstrip("/"): int(llm.concurrency) for u in [llm.base_url, *(llm.endpoints or [])]}
 
 
-def _error(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}".splitlines()[0][:500]
+def _failed(scenario: Scenario, e: BaseException, t: float, client: Any, *, remote: bool) -> ScenarioOutcome:
+    return ScenarioOutcome(scenario.scenario_id, error=f"{type(e).__name__}: {e}".splitlines()[0][:500],
+                           error_type=type(e).__name__, seconds=time.perf_counter() - t,
+                           usage=client.usage.by_stage(), remote=remote)
 
 
 class ScenarioWork:
@@ -140,12 +116,11 @@ class ScenarioWork:
         t = time.perf_counter()
         client = self._local["make_client"]()
         try:
-            final = invoke_scenario_graph(scenario, client, self.plan, self.envs_dir, self.thread_id(scenario),
-                                          self._local["checkpointer"], self._local["progress"])
+            result = invoke_scenario_graph(scenario, client, self.plan, self.envs_dir, self.thread_id(scenario),
+                                           self._local["checkpointer"], self._local["progress"])
         except Exception as e:  # noqa: BLE001 - one item's failure is recorded, the run goes on
-            return ScenarioOutcome(scenario.scenario_id, error=_error(e), seconds=time.perf_counter() - t,
-                                   usage=client.usage.by_stage())
-        return ScenarioOutcome(scenario.scenario_id, final=dict(final), seconds=time.perf_counter() - t,
+            return _failed(scenario, e, t, client, remote=False)
+        return ScenarioOutcome(scenario.scenario_id, result=result, seconds=time.perf_counter() - t,
                                usage=client.usage.by_stage())
 
     # ---------------------------------------------------------------- on a Ray worker
@@ -188,20 +163,15 @@ class ScenarioWork:
             share_limits(self.gates)
         cache = RemoteCache(self.cache_service) if self.cache_service is not None else None
         client = client_from_settings(self.llm, cache=cache)  # no service: the cache file itself (same machine)
-        work = Path(tempfile.mkdtemp(prefix="envfoundry-scenario-"))
+        work = Path(tempfile.mkdtemp(prefix="envfoundry-scenario-"))  # the directory verification replays on
         try:
             try:
-                final = dict(invoke_scenario_graph(scenario, client, self.plan, work, self.thread_id(scenario),
-                                                   InMemorySaver(), None))
+                result = invoke_scenario_graph(scenario, client, self.plan, work, self.thread_id(scenario),
+                                               InMemorySaver(), None)
             except Exception as e:  # noqa: BLE001 - recorded by the driver as this scenario's failure
-                return ScenarioOutcome(scenario.scenario_id, error=_error(e), seconds=time.perf_counter() - t,
-                                       usage=client.usage.by_stage(), remote=True)
-            files = None
-            if final.get("env_id") and (work / final["env_id"]).is_dir():
-                root = work / final["env_id"]
-                files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-            return ScenarioOutcome(scenario.scenario_id, final=final, seconds=time.perf_counter() - t,
-                                   usage=client.usage.by_stage(), remote=True, files=files)
+                return _failed(scenario, e, t, client, remote=True)
+            return ScenarioOutcome(scenario.scenario_id, result=result, seconds=time.perf_counter() - t,
+                                   usage=client.usage.by_stage(), remote=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
             if cache is None and client.cache is not None:

@@ -1,7 +1,10 @@
 """The orchestration layer: one LangGraph behind ``envfoundry run``, ``build`` and ``verify``.
 
 * :mod:`pipeline.graph.scenario` — the graph: build stages, then one checkpointed step per task, then the
-  difficulty policy, the report and the files (``build_scenario_graph``, ``GraphDeps``, ``run_graph``);
+  last stage (``pipeline.stages.finish``: rederivation, the difficulty policy) and the report
+  (``build_scenario_graph``, ``GraphDeps``, ``run_graph``, ``run_scenario``);
+* :mod:`pipeline.graph.results` — what the graph hands back (``ScenarioResult``, a typed record that pickles)
+  and the environment directory a run writes from it (``write_environment``);
 * :mod:`pipeline.graph.task` — the per-task subgraph: proofs, tester, checker and the fix loop as edges
   (``build_verify_graph``, ``verify_task``, ``TaskOutcome``, ``VerifyDeps``);
 * :mod:`pipeline.graph.verification` — ``verify_env``: the graph entered with an environment;
@@ -11,6 +14,7 @@ Layers point down: ``pipeline.cli`` -> ``pipeline.run`` / ``pipeline.build`` -> 
 ``pipeline.stages`` -> ``verify`` -> ``pipeline.runtime`` -> ``pipeline.ir`` / ``llm`` / ``settings``.
 """
 
+from pipeline.graph.results import ScenarioResult, write_environment
 from pipeline.graph.scenario import (
     GraphDeps,
     ScenarioState,
@@ -23,6 +27,7 @@ from pipeline.graph.task import TaskOutcome, VerifyDeps, build_verify_graph, ver
 from pipeline.graph.verification import EnvVerification, verification_of, verify_env
 
 __all__ = [
-    "EnvVerification", "GraphDeps", "ScenarioState", "TaskOutcome", "VerifyDeps", "build_scenario_graph",
-    "build_verify_graph", "environment_state", "run_graph", "run_scenario", "verification_of", "verify_env", "verify_task",
+    "EnvVerification", "GraphDeps", "ScenarioResult", "ScenarioState", "TaskOutcome", "VerifyDeps",
+    "build_scenario_graph", "build_verify_graph", "environment_state", "run_graph", "run_scenario", "verification_of",
+    "verify_env", "verify_task", "write_environment",
 ]

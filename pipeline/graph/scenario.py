@@ -14,13 +14,14 @@ node, and every task already verified keeps its outcome, because each task is a 
 that gives up routes to END with status ``rejected``.
 
 Three entries, one graph: ``run`` starts from a scenario and writes the environment directory under
-``GraphDeps.envs_dir``; ``build`` starts from a scenario and stops after the tools (``verify=None``);
-``verify`` starts from an environment (its fields in the state, see :func:`environment_state`).
+``GraphDeps.envs_dir`` before its tasks are verified (their proofs replay on its ``initial.db``); ``build``
+starts from a scenario and stops after the tools (``verify=None``); ``verify`` starts from an environment
+(its fields in the state, see :func:`environment_state`). What the graph made comes back as a
+:class:`~pipeline.graph.results.ScenarioResult` (:func:`run_scenario`); its caller writes the results.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,10 +31,17 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from pipeline import ir
-from pipeline.catalog import write_env_results
-from pipeline.envdir import write_env_dir
+from pipeline.catalog import write_env_dir
 from pipeline.graph.ahead import Ahead
-from pipeline.graph.report import build_report, trajectories
+from pipeline.graph.report import build_report
+from pipeline.graph.results import (
+    ScenarioResult,
+    finished_state,
+    rejections_of,
+    scenario_result,
+    state_environment,
+    task_outcomes,
+)
 from pipeline.graph.task import EnvFixer, TaskOutcome, VerifyDeps, build_verify_graph, verify_task
 from pipeline.hashing import content_hash
 from pipeline.settings import BuildSettings, VerifySettings
@@ -42,13 +50,12 @@ from pipeline.stages import schema as st_schema
 from pipeline.stages import seed_data as st_seed
 from pipeline.stages import tools as st_tools
 from pipeline.stages.base import StageResult
+from pipeline.stages.finish import finish_tasks, rederived
 from pipeline.stages.intents import Intent
 from pipeline.stages.repair import repair_data, repair_tool
 from pipeline.stages.tasks import generate_tasks, rederive_task, revise_task
-from verify.difficulty import apply_policy
 
 DONE = ("verified", "rejected")
-ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version")
 
 
 class ScenarioState(TypedDict, total=False):
@@ -77,10 +84,12 @@ class ScenarioState(TypedDict, total=False):
     env_changed: bool
     kept: list[dict[str, Any]]
     report: dict[str, Any]
-    tasks: int
     status: str  # building | verified | rejected
+    stage: str
+    """The stage that rejected the environment."""
     reason: str
     rejections: list[dict[str, Any]]
+    """The build stages' rejections (the verification's are ``verify_rejections``)."""
     timings: dict[str, float]
 
 
@@ -131,7 +140,7 @@ def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key
                               "timings": {**state.get("timings", {}), name: round(time.perf_counter() - t0, 3)}}
         if not res.ok:
             reasons = "; ".join(r.reason for r in res.rejections[-3:]) or "gave up"
-            out["status"], out["reason"] = "rejected", f"{name}: {reasons}"
+            out["status"], out["stage"], out["reason"] = "rejected", name, f"{name}: {reasons}"
         elif key is None:
             env = res.value
             assert env is not None
@@ -157,7 +166,7 @@ def run_graph(graph: Any, inputs: ScenarioState, config: dict[str, Any]) -> Scen
 
 
 def run_scenario(scenario: ir.Scenario, deps: GraphDeps, *, checkpointer: Any = None,
-                 thread_id: str | None = None) -> ScenarioState:
+                 thread_id: str | None = None) -> ScenarioResult:
     """One scenario through the whole graph (``envfoundry run``'s unit of work), or resumed from the last
     checkpoint of ``thread_id``."""
     config: dict[str, Any] = {"recursion_limit": 10_000}  # one step per stage and per task: the queue bounds it
@@ -166,10 +175,11 @@ def run_scenario(scenario: ir.Scenario, deps: GraphDeps, *, checkpointer: Any = 
     ahead = verify_ahead(deps)
     graph = build_scenario_graph(deps, checkpointer=checkpointer, ahead=ahead)
     try:
-        return run_graph(graph, {"scenario": scenario.model_dump(mode="json"), "status": "building",
-                                 "rejections": []}, config)
+        final = run_graph(graph, {"scenario": scenario.model_dump(mode="json"), "status": "building",
+                                  "rejections": []}, config)
     finally:
         ahead.close()  # also when a step raised: nothing is verified ahead for a scenario that stopped
+    return scenario_result(final, deps.build.clock)
 
 
 def verify_ahead(deps: GraphDeps) -> Ahead:
@@ -201,8 +211,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
         return tuple(ir.SeedRows.model_validate(r) for r in s["seed"])
 
     def environment(s: ScenarioState) -> ir.Environment:
-        fields = {k: s[k] for k in ENV_FIELDS if k in s}  # type: ignore[literal-required]
-        return ir.Environment.model_validate({"clock": bs.clock, **fields})
+        return state_environment(s, bs.clock)
 
     # ---------------------------------------------------------------- build
 
@@ -267,16 +276,12 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
 
     def n_verify_task(s: ScenarioState) -> ScenarioState:
         env, i, queue = environment(s), s["cursor"], s["queue"]
-        task = ir.Task.model_validate(queue[i])
         rejections = list(s.get("verify_rejections", []))
         out: ScenarioState = {"cursor": i + 1, "verify_rejections": rejections}
-        if task.env_id != env.env_id:  # an earlier task's fix repaired the environment
-            task2, err = rederive_task(env, task, initial_db=db_for(s, env))
-            if task2 is None:
-                rejections.append(ir.Rejection(stage="verify", item=task.task_id, reason=f"does not hold on the "
-                                               f"repaired environment: {err}").model_dump(mode="json"))
-                return out
-            task = task2
+        task = rederived(env, ir.Task.model_validate(queue[i]), initial_db=db_for(s, env))  # an earlier fix
+        if isinstance(task, ir.Rejection):  # repaired the environment, and the task no longer holds on it
+            rejections.append(task.model_dump(mode="json"))
+            return out
         say(s, f"task {i + 1}/{len(queue)}: {task.kind}: {task.instruction[:70]}")
         vdeps = verify_deps(s)
         db = db_for(s, env)
@@ -299,44 +304,14 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
     def n_finish(s: ScenarioState) -> ScenarioState:
         ahead.close()
         env = environment(s)
-        env_json = env.model_dump(mode="json")
-        outcomes = [TaskOutcome.model_validate({**o, "env": env_json}) for o in s.get("outcomes", [])]
-        rejections = [ir.Rejection.model_validate(r) for r in s.get("verify_rejections", [])]
-        final: list[ir.Task] = []
-        for o in outcomes:  # the environment may have been repaired after a task was accepted
-            if o.status != "accepted":
-                continue
-            t = o.task
-            if t.env_id != env.env_id:
-                t2, err = rederive_task(env, t, initial_db=db_for(s, env))
-                if t2 is None:
-                    rejections.append(ir.Rejection(stage="verify", item=t.task_id,
-                                                   reason=f"does not hold on the repaired environment: {err}"))
-                    continue
-                t = t2
-            final.append(t)
-        kept, dropped = apply_policy(final, vs.difficulty)
-        rejections += dropped
-        report = build_report(env, c, vs, s.get("planned", 0), outcomes, kept, rejections,
+        outcomes = task_outcomes(s, env)
+        done = finish_tasks(env, [o.task for o in outcomes if o.status == "accepted"], vs.difficulty,
+                            initial_db=db_for(s, env))
+        rejections = [*rejections_of(s.get("verify_rejections")), *done.rejections]
+        kept = done.value or ()
+        report = build_report(env, c, vs, s.get("planned", 0), outcomes, list(kept), rejections,
                               env_changed=s.get("env_changed", False))
-        out: ScenarioState = {"rejections": list(s.get("rejections", [])) + _dump(rejections), "tasks": len(kept),
-                              "kept": _dump(kept), "report": report}
-        if s.get("env_dir"):
-            d = Path(s["env_dir"])
-            write_env_results(d, env, kept, report, trajectories(outcomes))
-            if env.env_id != s.get("env_id"):  # a tool or the data was repaired
-                out["env_id"] = env.env_id
-                if deps.envs_dir is not None:  # in a catalog the directory follows the new id
-                    new = deps.envs_dir / env.env_id
-                    if new.exists():
-                        shutil.rmtree(new)
-                    d.rename(new)
-                    out["env_dir"] = str(new)
-        if kept:
-            out["status"], out["reason"] = "verified", ""
-        else:
-            out["status"], out["reason"] = "rejected", "verify: no task survived its proofs and review"
-        return out
+        return finished_state(kept, rejections, report)  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- edges
 

@@ -2,8 +2,9 @@
 one checkpointed step per task through the per-task subgraph, then the difficulty policy and the report).
 
 ``verify_env`` is what ``envfoundry verify ENV_DIR`` calls; with ``env_dir`` it writes ``tasks.jsonl``,
-``report.json`` and ``trajectories.jsonl`` there (``verify.emit``), and with a ``checkpointer`` and a
-``thread_id`` a killed verification resumes with every finished task kept.
+``report.json`` and ``trajectories.jsonl`` there once the graph has finished (``pipeline.catalog``; the other
+sections of ``report.json`` are kept), and with a ``checkpointer`` and a ``thread_id`` a killed verification
+resumes with every finished task kept.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.graph.report import trajectories
+from pipeline.catalog import write_env_results
+from pipeline.graph.results import ScenarioResult, scenario_result, task_outcomes
 from pipeline.graph.scenario import (
-    ENV_FIELDS,
     GraphDeps,
     ScenarioState,
     build_scenario_graph,
@@ -28,8 +29,11 @@ from pipeline.ir import Environment, Rejection, Task
 from pipeline.settings import BuildSettings, VerifySettings
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnvVerification:
+    """A finished verification: the environment as it ended, the kept tasks, what was rejected and why, every
+    task's outcome, the ``verify`` report and the tester trajectories."""
+
     env: Environment
     tasks: list[Task]
     rejections: list[Rejection]
@@ -78,18 +82,18 @@ def verify_env(
         final = run_graph(graph, inputs, config)
     finally:
         ahead.close()
-    return verification_of(final)
+    result = verification_of(final)
+    if env_dir is not None:
+        write_env_results(env_dir, result.env, result.tasks, result.report, result.trajectories)
+    return result
 
 
 def verification_of(state: ScenarioState) -> EnvVerification:
     """The result of a finished verification, from the graph's final state."""
-    env = Environment.model_validate({k: state[k] for k in ENV_FIELDS if k in state})  # type: ignore[literal-required]
-    env_json = env.model_dump(mode="json")
-    outcomes = [TaskOutcome.model_validate({**o, "env": env_json}) for o in state.get("outcomes", [])]
-    report = state.get("report", {})
+    res: ScenarioResult = scenario_result(state, BuildSettings().clock)  # the verify entry's state has a clock
+    assert res.env is not None, "a verification starts from an environment"
     return EnvVerification(
-        env=env, tasks=[Task.model_validate(t) for t in state.get("kept", [])],
-        rejections=[Rejection.model_validate(r) for r in report.get("rejections", [])],
-        outcomes=outcomes, report=report, env_changed=bool(state.get("env_changed")),
-        trajectories=trajectories(outcomes),
+        env=res.env, tasks=list(res.tasks), rejections=list(res.verify_rejections),
+        outcomes=task_outcomes(state, res.env), report=res.report, env_changed=bool(state.get("env_changed")),
+        trajectories=list(res.trajectories),
     )

@@ -20,8 +20,8 @@ MODEL = "qwen2.5-coder-1.5b"
 
 def files(out: Path) -> dict[str, bytes]:
     """The outputs that must be byte-identical: each verified environment's files and the task bank. (A failed
-    scenario may leave its half-verified directory behind locally, where the rerun resumes from it; a Ray
-    worker ships files back only for a scenario that finished.)"""
+    scenario may leave its half-verified directory behind locally, where the rerun resumes from it; for a
+    remote worker the driver writes a directory only from the result of a scenario that finished.)"""
     con = sqlite3.connect(f"file:{out / 'catalog.db'}?mode=ro", uri=True)
     try:
         dirs = [d for (d,) in con.execute("SELECT dir FROM environments WHERE status = 'verified' ORDER BY dir")]
