@@ -25,7 +25,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -41,9 +41,25 @@ from verify.state import TableInfo, qi, table_infos
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
-    from pipeline.stages.tools import Workspace
 
 STAGE = "tools"
+
+
+class Workspace(Protocol):
+    """What this module uses of the tool stage's ``pipeline.stages.tools.Workspace`` (which calls it)."""
+
+    env: ir.Environment
+    tables: tuple[ir.Table, ...]
+    tools: list[ir.Tool]
+    schema_conn: sqlite3.Connection
+    sampler: Any
+
+    @property
+    def instance_conn(self) -> sqlite3.Connection: ...
+
+    def environment(self) -> ir.Environment: ...
+
+    def problems(self, tool: ir.Tool, sample_calls: int) -> str | None: ...
 
 _PARAM_TYPE = {"INTEGER": "integer", "INT": "integer", "REAL": "number", "TEXT": "string"}
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 
 from pipeline import ir
 
@@ -120,13 +121,22 @@ def _foreign_keys(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, 
     return out
 
 
-def fix_key_names(tables: list[ir.Table], keys: dict[str, list[str]]
+def scratch_db(tables: list[ir.Table]) -> sqlite3.Connection:
+    """An in-memory database with ``tables`` created and foreign keys on."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA foreign_keys=ON")
+    for t in tables:
+        conn.execute(t.ddl)
+    return conn
+
+
+def fix_key_names(tables: list[ir.Table], keys: dict[str, list[str]],
+                  check_tables: Callable[[list[tuple[str, str]]], dict[str, str | None]]
                   ) -> tuple[list[ir.Table], dict[str, list[str]], list[ir.Rejection]]:
     """Rename the foreign-key columns of ``tables`` (valid, created in this order) that are named for something
-    other than the key they hold; ``keys`` (the declared natural keys) follow. A rewrite SQLite refuses is not
-    made. Returns (tables, keys, one note per rename)."""
-    from pipeline.stages.schema import check_tables, scratch_db
-
+    other than the key they hold; ``keys`` (the declared natural keys) follow. A rewrite that ``check_tables``
+    (the schema stage's check: name -> error or None) refuses is not made. Returns (tables, keys, one note per
+    rename)."""
     conn = scratch_db(tables)
     renames: dict[str, dict[str, str]] = {}
     notes: list[ir.Rejection] = []
@@ -160,8 +170,6 @@ def fix_key_names(tables: list[ir.Table], keys: dict[str, list[str]]
 
 def _renamed(tables: list[ir.Table], renames: dict[str, dict[str, str]]) -> bool:
     """Whether every table now has each renamed column under its new name."""
-    from pipeline.stages.schema import scratch_db
-
     conn = scratch_db(tables)
     try:
         for t in tables:

@@ -448,7 +448,7 @@ def generate_schema(
                                        evidence={"ddl": ddl, "attempts": settings.max_attempts}))
     tables = order_tables([ir.Table(name=n, ddl=d) for n, d in kept.items()])
     if settings.fix_key_names:
-        tables, keys, renamed = fix_key_names(tables, keys)
+        tables, keys, renamed = fix_key_names(tables, keys, check_tables)
         rejections.extend(renamed)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)

@@ -88,7 +88,7 @@ def test_the_schema_stage_renames_a_key_column_named_for_something_else() -> Non
 
 def test_a_permit_office_keeps_well_named_keys_and_renames_the_others() -> None:
     tables = [ir.Table(name=d.split()[2], ddl=d) for d in PERMIT_DDLS]
-    out, keys, notes = fix_key_names(tables, {"permits": ["holder", "issued_on"]})
+    out, keys, notes = fix_key_names(tables, {"permits": ["holder", "issued_on"]}, check_tables)
     assert all(e is None for e in check_tables([(t.name, t.ddl) for t in out]).values())
     conn = scratch_db(out)
     refs = {c.name: c.ref for c in table_columns(conn, out[-1]) if c.ref}
@@ -96,7 +96,7 @@ def test_a_permit_office_keeps_well_named_keys_and_renames_the_others() -> None:
                     "inspector_id": ("staff", "staff_id")}
     assert keys == {"permits": ["holder_applicant_no", "issued_on"]}
     assert sorted(n.item for n in notes) == ["permits.holder", "permits.zone"]  # once each, two FK clauses or not
-    assert fix_key_names(out, keys) == (out, keys, [])  # nothing left to rename
+    assert fix_key_names(out, keys, check_tables) == (out, keys, [])  # nothing left to rename
 
 
 # ------------------------------------------------------------------ tool parameters
