@@ -17,7 +17,6 @@ A path that is not an environment directory (no ``env.json``) is unusable input,
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pipeline.catalog.files import read_tasks
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.ir import Environment, Task
 from pipeline.render import check_server, render_server
@@ -130,21 +130,12 @@ def _load_tasks(d: Path, report: EnvCheck) -> list[Task]:
     path = d / "tasks.jsonl"
     if not path.is_file():
         return []
-    tasks = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            tasks.append(Task.model_validate_json(line))
-        except ValidationError as exc:
-            task_id = None
-            try:
-                task_id = json.loads(line).get("task_id")
-            except (ValueError, AttributeError):
-                pass
-            report.add(f"tasks.jsonl:{lineno}" + (f" (task {task_id})" if task_id else ""),
-                       format_validation_error(exc, "invalid task record"))
-    return tasks
+
+    def bad(lineno: int, task_id: str | None, exc: ValidationError) -> None:
+        report.add(f"tasks.jsonl:{lineno}" + (f" (task {task_id})" if task_id else ""),
+                   format_validation_error(exc, "invalid task record"))
+
+    return read_tasks(path, on_error=bad)
 
 
 def check_env_dir(env_dir: str | Path, *, proofs: bool = True) -> EnvCheck:

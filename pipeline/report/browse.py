@@ -77,10 +77,12 @@ class CatalogState:
             return None
         key = f"replay:{task['task_id']}"
         if key not in self.cache:
-            env_dir = self.dir / env["dir"]
-            import json
+            from pipeline.catalog import read_json
 
-            env_json = json.loads((env_dir / "env.json").read_text(encoding="utf-8"))
+            env_dir = self.dir / env["dir"]
+            env_json = read_json(env_dir / "env.json", [])
+            if not isinstance(env_json, dict):
+                return None
             self.cache[key] = replay_reference(env_json, env_dir / "initial.db", task)
         return self.cache[key]
 
