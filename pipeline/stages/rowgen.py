@@ -207,6 +207,9 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         return f'text_pool needs a "pool" of {POOL_MIN} to {POOL_MAX} different, real values (got {len(g.pool or [])})'
     elif k == "text_combo" and min(len(g.pool or []), len(g.pool2 or [])) < 3:
         return 'text_combo needs "pool" and "pool2", each with 3 or more different values'
+    elif k in ("text_pool", "text_combo") and (_numbered(g.pool) or _numbered(g.pool2)):
+        return (f'the "pool" values differ only by a number ({", ".join(repr(v) for v in (g.pool or [])[:3])}, ...): '
+                "write different real values in the domain's own words, or pick code for numbered identifiers")
     elif k == "boolean" and g.weights is not None and (len(g.weights) != 2 or min(g.weights) < 0 or sum(g.weights) <= 0):
         return 'boolean "weights" are two numbers: [false, true]'
     cap = capacity(g)
@@ -214,6 +217,16 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         return (f"no two rows may share a value here and the table gets {ctx.rows} rows, but {k} gives at most {cap} "
                 "different values (text_combo multiplies its two pools; a code with more '#' or a wider range gives more)")
     return None
+
+
+def _numbered(pool: list[str] | None) -> bool:
+    """Whether half or more of ``pool`` are one text with another number ("Depot 1", "Depot 2", ...): a
+    placeholder in any language."""
+    if not pool or len(pool) < 3:
+        return False
+    stems = [re.sub(r"\d+", "#", p) for p in pool]
+    top = max(stems.count(s) for s in set(stems))
+    return "#" in max(set(stems), key=stems.count) and 2 * top >= len(pool)
 
 
 def generator_of(name: str, c: Choice, col: Column) -> ir.ColumnGenerator:

@@ -243,6 +243,10 @@ def test_check_column_refuses_what_does_not_fit_the_column() -> None:
     assert check(loans["due_date"], kind="date_after", after="loan_date", min=7, max=21) is None
     assert check(members["email"], kind="email") is None
     assert check(members["status"], kind="enum", values=["active", "suspended"], weights=[3, 1]) is None
+    numbered = [f"Depot {i}" for i in range(1, 10)]
+    assert "differ only by a number" in (check(books["title"], kind="text_pool", pool=numbered) or "")
+    assert check(books["title"], kind="text_pool", pool=["Emma", "Dune", "Ulysses 2", "Kindred", "Beloved",
+                                                          "Middlemarch", "Persuasion", "Rebecca"]) is None
 
 
 def test_refused_choices_are_fed_back_and_a_good_reply_is_kept() -> None:
