@@ -7,7 +7,7 @@
   authorizer-based DDL check (``checks.check_ddl``: clock or random SQL, PRAGMA...), named by table;
 * ``schema.sql`` and ``initial.db`` hold what ``env.json`` says;
 * every tool passes the static checks (``checks.check_tools``), each problem named by its tool;
-* ``server.py`` is a fresh render of ``env.json`` (``pipeline.render.check_server``; ``envfoundry render`` fixes it);
+* ``server.py`` is a fresh render of ``env.json`` (``pipeline.server.check_server``; ``envfoundry render`` fixes it);
 * every task record loads, its reference solution replays and its verifier holds (``verify.proofs.prove``:
   the reference passes, and the initial state, doing nothing and destructive writes fail), named by task id.
 
@@ -27,8 +27,8 @@ from pydantic import ValidationError
 from pipeline.catalog.files import read_tasks
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.ir import Environment, Task
-from pipeline.render import check_server, render_server
 from pipeline.runtime import checks, engine
+from pipeline.server import check_server, render_server
 from pipeline.settings import format_validation_error
 
 

@@ -17,8 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.prompts",
               "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic"}),
-    ("runtime", {"pipeline.runtime", "pipeline.server_template", "pipeline.server_gate", "pipeline.server_sessions",
-                 "pipeline.render"}),
+    ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, and server.py made of it
     ("verify", {"verify"}),
     ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the files on disk: written from verify's results
     ("stages", {"pipeline.stages"}),

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from pipeline.cli.envs import register
 from pipeline.envdir import load_env_dir, write_env_dir
-from pipeline.render import ENGINE_PATH, GATE_PATH, check_server, render_server
 from pipeline.runtime.schemas import result_schemas, tool_schemas
+from pipeline.server.render import ENGINE_PATH, GATE_PATH, check_server, render_server
 from tests.fixtures.library import library_env, library_tasks
 
 ENV = library_env()

@@ -7,8 +7,8 @@ import shutil
 import sqlite3
 
 from pipeline.envdir import write_env_dir
-from pipeline.render import check_server
 from pipeline.runtime import EnvInstance
+from pipeline.server import check_server
 from pipeline.settings import BuildSettings
 from pipeline.stages.covering import cover
 from pipeline.stages.paging import page_of

@@ -2,7 +2,7 @@
 
 An environment directory holds ``env.json`` (the IR, canonical pretty JSON), ``schema.sql``,
 ``initial.db`` (built from the IR, byte-for-byte deterministic), ``server.py`` (a deterministic
-render, see ``pipeline.render``), ``tasks.jsonl`` (one canonical JSON task per line) and
+render, see ``pipeline.server``), ``tasks.jsonl`` (one canonical JSON task per line) and
 ``report.json``; after verification also ``trajectories.jsonl`` (see :mod:`pipeline.catalog.emit`).
 
 :func:`load_env_dir` reads one typed and strictly (errors name the file and line); :func:`read_env_dir_raw`
@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from pipeline import atomic
 from pipeline.catalog.files import TASKS, jsonl_text, pretty_json, read_json, read_jsonl, read_tasks
 from pipeline.ir import Environment, Task
-from pipeline.render import render_server
 from pipeline.runtime import engine
 from pipeline.runtime.database import EnvDirError, build_database
+from pipeline.server import render_server
 from pipeline.settings import format_validation_error
 
 FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "report.json")

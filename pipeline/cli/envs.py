@@ -51,7 +51,7 @@ def register(main: click.Group) -> None:
               allow_origin: tuple[str, ...], token: str | None, max_sessions: int | None, idle_timeout: float | None,
               allow_modified: bool) -> None:
         """Serve ENV_DIR's server.py (HTTP tools, /reset, OpenAPI, MCP at /mcp) until interrupted."""
-        from pipeline.render import EnvJsonError, check_server
+        from pipeline.server import EnvJsonError, check_server
 
         server = env_dir / "server.py"
         initial = env_dir / "initial.db"
@@ -107,7 +107,7 @@ def register(main: click.Group) -> None:
     @click.option("--check", is_flag=True, default=False, help="Write nothing; exit 1 if any server.py is stale.")
     def render(env_dirs: tuple[Path, ...], check: bool) -> None:
         """Render server.py from env.json in each ENV_DIR (deterministic: same IR, same bytes)."""
-        from pipeline.render import EnvJsonError, check_server, load_env_json, render_server
+        from pipeline.server import EnvJsonError, check_server, load_env_json, render_server
 
         stale = []
         for d in env_dirs:

@@ -6,7 +6,7 @@ them when ``catalog.db`` or an environment's result files change, so a running `
 and reference solutions are replayed on in-memory instances.
 
 On a loopback address it answers only requests whose ``Host`` (and ``Origin``, when sent) names a loopback
-address: the generated servers' request gate (``pipeline.server_gate``) with its default allow-lists, and a
+address: the generated servers' request gate (``pipeline.server.gate``) with its default allow-lists, and a
 ``Host`` required, so a web page elsewhere cannot read it through DNS rebinding.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.report.data import load_catalog
-from pipeline.server_gate import LOOPBACK_NAMES, RequestGate
+from pipeline.server.gate import LOOPBACK_NAMES, RequestGate
 
 LOOPBACK_HOSTS = LOOPBACK_NAMES
 WATCHED = ("env.json", "tasks.jsonl", "trajectories.jsonl", "report.json")

@@ -1,14 +1,17 @@
 """Render ``server.py``: a deterministic, self-contained FastAPI + MCP server for one environment.
 
 ``server.py`` = a header, the engine source (``pipeline/runtime/engine.py``) and the request gate
-(``pipeline/server_gate.py``) verbatim, the sessions (``pipeline/server_sessions.py``) and the server
-template (``pipeline/server_template.py``) without their import blocks of those, and the
-environment as Python literals: the IR
+(``pipeline/server/gate.py``) verbatim, the sessions (``sessions.py``) and the server template
+(``template.py``) without their import blocks of those, and the environment as Python literals: the IR
 (``ENV``), each tool's served input schema (``TOOL_SCHEMAS``: the IR's schema plus string length
 caps, nullable optional parameters and CHECK-derived rules, see ``pipeline.runtime.schemas``) and
 the schema of each tool's result (``RESULT_SCHEMAS``). Same IR (and the same envfoundry and
 sqlglot versions) -> same bytes; ``check_server`` is the ``--check`` mode proving a directory's
 ``server.py`` is a fresh render of its ``env.json``.
+
+The rendered header and section titles, and the docstrings embedded with the sources, still name these
+files by their paths before they moved into ``pipeline/server/`` (``pipeline/server_gate.py``,
+``pipeline.render``...): changing that text would make every existing ``server.py`` a stale render.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from pydantic import ValidationError
 from pipeline.ir import Environment
 from pipeline.runtime.schemas import result_schemas, tool_schemas
 
-ENGINE_PATH = Path(__file__).parent / "runtime" / "engine.py"
-GATE_PATH = Path(__file__).parent / "server_gate.py"
-SESSIONS_PATH = Path(__file__).parent / "server_sessions.py"
-TEMPLATE_PATH = Path(__file__).parent / "server_template.py"
+ENGINE_PATH = Path(__file__).parents[1] / "runtime" / "engine.py"
+GATE_PATH = Path(__file__).parent / "gate.py"
+SESSIONS_PATH = Path(__file__).parent / "sessions.py"
+TEMPLATE_PATH = Path(__file__).parent / "template.py"
 IMPORT_BEGIN = "# envfoundry:engine-import-begin"
 IMPORT_END = "# envfoundry:engine-import-end"
 RULE = "# " + "=" * 98

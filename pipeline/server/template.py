@@ -65,8 +65,8 @@ except ImportError as exc:
 
 # envfoundry:engine-import-begin (render replaces this block with the engine, gate and sessions sources)
 from pipeline.runtime.engine import BUSY_TIMEOUT_S, DEFAULT_TIMEOUT_S, failure, json, sqlite3
-from pipeline.server_gate import RequestGate
-from pipeline.server_sessions import (
+from pipeline.server.gate import RequestGate
+from pipeline.server.sessions import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_SESSIONS,
     SESSION_ID,
