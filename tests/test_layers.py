@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("stages", {"pipeline.stages"}),
     ("graph", {"pipeline.graph"}),
     ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers
-    ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.check", "pipeline.export", "pipeline.report"}),
+    ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.envcheck", "pipeline.export", "pipeline.report"}),
     ("cli", {"pipeline.cli"}),
 ]
 RANK = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}

@@ -24,7 +24,7 @@ def register(main: click.Group) -> None:
         Each problem names where it is (table, tool, task, file). Exit 0: clean; 1: problems found; 2: an
         ENV_DIR cannot be used (not a directory, no env.json).
         """
-        from pipeline.check import Unusable, check_env_dir
+        from pipeline.envcheck import Unusable, check_env_dir
 
         reports, unusable = [], []
         for d in env_dirs:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.check import check_env_dir
 from pipeline.cli import main
+from pipeline.envcheck import check_env_dir
 from pipeline.envdir import create_initial_db, write_env_dir
 from pipeline.ir import Environment, Task
 from pipeline.runtime import EnvInstance
