@@ -4,9 +4,9 @@
 
 * ``env.json`` loads as the IR (the key that is wrong is named);
 * the schema builds and the seed rows insert (the table and row are named); every table's DDL passes the
-  authorizer-based DDL check (``checks.check_ddl``: clock or random SQL, PRAGMA...), named by table;
+  authorizer-based DDL check (``static_checks.check_ddl``: clock or random SQL, PRAGMA...), named by table;
 * ``schema.sql`` and ``initial.db`` hold what ``env.json`` says;
-* every tool passes the static checks (``checks.check_tools``), each problem named by its tool;
+* every tool passes the static checks (``static_checks.check_tools``), each problem named by its tool;
 * ``server.py`` is a fresh render of ``env.json`` (``pipeline.server.check_server``; ``envfoundry render`` fixes it);
 * every task record loads, its reference solution replays and its verifier holds (``verify.proofs.prove``:
   the reference passes, and the initial state, doing nothing and destructive writes fail), named by task id.
@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from pipeline.catalog.files import read_tasks
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.ir import Environment, Task
-from pipeline.runtime import checks, engine
+from pipeline.runtime import engine, static_checks
 from pipeline.server import check_server, render_server
 from pipeline.settings import format_validation_error
 
@@ -97,7 +97,7 @@ def _check_database(d: Path, env: Environment, report: EnvCheck) -> sqlite3.Conn
     scratch = engine.connect(":memory:")
     try:
         for t in env.tables:
-            for p in checks.check_ddl(scratch, t.ddl):
+            for p in static_checks.check_ddl(scratch, t.ddl):
                 report.add(f"table {t.name}", p)
             try:
                 scratch.execute(t.ddl)
@@ -158,7 +158,7 @@ def check_env_dir(env_dir: str | Path, *, proofs: bool = True) -> EnvCheck:
     if conn is None:
         return report
     try:
-        for name, problems in checks.check_tools(conn, [t.model_dump(mode="json") for t in env.tools]).items():
+        for name, problems in static_checks.check_tools(conn, [t.model_dump(mode="json") for t in env.tools]).items():
             for p in problems:
                 report.add(f"tool {name}", p)
     finally:

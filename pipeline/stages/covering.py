@@ -31,7 +31,8 @@ import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
-from pipeline.runtime import EnvInstance, checks
+from pipeline.runtime import EnvInstance
+from pipeline.runtime import static_checks as checks
 from pipeline.stages import coverage, paging
 from pipeline.stages.paramnames import fix_param_names
 from pipeline.stages.planner.analysis import analyse

@@ -27,7 +27,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from pipeline import ir
-from pipeline.runtime import checks, engine
+from pipeline.runtime import engine, static_checks
 from pipeline.stages.keynames import segments
 from pipeline.stages.paging import free_name, taken_names
 from pipeline.stages.planner.analysis import Col, ParamUse, analyse_tool
@@ -180,7 +180,7 @@ def fix_tool(tool: ir.Tool, env: ir.Environment, conn: sqlite3.Connection, infos
         fixed = rename_tool(tool, renames, descriptions, name)
     except ValueError:
         return tool, []
-    if checks.check_tool(conn, fixed.model_dump(mode="json")):
+    if static_checks.check_tool(conn, fixed.model_dump(mode="json")):
         return tool, []
     return fixed, changes
 

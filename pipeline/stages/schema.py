@@ -11,7 +11,7 @@ deterministic repairs that need no LLM round trip (non-STRICT type names such as
 dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped;
 ``pipeline.stages.ddl``),
 then is executed in a scratch SQLite database with ``PRAGMA foreign_keys=ON`` and checked: one statement
-creating the named table, ``checks.check_ddl`` (the authorizer: no clock or random SQL, no PRAGMA...), a
+creating the named table, ``static_checks.check_ddl`` (the authorizer: no clock or random SQL, no PRAGMA...), a
 primary key, foreign keys that point at existing tables and key columns (``PRAGMA foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
 at most ``max_attempts - 1`` times; a table still failing is dropped with a Rejection (and so is any
 table that references a dropped one). The tables come out parents first.
@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
 from pipeline.llm import LLMError, LLMUnavailable
-from pipeline.runtime import checks
+from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.ddl import ddl_table_name, normalise_ddl, paren_balance
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
@@ -114,9 +114,9 @@ def _create(conn: sqlite3.Connection, name: str, ddl: str) -> str | None:
 
 
 def ddl_problems(conn: sqlite3.Connection, ddl: str) -> list[str]:
-    """What SQLite's authorizer finds wrong with ``ddl`` (``checks.check_ddl``: wall-clock or random SQL,
+    """What SQLite's authorizer finds wrong with ``ddl`` (``static_checks.check_ddl``: wall-clock or random SQL,
     PRAGMA, ATTACH...), on ``conn`` holding the tables ``ddl`` may reference."""
-    return list(checks.check_ddl(conn, ddl))
+    return list(static_checks.check_ddl(conn, ddl))
 
 
 def _check_created(conn: sqlite3.Connection, name: str, made: set[str], failed: set[str]) -> str | None:

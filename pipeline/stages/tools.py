@@ -35,7 +35,8 @@ from pydantic import ValidationError
 
 from pipeline import ir
 from pipeline.envdir import EnvDirError, build_database
-from pipeline.runtime import EnvInstance, checks, engine
+from pipeline.runtime import EnvInstance, engine
+from pipeline.runtime import static_checks as checks
 from pipeline.stages import amend, coverage, covering
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user

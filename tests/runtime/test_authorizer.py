@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from pipeline.envdir import build_database
-from pipeline.runtime import checks, engine
+from pipeline.runtime import engine, static_checks
 from tests.fixtures.library import BOOKS_DDL, LOANS_DDL, MEMBERS_DDL, library_env
 
 ENV = library_env()
@@ -60,7 +60,7 @@ def test_every_select_form_is_a_read_at_build_and_at_run_time(conn, sql):
     as_step = read_tool("SELECT :q_v AS v", steps=[{"kind": "guard", "sql": sql, "must": "exist", "error": "none"},
                                                     {"kind": "query", "bind": "q", "sql": f"SELECT 1 AS v FROM ({sql})"}])
     for tool in (read_tool(sql), as_step):
-        assert checks.check_tool(conn, tool) == []
+        assert static_checks.check_tool(conn, tool) == []
         out = engine.run_tool(conn, tool, {}, now=NOW)
         assert out["ok"], out
     assert conn.execute("PRAGMA query_only").fetchone()[0] == 0  # switched off again after each read
@@ -87,7 +87,7 @@ def test_refused_reads_at_build_and_at_run_time(conn, sql, fragment):
     for tool, where in ((read_tool(sql), "tool 'probe' returns"),
                         (read_tool("SELECT 1", steps=[{"kind": "guard", "sql": sql, "must": "exist", "error": "x"}]),
                          "tool 'probe' step 1 (guard)")):
-        problems = checks.check_tool(conn, tool)
+        problems = static_checks.check_tool(conn, tool)
         assert any(p.startswith(where) and fragment in p for p in problems), problems
         out = engine.run_tool(conn, tool, {}, now=NOW)
         assert out["ok"] is False and out["kind"] == "sql" and fragment in out["error"], out
@@ -104,7 +104,7 @@ def test_writes_may_not_touch_internals_or_the_schema(conn):
                           ("INSERT INTO tickets (note) SELECT sql FROM sqlite_master", "internal table sqlite_master")):
         tool = {"name": "w", "description": "w", "kind": "write", "params": [],
                 "steps": [{"kind": "write", "sql": sql}], "returns": None}
-        assert any(fragment in p for p in checks.check_tool(conn, tool)), (sql, checks.check_tool(conn, tool))
+        assert any(fragment in p for p in static_checks.check_tool(conn, tool)), (sql, static_checks.check_tool(conn, tool))
         for _ in range(2):  # the second time the statement comes from the cache: still refused
             out = engine.run_tool(conn, tool, {})
             assert out["ok"] is False and fragment in out["error"], out
@@ -145,7 +145,7 @@ NONDETERMINISTIC = {
 
 @pytest.mark.parametrize(("sql", "fragment"), NONDETERMINISTIC.values(), ids=NONDETERMINISTIC.keys())
 def test_non_deterministic_sql_is_rejected_naming_tool_and_step(conn, sql, fragment):
-    problems = checks.check_tool(conn, read_tool("SELECT 1", steps=[{"kind": "query", "bind": "x", "sql": sql}]))
+    problems = static_checks.check_tool(conn, read_tool("SELECT 1", steps=[{"kind": "query", "bind": "x", "sql": sql}]))
     assert len(problems) == 1, problems
     assert problems[0].startswith("tool 'probe' step 1 (query): ") and fragment in problems[0]
     advice = "deterministic" if "random" in fragment else ":now / :today"
@@ -155,16 +155,16 @@ def test_non_deterministic_sql_is_rejected_naming_tool_and_step(conn, sql, fragm
 def test_non_deterministic_writes_are_rejected_and_fixed_clock_sql_passes(conn):
     bad = {"name": "stamp", "description": "d", "kind": "write", "params": [],
            "steps": [{"kind": "write", "sql": "UPDATE loans SET returned_at = datetime('now') WHERE id = 2"}], "returns": None}
-    assert checks.check_tool(conn, bad) == ["tool 'stamp' step 1 (write): datetime('now') reads the wall clock; "
-                                            + checks.CLOCK_ADVICE]
+    assert static_checks.check_tool(conn, bad) == ["tool 'stamp' step 1 (write): datetime('now') reads the wall "
+                                                   "clock; " + static_checks.CLOCK_ADVICE]
     good = {**bad, "steps": [{"kind": "write", "sql": "UPDATE loans SET returned_at = datetime(:now), "
                                                       "due_date = date(:today, '+7 days') WHERE id = 2 AND 'now' <> ''"}]}
-    assert checks.check_tool(conn, good) == []
-    assert checks.check_tools(conn, [good, bad]) == {"stamp": checks.check_tool(conn, bad)}
+    assert static_checks.check_tool(conn, good) == []
+    assert static_checks.check_tools(conn, [good, bad]) == {"stamp": static_checks.check_tool(conn, bad)}
 
 
 def test_the_build_time_checks_are_not_in_the_embedded_engine(conn):
-    assert not hasattr(engine, "check_tool")  # the build-time checks live in checks.py, not in the embedded engine
+    assert not hasattr(engine, "check_tool")  # the build-time checks live in static_checks.py, not in the embedded engine
 
 
 # ---------------------------------------------------------------- schema DDL
@@ -172,7 +172,7 @@ def test_the_build_time_checks_are_not_in_the_embedded_engine(conn):
 
 def test_clean_ddl_has_no_problems_and_leaves_the_connection_unchanged():
     c = sqlite3.connect(":memory:")
-    assert checks.check_ddl(c, f"{MEMBERS_DDL};\n{BOOKS_DDL};\n{LOANS_DDL};\n"
+    assert static_checks.check_ddl(c, f"{MEMBERS_DDL};\n{BOOKS_DDL};\n{LOANS_DDL};\n"
                                "CREATE INDEX loans_open ON loans(book_id) WHERE returned_at IS NULL;") == []
     assert c.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
     assert not c.in_transaction
@@ -206,7 +206,7 @@ DDL_PROBLEMS = {
 @pytest.mark.parametrize(("ddl", "fragment"), DDL_PROBLEMS.values(), ids=DDL_PROBLEMS.keys())
 def test_ddl_problems_are_named(ddl, fragment):
     c = engine.connect(":memory:")
-    problems = checks.check_ddl(c, ddl)
+    problems = static_checks.check_ddl(c, ddl)
     assert any(fragment in p for p in problems), problems
     assert c.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
     assert c.execute("PRAGMA foreign_keys").fetchone()[0] == 1
@@ -215,7 +215,7 @@ def test_ddl_problems_are_named(ddl, fragment):
 def test_ddl_may_reference_tables_already_on_the_connection():
     c = sqlite3.connect(":memory:")
     c.executescript(f"{MEMBERS_DDL};{BOOKS_DDL};")
-    assert checks.check_ddl(c, LOANS_DDL) == []
+    assert static_checks.check_ddl(c, LOANS_DDL) == []
     assert [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")] == ["books", "members"]
-    assert checks.split_statements("CREATE TABLE a (x TEXT DEFAULT ';'); -- c;\nCREATE TABLE b (y)") == [
+    assert static_checks.split_statements("CREATE TABLE a (x TEXT DEFAULT ';'); -- c;\nCREATE TABLE b (y)") == [
         "CREATE TABLE a (x TEXT DEFAULT ';');", "-- c;\nCREATE TABLE b (y)"]

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pipeline.envdir import build_database
-from pipeline.runtime import checks, engine
+from pipeline.runtime import engine, static_checks
 from tests.fixtures.library import library_env
 
 ENV = library_env()
@@ -297,7 +297,7 @@ def test_placeholders_ignore_literals_and_comments():
 
 
 def test_fixture_tools_pass_the_checker(conn):
-    assert checks.check_tools(conn, list(TOOLS.values())) == {}
+    assert static_checks.check_tools(conn, list(TOOLS.values())) == {}
 
 
 @pytest.mark.parametrize(
@@ -324,7 +324,7 @@ def test_fixture_tools_pass_the_checker(conn):
     ],
 )
 def test_checker_reports_problems(conn, t, fragment):
-    problems = checks.check_tool(conn, t)
+    problems = static_checks.check_tool(conn, t)
     assert any(fragment in p for p in problems), problems
 
 
@@ -334,11 +334,11 @@ def test_checker_knows_binds_and_write_builtins(conn):
         {"kind": "write", "sql": "UPDATE members SET email = :m_mail || '.old' WHERE id = :member_id"},
         {"kind": "guard", "sql": "SELECT 1 WHERE :changes = 1", "must": "exist", "error": "changed {changes}"},
     ], returns={"sql": "SELECT :m_tier AS tier, :last_id AS last, :now AS now", "mode": "one"})
-    assert checks.check_tool(conn, t) == []
+    assert static_checks.check_tool(conn, t) == []
 
 
 @pytest.mark.parametrize("bad", [{}, "nope", {"name": "x", "kind": "read", "params": [3]}, {"name": "x", "steps": [None]}])
 def test_checker_never_raises_on_malformed_tools(conn, bad):
-    problems = checks.check_tool(conn, bad)
+    problems = static_checks.check_tool(conn, bad)
     assert problems and all(isinstance(p, str) for p in problems)
 

@@ -204,7 +204,7 @@ def test_clock_and_random_sql_is_dropped_from_checks_and_defaults_before_asking_
 
 def test_validation_refuses_clock_sql_that_sqlite_itself_accepts() -> None:
     """SQLite accepts CURRENT_DATE in a CHECK and then refuses rows as the wall clock moves; the authorizer-based
-    DDL check (checks.check_ddl) refuses the statement, so a fix conversation (or the repair above) handles it."""
+    DDL check (static_checks.check_ddl) refuses the statement, so a fix conversation (or the repair above) handles it."""
     bad = ("CREATE TABLE permits (permit_id INTEGER PRIMARY KEY, start_date TEXT NOT NULL "
            "CHECK (start_date >= CURRENT_DATE)) STRICT")
     sqlite3.connect(":memory:").execute(bad)  # SQLite alone has nothing against it

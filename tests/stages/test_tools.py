@@ -6,7 +6,7 @@ import pytest
 
 from pipeline import ir
 from pipeline.llm import fake_client
-from pipeline.runtime import EnvInstance, checks
+from pipeline.runtime import EnvInstance, static_checks
 from pipeline.stages.intents import Intent
 from pipeline.stages.schema import scratch_db
 from pipeline.stages.seed_data import generate_seed
@@ -122,7 +122,7 @@ def test_statement_that_fails_explain_is_fed_back_verbatim_and_fixed(seed) -> No
     tool = ir.Tool(name="find_member", description="x", kind="read",
                    params=[ir.Param(name="email", type="string")],
                    returns=ir.Returns(sql=broken["returns"]["sql"], mode="one"))
-    (problem,) = checks.check_tool(scratch_db(TABLES), tool.model_dump(mode="json"))
+    (problem,) = static_checks.check_tool(scratch_db(TABLES), tool.model_dump(mode="json"))
     assert "no such column: nme" in problem
     retry = client.requests[2]
     assert retry[-2]["role"] == "assistant" and problem in retry[-1]["content"]
@@ -255,11 +255,11 @@ def test_slips_the_small_model_repeats_are_repaired_when_mapping_the_reply() -> 
                                                        ("copies_available", "integer")]
     assert tool.params[2].description == "copies available (books.copies_available)"
     assert tool.steps[0].error == "{title} is already in the catalogue of member member id"
-    assert checks.check_tool(scratch_db(TABLES), tool.model_dump(mode="json")) == []
+    assert static_checks.check_tool(scratch_db(TABLES), tool.model_dump(mode="json")) == []
     # without the schema nothing is invented: the checker reports the placeholder
     bare = to_tool(add, reply)
     assert any("unknown placeholder :copies_available" in p
-               for p in checks.check_tool(scratch_db(TABLES), bare.model_dump(mode="json")))
+               for p in static_checks.check_tool(scratch_db(TABLES), bare.model_dump(mode="json")))
 
 
 def test_an_assign_tool_whose_aligned_samples_change_nothing_still_passes(seed) -> None:

@@ -9,9 +9,10 @@ every function called: ``random()``, ``randomblob()`` and CURRENT_DATE/TIME/TIME
 rejected, and date/time functions are rejected when given ``'now'`` (that structural question
 is answered by sqlglot, ``sqlshape.clock_calls``). Tools use the built-in ``:now`` / ``:today``.
 
-These used to live in the engine, which every ``server.py`` embeds; a served environment never
-runs them. ``checks.check_tool`` / ``check_tools`` / ``check_ddl`` remain available (see
-``pipeline.runtime``).
+Static: a statement is prepared, never run (the tools stage runs tools on seeded rows,
+``pipeline.stages.exercise``). These used to live in the engine, which every ``server.py`` embeds; a served
+environment never runs them (the engine's docstring still calls this module ``pipeline.runtime.checks``, its
+name before: that text is embedded in every ``server.py`` and export, byte for byte).
 """
 
 import sqlite3
