@@ -11,8 +11,8 @@ import pytest
 from pipeline import ir
 from pipeline.build import BuildSettings, build_environment
 from pipeline.runtime import EnvInstance
+from pipeline.stages.exercise import written_columns
 from pipeline.stages.planner.keys import is_unique, natural_keys
-from pipeline.stages.toolcheck import written_columns
 from pipeline.stages.tools import Sampler, exercise
 from verify.state import table_infos
 

@@ -18,8 +18,8 @@ from pipeline.envdir import create_initial_db, write_env_dir
 from pipeline.ir import Environment, Task
 from pipeline.runtime import EnvInstance
 from pipeline.server import render_server
+from pipeline.stages.exercise import Sampler
 from pipeline.stages.schema import scratch_db, table_columns
-from pipeline.stages.toolcheck import Sampler
 from tests.fixtures.library import library_env
 from verify.derive import derive_verifier
 

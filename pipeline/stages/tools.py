@@ -39,10 +39,10 @@ from pipeline.runtime import EnvInstance, engine
 from pipeline.runtime import static_checks as checks
 from pipeline.stages import amend, coverage, covering
 from pipeline.stages.base import StageResult
+from pipeline.stages.exercise import Sampler, exercise, written_columns
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.schema import ask_min, budget, scratch_db
 from pipeline.stages.seed_data import _rows_of, settle_natural_keys
-from pipeline.stages.toolcheck import Sampler, exercise, written_columns
 from pipeline.stages.toolreply import (
     GuardSpec,
     ParamSpec,
