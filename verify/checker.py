@@ -1,6 +1,6 @@
 """The checker: reviews every tool call of a tester attempt and says who is to blame for a failure.
 
-Two layers. Code rules (:mod:`verify.rules`) replay the calls on a fresh instance and judge what can be
+Two layers. Code rules (:mod:`verify.call_rules`) replay the calls on a fresh instance and judge what can be
 judged for sure. Then the LLM sees, per call, the tool's spec (description and SQL), the arguments, the
 result and the rows changed, plus the rule findings, and marks each call pass / warning / fail with a reason and blames the agent or
 the environment (a tool, a missing tool, the data or the task wording). The verdict per call is the
@@ -21,13 +21,13 @@ from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.prompts import fill_section, render_section
 from pipeline.settings import CheckerSettings as CheckerSettings
+from verify.call_rules import CallVerdict as CallVerdict
+from verify.call_rules import Fault as Fault
+from verify.call_rules import Frozen
+from verify.call_rules import Verdict as Verdict
+from verify.call_rules import rule_review as rule_review
 from verify.models import signature
 from verify.replay import describe_call
-from verify.rules import CallVerdict as CallVerdict
-from verify.rules import Fault as Fault
-from verify.rules import Frozen
-from verify.rules import Verdict as Verdict
-from verify.rules import rule_review as rule_review
 from verify.tester import Attempt
 
 STAGE = "checker"
