@@ -12,7 +12,7 @@ The orchestration (the per-task subgraph with its fix loop, verifying a whole en
 in :mod:`pipeline.graph`: nothing here imports the stages or the graph.
 """
 
-from verify.checker import CheckerSettings, Fault, Review, review_attempt, rule_review
+from verify.call_review import CheckerSettings, Fault, Review, review_attempt, rule_review
 from verify.derive import Derivation, derive_verifier
 from verify.difficulty import DifficultyPolicy, apply_policy, histogram
 from verify.evaluate import Evaluation, answer_matches, evaluate

@@ -3,7 +3,7 @@ sure, with no LLM: a raw SQL error from a tool, a read tool that wrote, a write 
 SQL never names, a statement without ``WHERE`` that changed every row of a table.
 
 A finding is a :class:`CallVerdict` per call and, when the environment is at fault, a :class:`Fault`
-(``source="rule"``): a fact, which the LLM review (``verify.checker``) never overrules.
+(``source="rule"``): a fact, which the LLM review (``verify.call_review``) never overrules.
 """
 
 from __future__ import annotations

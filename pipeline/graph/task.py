@@ -7,7 +7,7 @@
                \\--no fixer or no rounds left--> finish
 
 Nodes are thin adapters over pure functions (``verify.proofs.prove``, ``verify.tester.run_attempts``,
-``verify.checker.review_attempt``, and the fixers passed in ``VerifyDeps``); the loop is bounded by
+``verify.call_review.review_attempt``, and the fixers passed in ``VerifyDeps``); the loop is bounded by
 ``fix_rounds``. ``verify_task`` runs the compiled graph for one task and returns a
 :class:`TaskOutcome`; the scenario graph (:mod:`pipeline.graph.scenario`) runs it once per task, one
 checkpointed step each.
@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Difficulty, Environment, Task
 from pipeline.prompts import fill_section
-from verify.checker import CheckerSettings, Fault, Review, review_attempt, rule_review
+from verify.call_review import CheckerSettings, Fault, Review, review_attempt, rule_review
 from verify.proofs import ProofReport, prove
 from verify.tester import Attempt, TesterSettings, run_attempts
 

@@ -10,7 +10,7 @@ from pipeline.llm import fake_client
 from pipeline.stages.tasks import rederive_task, revise_task
 from tests.fixtures.library import library_env, library_tasks
 from tests.verify.envs import broken_library_env
-from tests.verify.test_checker import _task, all_pass
+from tests.verify.test_call_review import _task, all_pass
 from tests.verify.test_tester import call, finish
 from verify import tester
 

@@ -21,7 +21,7 @@ from pipeline.llm import fake_client
 from pipeline.settings import VerifySettings
 from tests.fixtures.library import library_env
 from tests.fixtures.server import http, running_server
-from tests.verify.test_checker import all_pass
+from tests.verify.test_call_review import all_pass
 from tests.verify.test_tester import call, finish
 from verify import tester
 from verify.difficulty import DifficultyPolicy

@@ -7,7 +7,7 @@ from pipeline.llm import fake_client
 from tests.fixtures.library import library_env, library_tasks
 from tests.verify.envs import broken_library_env, sql_error_library_env
 from tests.verify.test_tester import call, finish
-from verify.checker import CheckerSettings, review_attempt, rule_review
+from verify.call_review import CheckerSettings, review_attempt, rule_review
 from verify.derive import derive_verifier
 from verify.tester import run_attempt
 
