@@ -3,7 +3,9 @@
 # holds one trainer's library (and nothing of envfoundry), as a user's would:
 #   .venv-trainers/openenv    — openenv==0.10.0 (PyPI `openenv`; `openenv-core` is its old name and
 #                               would overwrite an openenv 0.10 install, so it is never asked for)
-#   .venv-trainers/verifiers  — verifiers==0.4.0 (pins mcp==2.0.0 and openai<3)
+#   .venv-trainers/verifiers  — verifiers==0.4.0 (pins mcp==2.0.0 and openai<3) and uv==0.13.9 (PyPI `uv`:
+#                               verifiers' default harness runs its chat program as a uv script, even with
+#                               the subprocess runtime; without uv it tries to install one at run time)
 #   .venv-trainers/verl       — verl[verl-core]==0.9.1 on torch==2.13.0, the CPU build on this
 #                               machine's disk (installed first: any other torch request pulls
 #                               several GB of CUDA packages)
@@ -48,8 +50,8 @@ V="from importlib.metadata import version as v"
 # setuptools + wheel: exported artefacts are installed with --no-build-isolation (no index round-trip).
 make_venv openenv "$V; assert v('openenv') == '0.10.0'; v('uvicorn'); v('wheel')" \
   "openenv==0.10.0" uvicorn "setuptools>=68" wheel
-make_venv verifiers "$V; assert v('verifiers') == '0.4.0'; v('mcp'); v('wheel')" \
-  "verifiers==0.4.0" "setuptools>=68" wheel
+make_venv verifiers "$V; assert v('verifiers') == '0.4.0' and v('uv') == '0.13.9'; v('mcp'); v('wheel')" \
+  "verifiers==0.4.0" "uv==0.13.9" "setuptools>=68" wheel
 make_venv verl "$V; assert v('verl') == '0.9.1' and v('torch').startswith('2.13.0'); v('cachetools'); v('wheel')" \
   "torch==2.13.0" -- "verl[verl-core]==0.9.1" "setuptools>=68" wheel
 make_venv sft "$V; assert v('transformers') == '5.23.0'; v('jinja2')" \

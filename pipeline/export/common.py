@@ -119,10 +119,24 @@ def splits(catalog: Catalog, val_fraction: float) -> dict[str, str]:
     return out
 
 
+def tier_of(task: Task, meta: dict[str, Any]) -> int:
+    """The task's tier: ``metadata.tier`` (an integer, 1 to 3), else for a task that records none (an
+    older bank, a hand-written task) the tasks stage's own rule on its reference solution: 1 for one
+    call, 2 for two or three, 3 for more."""
+    tier = meta.get("tier")
+    if isinstance(tier, int) and not isinstance(tier, bool):
+        return tier
+    if isinstance(tier, float) and tier.is_integer():
+        return int(tier)
+    steps = len(task.reference_solution)
+    return 1 if steps <= 1 else 2 if steps <= 3 else 3
+
+
 def difficulty_info(task: Task) -> dict[str, Any]:
-    """A task's measured difficulty as the exports carry it: ``tier`` and ``pass_rate`` (None when
-    not measured), ``attempts``/``passes``, and ``pass_rate_ci`` / ``hard_pool`` when recorded.
-    Read defensively: ``metadata`` fields are optional and added by later pipeline stages."""
+    """A task's difficulty as the exports carry it: ``tier`` (an integer, see :func:`tier_of`),
+    ``pass_rate`` (None when the tester did not run), ``attempts``/``passes``, and ``pass_rate_ci``,
+    ``hard_pool`` and ``difficulty_tag`` when recorded. Read defensively: ``metadata`` fields are
+    optional and added by later pipeline stages."""
     meta = task.metadata if isinstance(task.metadata, dict) else {}
     diff = getattr(task, "difficulty", None)
     attempts = getattr(diff, "attempts", 0) if diff is not None else 0
@@ -132,9 +146,8 @@ def difficulty_info(task: Task) -> dict[str, Any]:
     rate = meta.get("pass_rate")
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
         rate = round(passes / attempts, 4) if attempts > 0 else None
-    tier = meta.get("tier", meta.get("difficulty_tag"))
     out: dict[str, Any] = {
-        "tier": tier if isinstance(tier, str) and tier else None,
+        "tier": tier_of(task, meta),
         "pass_rate": float(rate) if rate is not None else None,
         "attempts": attempts,
         "passes": passes,
@@ -144,6 +157,8 @@ def difficulty_info(task: Task) -> dict[str, Any]:
         out["pass_rate_ci"] = [float(ci[0]), float(ci[1])]
     if isinstance(meta.get("hard_pool"), bool):
         out["hard_pool"] = meta["hard_pool"]
+    if isinstance(meta.get("difficulty_tag"), str) and meta["difficulty_tag"]:
+        out["difficulty_tag"] = meta["difficulty_tag"]
     return out
 
 

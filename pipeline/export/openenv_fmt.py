@@ -4,7 +4,8 @@
 ``validation:`` block ``openenv validate`` reads), ``pyproject.toml`` (``server`` script),
 ``models.py`` (the action, observation and state models ``/schema`` declares), ``client.py``
 (a typed ``EnvClient``), ``server/app.py`` (``create_app``), ``server/environment.py``,
-``server/Dockerfile`` and ``server/requirements.txt``. The tool engine, the reward and the task
+``server/Dockerfile`` and ``server/requirements.txt``, and ``validation/runtime.json`` (the episode
+``openenv validate`` plays at its runtime level, in the image ``server/Dockerfile`` builds). The tool engine, the reward and the task
 runtime are vendored into ``server/`` and the environment's data into ``data/``, so it needs only
 ``openenv``: it runs from the directory (``uvicorn server.app:app``) or installed (``pip install .``).
 """
@@ -12,7 +13,9 @@ runtime are vendored into ``server/`` and the environment's data into ``data/``,
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -25,6 +28,7 @@ from pipeline.export.common import (
     one_line,
     package_name,
     pyproject,
+    reference_reply,
     splits,
     system_prompt,
     tasks_with_tools,
@@ -33,9 +37,13 @@ from pipeline.export.common import (
     write_runtime,
     write_text,
 )
+from pipeline.runtime import EnvInstance
+from verify.replay import resolve
 
 OPENENV_REQUIREMENT = "openenv>=0.10,<0.11"
 RESERVED = {"reset", "step", "state", "close"}
+PLAN_PATH = "validation/runtime.json"
+MAX_PLAN_ACTIONS, MAX_PLAN_BYTES = 100, 65_536  # openenv's runtime plan (schema 1) limits
 
 REQUIREMENTS = "{requirement}\nuvicorn\n"
 
@@ -62,12 +70,18 @@ validation split). The only dependency is `openenv` (0.10.x); the tool engine an
 
 ```bash
 pip install "{requirement}" uvicorn
-uvicorn server.app:app --port 8000          # from this directory, as openenv.yaml says
-openenv validate .                           # the package's manifest (static checks)
-openenv validate --url http://127.0.0.1:8000 # the running server
+openenv validate . --level static             # openenv.yaml and validation/runtime.json (no Docker)
+uvicorn server.app:app --port 8000            # from this directory, as openenv.yaml says
+openenv validate --url http://127.0.0.1:8000  # the running server (from another shell)
 ```
 
 Or installed: `pip install . && python -m {package}.server.app --port 8000`.
+
+With Docker, `openenv validate .` (its default level) also builds `server/Dockerfile`, runs the
+image without network and plays `validation/runtime.json` (task `{plan_task}`: its reference
+solution, then `{submit}`) on one WebSocket session: startup, reward, observation schema, state and
+network checks. openenv 0.10 has no grader yet for its other runtime and semantic checks: it lists
+them as SKIP ("grader not implemented in this build"), which makes its verdict WARN for any package.
 
 ```python
 from openenv.core import GenericEnvClient
@@ -79,8 +93,12 @@ with GenericEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
 ```
 
 The typed client is `{package}.EnvFoundryEnv` (after `pip install .`). `reset` returns a
-`TaskObservation`, `step` a `ToolObservation` (`result` is the text the agent reads), `state` an
-`EnvFoundryState`; `/schema` declares these. Every WebSocket session gets its own copy of the
+`TaskObservation` (`split`: train or val; `tier`: 1 to 3; `pass_rate`: the share of envfoundry's
+test attempts that passed, null when none ran), `step` a `ToolObservation` (`result` is the text
+the agent reads; `reward` 0.0 until `{submit}`), `state` an `EnvFoundryState`; `/schema` declares
+these. A call that could not run as sent fills `error` (`tool_not_found`, `invalid_args` naming the
+parameter, `execution_error`); a refusal by one of the application's rules is the tool's answer:
+`ok` false, `error` null, the message in `result`. Every WebSocket session gets its own copy of the
 database. `ENVFOUNDRY_PARTIAL_CREDIT=1` rewards the share of goals met instead of 1/0;
 `ENVFOUNDRY_MAX_SESSIONS` bounds concurrent sessions (default 64).
 
@@ -107,8 +125,43 @@ def submit_tool_name(tool_names: set[str]) -> str:
     return name
 
 
+def runtime_plan(ce: CatalogEnv, submit: str) -> dict[str, Any]:
+    """``validation/runtime.json``, the episode ``openenv validate`` plays at its runtime level (schema 1:
+    one reset, then actions until ``done``): the first task whose reference solution replays, its calls
+    (``$N.field`` arguments resolved on the replay) and the submit call with the reference reply."""
+    for task in ce.tasks:
+        if len(task.reference_solution) + 1 > MAX_PLAN_ACTIONS:
+            continue
+        actions: list[dict[str, Any]] = []
+        responses: list[dict[str, Any]] = []
+        with EnvInstance(ce.env, ce.path / "initial.db") as inst:
+            for call in task.reference_solution:
+                try:
+                    arguments = resolve(dict(call.arguments), responses)
+                except ValueError:
+                    break
+                responses.append(inst.call(call.tool, arguments))
+                if not responses[-1]["ok"]:
+                    break
+                actions.append({"type": "call_tool", "tool_name": call.tool, "arguments": arguments})
+        if len(actions) < len(task.reference_solution):
+            continue
+        reply = reference_reply(task.verifier.model_dump(mode="json"))
+        actions.append({"type": "call_tool", "tool_name": submit, "arguments": {"answer": reply} if reply else {}})
+        plan = {
+            "plan_schema_version": "1",
+            "reset": {"episode_id": "envfoundry-validation", "seed": 0, "options": {"task_id": task.task_id}},
+            "actions": actions,
+        }
+        if len(json.dumps(plan, ensure_ascii=False).encode()) <= MAX_PLAN_BYTES:
+            return plan
+    raise ExportError(f"environment {ce.env_id}: no task's reference solution replays (needed for validation/runtime.json)")
+
+
 def manifest(ce: CatalogEnv, package: str, submit: str, split: dict[str, str]) -> dict:
-    """``openenv.yaml``: the served app, and the ``validation:`` block ``openenv validate`` reads."""
+    """``openenv.yaml``: the served app, and the ``validation:`` block ``openenv validate`` reads, with
+    the ``execution`` binding of its runtime level (the image ``server/Dockerfile`` builds, the episode
+    ``validation/runtime.json`` plays)."""
     counts: dict[str, int] = {}
     for t in ce.tasks:
         counts[split[t.task_id]] = counts.get(split[t.task_id], 0) + 1
@@ -137,6 +190,8 @@ def manifest(ce: CatalogEnv, package: str, submit: str, split: dict[str, str]) -
             },
             "task_distribution": pin,
             "types": {"tags": ["tool-use", "sqlite", "envfoundry"]},
+            "execution": {"kind": "openenv_ws", "probe_path": PLAN_PATH, "dockerfile": "server/Dockerfile",
+                          "context": ".", "agent_boundary": "api"},
         },
     }
 
@@ -166,11 +221,12 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
         {"env_id": ce.env_id, "scenario": title},
     ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
+    plan = runtime_plan(ce, submit)
     write_text(
         root / "README.md",
         README.format(
             n=len(tasks), n_val=n_val, submit=submit, tools=", ".join(sorted(names)),
-            requirement=OPENENV_REQUIREMENT, **fill,
+            requirement=OPENENV_REQUIREMENT, plan_task=plan["reset"]["options"]["task_id"], **fill,
         ),
     )
     write_text(
@@ -189,6 +245,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     write_text(server / "requirements.txt", REQUIREMENTS.format(requirement=OPENENV_REQUIREMENT))
     write_text(server / "Dockerfile", DOCKERFILE.format(package=package))
     write_runtime(server)
+    write_json(root / PLAN_PATH, plan)
     write_bundle(ce, root / "data", split)
     write_json(
         root / "data" / "export.json",

@@ -39,15 +39,23 @@ README = """# envfoundry SFT transcripts
 `sft.jsonl`: {n} tasks from {n_envs} environment(s) ({n_val} in the validation split), each task's
 reference solution as a chat transcript (system, user, assistant tool calls, tool results, final
 reply), replayed on the environment and checked by its verifier. One line per task:
-`task_id`, `env_id`, `split`, `tier`, `pass_rate`, `difficulty`, `messages`, `tools` (OpenAI
-function schemas). Tool-call `arguments` are written {arguments}.
+`task_id`, `env_id`, `split` (train or val), `tier` (1 to 3), `pass_rate` (the share of envfoundry's
+test attempts that passed, null when none ran), `difficulty`, `messages`, `tools` (OpenAI function
+schemas). Tool-call `arguments` are written {arguments}.
 
-Render it with a model's chat template (only `transformers` and `jinja2` needed):
+Render it with a model's chat template (only `transformers` and `jinja2` needed), offline from a
+local directory holding the model's tokenizer files:
 
 ```bash
 pip install transformers jinja2
-python render_sft.py sft.jsonl --tokenizer Qwen/Qwen2.5-7B-Instruct --out rendered.jsonl
+python render_sft.py sft.jsonl --tokenizer ./qwen2.5-tokenizer --out rendered.jsonl
 ```
+
+Make the directory once, on a machine with network: `hf download Qwen/Qwen2.5-7B-Instruct
+tokenizer.json tokenizer_config.json --local-dir qwen2.5-tokenizer` (the chat template is in
+`tokenizer_config.json`), or `AutoTokenizer.from_pretrained(ID).save_pretrained(DIR)`. A directory is
+read without any network access; `--tokenizer Qwen/Qwen2.5-7B-Instruct` (a Hub id) downloads the
+files, or with `HF_HUB_OFFLINE=1` reads them from the Hub cache.
 
 Or in Python, reading lines with `json` (an Arrow-backed loader such as `datasets` merges the
 `arguments` objects of all lines into one struct and adds null keys):
@@ -55,7 +63,7 @@ Or in Python, reading lines with `json` (an Arrow-backed loader such as `dataset
 ```python
 import json
 from transformers import AutoTokenizer
-tok = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-7B-Instruct")
+tok = AutoTokenizer.from_pretrained("./qwen2.5-tokenizer")
 rows = [json.loads(line) for line in open("sft.jsonl")]
 text = tok.apply_chat_template(rows[0]["messages"], tools=rows[0]["tools"], tokenize=False)
 ```

@@ -30,6 +30,7 @@ from pipeline.export.common import (
 )
 
 VERIFIERS_REQUIREMENT = "verifiers>=0.4.0"
+UV_VERSION = "0.13.9"  # the uv the trainer venv holds (scripts/setup_trainers.sh)
 
 README = """# {dist}
 
@@ -39,9 +40,19 @@ validation split). The only dependency is `verifiers` (0.4.x); the tool engine a
 
 ```bash
 pip install .
+pip install "uv=={uv}"    # verifiers' default harness runs its chat program with uv (see below)
 vf-validate {package} -o validate-out --runtime.type subprocess   # gold (reference) and noop checks per task
-vf-eval {package} -n 3          # the default harness is a tool-calling chat loop
+vf-eval {package} -m "$MODEL" --client.base-url "$BASE_URL" --no-push --env.agent.runtime.type subprocess -n 3
 ```
+
+`vf-eval` runs the default harness, a tool-calling chat loop, against any OpenAI-compatible endpoint
+(`$BASE_URL`, e.g. `http://127.0.0.1:8000/v1` for vLLM; the key is read from `$PRIME_API_KEY`, or name
+another variable with `--client.api-key-var`), and writes `outputs/<run>/traces.jsonl`. Offline it needs
+`--no-push` (else it uploads the run to Prime Intellect and asks for a Prime API key) and
+`--env.agent.runtime.type subprocess` (else each rollout provisions a Prime hosted sandbox). The harness
+runs its chat program as a `uv` script (`uv sync --script` resolves the program's own dependencies
+once, from PyPI or your index), so `uv` must be on `PATH`: `pip install "uv=={uv}"` puts it beside
+`vf-eval`.
 
 ```python
 from {package} import load_environment
@@ -52,7 +63,8 @@ Each rollout gets its own copy of the initial database (carried in the rollout s
 reward `task_verified` is 1.0 when the task's verifier holds on the final database and last
 reply (goal assertions and the typed answer; gate assertions and unchanged tables outside
 `mutable_tables` must hold, else 0), else 0.0; the metric `goals_met` is the share of goals held.
-Each task's data carries `split`, `tier` and `pass_rate`.
+Each task's data carries `split` (train or val), `tier` (1 to 3) and `pass_rate` (the share of
+envfoundry's test attempts that passed, null when none ran).
 """
 
 
@@ -71,7 +83,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
         {"env_id": ce.env_id, "scenario": title},
     ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
-    write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, **fill))
+    write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, uv=UV_VERSION, **fill))
     write_text(pkg / "__init__.py", (TEMPLATES / "verifiers_init.py").read_text(encoding="utf-8"))
     write_text(pkg / "toolset.py", (TEMPLATES / "verifiers_toolset.py").read_text(encoding="utf-8"))
     write_runtime(pkg)

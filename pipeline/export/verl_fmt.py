@@ -64,7 +64,9 @@ python -m verl.trainer.main_ppo \\
 `multi_turn.format` is the model's tool-call format (`hermes` for Qwen2.5, `qwen3_coder` for
 Qwen3-Coder, ...): the reward does not depend on it. `compute_score` returns `score` (1.0 / 0.0;
 `extra_info.partial_credit=true` for the share of goals met), `acc` and `goals_met`. Rows carry
-`extra_info.tier` and `extra_info.pass_rate` (envfoundry's measured difficulty) for curricula.
+`extra_info.split`, `extra_info.tier` (1 to 3) and `extra_info.pass_rate` (the share of envfoundry's
+test attempts that passed, null when none ran) for curricula. Tool arguments that are not a JSON
+object (`"a string"`, a list) are refused with an `Error: ...` result naming what was sent.
 {val_note}
 Environments: {envs}.
 """

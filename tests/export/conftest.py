@@ -1,5 +1,6 @@
 """A small catalog for the export tests: the hand-written library environment with three tasks
-(two from the fixture, one question whose verifier needs the agent's answer)."""
+(two from the fixture, one question whose verifier needs the agent's answer), each with a measured
+difficulty (as the tester records it) and no ``metadata.tier`` (the exports derive it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.envdir import write_env_dir
-from pipeline.ir import Assertion, Task, ToolCall, Verifier
+from pipeline.ir import Assertion, Difficulty, Task, ToolCall, Verifier
 from tests.fixtures.library import library_env, library_tasks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,8 @@ def build_catalog(root: Path, n_envs: int = 1) -> Path:
     """The library environment with three tasks; with ``n_envs=2`` also the town library (same
     tools, its own tasks), for exports over several environments."""
     for env in [library_env(), town_library_env()][:n_envs]:
-        tasks = [*library_tasks(env), question_task(env)]
+        tasks = [t.model_copy(update={"difficulty": Difficulty(attempts=4, passes=i + 1)})
+                 for i, t in enumerate([*library_tasks(env), question_task(env)])]
         write_env_dir(env, root / "envs" / env.env_id, tasks=tasks, report={"source": "tests/export"})
     return root
 

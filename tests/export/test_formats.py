@@ -142,6 +142,63 @@ def test_verl_tool_state_belongs_to_the_trajectory(any_catalog, tmp_path):
                                    dict(row["extra_info"]))["score"] == 0.0
 
 
+def test_verl_refuses_arguments_that_are_not_an_object(catalog_dir, tmp_path):
+    """Arguments veRL parsed from the model's JSON as a string, a list or a number are refused with a
+    message naming what was sent (never run as no arguments); null means none."""
+    (root,) = export_catalog(catalog_dir, "verl", tmp_path).paths
+    tools = import_exported(root, root.name)
+    entry = next(e for e in yaml.safe_load((root / "tool_config.yaml").read_text())["tools"]
+                 if e["config"]["tool"] == "search_books")
+    tool = tools.EnvFoundryTool(entry["config"], entry["tool_schema"])
+
+    async def call(parameters):
+        agent = AgentData("det-0", [])
+        iid, _ = await tool.create(create_kwargs={})
+        out = await tool.execute(iid, parameters, agent_data=agent)
+        await tool.release(iid)
+        return out
+
+    for sent, kind in (("a string", "a string"), (["x"], "an array"), (3, "an integer")):
+        text, reward, metrics = asyncio.run(call(sent))
+        assert text == f"Error: arguments for tool 'search_books' must be a JSON object, got {kind}", text
+        assert metrics == {"ok": False} and reward == 0.0
+    assert json.loads(asyncio.run(call({"query": "History"}))[0])
+    text, _, _ = asyncio.run(call(None))  # no arguments: the required one is named
+    assert "query" in text and "JSON object" not in text, text
+
+
+def test_openenv_runtime_plan_is_a_reference_episode(catalog_dir, tmp_path):
+    """``validation/runtime.json`` (what ``openenv validate`` plays at its runtime level, declared in
+    openenv.yaml's ``validation.execution``): the first task whose reference replays, its calls with
+    ``$N.field`` arguments resolved on the replay, then submit with the reference reply."""
+    from pipeline.export.openenv_fmt import runtime_plan
+    from pipeline.ir import ToolCall
+
+    cat = load_catalog(catalog_dir)
+    ce = next(iter(cat.envs.values()))
+    first = ce.tasks[0]
+    dependent = [ToolCall(tool="find_member_by_name", arguments={"name": "Dan Wu"}),
+                 ToolCall(tool="search_books", arguments={"query": "Brief History"}),
+                 ToolCall(tool="borrow_book", arguments={"member_id": "$1.id", "book_id": "$2.id", "days": 7})]
+    broken = first.model_copy(update={"reference_solution": [ToolCall(tool="borrow_book", arguments={"member_id": 99})]})
+    ce.tasks[:1] = [broken, first.model_copy(update={"reference_solution": dependent})]
+    plan = runtime_plan(ce, "submit")
+    reply = reference_reply(first.verifier.model_dump(mode="json"))
+    assert plan["plan_schema_version"] == "1" and plan["reset"]["options"] == {"task_id": first.task_id}
+    assert plan["actions"] == [
+        {"type": "call_tool", "tool_name": "find_member_by_name", "arguments": {"name": "Dan Wu"}},
+        {"type": "call_tool", "tool_name": "search_books", "arguments": {"query": "Brief History"}},
+        {"type": "call_tool", "tool_name": "borrow_book", "arguments": {"member_id": 4, "book_id": 2, "days": 7}},
+        {"type": "call_tool", "tool_name": "submit", "arguments": {"answer": reply} if reply else {}},
+    ]
+    (root,) = export_catalog(catalog_dir, "openenv", tmp_path).paths
+    manifest = yaml.safe_load((root / "openenv.yaml").read_text())
+    assert manifest["validation"]["execution"] == {"kind": "openenv_ws", "probe_path": "validation/runtime.json",
+                                                   "dockerfile": "server/Dockerfile", "context": ".",
+                                                   "agent_boundary": "api"}
+    assert (root / "server" / "Dockerfile").is_file() and (root / "validation" / "runtime.json").is_file()
+
+
 def test_jsonl_transcripts_round_trip(any_catalog, tmp_path):
     cat = load_catalog(any_catalog)
     (path,) = export_catalog(cat, "jsonl", tmp_path).paths
@@ -182,26 +239,61 @@ def test_jsonl_both_argument_forms(catalog_dir, tmp_path):
 
 
 def test_exports_carry_split_tier_and_pass_rate(catalog_dir, tmp_path):
+    """The tier is ``metadata.tier`` (an integer), else the tasks stage's rule on the reference
+    solution's length; the pass rate is recorded or measured, null only when no attempt ran."""
     root = build_catalog(tmp_path / "cat")
     env_dir = next((root / "envs").iterdir())
     lines = (env_dir / "tasks.jsonl").read_text().splitlines()
     recs = [json.loads(x) for x in lines]
+    assert [len(r["reference_solution"]) for r in recs] == [3, 2, 2]
     recs[0]["metadata"] = {"difficulty_tag": "hard", "pass_rate": 0.25, "pass_rate_ci": [0.05, 0.6]}
     recs[1]["difficulty"] = {"attempts": 4, "passes": 3}
-    recs[1]["metadata"] = {"tier": "medium"}
-    recs[2]["metadata"] = {"pass_rate": "n/a"}  # read defensively
+    recs[1]["metadata"] = {"tier": 3}
+    recs[2]["difficulty"] = {"attempts": 0, "passes": 0}
+    recs[2]["metadata"] = {"pass_rate": "n/a", "tier": "medium"}  # read defensively
     (env_dir / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     cat = load_catalog(root)
     (path,) = export_catalog(cat, "jsonl", tmp_path / "jsonl").paths
     got = {x["task_id"]: (x["tier"], x["pass_rate"]) for x in map(json.loads, path.read_text().splitlines())}
-    assert got == {recs[0]["task_id"]: ("hard", 0.25), recs[1]["task_id"]: ("medium", 0.75), recs[2]["task_id"]: (None, None)}
+    assert got == {recs[0]["task_id"]: (2, 0.25), recs[1]["task_id"]: (3, 0.75), recs[2]["task_id"]: (2, None)}
     (vroot,) = export_catalog(cat, "verl", tmp_path / "verl").paths
     rows = [r for s in ("train", "val") for r in pq.read_table(vroot / f"{s}.parquet").to_pylist()]
     assert {r["extra_info"]["task_id"]: (r["extra_info"]["tier"], r["extra_info"]["pass_rate"]) for r in rows} == got
-    (oroot,) = export_catalog(cat, "openenv", tmp_path / "openenv").paths
-    info = json.loads((oroot / "data" / "task_info.json").read_text())
-    assert {k: (v["tier"], v["pass_rate"]) for k, v in info.items()} == got
-    assert info[recs[0]["task_id"]]["pass_rate_ci"] == [0.05, 0.6]
+    for fmt in ("openenv", "verifiers"):
+        (oroot,) = export_catalog(cat, fmt, tmp_path / fmt).paths
+        info = next(json.loads(p.read_text()) for p in oroot.rglob("task_info.json"))
+        assert {k: (v["tier"], v["pass_rate"]) for k, v in info.items()} == got
+        assert info[recs[0]["task_id"]]["pass_rate_ci"] == [0.05, 0.6]
+        assert info[recs[0]["task_id"]]["difficulty_tag"] == "hard"
+
+
+PROMISED = ("split", "tier", "pass_rate")  # what every export README says each task carries
+
+
+def test_every_format_fills_what_its_readme_promises(any_catalog, tmp_path):
+    """Split, tier (an integer) and pass rate are set for every task in every format: veRL's
+    ``extra_info``, the ``task_info.json`` the verifiers package and the OpenEnv server read (its
+    reset observation and the verifiers task data copy them), and every SFT record."""
+    cat = load_catalog(any_catalog)
+    out = tmp_path / "out"
+    for fmt in ("verifiers", "openenv", "verl", "jsonl"):
+        export_catalog(cat, fmt, out / fmt)
+    records = {
+        "verl": [r["extra_info"] for s in ("train", "val") for p in (out / "verl").glob(f"*/{s}.parquet")
+                 for r in pq.read_table(p).to_pylist()],
+        "jsonl": [json.loads(x) for x in (out / "jsonl" / "sft.jsonl").read_text().splitlines()],
+        **{fmt: [{"task_id": k, **v} for p in (out / fmt).rglob("task_info.json") for k, v in json.loads(p.read_text()).items()]
+           for fmt in ("verifiers", "openenv")},
+    }
+    for fmt, recs in records.items():
+        assert sorted({r["task_id"] for r in recs}) == sorted(t.task_id for t in cat.tasks), fmt
+        for r in recs:
+            assert all(r[k] is not None for k in PROMISED), (fmt, r)
+            assert type(r["tier"]) is int and 1 <= r["tier"] <= 3, (fmt, r)
+            assert r["split"] in ("train", "val") and 0.0 <= r["pass_rate"] <= 1.0, (fmt, r)
+    for ce in cat.envs.values():  # the README names what the runtime plan plays
+        plan = json.loads(next((out / "openenv").glob(f"*{ce.env_id}/validation/runtime.json")).read_text())
+        assert f"task `{plan['reset']['options']['task_id']}`" in next((out / "openenv").glob(f"*{ce.env_id}/README.md")).read_text()
 
 
 def test_exported_runtime_is_the_one_reward_and_engine(catalog_dir, tmp_path):

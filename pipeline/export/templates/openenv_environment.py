@@ -4,11 +4,16 @@
 in-memory copy of ``data/initial.db`` and returns a ``TaskObservation`` (instruction, tools, split,
 tier, pass rate). ``step`` takes OpenEnv's MCP actions: ``ListToolsAction`` lists the tools
 (``ListToolsObservation``), ``CallToolAction(tool_name, arguments)`` runs one and returns a
-``ToolObservation`` whose ``result`` is the text the agent reads (JSON, or ``Error: ...``).
-Calling the submit tool (with ``answer`` for questions) ends the episode: its reward is the
-envfoundry verifier (``reward.py``, the one reward implementation) on the final database, 1.0 when
-it holds, else 0.0 (``ENVFOUNDRY_PARTIAL_CREDIT=1``: the share of goals met). Each WebSocket
-session has its own environment instance, hence its own database.
+``ToolObservation`` whose ``result`` is the text the agent reads (JSON, or ``Error: ...``). A call
+that could not run as sent also fills ``error`` (``ToolError``): an unknown tool
+(``tool_not_found``), arguments that fail the tool's schema (``invalid_args``, naming the
+parameter), a database failure (``execution_error``); a call the application refused by one of
+its rules (a guard, no such record) is the tool's own answer: ``ok`` false, ``error`` null, the
+message in ``result``. Every step's ``reward`` is a number: 0.0 until the submit tool (with
+``answer`` for questions) ends the episode, whose reward is the envfoundry verifier (``reward.py``,
+the one reward implementation) on the final database, 1.0 when it holds, else 0.0
+(``ENVFOUNDRY_PARTIAL_CREDIT=1``: the share of goals met). Each WebSocket session has its own
+environment instance, hence its own database.
 """
 
 import json
@@ -57,7 +62,14 @@ def tool_specs() -> list[Tool]:
     return specs
 
 
+# Engine failures that mean the call could not run as sent (or at all): a ToolError. Refusals by the
+# application's own rules (guard, not_found) are the tool's answer and stay in ``result``.
+ERROR_TYPES = {"validation": ToolErrorType.INVALID_ARGS, "sql": ToolErrorType.EXECUTION_ERROR,
+               "busy": ToolErrorType.EXECUTION_ERROR}
+
+
 def _error(name: str, kind: ToolErrorType, message: str, **fields: Any) -> ToolObservation:
+    fields.setdefault("reward", 0.0)
     return ToolObservation(tool_name=name, ok=False, error=ToolError(error_type=kind, message=message), **fields)
 
 
@@ -105,7 +117,7 @@ class EnvFoundryEnvironment(Environment):
 
     def step(self, action, timeout_s: float | None = None, **kwargs: Any):
         if isinstance(action, ListToolsAction):
-            return ListToolsObservation(tools=tool_specs())
+            return ListToolsObservation(tools=tool_specs(), reward=0.0)
         if not isinstance(action, CallToolAction):
             return _error("", ToolErrorType.INVALID_ARGS, "actions are CallToolAction or ListToolsAction")
         name = action.tool_name
@@ -138,12 +150,16 @@ class EnvFoundryEnvironment(Environment):
             )
         self._state.tool_calls += 1
         out = bundle().call(self._conn, name, arguments)
-        if not out["ok"] and name not in bundle().tools:
-            return _error(name, ToolErrorType.TOOL_NOT_FOUND, out["error"], result=taskrt.render_result(out))
+        if not out["ok"]:
+            kind = ToolErrorType.TOOL_NOT_FOUND if name not in bundle().tools else ERROR_TYPES.get(out.get("kind"))
+            if kind is not None:
+                return _error(name, kind, out["error"], result=taskrt.render_result(out),
+                              metadata={"kind": out.get("kind"), "parameter": out.get("parameter")})
         return ToolObservation(
             tool_name=name,
             result=taskrt.render_result(out),
             ok=bool(out["ok"]),
+            reward=0.0,
             metadata={"kind": out.get("kind")} if not out["ok"] else {},
         )
 

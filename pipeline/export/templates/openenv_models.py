@@ -31,7 +31,7 @@ class TaskObservation(Observation):
     tools: list[Tool] = Field(default_factory=list, description="Tools callable with CallToolAction")
     submit_tool: str = Field(default="submit", description="The tool that ends the episode and scores it")
     split: str | None = Field(default=None, description="train or val")
-    tier: str | None = Field(default=None, description="Difficulty tier measured by envfoundry")
+    tier: int | None = Field(default=None, description="Difficulty tier (1 to 3: how many calls and decisions)")
     pass_rate: float | None = Field(default=None, description="Share of envfoundry's test rollouts that passed")
 
 

@@ -32,8 +32,8 @@ class EnvFoundryData(vf.TaskData):
     """Hidden from the agent: SQL assertions, mutable tables and the expected answer."""
     split: str | None = None
     """train or val (envfoundry's held-out split)."""
-    tier: str | None = None
-    """Difficulty tier measured by envfoundry's tester."""
+    tier: int | None = None
+    """Difficulty tier (1 to 3: how many calls and decisions the task takes)."""
     pass_rate: float | None = None
     """Share of envfoundry's test rollouts that passed."""
     difficulty: dict[str, Any] = {}

@@ -144,7 +144,9 @@ class EnvFoundryTool(BaseTool):
         _OPEN[0] += 1
         try:
             before = conn.total_changes
-            out = b.call(conn, self.tool, parameters if isinstance(parameters, dict) else {})
+            # Anything but a JSON object (a string, a list, a number) is refused by the engine with a
+            # message naming what was sent; no arguments at all (null) is an empty object.
+            out = b.call(conn, self.tool, parameters)
             if conn.total_changes != before:
                 record["db"] = taskrt.dump_db(conn)
         finally:

@@ -1,12 +1,17 @@
 """Run inside the OpenEnv trainer venv (openenv 0.10 only, no envfoundry): run the exported
-environment's README commands — ``openenv validate .``, ``uvicorn server.app:app`` from the
-environment directory, ``openenv validate --url`` — then play two episodes per task over the
+environment's README commands as written — ``openenv validate . --level static``, ``uvicorn
+server.app:app`` from the environment directory, ``openenv validate --url`` — then openenv's own
+validation runner at its runtime level (the image ``server/Dockerfile`` would build replaced by the
+directory served with uvicorn: no Docker daemon here), play two episodes per task over the
 WebSocket client trainers use (reference calls + submit, submit only), check that two sessions
-have separate databases, and serve the installed package (``python -m <package>.server.app``)
-through its typed client. Prints one JSON report."""
+have separate databases and how invalid calls are answered, and serve the installed package
+(``python -m <package>.server.app``) through its typed client. Prints one JSON report."""
 
+import hashlib
 import json
 import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -15,6 +20,18 @@ import urllib.request
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+
+
+def readme_commands(root: Path) -> list[list[str]]:
+    """The README's first bash block, one argv per command (comments dropped)."""
+    block = re.search(r"```bash\n(.*?)```", (root / "README.md").read_text(encoding="utf-8"), re.S).group(1)
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def readme_command(root: Path, *prefix: str) -> list[str]:
+    found = [c for c in readme_commands(root) if tuple(c[: len(prefix)]) == prefix]
+    assert len(found) == 1, (prefix, readme_commands(root))
+    return found[0]
 
 
 def free_port() -> int:
@@ -79,7 +96,7 @@ def episodes(url: str, script: dict) -> dict:
                     for call in s["calls"]:
                         r = step(env, call["tool"], call["arguments"])
                         results.append({"tool": call["tool"], "result": r.observation.get("result"),
-                                        "ok": r.observation.get("ok"), "done": r.done})
+                                        "ok": r.observation.get("ok"), "done": r.done, "reward": r.reward})
                 args = {"answer": s["reply"]} if mode == "reference" and s.get("reply") else {}
                 end = step(env, s["submit"], args)
                 after = step(env, s["submit"], {})
@@ -129,22 +146,103 @@ def typed_client(url: str, package: str, task_id: str) -> dict:
             "state_type": type(state).__name__, "state_done": state.done}
 
 
+class LocalSubject:
+    """The served directory as openenv's RunningSubject (what a started container is to it)."""
+
+    def __init__(self, proc, base_url):
+        self.proc, self.base_url = proc, base_url
+
+    def inspect(self) -> dict:
+        return {"pid": self.proc.pid}
+
+    def logs(self, max_bytes: int = 65536) -> str:
+        return ""
+
+    def exec(self, argv, timeout_s):
+        raise NotImplementedError("no exec in the local stand-in")
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
+class LocalProvider:
+    """openenv's validation provider, with ``uvicorn server.app:app`` in the environment directory in
+    place of ``docker build`` + ``docker run`` of ``server/Dockerfile`` (which runs the same command).
+    It cannot enforce a network policy, so it does not claim that capability: openenv skips that check."""
+
+    name = "local-uvicorn"
+
+    def __init__(self, root: Path):
+        from openenv.validation.types import ProviderCapability
+
+        self.root = root
+        self.capabilities = frozenset({ProviderCapability.IMAGE_BUILD})
+        self.supported_network_modes = frozenset({"public", "no-network"})
+
+    def build(self, root, execution) -> str:
+        dockerfile = (Path(root) / execution.dockerfile).read_text(encoding="utf-8")
+        assert 'CMD ["uvicorn", "server.app:app"' in dockerfile, dockerfile  # what the image would run
+        return "sha256:" + hashlib.sha256(dockerfile.encode()).hexdigest()
+
+    def start(self, spec):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = serve([str(BIN / "uvicorn"), "server.app:app", "--port", str(port)], self.root, bare_env())
+        wait_ready(url, proc)
+        return LocalSubject(proc, url)
+
+
+def runtime_validation(root: Path) -> dict:
+    """openenv's runner at its runtime level, its runtime plan played on the served directory."""
+    from openenv.validation import run_validation
+    from openenv.validation.types import Level
+
+    report = run_validation(root, max_level=Level.RUNTIME, provider=LocalProvider(root))
+    return {"verdict": report.verdict.value, "levels": [level.name.lower() for level in report.levels_run],
+            "results": {r.check_id: {"status": r.status.value, "evidence": r.evidence} for r in report.results}}
+
+
+def invalid_calls(url: str, task_id: str, tool: str) -> dict:
+    """How a call that cannot run as sent is answered: an unknown tool, an unknown argument."""
+    from openenv.core import GenericEnvClient
+
+    with GenericEnvClient(base_url=url).sync() as env:
+        env.reset(task_id=task_id)
+        out = {}
+        for name, args in (("unknown_tool", ("no_such_tool", {})), ("bad_args", (tool, {"no_such_arg": 1}))):
+            obs = step(env, *args)
+            out[name] = {"ok": obs.observation.get("ok"), "error": obs.observation.get("error"),
+                         "result": obs.observation.get("result"), "reward": obs.reward}
+    return out
+
+
 def main(env_dir: str, package: str, script_file: str) -> dict:
     root = Path(env_dir)
     script = json.loads(Path(script_file).read_text(encoding="utf-8"))
     probe = script.pop("__isolation__", None)
-    report: dict = {"validate_dir": run([str(BIN / "openenv"), "validate", "."], root)}
+    report: dict = {"readme": readme_commands(root)}
+    report["validate_dir"] = run([str(BIN / "openenv"), *readme_command(root, "openenv", "validate", ".")[1:]], root)
+    report["runtime_validation"] = runtime_validation(root)
     # Directory mode, as openenv.yaml (app: server.app:app) and the README say.
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = serve([str(BIN / "uvicorn"), "server.app:app", "--port", str(port)], root, bare_env())
+    serve_cmd = readme_command(root, "uvicorn")
+    assert serve_cmd[serve_cmd.index("--port") + 1] == "8000", serve_cmd
+    serve_cmd[serve_cmd.index("--port") + 1] = str(port)  # a free port instead of the README's 8000
+    proc = serve([str(BIN / "uvicorn"), *serve_cmd[1:]], root, bare_env())
     try:
         wait_ready(url, proc)
-        report["validate_url"] = run([str(BIN / "openenv"), "validate", "--url", url], root)
+        validate_url = readme_command(root, "openenv", "validate", "--url")
+        assert validate_url[-1] == "http://127.0.0.1:8000", validate_url
+        report["validate_url"] = run([str(BIN / "openenv"), *validate_url[1:-1], url], root)
         with urllib.request.urlopen(url + "/schema", timeout=10) as r:
             schema = json.loads(r.read())
         report["schema"] = {k: v.get("title") for k, v in schema.items()}
         report.update(episodes(url, script))
+        first = next(iter(script))
+        tool = next((c["tool"] for c in script[first]["calls"]), None)
+        if tool:
+            report["invalid_calls"] = invalid_calls(url, first, tool)
         if probe:
             report["isolation"] = isolation(url, probe)
     finally:

@@ -206,6 +206,12 @@ async def main(export_dir: str, package: str, script_file: str, fmt: str) -> dic
         report["rollouts"].append({"task_id": extra["task_id"], "env_id": extra["env_id"], "mode": "noop",
                                    "split": extra["split"], "reward": result["reward_score"],
                                    "extra": result["reward_extra_info"], "results": []})
+    if fmt == "hermes":  # arguments the model wrote as a JSON string: refused with a message, not run as {}
+        row = rows[0]
+        name = row["extra_info"]["tool_selection"][0]
+        turn = "<tool_call>\n" + json.dumps({"name": name, "arguments": "a string"}) + "\n</tool_call>"
+        _, _, results = await trajectory(loop, row, [turn, "Done."], tokenizer)
+        report["string_arguments"] = {"tool": name, "results": results}
     check_leaks("end")
     return report
 
