@@ -38,6 +38,7 @@ from pipeline.stages.paramnames import fix_param_names
 from pipeline.stages.planner.analysis import analyse
 from pipeline.stages.planner.keys import natural_keys
 from pipeline.stages.schema import check_enums, table_columns
+from pipeline.stages.wording import singular
 from verify.state import TableInfo, qi, table_infos
 
 if TYPE_CHECKING:
@@ -145,10 +146,16 @@ def _value_param(info: TableInfo, col: str, enums: dict[str, tuple], required: b
     return ir.Param(name=col, type=ptype, description=what, required=required, enum=enum)  # type: ignore[arg-type]
 
 
+def thing(table: str) -> str:
+    """A table's name as a user says one of its records: words, the last in the singular ("kegs" -> "keg")."""
+    words = table.replace("_", " ").split()
+    return " ".join(words[:-1] + [singular(words[-1])]) if words else table
+
+
 def _key_params(info: TableInfo) -> list[ir.Param]:
     """The parameters naming one row of ``info`` by its primary key."""
     return [ir.Param(name=k, type=_PARAM_TYPE.get(info.column_type(k), "string"),  # type: ignore[arg-type]
-                     description=f"the {k} of the {info.name} row to change ({info.name}.{k})") for k in info.key]
+                     description=f"the {k} of the {thing(info.name)} to change ({info.name}.{k})") for k in info.key]
 
 
 def write_tool(gap: WriteGap, env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo]
@@ -162,18 +169,20 @@ def write_tool(gap: WriteGap, env: ir.Environment, conn: sqlite3.Connection, inf
         if gap.kind == "create":
             cols = [c for c in table_columns(conn, table) if not c.auto_id and not c.has_default]
             fks = {c: (p, pc) for c, p, pc in info.foreign_keys}
+            new = thing(gap.table)
             params = [_value_param(info, c.name, enums, c.notnull,
-                                   f"the {fks[c.name][1]} of the {fks[c.name][0]} row it belongs to "
+                                   f"the {thing(fks[c.name][0])} it belongs to, by its {fks[c.name][1]} "
                                    f"({gap.table}.{c.name})" if c.name in fks else
-                                   f"the new row's {c.name} ({gap.table}.{c.name})") for c in cols]
+                                   f"the new {new}'s {c.name.replace('_', ' ')} ({gap.table}.{c.name})") for c in cols]
             if not params:
                 return None
             sql = (f"INSERT INTO {t} ({', '.join(qi(c.name) for c in cols)}) "
                    f"VALUES ({', '.join(':' + c.name for c in cols)})")
             returns = ir.Returns(sql=f"SELECT * FROM {t} WHERE {qi(info.key[0])} = :last_id", mode="one") \
                 if info.int_pk else None
+            gives = "; returns it as recorded" if returns is not None else ""
             return ir.Tool(name=f"create_{gap.table}".lower(), kind="write", params=params,
-                           description=f"Create a {gap.table} row; gives the new row.",
+                           description=f"Record a new {new}{gives}.",
                            steps=[ir.Step(kind="write", sql=sql)], returns=returns)
         assert gap.column is not None
         if info.key == ("rowid",) or gap.column in info.key:
@@ -181,12 +190,13 @@ def write_tool(gap: WriteGap, env: ir.Environment, conn: sqlite3.Connection, inf
         keyp = _key_params(info)
         where = " AND ".join(f"{qi(p.name)} = :{p.name}" for p in keyp)
         named = " and ".join(f"{p.name} {{{p.name}}}" for p in keyp)
-        value = _value_param(info, gap.column, enums, True, f"the new {gap.column} ({gap.table}.{gap.column})")
+        what, column = thing(gap.table), gap.column.replace("_", " ")
+        value = _value_param(info, gap.column, enums, True, f"the new {column} ({gap.table}.{gap.column})")
         return ir.Tool(
             name=f"update_{gap.table}_{gap.column}".lower(), kind="write", params=[*keyp, value],
-            description=f"Set the {gap.column.replace('_', ' ')} of a {gap.table} row; gives the changed row.",
+            description=f"Set the {column} of a {what}; returns the {what} as changed.",
             steps=[ir.Step(kind="guard", sql=f"SELECT 1 FROM {t} WHERE {where}", must="exist",
-                           error=f"no {gap.table} row has {named}"),
+                           error=f"no {what} has {named}"),
                    ir.Step(kind="write", sql=f"UPDATE {t} SET {qi(gap.column)} = :{gap.column} WHERE {where}")],
             returns=ir.Returns(sql=f"SELECT * FROM {t} WHERE {where}", mode="one"))
     except ValueError:  # a column name no parameter may have

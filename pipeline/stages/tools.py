@@ -148,7 +148,8 @@ class Workspace:
         conn = engine.connect()
         try:
             build_database(env, conn)
-            seed = [_rows_of(conn, t) for t in tables]
+            plans = {s.table: s.plan for s in self.seed}  # the row generators' choice is kept
+            seed = [_rows_of(conn, t, plans.get(t.name)) for t in tables]
         except (EnvDirError, sqlite3.Error) as e:
             return f"the seeded rows do not fit the amended schema: {e}"
         finally:

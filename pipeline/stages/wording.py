@@ -137,6 +137,19 @@ class _Words:
                 label = f"{owner} {label}"
         return label
 
+    def when(self, label: str) -> str | None:
+        """The verb of a column named for when something was done, in English ("brewed on" -> "brewed"): it reads
+        "when was ... brewed", not "the brewed on of"; None for other columns and other languages."""
+        words = label.split()
+        if self.language == "en" and len(words) >= 2 and words[-1] in ("on", "at") and words[-2].endswith("ed"):
+            return " ".join(words[:-1])
+        return None
+
+    def plural(self, label: str) -> bool:
+        """Whether an English label ends in a plural ("allergies": "what are the allergies of")."""
+        words = label.split()
+        return self.language == "en" and bool(words) and singular(words[-1]) != words[-1]
+
     def named(self, named: Named, table: str) -> str:
         return self.join([self("pair", label=self.label(ref, table), value=self.value(v)) for ref, v in named])
 
@@ -183,14 +196,23 @@ def _removed(goal: Goal, changes: Sequence[Change]) -> bool:
 
 
 def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[tuple[str, str]],
-              others: Collection[str]) -> str | None:
-    """One goal in words; None when its facts cannot be said plainly (a count over a filtered list, a write
-    whose change is not known)."""
+              others: Collection[str], number: bool = False) -> str | None:
+    """One goal in words (``number``: the answer is a number); None when its facts cannot be said plainly (a count
+    over a filtered list, a write whose change is not known)."""
     k = goal.kind
     if k == "lookup":
-        return w("lookup", asked=w.label(goal.asked, goal.table), what=w.what(goal.table, goal.named))
+        asked = w.label(goal.asked, goal.table)
+        if verb := w.when(asked):
+            return w("lookup_when", verb=verb, what=w.what(goal.table, goal.named))
+        many = w.plural(asked) and not number  # "volume liters" is one number
+        return w("lookup_many" if many else "lookup", asked=asked, what=w.what(goal.table, goal.named))
     if k in ("count", "total", "decide_update", "decide_delete") and not goal.items:
         return None
+    if k == "count" and goal.where:
+        where = w.join([w("pair", label=w.label(ref, goal.items), value=w.value(v)) for ref, v in goal.where])
+        if not goal.named:
+            return w("count_all_where", items=goal.items.replace("_", " "), where=where)
+        return w("count_where", items=goal.items.replace("_", " "), where=where, what=w.what(goal.table, goal.named))
     if k == "count":
         return w("count", items=goal.items.replace("_", " "), what=w.what(goal.table, goal.named))
     if k == "total":
@@ -214,8 +236,13 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
     if k in ("decide_update", "decide_delete"):
         if k == "decide_update" and not sets:
             return None
+        asked = w.label(goal.asked, goal.table)
+        if verb := w.when(asked):  # "the one brewed last", not "the one with the latest brewed on"
+            return w(k + "_when", items=goal.items.replace("_", " "), what=w.what(goal.owner, goal.named), verb=verb,
+                     which=w("last" if goal.which in ("highest", "latest") else "first"),
+                     changes=w.join(sets) if sets else "")
         return w(k, items=goal.items.replace("_", " "), what=w.what(goal.owner, goal.named), which=w(goal.which),
-                 asked=w.label(goal.asked, goal.table), changes=w.join(sets) if sets else "")
+                 asked=asked, changes=w.join(sets) if sets else "")
     return None
 
 
@@ -227,8 +254,9 @@ def request_from_plan(chain: Chain, changes: Sequence[Change] = (), *, skip: Col
     if not chain.goals:
         return None
     w = _Words(language)
+    number = chain.answer is not None and chain.answer.get("type") == "number"
     parts = [_sentence(w, g, changes, skip, [o.table for o in chain.goals
-                                             if o is not g and o.kind in ("update", "decide_update")])
+                                             if o is not g and o.kind in ("update", "decide_update")], number)
              for g in chain.goals]
     if any(p is None for p in parts):
         return None

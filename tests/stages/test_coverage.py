@@ -260,7 +260,15 @@ def test_tables_users_change_get_their_creates_and_column_updates() -> None:
         bad = inst.call("update_permits_status", {"permit_id": 1, "status": "lost"})
         assert bad["kind"] == "validation" and bad["parameter"] == "status"
         assert inst.call("update_permits_status", {"permit_id": 99, "status": "approved"}) == {
-            "ok": False, "error": "no permits row has permit_id 99", "parameter": None, "kind": "guard"}
+            "ok": False, "error": "no permit has permit_id 99", "parameter": None, "kind": "guard"}
+    # descriptions a request could borrow read as a user would say them: no "<table> row", no snake_case table
+    assert create.description == "Record a new inspection; returns it as recorded."
+    assert env.tool("update_permits_status").description == "Set the status of a permit; returns the permit as changed."
+    assert [p.description for p in create.params][:2] == ["the permit it belongs to, by its permit_id "
+                                                          "(inspections.permit_id)",
+                                                          "the new inspection's inspected on (inspections.inspected_on)"]
+    for tool in (create, env.tool("update_permits_status"), env.tool("update_inspections_result")):
+        assert " row" not in tool.description and "_" not in tool.description
     with fresh(env) as run:
         chains = plan_chains(env, run, 24, {1: 0.2, 2: 0.4, 3: 0.4})
     used = {c.tool for ch in chains for c in ch.calls}

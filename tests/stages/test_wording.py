@@ -9,10 +9,11 @@ import shutil
 import pytest
 
 from pipeline import prompts
+from pipeline.ir import ToolCall
 from pipeline.llm import fake_client
 from pipeline.prompts import render_section
 from pipeline.settings import TaskSettings, VerifySettings
-from pipeline.stages.planner import plan_chains
+from pipeline.stages.planner import Chain, Goal, plan_chains
 from pipeline.stages.tasks import generate_tasks, lint_request, revise_task
 from pipeline.stages.wording import numbers, request_from_plan, speaks_about_itself, stated
 from tests.fixtures.brewery import brewery_env
@@ -181,3 +182,39 @@ def test_the_plain_lint_refuses_rows_in_the_singular_too() -> None:
     values = ", ".join(map(str, chain.must_state))
     assert "speaks of batches rows" in lint_request(env, chain, f"Which batch row is it, for {values}?", plain=True)
     assert lint_request(env, chain, f"Which batch row is it, for {values}?") is None  # unchanged without the switch
+
+
+def _asking(goal: Goal, answer: str | None = None) -> Chain:
+    return Chain(goal.kind, [ToolCall(tool="t", arguments={})], [], [v for _, v in goal.named + goal.where],
+                 answer={"type": answer, "value": 1} if answer else None, goals=[goal])
+
+
+HARBOR = (("beers.name", "Harbor Stout"),)
+HS0107 = (("batches.batch_code", "HS-0107"),)
+
+
+@pytest.mark.parametrize(("goal", "answer", "text"), [
+    (Goal("lookup", "patients", (("patients.full_name", "Ana Lima"),), asked="allergies"), "text",
+     "What are the allergies of the patient with full name 'Ana Lima'?"),
+    (Goal("lookup", "batches", HS0107, asked="volume_liters"), "number",  # one number, not a plural
+     "What is the volume liters of the batch with batch code 'HS-0107'?"),
+    (Goal("lookup", "batches", HS0107, asked="brewed_on"), "date", "When was the batch with batch code 'HS-0107' brewed?"),
+    (Goal("decide_update", "batches", HARBOR, owner="beers", asked="brewed_on", values=(("status", "packaged"),),
+          items="batches", which="latest"), None,
+     "Among the batches for the beer with name 'Harbor Stout', please set status to 'packaged' for the one brewed last."),
+    (Goal("decide_delete", "loans", (("members.email", "dan@example.org"),), owner="members", asked="due_date",
+          items="loans", which="earliest"), None,
+     "Among the loans for the member with email 'dan@example.org', please remove the one with the earliest due date."),
+    (Goal("count", "batches", HS0107, asked="*", items="kegs", where=(("kegs.status", "full"),)), "number",
+     "How many kegs with status 'full' are there for the batch with batch code 'HS-0107'?"),
+    (Goal("count", "kegs", asked="*", items="kegs", where=(("kegs.size_liters", 30),)), "number",
+     "How many kegs with size liters 30 are there?"),
+])
+def test_templates_read_as_a_plain_request(goal: Goal, answer: str | None, text: str) -> None:
+    assert request_from_plan(_asking(goal, answer)) == text
+
+
+def test_english_forms_stay_out_of_another_language(french_prompts) -> None:
+    goal = Goal("lookup", "patients", (("patients.full_name", "Ana Lima"),), asked="allergies")
+    assert request_from_plan(_asking(goal, "text"), language="fr") == \
+        "Quel est le champ allergies de la fiche patients avec full name 'Ana Lima' ?"

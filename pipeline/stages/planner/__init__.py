@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from pipeline.ir import Environment
+from pipeline.stages.paging import page_of
 from pipeline.stages.planner.analysis import ParamUse, ToolShape, analyse
 from pipeline.stages.planner.chains import Chain, Goal, Planner
 from pipeline.stages.planner.keys import NaturalKey, natural_keys
@@ -34,8 +35,10 @@ SPREAD_PER_SHAPE = 96
 def make_planner(env: Environment, run: Run) -> Planner:
     conn, infos = run.inst.conn, run.infos
     shapes = analyse(env, conn, infos)
-    searchable = {u.column for s in shapes.values() if s.kind == "read" for us in s.uses.values() for u in us
-                  if u.column is not None and u.role == "filter"}
+    # the columns users name rows by; a paged lister's optional filters (a status, a date range) narrow a list
+    narrowing = {(t.name, p.name) for t in env.tools if page_of(t) is not None for p in t.params if not p.required}
+    searchable = {u.column for s in shapes.values() if s.kind == "read" for prm, us in s.uses.items() for u in us
+                  if u.column is not None and u.role == "filter" and (s.name, prm) not in narrowing}
     return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable), run.inst.call)
 
 

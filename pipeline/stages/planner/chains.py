@@ -11,8 +11,9 @@ call of the same chain (an id found by a lookup, the id a create returned). Shap
 * ``create``        — a new row whose foreign keys name existing rows (their ids looked up first);
 * ``parent_child``  — create a row, then a row that refers to it (the new id feeds the second call);
 * ``decide_write``  — list rows, choose the one with the highest/lowest value of a column, write on it;
-* ``aggregate``     — list rows reached through a lookup and count them / sum or take the extreme of a
-  column (the answer is computed from what the calls return);
+* ``aggregate``     — list rows reached through a lookup and count them (those with a filter's value too) /
+  sum a column (the answer is computed from what the calls return; a paged lister's count is its count field,
+  a sum reads every page: see ``aggregates``);
 * ``compound``      — two independent goals in one request, each with its own lookups (width).
 
 Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
@@ -48,7 +49,8 @@ class Goal:
     """``lookup``, ``count``, ``total``, ``create``, ``child`` (a new row of the row created just before),
     ``update``, ``delete``, ``decide_update`` or ``decide_delete`` (a write on the row chosen among ``items``)."""
     table: str
-    """The table asked about or written; for ``count`` and ``total``, the table of the named row."""
+    """The table asked about or written; for ``count`` and ``total``, the table of the named row (a count of a
+    whole table's rows: that table, ``named`` empty)."""
     named: Named = ()
     """How the user names the row the goal is about (empty for a new row)."""
     owner: str = ""
@@ -62,13 +64,16 @@ class Goal:
     items: str = ""
     """What is counted or chosen among (a table); empty when the tool lists only some of them (no plain words)."""
     which: str = ""
-    """``highest`` or ``lowest`` (``decide_*``)."""
+    """``highest`` or ``lowest`` (``decide_*``; ``latest`` or ``earliest`` when the column holds dates)."""
     key: tuple[Any, ...] = ()
     """The primary key of the row a write changes, to find its changes when it takes no new value."""
+    where: Named = ()
+    """``count``: the value the counted rows have ((``table.column``, value); a paged lister's filter)."""
 
     @property
     def column(self) -> str:
-        return self.asked or ",".join(sorted([c for c, _ in self.values] + [c for c, _, _ in self.refs]))
+        asked = self.asked + "".join(f"|{ref}" for ref, _ in self.where)
+        return asked or ",".join(sorted([c for c, _ in self.values] + [c for c, _, _ in self.refs]))
 
 
 @dataclass
@@ -83,7 +88,8 @@ class Chain:
     """Values the request must not contain (surrogate ids, the answer)."""
     answer: dict[str, Any] | None = None
     sources: list[dict[str, str]] = field(default_factory=list)
-    """Per call: argument -> ``stated`` or ``$N.field`` (read from call N)."""
+    """Per call: argument -> ``stated``, ``$N.field`` (read from call N) or ``page`` (a page size or offset the
+    agent picks to read every page of a paged lister)."""
     goals: list[Goal] = field(default_factory=list)
     """What the user wants, as data (the facts' content)."""
 

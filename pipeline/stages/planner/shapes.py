@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pipeline.ir import ToolCall
+from pipeline.stages.planner.aggregates import aggregates, read_all
 from pipeline.stages.planner.chains import (
     _DATE,
     Chain,
@@ -17,7 +18,7 @@ from pipeline.stages.planner.chains import (
     answer_type,
     fact_text,
 )
-from pipeline.stages.planner.values import enum_of, new_value, plain_value, unique_cols
+from pipeline.stages.planner.values import enum_of, new_value, plain_value, rotate, unique_cols
 from verify.state import qi
 
 MAX_OTHERS = 40
@@ -29,23 +30,6 @@ def _others(p: Planner, table: str, col: str, expected: Any, stated: list[Any]) 
     return [v for v in vals if v != expected and v not in stated and isinstance(v, str)][:MAX_OTHERS]
 
 
-def _gist(tool: Any) -> str:
-    """What a list tool gives, in its own description's words (the rows it lists may be filtered)."""
-    return '"' + tool.description.strip().rstrip(".") + '"'
-
-
-def _lists_all(p: Planner, table: str, parent: str, parent_id: Any, n: int) -> bool:
-    """Whether ``n`` is the number of all the rows of ``table`` that point at a row of ``parent``: a list of
-    them counts what "the <table> of that <parent>" says plainly."""
-    return any(p.conn.execute(f"SELECT count(*) FROM {qi(table)} WHERE {qi(c)} = ?", (parent_id,)).fetchone()[0] == n
-               for c, pt, pc in p.infos[table].foreign_keys if pt == parent and (pc or p.infos[pt].key[0]) ==
-               p.infos[pt].key[0])
-
-
-def _rotate(rows: list[Any], k: int) -> list[Any]:
-    return rows[k % len(rows):] + rows[: k % len(rows)] if rows else rows
-
-
 # ---------------------------------------------------------------- questions
 
 
@@ -54,11 +38,11 @@ def lookups(p: Planner, seed: int) -> Iterator[Chain]:
         nk = p.keys[table]
         info = p.infos[table]
         cols = [c for c in info.columns if c not in nk.columns and not p.is_surrogate((table, c))]
-        for i, row in enumerate(_rotate(p.rows(table), seed)[:6]):
+        for i, row in enumerate(rotate(p.rows(table), seed)[:6]):
             desc = p.describe(table, row)
             if desc is None:
                 continue
-            for col in _rotate(cols, seed + i):
+            for col in rotate(cols, seed + i):
                 value = row.get(col)
                 if value is None:
                     continue
@@ -77,73 +61,6 @@ def lookups(p: Planner, seed: int) -> Iterator[Chain]:
                                               f"{fact_text(desc)}."],
                             must_state=stated_all, hidden=[value], answer=answer, sources=sources,
                             goals=[Goal("lookup", table, p.named(table, row, desc, stated), asked=col)])
-                break
-
-
-def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
-    """Count (or sum / take the extreme of) the rows a list tool shows for a row reached by a lookup."""
-    for name in sorted(p.shapes):
-        shape = p.shapes[name]
-        tool = p.env.tool(name)
-        if shape.kind != "read" or not shape.many or not tool.params:
-            continue
-        for prm in tool.params:
-            col = shape.column_of(prm.name, "filter")
-            if col is None or not p.is_surrogate(col):
-                continue
-            t, c = col
-            # the anchor: the row the surrogate points at (its parent through a foreign key, or itself)
-            anchor_table = t
-            if c not in p.infos[t].key:
-                fk = [(pp, pc) for cc, pp, pc in p.infos[t].foreign_keys if cc == c]
-                if not fk:
-                    continue
-                anchor_table = fk[0][0]
-            akey = p.infos[anchor_table].key[0]
-            for arow in _rotate(p.rows(anchor_table), seed)[:8]:
-                desc = p.describe(anchor_table, arow)
-                if desc is None:
-                    continue
-                sub = p.reach(anchor_table, arow, (anchor_table, akey), skip=frozenset({name}))
-                if sub is None:
-                    continue
-                calls, sources, stated, field = sub
-                args = {prm.name: arow[akey]}
-                ok, _ = _valid(tool, args)
-                if not ok or any(q.required and q.name not in args for q in tool.params):
-                    continue
-                result = p.call(name, args)
-                if not result or len(result) < 2:
-                    continue
-                n = len(calls)
-                full = calls + [ToolCall(tool=name, arguments=args)]
-                srcs = sources + [{prm.name: f"${n}.{field}"}]
-                stated_all = [v for _, v in desc] + [v for v in stated if v not in [d for _, d in desc]]
-                counted = shape.target or t
-                # what is counted: all the rows of the anchor (then said plainly), or those the tool picks (then in
-                # its own description's words: a tool listing only open loans counts fewer than all loans)
-                kind = "" if counted == t and len(result) == p.conn.execute(
-                    f"SELECT count(*) FROM {qi(t)} WHERE {qi(c)} = ?", (arow[akey],)).fetchone()[0] \
-                    else f" there are of this kind: {_gist(tool)}"
-                named = p.named(anchor_table, arow, desc, stated)
-                items = counted if not kind or _lists_all(p, counted, anchor_table, arow[akey], len(result)) else ""
-                yield Chain("aggregate", full, [f"Ask how many {counted} rows{kind or ' there are'}, for the "
-                                                f"{anchor_table} row with {fact_text(desc)}."],
-                            must_state=stated_all, hidden=[len(result)],
-                            answer={"type": "number", "value": len(result), "stated": [str(v) for v in stated_all]},
-                            sources=srcs, goals=[Goal("count", anchor_table, named, asked="*", items=items)])
-                numeric = [k for k, v in result[0].items() if isinstance(v, int | float) and not isinstance(v, bool)
-                           and all(isinstance(r.get(k), int | float) for r in result)
-                           and not p.is_surrogate(shape.outputs.get(k) or ("", ""))]
-                if numeric:
-                    k = numeric[seed % len(numeric)]
-                    total = sum(r[k] for r in result)
-                    total = round(total, 6) if isinstance(total, float) else total
-                    yield Chain("aggregate", full, [f"Ask for the total {k.replace('_', ' ')} over the {counted} "
-                                                    f"rows{kind}, for the {anchor_table} row with {fact_text(desc)}."],
-                                must_state=stated_all, hidden=[total],
-                                answer={"type": "number", "value": total, "stated": [str(v) for v in stated_all]},
-                                sources=srcs, goals=[Goal("total", anchor_table, named, asked=k, items=items)])
                 break
 
 
@@ -176,7 +93,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     values: list[tuple[str, Any]] = []
     refs: list[tuple[str, str, Named]] = []
     uniq = unique_cols(p, table)
-    template = _rotate(p.rows(table), seed)[0] if creating and p.rows(table) else None
+    template = rotate(p.rows(table), seed)[0] if creating and p.rows(table) else None
     for prm in tool.params:
         if preset and prm.name in preset:  # a value read by an earlier call of the chain
             args[prm.name], src[prm.name] = preset[prm.name]
@@ -221,7 +138,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 if not fk:
                     return None
                 parent_table = fk[0][0]
-                prow = _rotate(p.rows(parent_table), seed + len(args))[0] if p.rows(parent_table) else None
+                prow = rotate(p.rows(parent_table), seed + len(args))[0] if p.rows(parent_table) else None
                 if prow is None:
                     return None
                 pdesc = p.describe(parent_table, prow)
@@ -309,7 +226,7 @@ def writes(p: Planner, seed: int) -> Iterator[Chain]:
         subject = _subject(p, shape, tool)
         if subject is None or subject not in p.infos:
             continue
-        for row in _rotate(p.rows(subject), seed)[:6]:
+        for row in rotate(p.rows(subject), seed)[:6]:
             desc = p.describe(subject, row)
             if desc is None:
                 continue
@@ -376,13 +293,18 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
 
 
 def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
-    """List rows reached by a lookup, choose the one with the highest/lowest value of a column, write on it."""
+    """List rows reached by a lookup, choose the one with the highest/lowest value of a column, write on it (the
+    rows of a paged lister read page by page: the choice is among all of them)."""
     for agg in aggregates(p, seed):
+        if agg.goals[0].kind != "count" or agg.goals[0].where:
+            continue  # a total reads the same rows as its count; a filtered count has no words for a choice
         lister = agg.calls[-1]
+        before = len(agg.calls) - 1
         shape = p.shapes[lister.tool]
-        result = p.call(lister.tool, dict(lister.arguments)) or []
+        listing = read_all(p, lister.tool, dict(lister.arguments), agg.sources[-1])
+        result = listing.rows if listing is not None else []
         listed = shape.target
-        if listed is None or not p.infos[listed].int_pk:
+        if listing is None or listed is None or not p.infos[listed].int_pk:
             continue
         pk = p.infos[listed].key[0]
         pk_field = shape.output_for((listed, pk))
@@ -397,6 +319,7 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                 continue
             high = seed % 2 == 0
             chosen = max(result, key=lambda r: r[k]) if high else min(result, key=lambda r: r[k])
+            shown_by = before + listing.at[result.index(chosen)] + 1  # the call whose result shows the chosen row
             row = next((r for r in p.rows(listed, 500) if r[pk] == chosen[pk_field]), None)
             if row is None:
                 continue
@@ -409,20 +332,22 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                 if id_param is None:
                     continue
                 got = _write_args(p, wtool, ws, listed, row, False, seed,
-                                  preset={id_param: (row[pk], f"${len(agg.calls)}.{pk_field}")})
+                                  preset={id_param: (row[pk], f"${shown_by}.{pk_field}")})
                 if got is None or got[0]:
                     continue
                 _calls, _src, stated_w, args, src, facts = got[:6]
                 which = "highest" if high else "lowest"
+                dated = all(isinstance(v, str) for v in vals)
                 change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
-                yield Chain("decide_write", agg.calls + [ToolCall(tool=wname, arguments=args)],
+                yield Chain("decide_write", agg.calls[:before] + listing.calls + [ToolCall(tool=wname, arguments=args)],
                             [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are", " rows"),
                              f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],
                             must_state=agg.must_state + [v for v in stated_w if v not in agg.must_state],
-                            hidden=[row[pk]], sources=agg.sources + [src],
+                            hidden=[row[pk]], sources=agg.sources[:before] + listing.sources + [src],
                             goals=[Goal("decide_" + ws.op, listed, agg.goals[0].named, owner=agg.goals[0].table, asked=k,
                                         values=tuple(got.values), refs=tuple(got.refs), items=agg.goals[0].items,
-                                        which=which, key=p.row_key(listed, row))])
+                                        which=("latest" if high else "earliest") if dated else which,
+                                        key=p.row_key(listed, row))])
                 break
             break
 

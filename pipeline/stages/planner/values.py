@@ -54,6 +54,11 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
     return None
 
 
+def rotate(rows: list[Any], k: int) -> list[Any]:
+    """``rows`` starting at its ``k``-th item (modulo its length), the items before it at the end."""
+    return rows[k % len(rows):] + rows[: k % len(rows)] if rows else rows
+
+
 def plain_value(param: Any) -> Any:
     """A value for a parameter that is not a column value: the first enum value, or a small number."""
     if param.enum:

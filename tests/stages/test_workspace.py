@@ -1,0 +1,27 @@
+"""The tools stage's workspace: an amended schema keeps what the seed stage recorded about its rows."""
+
+from __future__ import annotations
+
+from pipeline import ir
+from pipeline.stages import amend
+from pipeline.stages.tools import Workspace
+from tests.stages import test_tools_domains as brewery
+
+BATCHES = [{"batch_id": i, "beer": b, "brewed_on": f"2026-01-0{i}", "status": "packaged", "litres": 300.0}
+           for i, b in enumerate(["Dry Stout", "Pale Ale", "Saison"], 1)]
+KEGS = [{"keg_id": k, "serial": f"K-00{k}", "batch_id": 1 + k % 3, "status": "full"} for k in range(1, 5)]
+PLAN = ir.RowPlan(seed=7, examples=1, generators=[
+    ir.ColumnGenerator(column="beer", kind="text_pool", pool=["Dry Stout", "Pale Ale", "Saison", "Porter"]),
+    ir.ColumnGenerator(column="litres", kind="amount", min=100, max=900)])
+
+
+def test_an_amended_schema_keeps_the_row_generators_plan() -> None:
+    seed = [ir.SeedRows(table="batches", rows=BATCHES, plan=PLAN), ir.SeedRows(table="kegs", rows=KEGS)]
+    with Workspace(brewery.SCENARIO, brewery.TABLES, seed, "2026-01-15T09:00:00") as ws:
+        new = ws.amended([amend.Amendment("kegs", "status", "allow_value", "retired"),
+                          amend.Amendment("batches", "final_gravity", "add_column", "REAL")])
+        assert not isinstance(new, str), new
+        with new:
+            assert [(s.table, s.plan) for s in new.seed] == [("batches", PLAN), ("kegs", None)]
+            assert [r["beer"] for r in new.seed[0].rows] == [r["beer"] for r in BATCHES]
+            assert "retired" in new.tables[1].ddl and "final_gravity" in new.tables[0].ddl
