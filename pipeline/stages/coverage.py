@@ -164,7 +164,8 @@ def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str,
         order = " ORDER BY " + ", ".join(qi(k) for k in info.key) if info.key != ("rowid",) else ""
         given = " and ".join(gap.columns)
         if gap.kind == "lister" and rows is not None:
-            what = f"the {gap.table} rows with the given {given}" if gap.columns else f"the {gap.table} rows"
+            words = gap.table.replace("_", " ")
+            what = f"the {words} with the given {given.replace('_', ' ')}" if gap.columns else f"all {words}"
             try:
                 tool = paging.lister(name, info, params, rows, enums, what)
             except ValueError:

@@ -158,7 +158,7 @@ def lister(name: str, info: TableInfo, key_params: list[ir.Param], conn: sqlite3
     sql = (f"SELECT {count_projection(page)}, * FROM {qi(info.name)}" + (" WHERE " + " AND ".join(where) if where
                                                                           else "") + order + page_clause(page))
     by = f", optionally only those with the given {', '.join(p.name for p in extra)}" if extra else ""
-    desc = f"List {what}{by}, with all their columns and {page.count} (how many rows match)."
+    desc = f"List {what}{by}, with all their columns and {page.count} (how many match in all)."
     return ir.Tool(name=name, description=desc, kind="read", params=[*key_params, *extra, *paging],
                    returns=ir.Returns(sql=sql, mode="all"))
 
