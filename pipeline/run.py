@@ -92,19 +92,6 @@ def _llm_for_run(config: Config, out_dir: Path) -> LLMSettings:
     return llm
 
 
-def ensure_stopped_by(catalog: Catalog) -> None:
-    """Give ``environments`` its ``stopped_by`` column (what stopped an environment: the stage that rejected it,
-    or the type of the error that failed it), which the run's summary counts. Rows of a catalog made before
-    the column existed get it from their reason, which then began with it."""
-    table = catalog.db.table("environments")
-    if "stopped_by" in table.columns_dict:
-        return
-    table.add_column("stopped_by", str)
-    catalog.db.execute("UPDATE environments SET stopped_by = substr(reason, 1, instr(reason || ':', ':') - 1) "
-                       "WHERE status != 'verified'")
-    catalog.db.conn.commit()
-
-
 def run_catalog(
     seeds_file: str | Path,
     out_dir: str | Path,
@@ -128,7 +115,6 @@ def run_catalog(
     catalog = Catalog(out)
     fingerprint = plan.fingerprint()
     catalog.claim(fingerprint, allow_other=allow_other_config)
-    ensure_stopped_by(catalog)
     llm = _llm_for_run(plan.config, out)
     make = client_factory or client_from_settings
     run_id = uuid.uuid4().hex[:16]  # a record of this invocation, not an output: need not be reproducible
@@ -172,8 +158,8 @@ def run_catalog(
     # ---- per scenario: the checkpointed graph, on the executor (threads here, or Ray tasks)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from pipeline.catalog import write_environment
     from pipeline.executor import LocalExecutor, ScenarioOutcome, ScenarioWork
-    from pipeline.graph import write_environment
 
     envs_dir = out / "envs"
     envs_dir.mkdir(parents=True, exist_ok=True)

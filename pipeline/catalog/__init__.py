@@ -11,10 +11,11 @@ This package is the one owner of that format; every other module reads and write
 * :mod:`~pipeline.catalog.reader`: a catalog's environments with its task bank, checked (``by_dir`` for eval);
 * :mod:`~pipeline.catalog.store`: ``catalog.db`` (the run's writer, the one read-only opener) and
   :class:`Catalog`, which also reads the files; :func:`load_catalog` reads a directory without a database;
-* :mod:`~pipeline.catalog.emit`: verification results and the task bank written.
+* :mod:`~pipeline.catalog.emit`: verification results, a run's environment directory (from the graph's record,
+  :func:`write_environment`) and the task bank written.
 """
 
-from pipeline.catalog.emit import write_env_results, write_task_bank
+from pipeline.catalog.emit import ScenarioRecord, write_env_results, write_environment, write_task_bank
 from pipeline.catalog.env_dir import (
     FILES,
     TRAJECTORIES,
@@ -42,7 +43,7 @@ from pipeline.catalog.store import Catalog, load_catalog
 
 __all__ = [
     "BANK", "CATALOG_DB", "ENVS", "FILES", "TABLES", "TASKS", "TRAJECTORIES", "Catalog", "CatalogEnv",
-    "CatalogError", "RawEnvDir", "create_initial_db", "jsonl_text", "load_catalog", "load_env_dir",
-    "pretty_json", "read_env_dir_raw", "read_envs", "read_json", "read_jsonl", "read_task_bank", "read_tasks",
-    "write_env_dir", "write_env_results", "write_task_bank",
+    "CatalogError", "RawEnvDir", "ScenarioRecord", "create_initial_db", "jsonl_text", "load_catalog",
+    "load_env_dir", "pretty_json", "read_env_dir_raw", "read_envs", "read_json", "read_jsonl", "read_task_bank",
+    "read_tasks", "write_env_dir", "write_env_results", "write_environment", "write_task_bank",
 ]

@@ -1,20 +1,22 @@
 """Writing verification results: per environment ``tasks.jsonl`` + ``report.json`` (+ the kept
-tester trajectories), and the catalog-wide task bank in JSONL and Parquet. Same inputs, same bytes.
+tester trajectories), the environment directory of a run from the graph's record of a scenario
+(:func:`write_environment`), and the catalog-wide task bank in JSONL and Parquet. Same inputs, same bytes.
 
 The bank's flat columns carry each task's pass rate and difficulty tag as :mod:`verify.difficulty` defines
 them, which is why the catalog sits above ``verify`` in the layers (``tests/test_layers.py``)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline import atomic
 from pipeline.catalog.env_dir import TRAJECTORIES, load_env_dir, write_env_dir
 from pipeline.catalog.files import BANK, TASKS, jsonl_text, pretty_json
 from pipeline.hashing import canonical_json
-from pipeline.ir import Environment, Task
+from pipeline.ir import Environment, Rejection, Task
 
 REPORT_KEY = "verify"
 
@@ -39,6 +41,62 @@ def write_env_results(
         atomic.write_text(d / "report.json", pretty_json(merged))
     atomic.write_text(d / TRAJECTORIES, jsonl_text(trajectories))
     return d
+
+
+class ScenarioRecord(Protocol):
+    """What a run keeps of one scenario's environment (:class:`pipeline.graph.ScenarioResult` is one)."""
+
+    @property
+    def env(self) -> Environment | None: ...
+    @property
+    def env_id(self) -> str | None: ...
+    @property
+    def env_dir(self) -> str | None:
+        """Where the graph wrote the environment directory it verified against; None: nowhere."""
+    @property
+    def tasks(self) -> tuple[Task, ...]: ...
+    @property
+    def build_rejections(self) -> tuple[Rejection, ...]: ...
+    @property
+    def report(self) -> dict[str, Any]:
+        """The ``verify`` section of ``report.json``."""
+    @property
+    def trajectories(self) -> tuple[dict[str, Any], ...]: ...
+
+
+def write_environment(result: ScenarioRecord, envs_dir: str | Path) -> Path | None:
+    """Write ``envs_dir/<env_id>`` from ``result`` (None when the scenario has no environment directory).
+
+    When the graph wrote it there before verifying (same env id, this machine), only ``tasks.jsonl``,
+    ``report.json`` and ``trajectories.jsonl`` are written; otherwise (a repair changed the id, a worker built
+    it elsewhere) the whole directory is written beside it and renamed into place, so it is either the old one
+    or the new one whole, and the directory the graph wrote is removed. Same record, same bytes; nothing is
+    read back."""
+    env, env_id = result.env, result.env_id
+    if env is None or env_id is None or result.env_dir is None:
+        return None
+    envs = Path(envs_dir)
+    target = envs / env_id
+    report = {"build": {"rejections": [r.model_dump(mode="json") for r in result.build_rejections]},
+              REPORT_KEY: result.report}
+    built = Path(result.env_dir)
+    if built.resolve() == target.resolve():
+        atomic.write_text(target / TASKS, jsonl_text(result.tasks))
+        atomic.write_text(target / "report.json", pretty_json(report))
+        atomic.write_text(target / TRAJECTORIES, jsonl_text(result.trajectories))
+        return target
+    tmp, old = envs / f".{env_id}.tmp", envs / f".{env_id}.old"  # fixed names: a rerun clears a killed write's
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    write_env_dir(env, tmp, result.tasks, report)
+    atomic.write_text(tmp / TRAJECTORIES, jsonl_text(result.trajectories))
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    if built.parent.resolve() == envs.resolve():  # the graph's directory under the old id (a repair)
+        shutil.rmtree(built, ignore_errors=True)
+    return target
 
 
 def _row(t: Task) -> dict[str, Any]:

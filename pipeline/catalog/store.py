@@ -2,9 +2,10 @@
 and the environments + task bank of the directory (read by :mod:`pipeline.catalog.reader`).
 
 The database's tables: ``runs`` (resolved config, git revision, model, prompt hashes, timings, tokens per
-stage), ``seeds``, ``scenarios``, ``rejections`` (stage, item, reason, evidence), ``environments`` (status
-and counts), ``tasks``, and ``meta`` (the config fingerprint the directory belongs to). Every write is an
-upsert on a content-derived primary key, so a resumed or repeated run never writes duplicates.
+stage), ``seeds``, ``scenarios``, ``rejections`` (stage, item, reason, evidence), ``environments`` (status,
+counts, and ``stopped_by``: the stage that rejected it or the type of the error that failed it), ``tasks``,
+and ``meta`` (the config fingerprint the directory belongs to). Every write is an upsert on a content-derived
+primary key, so a resumed or repeated run never writes duplicates.
 
 Readers (``catalog list``/``show``, the report) open it read-only (:meth:`Catalog.open_readonly`): nothing is
 created, converted (no switch to WAL) or repaired, and a catalog on a read-only mount can be browsed. An empty,
@@ -163,7 +164,8 @@ class Catalog:
                             "evidence": str}, "rejection_id"),
             "environments": ({"scenario_id": str, "env_id": str, "name": str, "status": str, "reason": str,
                               "dir": str, "tables": int, "rows": int, "tools": int, "tasks": int,
-                              "prompt_tokens": int, "completion_tokens": int, "seconds": float}, "scenario_id"),
+                              "prompt_tokens": int, "completion_tokens": int, "seconds": float,
+                              "stopped_by": str}, "scenario_id"),
             "tasks": ({"task_id": str, "env_id": str, "kind": str, "instruction": str, "steps": int,
                        "attempts": int, "passes": int}, "task_id"),
         }
@@ -173,6 +175,19 @@ class Catalog:
                 db.table(name).create(cols, pk=pk)
         db.table("rejections").create_index(["stage"], if_not_exists=True)
         db.table("tasks").create_index(["env_id"], if_not_exists=True)
+        self._add_stopped_by()
+
+    def _add_stopped_by(self) -> None:
+        """``environments.stopped_by`` (what stopped an environment: the stage that rejected it, or the type of
+        the error that failed it; the run's summary counts it) in a catalog made before the column existed:
+        its rows get it once from their reason, which then began with it."""
+        table = self.db.table("environments")
+        if "stopped_by" in table.columns_dict:
+            return
+        table.add_column("stopped_by", str)
+        self.db.execute("UPDATE environments SET stopped_by = substr(reason, 1, instr(reason || ':', ':') - 1) "
+                        "WHERE status != 'verified'")
+        self.db.conn.commit()
 
     # ---------------------------------------------------------------- meta / runs
 

@@ -15,7 +15,7 @@ In a worker process or on a Ray worker it writes nothing of the catalog's:
   cache entries);
 * the graph checkpoints in memory and verifies against an environment directory in a temporary directory;
   its :class:`~pipeline.graph.ScenarioResult` comes back in the outcome (a typed record that pickles) and the
-  driver writes the environment directory from it (``pipeline.graph.write_environment``: complete, then
+  driver writes the environment directory from it (``pipeline.catalog.write_environment``: complete, then
   renamed into place) and then the catalog rows. A killed driver leaves at most a scenario that is not
   marked done: the rerun does it again, its replies already in the cache.
 """

@@ -1,23 +1,19 @@
-"""What the scenario graph hands back: a typed :class:`ScenarioResult` made from its final state, and the
-environment directory written from that record alone.
+"""What the scenario graph hands back: a typed :class:`ScenarioResult` made from its final state.
 
 The record is what ``envfoundry run`` needs of a scenario (the environment as it ended, the kept tasks, every
 rejection with its stage, the ``verify`` report, the tester trajectories, where it stopped); it pickles, so a
-worker process or a Ray worker sends it back as it is, and the driver writes the files, the catalog rows and
-the task bank from it without reading back anything it wrote.
+worker process or a Ray worker sends it back as it is, and the driver writes the files
+(:func:`pipeline.catalog.write_environment`), the catalog rows and the task bank from it without reading back
+anything it wrote.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline import atomic
-from pipeline.catalog import TASKS, TRAJECTORIES, jsonl_text, pretty_json, write_env_dir
 from pipeline.graph.report import trajectories
 from pipeline.graph.task import TaskOutcome
 from pipeline.ir import Environment, Rejection, Scenario, Task
@@ -108,41 +104,3 @@ def scenario_result(state: Mapping[str, Any], clock: str) -> ScenarioResult:
         trajectories=tuple(trajectories(task_outcomes(state, env))) if env is not None else (),
         timings=dict(state.get("timings", {})),
     )
-
-
-# ---------------------------------------------------------------- the environment directory of a run
-
-
-def write_environment(result: ScenarioResult, envs_dir: str | Path) -> Path | None:
-    """Write ``envs_dir/<env_id>`` from ``result`` (None when the scenario has no environment directory).
-
-    When the graph wrote it there before verifying (same env id, this machine), only ``tasks.jsonl``,
-    ``report.json`` and ``trajectories.jsonl`` are written; otherwise (a repair changed the id, a worker built
-    it elsewhere) the whole directory is written beside it and renamed into place, so it is either the old one
-    or the new one whole, and the directory the graph wrote is removed. Same record, same bytes; nothing is
-    read back."""
-    env, env_id = result.env, result.env_id
-    if env is None or env_id is None or result.env_dir is None:
-        return None
-    envs = Path(envs_dir)
-    target = envs / env_id
-    report = {"build": {"rejections": [r.model_dump(mode="json") for r in result.build_rejections]},
-              "verify": result.report}
-    built = Path(result.env_dir)
-    if built.resolve() == target.resolve():
-        atomic.write_text(target / TASKS, jsonl_text(result.tasks))
-        atomic.write_text(target / "report.json", pretty_json(report))
-        atomic.write_text(target / TRAJECTORIES, jsonl_text(result.trajectories))
-        return target
-    tmp, old = envs / f".{env_id}.tmp", envs / f".{env_id}.old"  # fixed names: a rerun clears a killed write's
-    for stale in (tmp, old):
-        shutil.rmtree(stale, ignore_errors=True)
-    write_env_dir(env, tmp, result.tasks, report)
-    atomic.write_text(tmp / TRAJECTORIES, jsonl_text(result.trajectories))
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-    if built.parent.resolve() == envs.resolve():  # the graph's directory under the old id (a repair)
-        shutil.rmtree(built, ignore_errors=True)
-    return target

@@ -7,9 +7,9 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from pipeline.catalog import write_env_dir
+from pipeline.catalog import write_env_dir, write_environment
 from pipeline.executor import ScenarioOutcome
-from pipeline.graph import ScenarioResult, run_scenario, write_environment
+from pipeline.graph import ScenarioResult, run_scenario
 from pipeline.graph.scenario import GraphDeps
 from pipeline.ir import Environment, Rejection
 from pipeline.llm import fake_client

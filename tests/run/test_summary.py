@@ -1,28 +1,49 @@
 """The run's summary counts what stopped each environment from its ``stopped_by`` column (data written by the
-run), never from the wording of its reason; a catalog made before the column existed gets it once."""
+run), never from the wording of its reason; a catalog made before the column existed gets it once, when a run
+opens it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pipeline.catalog import Catalog
-from pipeline.run import RunResult, ensure_stopped_by, summary_dict
+from pipeline.run import RunResult, summary_dict
 
 
-def test_legacy_rows_get_what_stopped_them_and_the_summary_counts_the_column(tmp_path: Path) -> None:
-    cat = Catalog(tmp_path)
+def _legacy_catalog(root: Path) -> None:
+    """A catalog as runs wrote it before ``environments.stopped_by`` existed."""
+    cat = Catalog(root)
     cat.set_environment("s1", name="a", status="verified", reason="")
     cat.set_environment("s2", name="b", status="rejected", reason="schema: no usable schema reply: x: y")
     cat.set_environment("s3", name="c", status="failed", reason="RuntimeError: boom")
     cat.set_environment("s4", name="d", status="rejected", reason="no colon")
-    ensure_stopped_by(cat)
+    cat.db.table("environments").transform(drop={"stopped_by"})
+    assert "stopped_by" not in cat.db.table("environments").columns_dict
+    cat.close()
+
+
+def test_legacy_rows_get_what_stopped_them_and_the_summary_counts_the_column(tmp_path: Path) -> None:
+    _legacy_catalog(tmp_path)
+    cat = Catalog(tmp_path)  # what a run opens
     assert {e["scenario_id"]: e["stopped_by"] for e in cat.environments()} == {
         "s1": None, "s2": "schema", "s3": "RuntimeError", "s4": "no colon"}
 
     # written by a run: the column is the record, whatever the reason says
     cat.set_environment("s2", name="b", status="rejected", reason="tools: gave up", stopped_by="seed_data")
-    ensure_stopped_by(cat)  # once only: nothing is derived again
+    cat.close()
+    cat = Catalog(tmp_path)  # once only: nothing is derived again
     envs = cat.environments()
     cat.close()
     summary = summary_dict(RunResult(tmp_path, {}, envs, [], {}, 0.0))
     assert summary["rejections_by_stage"] == {"rejected:seed_data": 1, "failed:RuntimeError": 1, "rejected:no colon": 1}
+
+
+def test_a_new_catalog_has_the_column_from_the_start(tmp_path: Path) -> None:
+    cat = Catalog(tmp_path)
+    assert "stopped_by" in cat.db.table("environments").columns_dict
+    cat.set_environment("s1", name="a", status="rejected", reason="schema: x")  # no stopped_by given: none made up
+    assert cat.environments()[0]["stopped_by"] is None
+    cat.close()
+    cat = Catalog(tmp_path)
+    assert cat.environments()[0]["stopped_by"] is None
+    cat.close()
