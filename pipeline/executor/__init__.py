@@ -10,7 +10,7 @@ results arrive, with a bounded number of items in flight.
 
 :class:`~pipeline.executor.scenario.ScenarioWork` is the unit ``envfoundry run`` hands them: one scenario's
 graph, with what a remote worker needs to write nothing itself (its LLM cache goes through the driver's
-node, its environment files come back with the result).
+node; the driver writes the environment directory from the typed result it returns).
 """
 
 from __future__ import annotations

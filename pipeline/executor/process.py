@@ -16,9 +16,10 @@ What a worker shares with the driver, and how:
   each request (:func:`pipeline.llm.endpoints.share_limits`). A 429's cool-down stays in the process that
   received it;
 * the result: as on Ray (:meth:`~pipeline.executor.scenario.ScenarioWork.for_remote`), a worker writes
-  nothing of the catalog: its environment's files come back with the outcome, the driver writes them and the
-  catalog rows. Checkpoints live in the worker's memory: a killed driver reruns the scenarios that were in
-  flight, from the cache.
+  nothing of the catalog: the scenario's typed record (:class:`~pipeline.graph.ScenarioResult`) comes back
+  with the outcome, and the driver writes the environment directory from it
+  (:func:`pipeline.catalog.write_environment`) and the catalog rows. Checkpoints live in the worker's memory:
+  a killed driver reruns the scenarios that were in flight, from the cache.
 
 Not for the embedded model (it decodes one request at a time, for the whole machine): that raises
 :class:`ExecutorError`.
