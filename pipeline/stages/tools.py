@@ -15,7 +15,7 @@ that enum.
 
 Each tool is then checked for real: ``checks.check_tool`` (every statement prepared under SQLite's authorizer
 against the schema; non-deterministic SQL refused), then execution on the seeded rows
-(``pipeline.stages.toolcheck``: a write must store its arguments as given). When the tool needs something the
+(``pipeline.stages.exercise``: a write must store its arguments as given). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.amend``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool. Other failures go
 back to the LLM (bounded by ``max_attempts``); a tool that never passes is dropped with a Rejection. The
