@@ -228,6 +228,32 @@ class Tool(Frozen):
         }
 
 
+RuleKind = Literal["precondition", "limit", "approval", "state"]
+
+
+class Rule(Frozen):
+    """A rule of the house (``policy.md``): a write the domain forbids in some cases. ``condition`` is a read-only
+    ``SELECT`` over the database with the governed tools' named parameters (and ``:now`` / ``:today``) that
+    returns a row when the call is forbidden; ``message`` is what a clerk says then. Tools stay permissive: the
+    agent must follow the rule; a server run with ``--enforce-policy`` makes it a guard that refuses with the
+    message (``pipeline.runtime.policy``). ``allowed`` / ``forbidden``: real calls of the seeded rows the rule
+    was checked on (each succeeds and writes without the rule)."""
+
+    id: str
+    kind: RuleKind
+    tools: list[str] = Field(min_length=1)
+    condition: str = Field(min_length=1)
+    message: str = Field(min_length=1, max_length=300)
+    worded_by: Literal["llm", "code"] = "code"
+    allowed: list[ToolCall] = Field(default_factory=list)
+    forbidden: list[ToolCall] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _ident(v, "rule id")
+
+
 class Environment(Frozen):
     """The whole environment IR; serialised as ``env.json``."""
 
@@ -237,6 +263,16 @@ class Environment(Frozen):
     seed: list[SeedRows] = Field(default_factory=list)
     tools: list[Tool] = Field(default_factory=list)
     ir_version: int = 1
+    rules: list[Rule] = Field(default_factory=list)
+    """The policy (``[stages.build] policy``); absent from the JSON when empty, so environments without rules
+    keep their bytes, their ids and their ``server.py``."""
+
+    @model_serializer(mode="wrap")
+    def _rules_if_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if not self.rules:
+            out.pop("rules", None)
+        return out
 
     @property
     def env_id(self) -> str:

@@ -282,6 +282,13 @@ class BuildSettings(BaseModel):
     """Add by code, for every table users change (one some write tool writes, or its child), the create and the
     updates of its status-like (CHECK-listed) and quantity columns that no tool provides, at most
     ``gap_tools_max`` (``pipeline.stages.covering``)."""
+    policy: bool = False
+    """After the tools, a policy: code proposes rules from the schema and the seeded rows (a CHECK-listed status
+    that blocks a write, a cap on a parent's children, a threshold on an amount or a date), keeps those that allow
+    some real calls of the write they govern and forbid others, and the LLM picks and words them
+    (``pipeline.stages.policy``); the rules go to ``env.json`` and ``policy.md``."""
+    policy_rules: int = Field(default=5, ge=1, le=12)
+    """With ``policy``: most rules kept (at least 3 when the environment has that many that hold)."""
     sample_calls: int = Field(default=3, ge=1, le=10)
     """Argument sets drawn from the seeded rows on which each tool is executed."""
     clock: str = "2026-01-15T09:00:00"
@@ -308,6 +315,16 @@ class BuildSettings(BaseModel):
             if not 0 <= low <= high <= 100_000:
                 raise ValueError(f"{name} ({low}, {high}) must be a range [low, high] with 0 <= low <= high")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Switches added after runs were fingerprinted are left out of dumps while at their defaults, so a run
+        made without them keeps its fingerprint."""
+        data: dict[str, Any] = handler(self)
+        for name in ("policy", "policy_rules"):
+            if getattr(self, name) == type(self).model_fields[name].default:
+                data.pop(name, None)
+        return data
 
 
 # ---------------------------------------------------------------- [stages.verify] and the agents it drives
@@ -345,13 +362,17 @@ class TaskSettings(BaseModel):
     spread_bank: bool = False
     """Spread the bank over the environment: every write tool in some task when a plan for it proves, and no
     (shape, tool chain, asked column) repeated while another is left (``pipeline.stages.planner.next_chain``)."""
+    rule_tasks: bool = False
+    """With the environment's rules (``[stages.build] policy``), plan rule-bound tasks too: the user asks for a
+    governed write whose fate depends on values the agent must read; the gold is the write when a rule allows it
+    and no write when one forbids it (the forbidden write's rows a gate); ``metadata.rules`` names the rules."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Switches added after reports were written are left out of dumps while at their defaults, so a
         report (and a run's fingerprint) made without them stays the same."""
         data: dict[str, Any] = handler(self)
-        for name in ("template_fallback", "template_language", "spread_bank"):
+        for name in ("template_fallback", "template_language", "spread_bank", "rule_tasks"):
             if getattr(self, name) == type(self).model_fields[name].default:
                 data.pop(name, None)
         return data

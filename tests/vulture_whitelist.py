@@ -14,6 +14,7 @@ _.model_config
 _._band
 _._plan_if_set
 _._ranges
+_._rules_if_set
 _._set_only
 _._unique_params
 _.get_field_value
@@ -61,3 +62,6 @@ _.ENGINE_VERSION
 _.parsed_from_text
 _.raw_content
 _.throttled
+
+# called by name from the text of a rendered server.py (the __main__ of an environment with rules)
+_.main_with_policy

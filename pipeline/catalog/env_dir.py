@@ -3,7 +3,8 @@
 An environment directory holds ``env.json`` (the IR, canonical pretty JSON), ``schema.sql``,
 ``initial.db`` (built from the IR, byte-for-byte deterministic), ``server.py`` (a deterministic
 render, see ``pipeline.server``), ``tasks.jsonl`` (one canonical JSON task per line) and
-``report.json``; after verification also ``trajectories.jsonl`` (see :mod:`pipeline.catalog.emit`).
+``report.json``; after verification also ``trajectories.jsonl`` (see :mod:`pipeline.catalog.emit`); with rules
+(``[stages.build] policy``) also ``policy.md``, the rules for the agent (:func:`policy_markdown`).
 
 :func:`load_env_dir` reads one typed and strictly (errors name the file and line); :func:`read_env_dir_raw`
 reads one as plain JSON for the report, where a file that cannot be read becomes a line in ``problems``.
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from pipeline import atomic
 from pipeline.catalog.files import TASKS, jsonl_text, pretty_json, read_json, read_jsonl, read_tasks
 from pipeline.ir import Environment, Task
+from pipeline.prompts import render_section
 from pipeline.runtime import engine
 from pipeline.runtime.database import EnvDirError, build_database
 from pipeline.server import render_server
@@ -29,6 +31,7 @@ from pipeline.settings import format_validation_error
 
 FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "report.json")
 TRAJECTORIES = "trajectories.jsonl"
+POLICY = "policy.md"
 
 
 def create_initial_db(env: Environment, path: str | Path) -> Path:
@@ -61,7 +64,21 @@ def write_env_dir(
     atomic.write_text(out / "server.py", render_server(env))
     atomic.write_text(out / TASKS, jsonl_text(tasks))
     atomic.write_text(out / "report.json", pretty_json(report or {}))
+    if env.rules:
+        atomic.write_text(out / POLICY, policy_markdown(env))
+    elif (out / POLICY).is_file():  # the rules of an earlier write are gone
+        (out / POLICY).unlink()
     return out
+
+
+def policy_markdown(env: Environment) -> str:
+    """``policy.md``: the scenario, what the agent is to do with the rules, and the rules, numbered, each with
+    the tools it governs (the ``md_`` sections of ``prompts/policy.md``; the messages are the rules' own)."""
+    rules = [render_section("policy", "md_rule", n=i, message=" ".join(r.message.split()),
+                            tools=", ".join(f"`{t}`" for t in r.tools)) for i, r in enumerate(env.rules, 1)]
+    return "\n\n".join([render_section("policy", "md_title", name=" ".join(env.scenario.name.split())),
+                        render_section("policy", "md_intro", description=" ".join(env.scenario.description.split())),
+                        "\n".join(rules)]) + "\n"
 
 
 def load_env_dir(env_dir: str | Path) -> tuple[Environment, list[Task], dict[str, Any]]:

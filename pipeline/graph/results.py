@@ -19,7 +19,7 @@ from pipeline.graph.task import TaskOutcome
 from pipeline.ir import Environment, Rejection, Scenario, Task
 from pipeline.stages.intents import Intent
 
-ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version")
+ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version", "rules")
 
 
 class ScenarioResult(BaseModel):

@@ -46,6 +46,7 @@ from pipeline.graph.task import EnvFixer, TaskOutcome, VerifyDeps, build_verify_
 from pipeline.hashing import content_hash
 from pipeline.settings import BuildSettings, VerifySettings
 from pipeline.stages import intents as st_intents
+from pipeline.stages import policy as st_policy
 from pipeline.stages import schema as st_schema
 from pipeline.stages import seed_data as st_seed
 from pipeline.stages import tools as st_tools
@@ -66,6 +67,8 @@ class ScenarioState(TypedDict, total=False):
     seed: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     ir_version: int
+    rules: list[dict[str, Any]]
+    """The policy (``[stages.build] policy``); absent without it."""
     env_id: str
     env_dir: str
     initial_db: str | None
@@ -145,6 +148,8 @@ def _stage_node(name: str, run: Callable[[ScenarioState], StageResult[Any]], key
             env = res.value
             assert env is not None
             out["tables"], out["seed"], out["tools"] = _dump(env.tables), _dump(env.seed), _dump(env.tools)
+            if env.rules:
+                out["rules"] = _dump(env.rules)
         else:
             out[key] = _dump(res.value)  # type: ignore[literal-required]
         return out
@@ -229,7 +234,12 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
 
     def n_tools(s: ScenarioState) -> StageResult[Any]:
         say(s, "tools")
-        return st_tools.generate_tools(scenario(s), intents(s), tables(s), seed(s), c, bs)
+        res = st_tools.generate_tools(scenario(s), intents(s), tables(s), seed(s), c, bs)
+        if bs.policy and res.value is not None:  # the rules of the house, over the tools and rows just made
+            say(s, "policy")
+            ruled = st_policy.make_policy(res.value, c, bs, (deps.verify or VerifySettings()).tasks.template_language)
+            res = StageResult(ruled.value, (*res.rejections, *ruled.rejections), res.attempts)
+        return res
 
     def n_write(s: ScenarioState) -> ScenarioState:
         env = environment(s)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline.ir import Environment
-from pipeline.runtime import engine
+from pipeline.runtime import engine, policy
 from pipeline.runtime.database import build_database
 from pipeline.runtime.schemas import served_tools
 
@@ -104,12 +104,17 @@ class EnvInstance:
     ``verify.state`` / ``verify.reward`` over ``instance.conn``.)
 
     ``initial_db`` is an ``initial.db`` file; when None the initial state is built from
-    ``env.tables`` and ``env.seed``.
+    ``env.tables`` and ``env.seed``. ``enforce_policy``: the environment's rules refuse the calls they forbid
+    (as ``server.py --enforce-policy``, ``pipeline.runtime.policy``); by default tools are permissive.
     """
 
-    def __init__(self, env: Environment, initial_db: str | Path | None = None) -> None:
+    def __init__(self, env: Environment, initial_db: str | Path | None = None, enforce_policy: bool = False) -> None:
         self.env = env
         self._template = _template(env, initial_db)
+        self._tools = self._template.tools
+        if enforce_policy and env.rules:
+            rules = [r.model_dump(mode="json") for r in env.rules]
+            self._tools = {t["name"]: t for t in policy.guarded_tools(list(self._tools.values()), rules)}
         self.conn = engine.connect(":memory:")
         self._template.copy_into(self.conn)
 
@@ -117,14 +122,14 @@ class EnvInstance:
 
     @property
     def tool_names(self) -> list[str]:
-        return list(self._template.tools)
+        return list(self._tools)
 
     def call(self, tool_name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run one tool call; returns ``{"ok": True, "result": ...}`` or an error dict (never raises)."""
-        tool = self._template.tools.get(tool_name) if isinstance(tool_name, str) else None
+        tool = self._tools.get(tool_name) if isinstance(tool_name, str) else None
         if tool is None:
             return engine.failure(
-                "not_found", f"unknown tool {tool_name!r} (available: {', '.join(self._template.tools)})"
+                "not_found", f"unknown tool {tool_name!r} (available: {', '.join(self._tools)})"
             )
         return engine.run_tool(self.conn, tool, {} if arguments is None else arguments, now=self.env.clock)
 

@@ -5,8 +5,9 @@
 (``template.py``) without their import blocks of those, and the environment as Python literals: the IR
 (``ENV``), each tool's served input schema (``TOOL_SCHEMAS``: the IR's schema plus string length
 caps, nullable optional parameters and CHECK-derived rules, see ``pipeline.runtime.schemas``) and
-the schema of each tool's result (``RESULT_SCHEMAS``). Same IR (and the same envfoundry and
-sqlglot versions) -> same bytes; ``check_server`` is the ``--check`` mode proving a directory's
+the schema of each tool's result (``RESULT_SCHEMAS``). An environment with rules also gets the policy section
+(``pipeline/runtime/policy.py`` verbatim) and ``--enforce-policy``; one without renders as it always did. Same IR
+(and the same envfoundry and sqlglot versions) -> same bytes; ``check_server`` is the ``--check`` mode proving a directory's
 ``server.py`` is a fresh render of its ``env.json``.
 
 The rendered header and section titles, and the docstrings embedded with the sources, still name these
@@ -28,6 +29,7 @@ ENGINE_PATH = Path(__file__).parents[1] / "runtime" / "engine.py"
 GATE_PATH = Path(__file__).parent / "gate.py"
 SESSIONS_PATH = Path(__file__).parent / "sessions.py"
 TEMPLATE_PATH = Path(__file__).parent / "template.py"
+POLICY_PATH = Path(__file__).parents[1] / "runtime" / "policy.py"
 IMPORT_BEGIN = "# envfoundry:engine-import-begin"
 IMPORT_END = "# envfoundry:engine-import-end"
 RULE = "# " + "=" * 98
@@ -65,15 +67,21 @@ def render_server(env: Environment) -> str:
         "# the sessions (pipeline/server_sessions.py), the server (pipeline/server_template.py), the environment.\n"
         "# ruff: noqa: E402\n"
     )
+    # an environment with rules gets the policy section and ``--enforce-policy``; one without keeps its bytes
+    policy, entry = "", "main(ENV, TOOL_SCHEMAS, ENV_ID, results=RESULT_SCHEMAS)"
+    if env.rules:
+        source = POLICY_PATH.read_text(encoding="utf-8").rstrip("\n")
+        policy = f"{RULE}\n# The policy as guards (pipeline/runtime/policy.py, verbatim).\n\n{source}\n\n\n"
+        entry = "main_with_policy(main, ENV, TOOL_SCHEMAS, ENV_ID, results=RESULT_SCHEMAS)"
     literals = (
-        f"{RULE}\n# The environment (the IR of env.json), each tool's JSON input schema as served and the\n"
+        f"{policy}{RULE}\n# The environment (the IR of env.json), each tool's JSON input schema as served and the\n"
         "# JSON schema of each tool's result.\n\n"
         f"ENV_ID = {env_id!r}\n\n"
         f"ENV = {_literal(env.model_dump(mode='json'))}\n\n"
         f"TOOL_SCHEMAS = {_literal(tool_schemas(env))}\n\n"
         f"RESULT_SCHEMAS = {_literal(result_schemas(env))}\n\n\n"
         'if __name__ == "__main__":\n'
-        "    raise SystemExit(main(ENV, TOOL_SCHEMAS, ENV_ID, results=RESULT_SCHEMAS))\n"
+        f"    raise SystemExit({entry})\n"
     )
     engine = ENGINE_PATH.read_text(encoding="utf-8").rstrip("\n")
     gate = GATE_PATH.read_text(encoding="utf-8").rstrip("\n")

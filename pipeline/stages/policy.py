@@ -1,0 +1,173 @@
+"""The policy stage: rules of the house, found and checked by code, picked and worded by the LLM.
+
+``make_policy(env, client, settings, language) -> StageResult[ir.Environment]`` (``[stages.build] policy``, after
+the tools): code proposes candidate rules from the schema and the seeded rows and keeps those that allow some real
+calls of the write they govern and forbid others (``pipeline.stages.rulegen``; each one dropped is a Rejection
+with the reason). A shortlist of them, spread over tools and kinds, goes to the LLM in one small structured request
+(``prompts/policy.md`` ``pick``: an enum of candidate ids and a short message each, in the scenario's language),
+checked by code and fed back on a problem. When the reply still fails, code picks from the shortlist and words the
+rules itself (the ``prompts/policy.md`` sections of each kind; a Rejection says so). The environment comes back
+with ``rules``: each with the real calls it was checked on; ``policy.md`` is rendered from them by the catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.prompts import render_section, sections
+from pipeline.runtime import EnvInstance
+from pipeline.stages.base import StageResult
+from pipeline.stages.feedback import ask_with_feedback, user
+from pipeline.stages.rulegen import Checked, check, propose
+
+STAGE = "policy"
+PROMPT = "policy"
+SHORTLIST = 10
+"""Candidates shown to the LLM (a small model reads ten lines, not forty)."""
+MIN_RULES = 3
+MESSAGE_MAX = 200
+MAX_TOKENS = 90
+"""Reply budget per rule picked (an id and one sentence)."""
+_SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
+
+
+class Words:
+    """The ``prompts/policy.md`` sections in one language (English where it has none of its own)."""
+
+    def __init__(self, language: str = "en") -> None:
+        self.language, self.keys = language, set(sections(PROMPT))
+
+    def __call__(self, key: str, **values: Any) -> str:
+        own = f"{key}_{self.language}"
+        return render_section(PROMPT, own if own in self.keys else key, **values)
+
+
+def message(c: Checked, words: Words) -> str:
+    """What a clerk says for the candidate, written by code."""
+    return words(c.candidate.words["section"], **c.candidate.words)
+
+
+def describe(c: Checked, rid: str, env: ir.Environment, words: Words) -> str:
+    """One line of the ``pick`` prompt: the id, the action (the tool's description) and when it is forbidden."""
+    action = env.tool(c.candidate.tool).description.strip().rstrip(".")
+    when = words(c.candidate.words["section"] + "_when", **c.candidate.words)
+    return words("candidate", id=rid, action=action, when=when)
+
+
+def _shape(c: Checked) -> tuple[str, str, str]:
+    return c.candidate.tool, c.candidate.words.get("section", ""), c.candidate.words.get("label", "")
+
+
+def shortlist(checked: Sequence[Checked], n: int = SHORTLIST) -> list[Checked]:
+    """At most ``n`` candidates spread over kinds, tools and columns: each round takes, per kind, the first
+    candidate of a tool not in the list yet, else of a (template, column) not in it, else of a new (tool, template,
+    column), else the next one; so the values of one status column do not fill the list."""
+    out: list[Checked] = []
+    kinds = list(dict.fromkeys(c.candidate.kind for c in checked))
+
+    def novelty(c: Checked) -> tuple[bool, bool, bool]:
+        shapes = {_shape(d) for d in out}
+        return (c.candidate.tool in {s[0] for s in shapes}, _shape(c)[1:] in {s[1:] for s in shapes},
+                _shape(c) in shapes)
+
+    while len(out) < min(n, len(checked)):
+        for kind in kinds:
+            left = [c for c in checked if c.candidate.kind == kind and c not in out]
+            if left and len(out) < n:
+                out.append(min(left, key=novelty))  # the first of the most novel
+    return out
+
+
+def code_pick(short: Sequence[Checked], k: int) -> list[Checked]:
+    """Code's pick when the LLM's fails: the shortlist's order, a tool once before any tool twice."""
+    first = [c for i, c in enumerate(short) if c.candidate.tool not in {d.candidate.tool for d in short[:i]}]
+    return (first + [c for c in short if c not in first])[:k]
+
+
+def _rule_ids(picked: Sequence[Checked]) -> list[str]:
+    ids: list[str] = []
+    for c in picked:
+        rid, i = c.candidate.key, 2
+        while rid in ids:
+            rid, i = f"{c.candidate.key[:60]}_{i}", i + 1
+        ids.append(rid)
+    return ids
+
+
+def to_rules(picked: Sequence[tuple[Checked, str, str]]) -> list[ir.Rule]:
+    """``(checked, message, worded_by)`` as IR rules, each with the calls it was checked on (two of each)."""
+    out = []
+    for (c, text, by), rid in zip(picked, _rule_ids([p[0] for p in picked]), strict=True):
+        rule = c.candidate.rule(rid, text, by)
+        calls = {side: [ir.ToolCall(tool=c.candidate.tool, arguments=a) for a in getattr(c, side)[:2]]
+                 for side in ("allowed", "forbidden")}
+        out.append(rule.model_copy(update=calls))
+    return out
+
+
+# ------------------------------------------------------------------ the LLM's pick
+
+
+def reply_model(ids: Sequence[str], low: int, high: int) -> type[BaseModel]:
+    """``{"rules": [{"id": <one of ids>, "message": str}, ...]}`` with ``low`` to ``high`` items."""
+    item = create_model("PickedRule", id=(Literal[tuple(ids)], ...),  # type: ignore[valid-type,arg-type]
+                        message=(str, Field(min_length=8, max_length=MESSAGE_MAX)), __base__=BaseModel)
+    return create_model("PolicyPick", rules=(list[item], Field(min_length=low, max_length=high)),  # type: ignore[valid-type]
+                        __base__=BaseModel)
+
+
+def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] | None, str | None]:
+    """The (id, message) pairs of a reply, or why it does not work."""
+    got = [(r.id, " ".join(r.message.split())) for r in reply.rules]
+    ids = [i for i, _ in got]
+    if len(set(ids)) < len(ids):
+        return None, "each candidate id may be picked once; pick different candidates"
+    names = {t.name for t in env.tools}  # a table's name is a plain word ("kegs"); a snake_case one is caught below
+    for rid, text in got:
+        if "{" in text or "}" in text:
+            return None, f"the message of {rid} has braces; write plain words"
+        named = sorted({w for w in _SNAKE.findall(text)} | {n for n in names if re.search(rf"\b{re.escape(n)}\b", text)})
+        if named:
+            return None, f"the message of {rid} names {', '.join(named)}; say it in plain words, as a clerk would"
+        if len(text.split()) < 3:
+            return None, f"the message of {rid} is not a sentence"
+    return got, None
+
+
+def pick(env: ir.Environment, short: Sequence[Checked], client: Any, settings: Any,
+         words: Words) -> tuple[list[tuple[Checked, str, str]], list[ir.Rejection]]:
+    """The LLM's pick among ``short`` with its messages; code's pick and words when its reply fails."""
+    k = min(settings.policy_rules, len(short))
+    low = min(MIN_RULES, k)
+    ids = [f"r{i}" for i in range(1, len(short) + 1)]
+    by_id = dict(zip(ids, short, strict=True))
+    prompt = words("pick", name=env.scenario.name, description=" ".join(env.scenario.description.split()),
+                   candidates="\n".join(describe(c, i, env, words) for i, c in by_id.items()), low=low, high=k)
+    out = ask_with_feedback(client, reply_model(ids, low, k), user(prompt), lambda r: check_pick(r, env),
+                            stage=STAGE, max_attempts=settings.max_attempts, max_tokens=MAX_TOKENS * k + 32,
+                            retry_temperature=settings.retry_temperature,
+                            feedback=lambda e: words("feedback", error=e))
+    if out.value is not None:
+        return [(by_id[i], text, "llm") for i, text in out.value], []
+    note = ir.Rejection(stage=STAGE, item="pick", reason=f"the LLM's pick of rules failed ({out.error}); code "
+                                                         "picked and worded them",
+                        evidence={"attempts": out.attempts})
+    return [(c, message(c, words), "code") for c in code_pick(short, k)], [note]
+
+
+def make_policy(env: ir.Environment, client: Any, settings: Any, language: str = "en") -> StageResult[ir.Environment]:
+    """``env`` with its rules (none when no candidate holds; the environment is never rejected here)."""
+    words = Words(language)
+    with EnvInstance(env) as inst:
+        candidates = propose(env, inst.conn)
+    checked, rejections = check(env, candidates)
+    if not checked:
+        why = "no candidate rule holds on the seeded rows" if candidates else "no candidate rule found"
+        return StageResult(env, (*rejections, ir.Rejection(stage=STAGE, item="policy", reason=why)))
+    picked, notes = pick(env, shortlist(checked), client, settings, words)
+    return StageResult(env.model_copy(update={"rules": to_rules(picked)}), (*rejections, *notes))
