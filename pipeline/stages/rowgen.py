@@ -57,6 +57,7 @@ CAPACITY = {"country": 200, "boolean": 2}
 PLACEHOLDER = re.compile(r"^(john|jane) (doe|smith)$|\b(work|item|product|route|room|book|artist|customer|user) "
                          r"[a-z0-9]$|anytown|\bmain st\b|lorem|^test\b|^sample\b", re.I)
 """Text that looks like placeholder data (the measure of issue 26); such pool items are left out."""
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
 
@@ -214,8 +215,10 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         return 'boolean "weights" are two numbers: [false, true]'
     cap = capacity(g)
     if col.name in ctx.singles and cap is not None and cap < ctx.rows:
+        many = ("person_name, company, email, phone, street_address, code (enough '#') or text_combo"
+                if storage(col) in ("TEXT", "ANY") else "a wider range")
         return (f"no two rows may share a value here and the table gets {ctx.rows} rows, but {k} gives at most {cap} "
-                "different values (text_combo multiplies its two pools; a code with more '#' or a wider range gives more)")
+                f"different values: pick one that gives thousands ({many})")
     return None
 
 
@@ -225,8 +228,8 @@ def _numbered(pool: list[str] | None) -> bool:
     if not pool or len(pool) < 3:
         return False
     stems = [re.sub(r"\d+", "#", p) for p in pool]
-    top = max(stems.count(s) for s in set(stems))
-    return "#" in max(set(stems), key=stems.count) and 2 * top >= len(pool)
+    stem = max(set(stems), key=stems.count)
+    return "#" in stem and any(ch.isalpha() for ch in stem) and 2 * stems.count(stem) >= len(pool)
 
 
 def generator_of(name: str, c: Choice, col: Column) -> ir.ColumnGenerator:
@@ -272,6 +275,8 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
             days = sorted(date.fromisoformat(t[:10]) for t in texts)
             lo_d = min(days[0], date.fromordinal(days[-1].toordinal() - 180))
             return ir.ColumnGenerator(kind=kind, start=lo_d.isoformat(), end=days[-1].isoformat(), **base)
+    if all(_EMAIL.fullmatch(t) for t in texts):
+        return ir.ColumnGenerator(kind="email", **base)
     shapes = {re.sub(r"\d", "#", t) for t in texts}
     if len(shapes) == 1 and "#" in next(iter(shapes)):
         pattern = next(iter(shapes))

@@ -240,6 +240,10 @@ def test_check_column_refuses_what_does_not_fit_the_column() -> None:
     assert "another date column" in (check(loans["due_date"], kind="date_after", after="status", min=1, max=3) or "")
     assert "pattern" in (check(books["title"], kind="code", pattern="BOOK") or "")
     assert "at most 3" in (check(members["email"], kind="enum", values=["a", "b", "c"]) or "")
+    assert "person_name" in (check(members["email"], kind="text_pool", pool=[f"{c}@x.org" for c in "abcdefgh"]) or "")
+    phones = ["123-456-7890", "098-765-4321", "111-222-3333", "222-333-4444", "333-444-5555", "444-555-6666",
+              "555-666-7777", "666-777-8888"]  # differ only by digits, and are no placeholder: no words in them
+    assert "differ only by a number" not in (check(books["title"], kind="text_pool", pool=phones) or "")
     assert check(loans["due_date"], kind="date_after", after="loan_date", min=7, max=21) is None
     assert check(members["email"], kind="email") is None
     assert check(members["status"], kind="enum", values=["active", "suspended"], weights=[3, 1]) is None
