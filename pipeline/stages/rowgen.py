@@ -77,12 +77,21 @@ class Choice(BaseModel):
     pool2: list[str] | None = Field(default=None, min_length=3, max_length=POOL_MAX)
 
 
-def reply_model(table: str, columns: list[str], with_locale: bool) -> type[BaseModel]:
+def reply_model(table: str, columns: list[str], with_locale: bool,
+                kinds: dict[str, tuple[str, ...]] | None = None) -> type[BaseModel]:
     """``{"locale"?, "columns": {<column>: Choice, ...}}`` with every asked column required (fields are aliased:
-    a column may be called ``json`` or ``copy``); ``after`` names one of these columns."""
-    choice = create_model(f"Choice_{table}", after=(Literal[tuple(columns)] | None, None),  # type: ignore[valid-type,arg-type]
-                          __base__=Choice)
-    cols = create_model(f"Columns_{table}", **{f"c{i}": (choice, Field(alias=n)) for i, n in enumerate(columns)},
+    a column may be called ``json`` or ``copy``); ``after`` names one of these columns; ``kinds`` narrows a
+    column's menu to the generators that can fill it (:func:`kinds_for`), so the grammar keeps a small model
+    from picking one that cannot."""
+    after = Literal[tuple(columns)] | None  # type: ignore[valid-type]
+
+    def choice(i: int, name: str) -> Any:
+        menu = (kinds or {}).get(name)
+        extra: dict[str, Any] = {"kind": (Literal[menu], ...)} if menu else {}  # type: ignore[valid-type]
+        return create_model(f"Choice_{table}_{i}", after=(after, None), **extra,  # type: ignore[arg-type]
+                            __base__=Choice)
+
+    cols = create_model(f"Columns_{table}", **{f"c{i}": (choice(i, n), Field(alias=n)) for i, n in enumerate(columns)},
                         __base__=BaseModel)  # type: ignore[call-overload]
     fields: dict[str, Any] = {"columns": (cols, ...)}
     if with_locale:
@@ -101,6 +110,20 @@ class Context:
     rows: int
     singles: frozenset[str]
     examples: dict[str, list[Any]]
+
+
+def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
+    """The generators of the menu that can fill ``col``: those whose values its SQLite type stores (a CHECK list
+    takes only ``enum``), and for a column no two rows may share, those that give enough different values for
+    the table's rows (no pool, list or yes/no). The LLM picks among them; nothing is read from names."""
+    st = storage(col)
+    if col.enum:
+        return ("enum", "boolean") if set(col.enum) <= {0, 1} else ("enum",)
+    fits = [k for k in MENU if k != "enum" and (st == "ANY" or st in FITS.get(k, ()))]
+    if col.name in ctx.singles:
+        small = {"text_pool": POOL_MAX, "boolean": 2, **CAPACITY}
+        fits = [k for k in fits if small.get(k, ctx.rows) >= ctx.rows]
+    return tuple(fits) or MENU
 
 
 def storage(col: Column) -> str:
@@ -340,6 +363,8 @@ def _describe(col: Column, ctx: Context) -> str:
     parts = [col.type] + (["NOT NULL"] if col.notnull else []) + (["UNIQUE"] if col.name in ctx.singles else [])
     if col.enum:
         parts.append("one of " + ", ".join(json.dumps(v) for v in col.enum))
+    elif col.name in ctx.singles:
+        parts.append("generator: " + " or ".join(kinds_for(col, ctx)))
     return f"{col.name} ({', '.join(parts)})"
 
 
@@ -364,7 +389,7 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
     """One request (with feedback) for the generators of ``asked``; returns (column -> generator, or None for a
     column left empty), the locale and the LLM attempts. Columns never chosen well fall back."""
     with_locale = locale is None
-    model = reply_model(table.name, [c.name for c in asked], with_locale)
+    model = reply_model(table.name, [c.name for c in asked], with_locale, {c.name: kinds_for(c, ctx) for c in asked})
     good: dict[str, ir.ColumnGenerator] = {}
     errors: dict[str, str] = {}
     picked = [locale or DEFAULT_LOCALE]

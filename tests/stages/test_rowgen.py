@@ -255,17 +255,33 @@ def test_check_column_refuses_what_does_not_fit_the_column() -> None:
 
 def test_refused_choices_are_fed_back_and_a_good_reply_is_kept() -> None:
     bad = {"locale": "en_US", "columns": {
-        "name": {"kind": "person_name"}, "email": {"kind": "integer", "min": 1, "max": 9},
-        "status": {"kind": "text_pool", "pool": ["on", "off", "away", "back", "gone", "new", "old", "lapsed"]}}}
+        "name": {"kind": "person_name"}, "email": {"kind": "code", "pattern": "M-#"},
+        "status": {"kind": "enum", "values": ["active", "away"]}}}
     client = fake_client([MEMBER_ROWS, bad, MEMBERS_GEN])
     conn = _seeded([MEMBERS_DDL], "members", MEMBER_ROWS)
     made = rowgen.fill_table(SCENARIO, LIBRARY[0], conn, client, gen_settings())
     assert made.attempts == 2 and made.rejections == []
     feedback = client.requests[2][-1]["content"]
-    assert "- email: integer makes numbers but the column is TEXT" in feedback
-    assert "- status: the column only takes its CHECK list ['active', 'suspended']" in feedback
+    assert "- email: no two rows may share a value here" in feedback and "person_name" in feedback
+    assert "- status: enum values ['away'] are not its CHECK list ['active', 'suspended']" in feedback
     assert "name" not in feedback.split("\n")[1].split(":")[0]
     assert made.plan.locale == "en_GB" and [g.kind for g in made.plan.generators] == ["person_name", "email", "enum"]
+
+
+def test_the_menu_offered_per_column_holds_only_generators_that_can_fill_it() -> None:
+    members, books = _cols(MEMBERS_DDL, "members"), _cols(BOOKS_DDL, "books")
+    ctx = rowgen.Context(rows=250, singles=frozenset({"email"}), examples={})
+    assert rowgen.kinds_for(members["status"], ctx) == ("enum",)  # a CHECK list: its values, weighted
+    unique = rowgen.kinds_for(members["email"], ctx)
+    assert "person_name" in unique and "text_combo" in unique and "code" in unique
+    assert not {"text_pool", "integer", "boolean", "country"} & set(unique)  # too few values, or numbers
+    assert "text_pool" in rowgen.kinds_for(members["name"], ctx)  # repeats allowed
+    assert set(rowgen.kinds_for(books["copies_available"], ctx)) == {"integer", "amount", "boolean"}
+    model = rowgen.reply_model("members", ["email", "status"], False,
+                               {"email": unique, "status": ("enum",)})
+    schema = model.model_json_schema()
+    kinds = [d["properties"]["kind"] for d in schema["$defs"].values() if "kind" in d.get("properties", {})]
+    assert {tuple(k["enum"]) if "enum" in k else (k["const"],) for k in kinds} == {unique, ("enum",)}
 
 
 def test_sample_rows_catch_a_check_the_choice_breaks() -> None:
@@ -280,12 +296,12 @@ def test_sample_rows_catch_a_check_the_choice_breaks() -> None:
 
 
 def test_a_choice_that_keeps_failing_falls_back_and_is_recorded() -> None:
-    wrong = [{"columns": {**BOOKS_GEN["columns"], "title": {"kind": "integer", "min": 1, "max": k}}} for k in (5, 6)]
+    wrong = [{"columns": {**BOOKS_GEN["columns"], "title": {"kind": "code", "pattern": p}}} for p in ("BOOK", "TITLE")]
     client = fake_client([BOOK_ROWS, *wrong])
     conn = _seeded([BOOKS_DDL], "books", BOOK_ROWS)
     made = rowgen.fill_table(SCENARIO, LIBRARY[1], conn, client, gen_settings(max_attempts=2), "en_US")
     title = next(g for g in made.plan.generators if g.column == "title")
-    assert title.by == "fallback" and title.kind == "text_pool" and "the column is TEXT" in (title.note or "")
+    assert title.by == "fallback" and title.kind == "text_pool" and "pattern" in (title.note or "")
     assert set(title.pool or []) == {r[0] for r in BOOK_ROWS["rows"]}  # the examples' values, nothing from names
     assert [r.item for r in made.rejections if "fell back" in r.reason] == ["books.title"]
     assert next(g for g in made.plan.generators if g.column == "author").by == "llm"
