@@ -363,9 +363,11 @@ class TaskSettings(BaseModel):
     """Spread the bank over the environment: every write tool in some task when a plan for it proves, and no
     (shape, tool chain, asked column) repeated while another is left (``pipeline.stages.planner.next_chain``)."""
     rule_tasks: bool = False
-    """With the environment's rules (``[stages.build] policy``), plan rule-bound tasks too: the user asks for a
-    governed write whose fate depends on values the agent must read; the gold is the write when a rule allows it
-    and no write when one forbids it (the forbidden write's rows a gate); ``metadata.rules`` names the rules."""
+    """With the environment's rules (``[stages.build] policy``), plan rule-bound tasks (``pipeline.stages.planner.
+    rules``): every planned chain is judged by the rules (none kept whose reference does a forbidden write; one
+    whose writes rules govern and allow is a decide task), and compound requests of an allowed and a forbidden
+    write are planned (gold: the allowed one; the forbidden one's rows gated); ``metadata.rules`` gives each
+    rule's id, verdict and write."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -161,6 +161,8 @@ def make_task(env: Environment, d: Derivation, instruction: str, *, answer_field
     if chain is not None:
         metadata.update({"tier": chain.tier, "shape": chain.shape, "sources": chain.sources,
                          "data_dependent": chain.dependent})
+        if chain.rules:  # rule-bound (``[stages.tasks] rule_tasks``): the rules it exercises and their verdicts
+            metadata["rules"] = chain.rules
     metadata.setdefault("tier", 1 if len(calls) == 1 else 2 if len(calls) <= 3 else 3)
     if answer_field:
         metadata["answer_field"] = answer_field
@@ -239,7 +241,8 @@ def generate_tasks(
     budget = max(want, round(want * settings.overplan))
     plain = settings.template_fallback
     with fresh(env, initial_db) as run:
-        chains = plan_chains(env, run, budget, settings.tiers, initial_db=initial_db, spread=settings.spread_bank)
+        chains = plan_chains(env, run, budget, settings.tiers, initial_db=initial_db, spread=settings.spread_bank,
+                             rules=settings.rule_tasks)
         ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
     writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
     tasks: list[Task] = []
@@ -452,7 +455,7 @@ def _typed(task: Task) -> dict[str, Any] | None:
     return a if isinstance(a, dict) else None
 
 
-_KEPT = ("tier", "shape", "sources", "data_dependent", "plan")
+_KEPT = ("tier", "shape", "sources", "data_dependent", "plan", "rules")
 
 
 def _kept_metadata(task: Task) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pipeline.stages.planner.analysis import ParamUse, ToolShape, analyse
 from pipeline.stages.planner.chains import Chain, Goal, Planner
 from pipeline.stages.planner.keys import NaturalKey, natural_keys
 from pipeline.stages.planner.ops import tool_op
+from pipeline.stages.planner.rules import RULE_SHAPES, annotate
 from pipeline.stages.planner.shapes import SHAPES
 from verify.replay import Run, fresh, play
 
@@ -50,12 +51,15 @@ def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bo
 
 
 def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = None,
-               spread: bool = False) -> dict[str, list[Chain]]:
+               spread: bool = False, rules: bool = False) -> dict[str, list[Chain]]:
     """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order
-    (``spread``: bounded per (shape, tool chain, asked column) rather than by the first rows found)."""
+    (``spread``: bounded per (shape, tool chain, asked column) rather than by the first rows found; ``rules``, with
+    the environment's rules: the compound allowed + forbidden shape too, and every chain judged by the rules, none
+    kept whose reference does a forbidden write, each with the verdicts of the governed writes it does)."""
     out: dict[str, list[Chain]] = {}
     seen: set[str] = set()
-    for gen in SHAPES.values():
+    shapes = {**SHAPES, **RULE_SHAPES} if rules and planner.env.rules else SHAPES
+    for gen in shapes.values():
         got: list[Chain] = []
         per_key: Counter[tuple[str, tuple[str, ...], str]] = Counter()
         for s in range(3):
@@ -66,6 +70,11 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
                 seen.add(sig)
                 if not replays(planner.env, ch, initial_db):
                     continue
+                if shapes is not SHAPES:  # with the rules: the verdicts of its writes; none it breaks
+                    judged = annotate(planner.env, ch, initial_db)
+                    if judged is None:
+                        continue
+                    ch = judged
                 got.append(ch)
                 per_key[ch.spread_key] += 1
                 if len(got) >= (SPREAD_PER_SHAPE if spread else MAX_PER_SHAPE):
@@ -76,12 +85,13 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
 
 
 def plan_chains(env: Environment, run: Run, n: int, tiers: dict[int, float], seed: int = 0,
-                initial_db: str | Path | None = None, spread: bool = False) -> list[Chain]:
+                initial_db: str | Path | None = None, spread: bool = False, rules: bool = False) -> list[Chain]:
     """``n`` chains (or as many as the environment allows) spread over shapes, with about ``tiers[t]`` of
     them in tier ``t`` (shares; tiers that cannot be filled give their places to the others). ``spread``: those
-    ``n`` first, then every other chain found, for :func:`next_chain` to choose from."""
+    ``n`` first, then every other chain found, for :func:`next_chain` to choose from. ``rules``: rule-bound
+    chains too (``pipeline.stages.planner.rules``)."""
     planner = make_planner(env, run)
-    pools = candidates(planner, seed, initial_db, spread)
+    pools = candidates(planner, seed, initial_db, spread, rules)
     by_tier: dict[int, list[list[Chain]]] = {}
     for shape in sorted(pools):
         for t in (1, 2, 3):

@@ -14,7 +14,9 @@ call of the same chain (an id found by a lookup, the id a create returned). Shap
 * ``aggregate``     — list rows reached through a lookup and count them (those with a filter's value too) /
   sum a column (the answer is computed from what the calls return; a paged lister's count is its count field,
   a sum reads every page: see ``aggregates``);
-* ``compound``      — two independent goals in one request, each with its own lookups (width).
+* ``compound``      — two independent goals in one request, each with its own lookups (width);
+* ``compound_rule`` — an allowed and a forbidden write of the environment's rules in one request (with
+  ``[stages.tasks] rule_tasks``, which also judges every other chain by the rules: see ``rules``).
 
 Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
 aggregate over what was read.
@@ -92,6 +94,9 @@ class Chain:
     agent picks to read every page of a paged lister)."""
     goals: list[Goal] = field(default_factory=list)
     """What the user wants, as data (the facts' content)."""
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    """The environment's rules the chain exercises: ``{"id", "verdict": "allows" | "forbids", "tool", "arguments"}``
+    per rule governing a write asked for (``pipeline.stages.planner.rules``); empty for other chains."""
 
     @property
     def asked(self) -> str:
@@ -109,7 +114,7 @@ class Chain:
 
     @property
     def tier(self) -> int:
-        if self.steps >= 4 or self.shape in ("decide_write", "aggregate", "compound"):
+        if self.steps >= 4 or self.shape in ("decide_write", "aggregate", "compound", "compound_rule"):
             return 3
         return 2 if self.steps >= 2 else 1
 

@@ -1,0 +1,119 @@
+"""Rule-bound tasks (``[stages.tasks] rule_tasks``) on the brewery and the permit office with their rules: every
+planned chain is judged by the rules (none kept whose reference breaks one; governed writes carry the verdict);
+compound allowed + forbidden chains; the bank's tasks record ``metadata.rules``; a compound task scores 1 for its
+reference and 0 both for doing nothing and for doing everything it asks."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import ir
+from pipeline.llm import fake_client
+from pipeline.runtime import EnvInstance
+from pipeline.settings import BuildSettings, TaskSettings
+from pipeline.stages.planner import plan_chains
+from pipeline.stages.planner.rules import forbidding, governing
+from pipeline.stages.policy import make_policy
+from pipeline.stages.tasks import generate_tasks
+from tests.fixtures.brewery import brewery_env
+from tests.fixtures.permits import permit_env
+from verify import reward
+from verify.replay import fresh, play
+
+TIERS = {1: 0.3, 2: 0.4, 3: 0.3}
+
+
+def ruled(make) -> ir.Environment:
+    return make_policy(make(), fake_client([{"rules": []}] * 9), BuildSettings(policy=True)).value
+
+
+def score(task: ir.Task, calls: list[ir.ToolCall]) -> float:
+    with fresh(ruled_envs[task.env_id]) as run:
+        play(run, calls)
+        assert run.error is None, run.error
+        return reward.score(task.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial).reward
+
+
+ruled_envs: dict[str, ir.Environment] = {}
+
+
+@pytest.mark.parametrize("make", [brewery_env, permit_env], ids=["brewery", "permits"])
+def test_planner_finds_allowed_and_forbidden_governed_writes(make) -> None:
+    env = ruled(make)
+    with fresh(env) as run:
+        plain = plan_chains(env, run, 40, TIERS, spread=True)
+        chains = plan_chains(env, run, 40, TIERS, spread=True, rules=True)
+    assert not any(c.rules for c in plain)  # without the switch, no rule-bound chain
+    shapes = {c.shape for c in chains if c.rules}
+    assert "compound_rule" in shapes and len(shapes) >= 3, shapes  # decide: writes of the other shapes, judged
+    # a plain chain whose write a rule forbids is not kept with the switch (its reference would break the policy)
+    with EnvInstance(env, enforce_policy=True) as inst:
+        broken = [c for c in plain if c.shape != "aggregate" and not _replays(inst, c)]
+    assert broken and not {c.signature() for c in broken} & {c.signature() for c in chains}
+    messages = {r.id: r.message for r in env.rules}
+    with EnvInstance(env, enforce_policy=True) as inst:
+        for ch in chains:
+            if not ch.rules:
+                continue
+            # the reference does only writes the rules allow: it replays with the rules enforced
+            assert _replays(inst, ch), (ch.shape, ch.rules)
+            forbids = [r for r in ch.rules if r["verdict"] == "forbids"]
+            if ch.shape != "compound_rule":
+                assert not forbids
+                continue
+            # the other write asked for is refused, after the reference, by the rule recorded against it
+            assert {r["verdict"] for r in ch.rules} == {"allows", "forbids"}
+            out = inst.call(forbids[0]["tool"], forbids[0]["arguments"])
+            assert out["kind"] == "guard" and out["error"] in {messages[r["id"]] for r in forbids}
+            assert ch.tier == 3 and ch.facts[1].startswith("In the same message, also: ")
+
+
+def _replays(inst: EnvInstance, chain) -> bool:
+    inst.reset()
+    return all(inst.call(c.tool, c.arguments)["ok"] for c in chain.calls)
+
+
+def test_the_verdict_follows_the_rows() -> None:
+    env = ruled(brewery_env)
+    from pipeline.stages.planner import make_planner
+
+    with fresh(env) as run:
+        p = make_planner(env, run)
+        rule = next(r for r in env.rules if r.tools == ["fill_keg"])
+        assert governing(p, "fill_keg") == [rule]
+        fermenting = ir.ToolCall(tool="fill_keg", arguments={"batch_id": 3, "keg_code": "K-9", "size_liters": 20,
+                                                            "location": "cellar"})
+        packaged = fermenting.model_copy(update={"arguments": {**fermenting.arguments, "batch_id": 1}})
+        assert forbidding(p, fermenting) == [rule] and forbidding(p, packaged) == []
+
+
+@pytest.mark.parametrize("make", [brewery_env, permit_env], ids=["brewery", "permits"])
+def test_bank_of_rule_bound_tasks_and_their_rewards(make) -> None:
+    env = ruled(make)
+    ruled_envs[env.env_id] = env
+    settings = TaskSettings(n_tasks=14, rule_tasks=True, max_attempts=1, template_fallback=True)
+    res = generate_tasks(env, fake_client([{"user_request": "no"}] * 400), settings=settings)
+    tasks = res.value or []
+    bound = [t for t in tasks if t.metadata.get("rules")]
+    shapes = [t.metadata["shape"] for t in bound]
+    assert "compound_rule" in shapes and len(set(shapes)) >= 2, [t.metadata["shape"] for t in tasks]
+    assert len(bound) >= 0.3 * len(tasks)
+    assert {t.metadata["worded_by"] for t in bound} == {"template"}
+    for t in bound:
+        ids = {r.id for r in env.rules}
+        assert {r["id"] for r in t.metadata["rules"]} <= ids
+        assert score(t, list(t.reference_solution)) == 1.0
+        forbidden = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
+                     if r["verdict"] == "forbids"]
+        if t.metadata["shape"] != "compound_rule":  # decide: the governed write is allowed, and is the gold
+            assert forbidden == [] and score(t, []) == 0.0
+            continue
+        # compound: nothing done misses the allowed goal; everything done (the forbidden write too) breaks a gate
+        assert forbidden and score(t, []) == 0.0
+        assert score(t, [*t.reference_solution, *forbidden[:1]]) == 0.0
+        assert t.reference_solution[-1].tool != forbidden[0].tool or \
+            t.reference_solution[-1].arguments != forbidden[0].arguments
+    # without the switch the same environment plans the same bank as before rules existed
+    plain = generate_tasks(env, fake_client([{"user_request": "no"}] * 400),
+                           settings=settings.model_copy(update={"rule_tasks": False})).value or []
+    assert not any(t.metadata.get("rules") for t in plain)
