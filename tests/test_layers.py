@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # lowest first; a room is a top-level module of pipeline/ (or a folder of it), or the verify package
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.prompts",
+    ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.settings_base", "pipeline.prompts",
               "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic"}),
     ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, and server.py made of it
     ("verify", {"verify"}),
