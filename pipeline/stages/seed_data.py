@@ -376,11 +376,15 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
     """Write the rows of one ``table`` of ``env`` again, every other table keeping its seed rows (the data
     fixer of the verify loop). None when fewer than ``settings.rows_min`` valid rows came back.
 
-    A table whose rows were made at scale (``SeedRows.plan``) gets as many example rows as before from the LLM,
-    then code rows from generators chosen again (the scenario given carries the reviewer's complaint)."""
-    old = next((s.plan for s in env.seed if s.table == table.name and s.plan is not None), None)
-    if old is not None:
-        settings = settings.model_copy(update={"rows_per_table": old.examples, "row_generators": True})
+    A table is made again the way it was made, whatever ``settings.row_generators`` says: one whose rows were
+    made at scale (``SeedRows.plan``) gets as many example rows as before from the LLM, then code rows from
+    generators chosen again (the scenario given carries the reviewer's complaint); one whose rows the LLM wrote
+    gets LLM rows only (code rows added to it alone would leave it unlike the rest of the environment)."""
+    seeded = next((s for s in env.seed if s.table == table.name), None)
+    if seeded is not None and seeded.plan is not None:
+        settings = settings.model_copy(update={"rows_per_table": seeded.plan.examples, "row_generators": True})
+    elif seeded is not None and seeded.rows:
+        settings = settings.model_copy(update={"row_generators": False})
     conn = _empty_db(env.tables)
     try:
         db = sqlite_utils.Database(conn)
