@@ -18,35 +18,60 @@ from pipeline.envdir import load_env_dir
 from pipeline.llm import fake_client
 from pipeline.llm.client import completion_json, encode_reply
 from pipeline.runtime import EnvInstance
-from tests.stages.library_replies import SCENARIO, SCHEMA, all_replies, small_settings
+from tests.stages.library_replies import MEMBER_ROWS, SCENARIO, SCHEMA, all_replies, small_settings
+from tests.stages.test_rowgen import BOOKS_GEN, LOANS_GEN, MEMBERS_GEN
 
 BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT", "natural_key": ["email"]},
                     *SCHEMA["tables"][1:]]}
 
 
+def build_replies() -> list[Any]:
+    """Every reply of a build with ``small_settings()`` and the default switches: each table's example rows are
+    followed by its generator choice (``row_generators``); the tools the LLM misses are written by code."""
+    intents, schema, members, books, loans, *tools = all_replies()
+    return [intents, schema, members, MEMBERS_GEN, books, BOOKS_GEN, loans, LOANS_GEN, *tools]
+
+
+ADDED = ["create_books", "update_loans_status", "update_books_copies_available", "list_loans_by_book_id",
+         "list_members", "list_books", "list_loans", "find_books_by_title", "find_loans_by_member_id_and_loan_date"]
+
+
 def test_build_produces_a_working_environment() -> None:
-    client = fake_client(all_replies())
+    client = fake_client(build_replies())
     res = build_environment(SCENARIO, client, small_settings())
-    # nothing rejected; the two records are the tools the written ones lacked, added by code
-    assert res.ok and [r.reason.split(":")[0] for r in res.rejections] == ["tool added by code (finder)",
-                                                                             "tool added by code (lister)"]
+    # nothing rejected: the records are what code fixed or added (parameter descriptions, paging, the creates,
+    # updates, listers and finders the written tools lacked)
+    assert res.ok and [r.reason.split(":")[0] for r in res.rejections] == [
+        "names fixed by code"] * 3 + ["paged by code", "tool added by code (create)"] + \
+        ["tool added by code (update)"] * 2 + ["tool added by code (lister)"] * 4 + ["tool added by code (finder)"] * 2
     env = res.env
     assert [t.name for t in env.tables] == ["members", "books", "loans"]
-    assert {s.table: len(s.rows) for s in env.seed} == {"members": 4, "books": 4, "loans": 4}
-    assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book",
-                                           "find_books_by_title", "list_loans_by_book_id"]
+    # the LLM's four example rows first, then code's rows at scale (a plan per table records how)
+    rows = {s.table: s.rows for s in env.seed}
+    assert [r["name"] for r in rows["members"][:4]] == [r[0] for r in MEMBER_ROWS["rows"]]
+    assert all(100 <= len(rows[t]) <= 300 for t in ("members", "books")) and 4 < len(rows["loans"]) <= 1000
+    assert all(s.plan is not None and s.plan.examples == 4 for s in env.seed)
+    assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book", *ADDED]
     assert set(res.timings) == {"intents", "schema", "seed_data", "tools", "total"}
     assert set(res.usage) == {"intents", "schema", "seed_data", "tools"}
-    assert res.usage["seed_data"]["calls"] == 3 and res.usage["tools"]["calls"] == 5
+    assert res.usage["seed_data"]["calls"] == 6 and res.usage["tools"]["calls"] == 5
     s = res.summary()
-    assert s["ok"] and s["llm"]["calls"] == 10 and s["rows"]["loans"] == 4
+    assert s["ok"] and s["llm"]["calls"] == 13 and s["rows"]["loans"] == len(rows["loans"])
     with EnvInstance(env) as inst:
         assert inst.call("find_member", {"email": "bob@example.org"})["result"]["name"] == "Bob Stone"
+        page = inst.call("list_members", {"status": "active"})["result"]
+        active = sum(r["status"] == "active" for r in rows["members"])
+        assert len(page) == 20 and {r["total_matched"] for r in page} == {active}
+        loans = inst.call("list_member_loans", {"member_id": 1, "limit": 50})["result"]
+        assert [r["loan_id"] for r in loans] == [r["loan_id"] for r in rows["loans"]
+                                                 if r["member_id"] == 1 and r["status"] == "open"]
+        made = inst.call("update_loans_status", {"loan_id": 1, "status": "returned"})
+        assert made["ok"] and made["result"]["status"] == "returned"
 
 
 def test_same_replies_same_environment_bytes() -> None:
-    a = build_environment(SCENARIO, fake_client(all_replies()), small_settings()).env
-    b = build_environment(SCENARIO, fake_client(all_replies()), small_settings()).env
+    a = build_environment(SCENARIO, fake_client(build_replies()), small_settings()).env
+    b = build_environment(SCENARIO, fake_client(build_replies()), small_settings()).env
     assert a is not None and a.model_dump_json() == b.model_dump_json() and a.env_id == b.env_id
 
 
@@ -112,15 +137,15 @@ def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_pa
     config = tmp_path / "envfoundry.toml"
     config.write_text("[stages.build]\nrows_per_table = 4\nrows_per_call = 4\nintents_max = 6\ntools_min = 3\n")
     out = tmp_path / "library"
-    res = _cli(endpoint, all_replies(), "--scenario", SCENARIO.description, "--name", SCENARIO.name,
+    res = _cli(endpoint, build_replies(), "--scenario", SCENARIO.description, "--name", SCENARIO.name,
                "--out", str(out), "--config", str(config))
     assert res.exit_code == 0, res.output
-    assert "tables:     3 (members 4, books 4, loans 4 rows)" in res.output
-    assert ("tools:      6 (find_member, list_member_loans, lend_book, return_book, find_books_by_title, "
-            "list_loans_by_book_id)") in res.output
-    assert "10 calls" in res.output
     env, tasks, report = load_env_dir(out)
-    assert env.scenario.name == SCENARIO.name and len(env.tools) == 6 and tasks == []
+    rows = {s.table: len(s.rows) for s in env.seed}
+    assert f"tables:     3 (members {rows['members']}, books {rows['books']}, loans {rows['loans']} rows)" in res.output
+    assert f"tools:      13 (find_member, list_member_loans, lend_book, return_book, {', '.join(ADDED)})" in res.output
+    assert "13 calls" in res.output
+    assert env.scenario.name == SCENARIO.name and len(env.tools) == 13 and tasks == []
     assert report["build"]["settings"]["rows_per_table"] == 4
     assert {p.name for p in out.iterdir()} >= {"env.json", "schema.sql", "initial.db", "server.py", "report.json"}
 

@@ -129,18 +129,19 @@ def test_listers_page_filter_and_count_what_matches() -> None:
     from pipeline.stages.covering import cover
     from pipeline.stages.paging import PAGE_DEFAULT, PAGE_MAX, page_of
 
-    settings = BuildSettings(paged_listers=True, gap_tools_max=6)
+    off = BuildSettings(fix_param_names=False, paged_listers=False, covering_writes=False)
     with Workspace(brewery.SCENARIO, brewery.TABLES, brewery_at_scale(), "2026-01-15T09:00:00",
                    [KEGS_OF_BATCH, BEERS_BREWED]) as ws:
-        assert cover(ws, BuildSettings()) == [] and ws.tools == [KEGS_OF_BATCH, BEERS_BREWED]  # off by default
-        notes = cover(ws, settings)
+        assert cover(ws, off) == [] and ws.tools == [KEGS_OF_BATCH, BEERS_BREWED]  # nothing without the switches
+        notes = cover(ws, BuildSettings(gap_tools_max=6))  # on by default
         env = ws.environment()
     assert [t.name for t in env.tools] == ["kegs_of_batch", "beers_brewed", "list_batches", "list_kegs"]
-    assert {n.item: n.reason for n in notes} == {
-        "kegs_of_batch": "paged by code: it returned every row it matched; it now takes a page size and says how "
-                         "many rows match",
-        "list_batches": "tool added by code (lister): no read tool lists the batches rows",
-        "list_kegs": "tool added by code (lister): no read tool lists the kegs rows"}
+    assert [(n.item, n.reason) for n in notes] == [
+        ("kegs_of_batch", "names fixed by code: parameter batch_id described as 'The batch (batches.batch_id)'"),
+        ("kegs_of_batch", "paged by code: it returned every row it matched; it now takes a page size and says how "
+                          "many rows match"),
+        ("list_batches", "tool added by code (lister): no read tool lists the batches rows"),
+        ("list_kegs", "tool added by code (lister): no read tool lists the kegs rows")]
     assert env.tool("beers_brewed") == BEERS_BREWED and page_of(BEERS_BREWED) is None
     kegs = env.tool("list_kegs")
     assert [p.name for p in kegs.params] == ["status", "limit", "offset"] and kegs.params[0].enum == ["empty", "full"]

@@ -70,7 +70,7 @@ def test_the_schema_stage_renames_a_key_column_named_for_something_else() -> Non
                         {"name": "commission_records", "ddl": COMMISSIONS_DDL,
                          "natural_key": ["artist_name", "payment_date"]}]}
     intents = (Intent(goal="Record a commission payment", kind="write"),)
-    res = generate_schema(GALLERY, intents, fake_client([reply]), BuildSettings(tables_min=2, tables_max=4, fix_key_names=True))
+    res = generate_schema(GALLERY, intents, fake_client([reply]), BuildSettings(tables_min=2, tables_max=4))
     assert res.ok
     records = next(t for t in res.value if t.name == "commission_records")
     conn = scratch_db(list(res.value))
@@ -81,8 +81,9 @@ def test_the_schema_stage_renames_a_key_column_named_for_something_else() -> Non
     notes = [r for r in res.rejections if r.stage == "schema" and "renamed" in r.reason]
     assert [n.evidence for n in notes] == [{"table": "commission_records", "column": "artist_name",
                                             "renamed": "artist_id", "references": "artists.artist_id"}]
-    # off (the default): the schema is the reply's
-    off = generate_schema(GALLERY, intents, fake_client([reply]), BuildSettings(tables_min=2, tables_max=4))
+    # on by default; off, the schema is the reply's
+    off = generate_schema(GALLERY, intents, fake_client([reply]),
+                          BuildSettings(tables_min=2, tables_max=4, fix_key_names=False))
     assert next(t for t in off.value if t.name == "commission_records").ddl == COMMISSIONS_DDL
 
 

@@ -113,7 +113,9 @@ def test_wording_feedback_names_the_missing_value_then_the_id() -> None:
         return {"user_request": f"Please do this with member 1, about {_must(messages)}."}
 
     client = fake_client([first, second, echo] + [echo] * 10)
-    res = generate_tasks(env, client, n=1, settings=TaskSettings(max_attempts=3, tiers={2: 1.0}))
+    # the LLM's wording path: the template fallback words a chain itself and its feedback quotes no value
+    settings = TaskSettings(max_attempts=3, tiers={2: 1.0}, template_fallback=False)
+    res = generate_tasks(env, client, n=1, settings=settings)
     assert len(res.value) == 1
     feedback = [m["content"] for m in client.requests[2] if m["role"] == "user"]
     assert "must state" in feedback[1] and "an internal id" in feedback[2]
@@ -146,7 +148,9 @@ def test_duplicates_are_refused() -> None:
 
 def test_a_model_that_never_replies_validly_is_a_rejection() -> None:
     env = library_env()
-    res = generate_tasks(env, fake_client(["not json"] * 20), n=1, settings=TaskSettings(max_attempts=1))
+    # without the template fallback (with it, code words the chain: test_wording)
+    settings = TaskSettings(max_attempts=1, template_fallback=False)
+    res = generate_tasks(env, fake_client(["not json"] * 20), n=1, settings=settings)
     assert res.value == [] and "LLM gave no usable reply" in res.rejections[0].reason
 
 

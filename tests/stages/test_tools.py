@@ -47,7 +47,9 @@ LEND = ToolPlanItem(name="lend_book", kind="write", purpose="Create an open loan
 
 @pytest.fixture(scope="module")
 def seed() -> tuple[ir.SeedRows, ...]:
-    res = generate_seed(SCENARIO, TABLES, fake_client([MEMBER_ROWS, BOOK_ROWS, LOAN_ROWS]), small_settings())
+    # the LLM's rows only: the tests below read them by value (code-made rows have their own tests in test_rowgen)
+    settings = small_settings(row_generators=False)
+    res = generate_seed(SCENARIO, TABLES, fake_client([MEMBER_ROWS, BOOK_ROWS, LOAN_ROWS]), settings)
     assert res.ok
     return res.value
 
@@ -56,11 +58,15 @@ def base_env(seed: tuple[ir.SeedRows, ...]) -> ir.Environment:
     return ir.Environment(scenario=SCENARIO, tables=list(TABLES), seed=list(seed))
 
 
+# The LLM's tools as it wrote them: code's renames, paging and added tools have their own tests
+# (test_naming, test_coverage, test_paged_tasks)
+LLM_TOOLS = {"gap_tools_max": 0, "fix_param_names": False, "paged_listers": False, "covering_writes": False}
+
+
 def run(seed: tuple[ir.SeedRows, ...], replies: list, **settings):
     """The tools stage on the library fixture; the code-written gap tools only when asked for (their own test)."""
     client = fake_client(replies)
-    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client,
-                          small_settings(**{"gap_tools_max": 0, **settings})), client
+    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{**LLM_TOOLS, **settings})), client
 
 
 def test_reply_maps_onto_the_ir_with_schema_enums_and_unused_params_dropped() -> None:

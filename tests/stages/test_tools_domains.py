@@ -86,14 +86,22 @@ def plan(*tools: tuple[str, str, list[str], list[int]]) -> dict:
 
 @pytest.fixture(scope="module")
 def seed() -> tuple[ir.SeedRows, ...]:
-    res = generate_seed(SCENARIO, TABLES, fake_client([BATCH_ROWS, KEG_ROWS]), small_settings())
+    # the LLM's rows only: the tests below read them by value (code-made rows have their own tests in test_rowgen)
+    settings = small_settings(row_generators=False)
+    res = generate_seed(SCENARIO, TABLES, fake_client([BATCH_ROWS, KEG_ROWS]), settings)
     assert res.ok
     return res.value
 
 
+# The LLM's tools as it wrote them: code's renames, paging and added tools have their own tests
+# (test_naming, test_coverage, test_paged_tasks)
+LLM_TOOLS = {"gap_tools_max": 0, "fix_param_names": False, "paged_listers": False, "covering_writes": False}
+
+
 def run(seed, replies, **settings):
     client = fake_client(replies)
-    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, "gap_tools_max": 0, **settings})), client
+    return generate_tools(SCENARIO, INTENTS, TABLES, seed, client,
+                          small_settings(**{"tools_min": 2, **LLM_TOOLS, **settings})), client
 
 
 def test_a_value_the_check_list_lacks_amends_the_schema_instead_of_retrying_the_tool(seed) -> None:

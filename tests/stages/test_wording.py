@@ -112,7 +112,8 @@ def test_a_wording_that_keeps_failing_ends_as_a_template_that_passes_the_lint(ma
     res = generate_tasks(env, fake_client([BAD] * 200), n=8, settings=settings)
     assert len(res.value) == 8, res.rejections
     with fresh(env) as run:
-        chains = plan_chains(env, run, 12, settings.tiers)  # the plan generate_tasks made (8 tasks * overplan)
+        # the plan generate_tasks made (8 tasks * overplan; spread over the environment by default)
+        chains = plan_chains(env, run, 12, settings.tiers, spread=settings.spread_bank)
     for t in res.value:
         assert t.metadata["worded_by"] == "template"
         assert t.provenance["llm_replies"] >= 1
@@ -124,7 +125,8 @@ def test_a_wording_that_keeps_failing_ends_as_a_template_that_passes_the_lint(ma
         # the same lint as the LLM's words: every value stated, no id, not the answer
         assert lint_request(env, chain, t.instruction, plain=True) is None, t.instruction
     # without the switch the same replies keep no task: every plan is lost to wording
-    assert generate_tasks(env, fake_client([BAD] * 200), n=8, settings=TaskSettings(max_attempts=2)).value == []
+    off = TaskSettings(max_attempts=2, template_fallback=False)
+    assert generate_tasks(env, fake_client([BAD] * 200), n=8, settings=off).value == []
 
 
 def test_a_wording_the_lint_accepts_stays_the_llms() -> None:
@@ -144,12 +146,15 @@ def test_a_wording_the_lint_accepts_stays_the_llms() -> None:
 
 def test_without_the_switch_tasks_carry_no_worded_by_and_settings_dump_as_before() -> None:
     env = library_env()
-    res = generate_tasks(env, fake_client([echo] * 10), n=2, settings=TaskSettings(max_attempts=1))
-    assert all("worded_by" not in t.metadata for t in res.value)
+    off = TaskSettings(max_attempts=1, template_fallback=False, spread_bank=False)
+    res = generate_tasks(env, fake_client([echo] * 10), n=2, settings=off)
+    assert len(res.value) == 2 and all("worded_by" not in t.metadata for t in res.value)
+    # the switches are on by default and left out of dumps there; off, a dump says so
     dumped = VerifySettings().model_dump(mode="json")["tasks"]
     assert not {"template_fallback", "template_language", "spread_bank"} & set(dumped)
-    on = TaskSettings(template_fallback=True, spread_bank=True).model_dump(mode="json")
-    assert on["template_fallback"] is True and on["spread_bank"] is True
+    assert TaskSettings().template_fallback and TaskSettings().spread_bank
+    dumped_off = off.model_dump(mode="json")
+    assert dumped_off["template_fallback"] is False and dumped_off["spread_bank"] is False
 
 
 @pytest.fixture

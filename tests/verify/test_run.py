@@ -18,7 +18,7 @@ from pipeline.catalog import read_task_bank, write_env_results, write_task_bank
 from pipeline.envdir import load_env_dir, write_env_dir
 from pipeline.graph import verify_env
 from pipeline.llm import fake_client
-from pipeline.settings import VerifySettings
+from pipeline.settings import TaskSettings, VerifySettings
 from tests.fixtures.library import library_env
 from tests.fixtures.server import http, running_server
 from tests.verify.test_call_review import all_pass
@@ -35,7 +35,8 @@ REPLIES = [
     call("find_member_by_name", name="Alice Park"), finish("Done."),  # stops before borrowing the book
     all_pass(1, "agent", "none", "", "never called borrow_book"),
 ]
-SETTINGS = VerifySettings(tester=tester.TesterSettings(attempts=1))
+# The planner's plain order (a question, then a write): the spread bank's order has its own tests (test_bank)
+SETTINGS = VerifySettings(tester=tester.TesterSettings(attempts=1), tasks=TaskSettings(spread_bank=False))
 
 
 @pytest.fixture
@@ -137,7 +138,10 @@ def test_cli_verify_and_task_bank(env_dir: Path, tmp_path: Path, monkeypatch: py
     group = click.Group()
     cli.register(group)
     runner = CliRunner()
-    res = runner.invoke(group, ["verify", str(env_dir), "--tasks", "2", "--attempts", "1", "--json"])
+    config = tmp_path / "envfoundry.toml"
+    config.write_text("[stages.tasks]\nspread_bank = false\n")  # the order REPLIES follow (see SETTINGS)
+    res = runner.invoke(group, ["verify", str(env_dir), "--tasks", "2", "--attempts", "1", "--json", "--config",
+                                str(config)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["kept"] == 2 and out["usage"]["tasks"]["calls"] == 2
