@@ -184,13 +184,14 @@ class BuildSettings(BaseModel):
     """Fewest valid tables an environment needs; fewer rejects the schema stage."""
     tables_max: int = Field(default=5, ge=1, le=30)
     """Most tables asked for in the schema reply."""
-    rows_per_table: int = Field(default=24, ge=1, le=200)
-    """Rows the LLM writes per table (over one or more calls); all are LLM-written, none synthesised."""
-    rows_per_call: int = Field(default=12, ge=1, le=50)
+    rows_per_table: int = Field(default=6, ge=1, le=200)
+    """Rows the LLM writes per table (over one or more calls): with ``row_generators`` the examples that set the
+    tone (code makes the rest), without it every row."""
+    rows_per_call: int = Field(default=6, ge=1, le=50)
     """Rows asked for in one call (small replies keep a 1.5B model consistent)."""
     rows_min: int = Field(default=3, ge=1, le=200)
     """Fewest rows a table must end with after retries; fewer rejects the seed stage."""
-    row_generators: bool = False
+    row_generators: bool = True
     """After the LLM's example rows (``rows_per_table`` of them), let code make rows at scale: the LLM picks a
     generator per column from a typed menu (one request per table, checked by code), Faker makes the values from a
     seed derived from the scenario and table (``pipeline.stages.rowgen``)."""
@@ -209,20 +210,20 @@ class BuildSettings(BaseModel):
     """Most tools added after the planned ones, written by code: the finders and listers the tools lack (a read
     tool giving a row's id from its natural key wherever a tool takes that id, and one listing the rows of a
     parent wherever no tool does; ``pipeline.stages.coverage``). Tasks chain through them. 0 turns this off."""
-    fix_key_names: bool = False
+    fix_key_names: bool = True
     """Rename by code each foreign-key column named for something other than the key it holds
     (``artist_name REFERENCES artists(artist_id)`` -> ``artist_id``), in the schema stage before rows and tools are
     written; each rename is recorded (``pipeline.stages.keynames``)."""
-    fix_param_names: bool = False
+    fix_param_names: bool = True
     """Rename by code each tool parameter named for no column it is compared with or written into (in its SQL,
     its messages and the tool's name), and say in a key parameter's description which record it identifies
     (``pipeline.stages.paramnames``)."""
-    paged_listers: bool = False
+    paged_listers: bool = True
     """Listers page (optional ``limit`` up to 50, default 20, and ``offset``) and each row says how many rows match
     (``total_matched``): LLM-written listers of all the rows a query matches get this added, and code adds paged
     listers with optional filters (CHECK-listed columns, a date range) for every reference and table no read tool
     lists, at most ``gap_tools_max`` (``pipeline.stages.paging``)."""
-    covering_writes: bool = False
+    covering_writes: bool = True
     """Add by code, for every table users change (one some write tool writes, or its child), the create and the
     updates of its status-like (CHECK-listed) and quantity columns that no tool provides, at most
     ``gap_tools_max`` (``pipeline.stages.covering``)."""
@@ -294,7 +295,7 @@ class TaskSettings(BaseModel):
     others."""
     overplan: float = Field(default=1.5, ge=1.0, le=5.0)
     """Chains planned per task wanted (some are lost to wording or proofs)."""
-    template_fallback: bool = False
+    template_fallback: bool = True
     """When the LLM's wording of a planned task still fails the lint after its repairs, code writes the request
     from the plan's facts (``pipeline.stages.wording``, templates in ``prompts/wording.md``), so every proved plan
     is kept; ``metadata.worded_by`` says ``llm`` or ``template``. With it the lint also accepts a value written
@@ -303,7 +304,7 @@ class TaskSettings(BaseModel):
     template_language: str = Field(default="en", pattern=r"^[a-z]{2,3}$")
     """Language of the requests code writes: the ``<key>_<language>`` sections of ``prompts/wording.md``
     override the English ones."""
-    spread_bank: bool = False
+    spread_bank: bool = True
     """Spread the bank over the environment: every write tool in some task when a plan for it proves, and no
     (shape, tool chain, asked column) repeated while another is left (``pipeline.stages.planner.next_chain``)."""
     rule_tasks: bool = False
@@ -315,11 +316,13 @@ class TaskSettings(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Switches added after reports were written are left out of dumps while at their defaults, so a
-        report (and a run's fingerprint) made without them stays the same."""
+        """Switches added after reports were written are left out of dumps while they hold the value that
+        reports made before them had (off, English), so such a report (and a run's fingerprint) stays the same
+        and one made with them on says so."""
         data: dict[str, Any] = handler(self)
-        for name in ("template_fallback", "template_language", "spread_bank", "rule_tasks"):
-            if getattr(self, name) == type(self).model_fields[name].default:
+        for name, before in (("template_fallback", False), ("template_language", "en"), ("spread_bank", False),
+                             ("rule_tasks", False)):
+            if getattr(self, name) == before:
                 data.pop(name, None)
         return data
 
