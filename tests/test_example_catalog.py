@@ -84,8 +84,10 @@ def test_server_py_alone_serves_and_runs_every_tool_over_mcp(env_dir, tmp_path):
     for (name, args), res in zip(calls, results, strict=True):
         out = {"ok": True} if not res.is_error else res.structured_content
         assert not server_error(out), (name, args, out)
-        ran[name] = ran.get(name, 0) + (not res.is_error or out.get("kind") == "guard")
-    assert all(ran[t.name] for t in env.tools), ran  # every tool's program ran to the end or to a rule
+        # a rule's refusal and a finder's "no matching record" (draws of two keys that no row pairs, in tables of
+        # hundreds of rows) are programs that ran to their end; a bad argument or a database error is not
+        ran[name] = ran.get(name, 0) + (not res.is_error or out.get("kind") in ("guard", "not_found"))
+    assert all(ran[t.name] for t in env.tools), ran
 
 
 def test_the_independent_checker_passes_every_task_of_the_example(tmp_path):

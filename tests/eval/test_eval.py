@@ -20,7 +20,7 @@ from tests.eval.scripted_server import Paste, Replay, noop, serve
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "generated" / "quickstart"
 
-SETTINGS = EvalSettings(max_turns=6, attempts=1, concurrency=2)
+SETTINGS = EvalSettings(max_turns=8, attempts=1, concurrency=2)  # the example holds 6-call tasks (+ the answer)
 
 
 def client_for(url: str) -> LLMClient:

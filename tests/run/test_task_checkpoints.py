@@ -111,7 +111,7 @@ def test_run_killed_during_verification_resumes_from_the_next_task(tmp_path: Pat
     seeds.write_text("public library lending\n")
     plan = plan_from_config(Config(), {"expand": {"scenarios_per_seed": 1}, "tester": {"attempts": 1},
                                        "run": {"tasks_per_env": 4}})
-    plan.build = lib.small_settings()
+    plan.build = lib.small_settings(row_generators=False)  # the scripted build answers no generator choice
 
     straight = Policy()
     whole = run_catalog(seeds, tmp_path / "whole", plan, client_factory=lambda s: _client(straight))
