@@ -6,9 +6,13 @@ appended, CHECKs against calendar dates and CHECKs/DEFAULTs that read the wall c
 from __future__ import annotations
 
 import re
+import sqlite3
+from collections.abc import Sequence
 
 import sqlglot
 from sqlglot import exp
+
+from pipeline import ir
 
 _TYPE_MAP = [
     (r"(?:N?VARCHAR|CHARACTER\s+VARYING|N?CHAR|CHARACTER|STRING|CLOB|UUID|TEXT)\s*(?:\(\s*\d+\s*\))?", "TEXT"),
@@ -167,3 +171,18 @@ def paren_balance(sql: str) -> int:
 def ddl_table_name(ddl: str) -> str | None:
     m = _CREATE.match(ddl)
     return m.group(1) if m else None
+
+
+def connect() -> sqlite3.Connection:
+    """An empty in-memory database with foreign keys on."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def scratch_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
+    """An in-memory database with ``tables`` created and foreign keys on."""
+    conn = connect()
+    for t in tables:
+        conn.execute(t.ddl)
+    return conn

@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Callable
 
 from pipeline import ir
+from pipeline.stages.ddl import scratch_db
 
 STAGE = "schema"
 
@@ -119,15 +120,6 @@ def _foreign_keys(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, 
                 to = sorted(pk, key=lambda r: r[5])[fk[1]][1]
             out.append((col, parent, to))
     return out
-
-
-def scratch_db(tables: list[ir.Table]) -> sqlite3.Connection:
-    """An in-memory database with ``tables`` created and foreign keys on."""
-    conn = sqlite3.connect(":memory:")
-    conn.execute("PRAGMA foreign_keys=ON")
-    for t in tables:
-        conn.execute(t.ddl)
-    return conn
 
 
 def fix_key_names(tables: list[ir.Table], keys: dict[str, list[str]],

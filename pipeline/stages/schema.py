@@ -33,7 +33,7 @@ from pipeline import ir
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
-from pipeline.stages.ddl import ddl_table_name, normalise_ddl, paren_balance
+from pipeline.stages.ddl import connect, ddl_table_name, normalise_ddl, paren_balance, scratch_db  # noqa: F401 (scratch_db re-exported)
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.keynames import fix_key_names
 
@@ -66,19 +66,13 @@ def reply_model(lo: int, hi: int) -> type[BaseModel]:
 # ------------------------------------------------------------------ checking in SQLite
 
 
-def _connect() -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    conn.execute("PRAGMA foreign_keys=ON")
-    return conn
-
-
 def check_tables(items: list[tuple[str, str]]) -> dict[str, str | None]:
     """Execute every ``(name, ddl)`` in a fresh SQLite database and check it; name -> error or None.
 
     A table whose foreign key points at a table of ``items`` that itself failed gets no error here
     (it is not at fault); :func:`settle` drops it if that parent is dropped for good.
     """
-    conn = _connect()
+    conn = connect()
     errors: dict[str, str | None] = {}
     try:
         for name, ddl in items:
@@ -191,14 +185,6 @@ def order_tables(tables: list[ir.Table]) -> list[ir.Table]:
     return out
 
 
-def scratch_db(tables: list[ir.Table] | tuple[ir.Table, ...]) -> sqlite3.Connection:
-    """An in-memory database with ``tables`` created and foreign keys on."""
-    conn = _connect()
-    for t in tables:
-        conn.execute(t.ddl)
-    return conn
-
-
 # ------------------------------------------------------------------ introspection
 
 
@@ -286,7 +272,7 @@ def drop_dangling_references(current: dict[str, str]) -> dict[str, str]:
     is dropped, and with it often the application's central table (seen from the 1.5B model); asking the
     model to fix one table cannot add the missing one."""
     out = dict(current)
-    conn = _connect()
+    conn = connect()
     try:
         for name, ddl in current.items():
             try:
