@@ -11,7 +11,8 @@ from the schema, not by the LLM:
   foreign key) and that no read tool yields from a user-known value: ``SELECT * FROM t WHERE k1 = :k1 ...``
   over the table's natural key (declared, or found unique in the seeded rows; a key may be made of references,
   which the finders of the parents resolve: the loan of a book by a member);
-- a **lister** ``list_<child>_by_<fk>`` for every foreign key that no read tool filters by;
+- a **lister** ``list_<child>_by_<fk>`` for every foreign key that no read tool filters by while giving the
+  rows' key (a child table whose rows no column combination names, such as a loan's fines, is reached that way);
 - with ``whole_tables``, a lister ``list_<table>`` for every table no read tool lists.
 
 Given the seeded database (``rows``), listers are paged and take optional filters (``pipeline.stages.paging``).
@@ -117,8 +118,11 @@ def gaps(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableIn
         out.append(Gap("finder", table, tuple(keys[table].columns),
                        f"{needed[table]} takes {table}.{info.key[0]} and no read tool leads to it from what users "
                        "know"))
+    # filtered: some read tool filters by the reference and gives the rows' own key (a tool that filters by it and
+    # gives only an amount does not lead an agent to the row a write needs)
     filtered = {u.column for s in shapes.values() if s.kind == "read" for us in s.uses.values() for u in us
-                if u.column is not None and u.role == "filter"}
+                if u.column is not None and u.role == "filter"
+                and all(s.output_for((u.column[0], k)) for k in infos[u.column[0]].key if u.column[0] in infos)}
     for table in order:
         for col, parent, _ in infos[table].foreign_keys:
             if (table, col) not in filtered and parent in infos:

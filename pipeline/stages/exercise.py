@@ -8,7 +8,8 @@ a duplicate) and a set mixing rows (an assignment already in the seed changes no
 
 ``exercise(env, tool, arg_sets, grounded)`` runs the tool on each set (fresh state each time) and says why it
 does not work: a definition error; no successful call but a database refusal; a write whose ``returns`` finds
-nothing, or whose successes change nothing; a read that finds nothing for arguments taken from existing rows;
+nothing, or whose successes change nothing; a read that finds nothing, or a write that a guard refuses every time, for arguments taken from existing
+rows;
 a write that stores something other than its arguments (``INSERT ... VALUES (:quantity)`` followed by
 ``UPDATE ... SET quantity = quantity + 1``): the row written must carry the argument in each column a parameter
 is written into as a whole.
@@ -265,6 +266,10 @@ def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
         if grounded and kinds == {"not_found"}:
             return calls, (f"called with {calls[0][0]} (values of existing rows) it found nothing: "
                            f"{calls[0][1]['error']}")
+        if grounded and tool.kind == "write" and kinds == {"guard"}:
+            return calls, (f"called {len(calls)} times with values of existing rows (e.g. {calls[0][0]}), a guard "
+                           f"refused every call: {calls[0][1]['error']}; a guard must refuse only what the domain "
+                           "forbids and let ordinary calls on existing rows through")
     if tool.kind == "write" and oks and not any(c[2] for c in oks):
         return calls, (f"called with {oks[0][0]} it succeeded but changed nothing in the database; "
                        "its writes must match the rows named by the arguments")

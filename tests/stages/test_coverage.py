@@ -276,3 +276,47 @@ def test_tables_users_change_get_their_creates_and_column_updates() -> None:
     assert {"create_inspections", "update_permits_status"} <= used
     status = [[c.tool for c in ch.calls] for ch in chains if ch.calls[-1].tool == "update_permits_status"]
     assert ["find_permits_by_permit_no", "update_permits_status"] in status, status
+
+
+# ------------------------------------------------------------------ rows no column combination names
+
+TASTINGS_DDL = ("CREATE TABLE tastings (tasting_id INTEGER PRIMARY KEY, batch_id INTEGER NOT NULL REFERENCES "
+                "batches(batch_id), score REAL NOT NULL, tasted_on TEXT NOT NULL) STRICT")
+
+
+def test_rows_of_a_table_without_a_unique_key_are_reached_through_their_parent() -> None:
+    """A brewery's tastings: several per batch, and two alike in every column, so no column combination is a key.
+    The LLM's tool filters tastings by batch but gives only scores (it leads to no tasting a write can take):
+    code adds the batch's lister that gives the rows' ids, and the planner names a tasting by its batch and its
+    score where no other tasting shares them ("the 7.5 tasting of the Saison of 2026-01-08")."""
+    tables = [*brewery.TABLES, ir.Table(name="tastings", ddl=TASTINGS_DDL)]
+    rows = [{"tasting_id": i + 1, "batch_id": 1 + i % 4, "score": 5.0 + (i * 7) % 9 / 2,
+             "tasted_on": "2026-01-1" + str(i % 3)} for i in range(24)]
+    rows.append({**rows[0], "tasting_id": 25})  # the same as the first in every column
+    seed = [*brewery_at_scale(12), ir.SeedRows(table="tastings", rows=rows)]
+    scores = ir.Tool(name="batch_scores", description="The tasting scores of a batch.", kind="read",
+                     params=[ir.Param(name="batch_id", type="integer", description="The batch")],
+                     returns=ir.Returns(sql="SELECT score FROM tastings WHERE batch_id = :batch_id", mode="all"))
+    rescore = ir.Tool(name="rescore_tasting", description="Correct the score of a tasting.", kind="write",
+                      params=[ir.Param(name="tasting_id", type="integer"), ir.Param(name="score", type="number")],
+                      steps=[ir.Step(kind="write", sql="UPDATE tastings SET score = :score WHERE tasting_id = "
+                                                       ":tasting_id")])
+    with Workspace(brewery.SCENARIO, tables, seed, "2026-01-15T09:00:00", [scores, rescore]) as ws:
+        fill_gaps(ws, small_settings(gap_tools_max=12))
+        names = [t.name for t in ws.tools]
+        env = ws.environment()
+    assert "list_tastings_by_batch_id" in names, names
+    assert not any(n.startswith("find_tastings") for n in names), names  # no finder over a key that is not one
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 40, {1: 0.2, 2: 0.3, 3: 0.5}, spread=True)
+    rescores = [ch for ch in chains if ch.calls[-1].tool == "rescore_tasting" and ch.shape == "update"]
+    assert rescores, [(ch.shape, [c.tool for c in ch.calls]) for ch in chains]
+    ch = rescores[0]
+    assert [c.tool for c in ch.calls][-2:] == ["list_tastings_by_batch_id", "rescore_tasting"] and ch.dependent
+    # the tasting is named by its batch (beer and brew date) and its score, and no other tasting has both
+    with EnvInstance(env) as inst:
+        tid = ch.calls[-1].arguments["tasting_id"]
+        batch, score = inst.conn.execute("SELECT batch_id, score FROM tastings WHERE tasting_id = ?", (tid,)).fetchone()
+        assert inst.conn.execute("SELECT COUNT(*) FROM tastings WHERE batch_id = ? AND score = ?",
+                                 (batch, score)).fetchone()[0] == 1
+        assert score in ch.must_state

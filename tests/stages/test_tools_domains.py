@@ -192,3 +192,17 @@ def test_a_read_tool_naming_a_missing_column_is_fed_back_not_amended(seed) -> No
     res, client = run(seed, [p, wrong, FIND_BATCH, FILL_KEG, RETIRE_KEG])
     assert res.ok and "no such column: abv" in client.requests[2][-1]["content"]
     assert not any("abv" in t.ddl for t in res.value.tables)
+
+
+def test_a_write_whose_guard_refuses_every_call_on_existing_rows_is_fed_back(seed) -> None:
+    """The quickstart pharmacy's ``add_order`` defect: a guard no seeded row can pass (here: a keg status the
+    schema does not even have) makes a write no task can use; the LLM hears which guard refused and rewrites it."""
+    never = dict(FILL_KEG, guards=[{"sql": "SELECT 1 FROM kegs WHERE keg_id = :keg_id AND status = 'cleaned'",
+                                    "must": "exist", "error": "Keg {keg_id} is not clean"}])
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("retire_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, never, FILL_KEG, RETIRE_KEG])
+    assert res.ok and len(client.requests) == 5, [r.reason for r in res.rejections]
+    feedback = client.requests[3][-1]["content"]
+    assert "a guard refused every call: Keg" in feedback and "is not clean" in feedback
+    assert res.value.tool("fill_keg").steps[0].sql == FILL_KEG["guards"][0]["sql"]

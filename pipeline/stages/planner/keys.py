@@ -26,6 +26,9 @@ class NaturalKey:
     columns: tuple[str, ...]
     declared: bool
     """The schema declared it (else code found it in the data)."""
+    partial: bool = False
+    """No combination is unique over the whole table (payments, readings, fines: a parent's children alike but for
+    an amount or a date): these columns name the rows they single out, and :func:`describe` names no other row."""
 
 
 def surrogate_columns(info: TableInfo) -> set[str]:
@@ -65,9 +68,11 @@ def _rank(info: TableInfo, cols: tuple[str, ...], unique_decl: list[tuple[str, .
 
 
 def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo],
-                 searchable: set[tuple[str, str]] | None = None) -> dict[str, NaturalKey]:
+                 searchable: set[tuple[str, str]] | None = None, partial: bool = False) -> dict[str, NaturalKey]:
     """Each table's natural key. ``searchable``: the (table, column) pairs some read tool filters by;
-    among unique candidates of the same size those come first (that is how users of this app name rows)."""
+    among unique candidates of the same size those come first (that is how users of this app name rows).
+    ``partial``: a table with no unique combination gets the one that singles out most of its rows (at least
+    :data:`PARTIAL_MIN_SHARE`), marked ``partial``."""
     declared = {t.name: tuple(t.natural_key) for t in env.tables if getattr(t, "natural_key", None)}
     out: dict[str, NaturalKey] = {}
     for name, info in infos.items():
@@ -95,15 +100,56 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
                 break  # a key users can search by: no longer key will be better
         if best:
             out[name] = NaturalKey(name, best, False)
+        elif partial and (cols_ := _partial_key(conn, info, name, cands, plain, unique_decl, found)):
+            out[name] = NaturalKey(name, cols_, False, partial=True)
     return out
+
+
+PARTIAL_MIN_SHARE = 0.3
+"""A partial key must single out at least this share of a table's rows."""
+
+
+def _partial_key(conn: sqlite3.Connection, info: TableInfo, name: str, cands: list[str], plain: list[str],
+                 unique_decl: list[tuple[str, ...]], found: set[str]) -> tuple[str, ...] | None:
+    """The combination of up to two columns that singles out most rows, one with a reference to a parent first
+    ("the fine on Bob's loan of *Emma*", "the 12.50 fine on ..."), then the shorter (ties: ``natural_keys``'s
+    order)."""
+    fks = {c for c, _, _ in info.foreign_keys}
+    total = conn.execute(f"SELECT COUNT(*) FROM {qi(name)}").fetchone()[0]
+    if not total:
+        return None
+    best: tuple[str, ...] | None = None
+    best_rank: tuple | None = None
+    for size in (1, 2):
+        for cols in itertools.combinations(cands, size):
+            c = ", ".join(qi(x) for x in cols)
+            alone = conn.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {qi(name)} WHERE "
+                                 + " AND ".join(f"{qi(x)} IS NOT NULL" for x in cols)
+                                 + f" GROUP BY {c} HAVING COUNT(*) = 1)").fetchone()[0]
+            if alone < PARTIAL_MIN_SHARE * total:
+                continue
+            rank = (not (set(cols) & fks), size, -alone) + _rank(info, cols, unique_decl, found)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = cols, rank
+    return best
+
+
+def singled_out(conn: sqlite3.Connection, table: str, cols: tuple[str, ...], row: dict[str, Any]) -> bool:
+    """Whether no other row of ``table`` has ``row``'s values in ``cols`` (none of them NULL)."""
+    if any(row.get(c) is None for c in cols):
+        return False
+    where = " AND ".join(f"{qi(c)} = ?" for c in cols)
+    n = conn.execute(f"SELECT COUNT(*) FROM {qi(table)} WHERE {where}", tuple(row[c] for c in cols)).fetchone()[0]
+    return bool(n == 1)
 
 
 def describe(conn: sqlite3.Connection, infos: dict[str, TableInfo], keys: dict[str, NaturalKey], table: str,
              row: dict[str, Any], depth: int = 0) -> list[tuple[str, Any]] | None:
     """The facts that name ``row`` for a user: ``[(\"table.column\", value), ...]``, foreign keys replaced
-    by the parent row's own facts. None when the table has no natural key."""
+    by the parent row's own facts. None when the table has no natural key, or a partial one that does not
+    single the row out."""
     nk = keys.get(table)
-    if nk is None or depth > 2:
+    if nk is None or depth > 2 or (nk.partial and not singled_out(conn, table, nk.columns, row)):
         return None
     info = infos[table]
     fks = {c: (p, pc) for c, p, pc in info.foreign_keys}
