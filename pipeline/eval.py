@@ -1,8 +1,9 @@
 """``envfoundry eval``: any OpenAI-compatible model on a catalog (or one environment directory).
 
 Each (task, attempt) runs the agent harness of :mod:`verify.agent` (native tool calls, whole tool
-results, a fresh in-process instance per attempt; the final answer is the last assistant message)
-and is scored by the task's verifier. The output directory holds
+results, a fresh in-process instance per attempt; the final answer is the last assistant message;
+an environment with rules gives the model its policy after the system prompt) and is scored by the
+task's verifier. The output directory holds
 
 * ``config.json``: the resolved configuration (model, endpoint, harness settings, the hash of every
   task evaluated) written before the first attempt;
@@ -34,6 +35,7 @@ from pipeline.hashing import canonical_json, content_hash
 from pipeline.ir import Environment, Task
 from pipeline.settings import EvalSettings as EvalSettings
 from verify.agent import Attempt, resolve_protocol, run_attempt
+from verify.policy import policy_text
 
 STAGE = "eval"
 FINAL_ANSWER = "the text of the last assistant message"
@@ -62,9 +64,11 @@ class EvalItem:
         return "-" if tier is None else str(tier)
 
 
-def task_hash(task: Task) -> str:
-    """What defines a task for an eval: everything but its measured difficulty and annotations."""
-    return content_hash(task.model_dump(mode="json", exclude={"difficulty", "metadata", "provenance"}))
+def task_hash(task: Task, policy: str | None = None) -> str:
+    """What defines a task for an eval: everything but its measured difficulty and annotations, and the policy
+    the agent is given with it (``verify.policy``; None for an environment without rules, whose hashes stay)."""
+    record = task.model_dump(mode="json", exclude={"difficulty", "metadata", "provenance"})
+    return content_hash(record if policy is None else {"task": record, "policy": policy})
 
 
 # ---------------------------------------------------------------- inputs
@@ -82,7 +86,8 @@ def load_items(source: str | Path, task_filter: str | None = None) -> list[EvalI
         cat = load_catalog(source, by_dir=True)
     except CatalogError as e:
         raise EvalError(str(e)) from None
-    items = [EvalItem(ce.env, ce.path, t, task_hash(t)) for ce in cat.envs.values() for t in ce.tasks]
+    items = [EvalItem(ce.env, ce.path, t, task_hash(t, policy_text(ce.env))) for ce in cat.envs.values()
+             for t in ce.tasks]
     items = select(items, task_filter)
     if not items:
         raise EvalError(f"{source}: no task to evaluate" + (f" matches --tasks {task_filter!r}" if task_filter else ""))

@@ -8,6 +8,9 @@ exception: an unknown tool, argument text that is not a JSON object, arguments t
 rejects and a tool that times out all come back to the model as tool errors (the engine's error
 dicts, which name the tool and parameter), as inspect_ai's ``model/_call_tools.py`` does.
 
+An environment with rules gives the model its policy after the system prompt (:func:`verify.policy.with_policy`;
+one without keeps its prompt to the byte).
+
 The final answer is the text of the last assistant message: the attempt ends when the model replies
 without calling a tool (or at ``max_turns``, or after the same call three times in a row). The
 verifier is never shown to the model; the final state and answer are scored once, afterwards
@@ -42,6 +45,7 @@ from pipeline.runtime import engine
 from pipeline.settings import AgentSettings as AgentSettings
 from verify import reward
 from verify.models import args_model, camel, catalog, clean_args
+from verify.policy import with_policy
 from verify.replay import Run, call_once, fresh
 
 Protocol = Literal["native", "json_action"]
@@ -248,7 +252,8 @@ def _state(messages: list[dict[str, Any]]) -> dict[str, Any]:
 def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
             budget: int | None, raise_endpoint: bool) -> dict[str, Any]:
     tools = tool_specs(env, task)
-    st = _state([{"role": "system", "content": render_section("tester", "native_system", max_turns=settings.max_turns)},
+    system = render_section("tester", "native_system", max_turns=settings.max_turns)
+    st = _state([{"role": "system", "content": with_policy(system, env)},
                  {"role": "user", "content": task.instruction}])
     messages: list[dict[str, Any]] = st["messages"]
     steps: list[Step] = st["steps"]
@@ -343,8 +348,8 @@ def _turn_model(env: Environment) -> type[BaseModel]:
 def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
                  budget: int | None, raise_endpoint: bool) -> dict[str, Any]:
     model = turn_model(env)
-    st = _state([{"role": "system", "content": render_section("tester", "system", tools=catalog(env),
-                                                              max_turns=settings.max_turns)},
+    system = render_section("tester", "system", tools=catalog(env), max_turns=settings.max_turns)
+    st = _state([{"role": "system", "content": with_policy(system, env)},
                  {"role": "user", "content": task.instruction}])
     messages: list[dict[str, Any]] = st["messages"]
     steps: list[Step] = st["steps"]

@@ -1,8 +1,8 @@
 """The tester: the eval harness (:mod:`verify.agent`) run k times on a task, on its own endpoint.
 
-The tester sees only the request and the tools, exactly as ``envfoundry eval`` and a trainer's
-policy do (native tool calls; whole tool results), so its pass rate describes the interface the
-trainer uses. ``[stages.tester]`` may name its own endpoint and model (``base_url``, ``model``,
+The tester sees only the request and the tools (and the environment's policy when it has rules),
+exactly as ``envfoundry eval`` and a trainer's policy do (native tool calls; whole tool results), so
+its pass rate describes the interface the trainer uses. ``[stages.tester]`` may name its own endpoint and model (``base_url``, ``model``,
 ``api_key``); by default it uses the generator's client. The first attempt decodes greedily, later
 ones sample (``temperature``, seed = attempt) so they differ. An endpoint failure is raised, not
 recorded as a failed attempt: it says nothing about the task, and the run retries the item.

@@ -23,11 +23,11 @@ from pydantic import ValidationError
 from pipeline import atomic
 from pipeline.catalog.files import TASKS, jsonl_text, pretty_json, read_json, read_jsonl, read_tasks
 from pipeline.ir import Environment, Task
-from pipeline.prompts import render_section
 from pipeline.runtime import engine
 from pipeline.runtime.database import EnvDirError, build_database
 from pipeline.server import render_server
 from pipeline.settings import format_validation_error
+from verify.policy import policy_markdown as policy_markdown
 
 FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "report.json")
 TRAJECTORIES = "trajectories.jsonl"
@@ -69,16 +69,6 @@ def write_env_dir(
     elif (out / POLICY).is_file():  # the rules of an earlier write are gone
         (out / POLICY).unlink()
     return out
-
-
-def policy_markdown(env: Environment) -> str:
-    """``policy.md``: the scenario, what the agent is to do with the rules, and the rules, numbered, each with
-    the tools it governs (the ``md_`` sections of ``prompts/policy.md``; the messages are the rules' own)."""
-    rules = [render_section("policy", "md_rule", n=i, message=" ".join(r.message.split()),
-                            tools=", ".join(f"`{t}`" for t in r.tools)) for i, r in enumerate(env.rules, 1)]
-    return "\n\n".join([render_section("policy", "md_title", name=" ".join(env.scenario.name.split())),
-                        render_section("policy", "md_intro", description=" ".join(env.scenario.description.split())),
-                        "\n".join(rules)]) + "\n"
 
 
 def load_env_dir(env_dir: str | Path) -> tuple[Environment, list[Task], dict[str, Any]]:

@@ -24,6 +24,7 @@ from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
 from verify import reward
+from verify.policy import with_policy
 
 EXPORT_DIR = Path(__file__).parent
 TEMPLATES = EXPORT_DIR / "templates"
@@ -49,8 +50,10 @@ SYSTEM_PROMPT = (
 
 
 def system_prompt(ce: CatalogEnv) -> str:
+    """What every format gives the trainer as the system prompt: the application, then its policy when it has
+    rules (``policy.md``'s text, :func:`verify.policy.with_policy`; without rules the prompt is as it was)."""
     s = ce.env.scenario
-    return SYSTEM_PROMPT.format(name=s.name, description=s.description.strip())
+    return with_policy(SYSTEM_PROMPT.format(name=s.name, description=s.description.strip()), ce.env)
 
 
 def package_name(env_id: str, prefix: str) -> str:
