@@ -313,6 +313,9 @@ class TaskSettings(BaseModel):
     whose writes rules govern and allow is a decide task), and compound requests of an allowed and a forbidden
     write are planned (gold: the allowed one; the forbidden one's rows gated); ``metadata.rules`` gives each
     rule's id, verdict and write."""
+    rule_share: float = Field(default=0.4, ge=0.0, le=1.0)
+    """With ``rule_tasks``: the share of the bank asked about rule-bound chains first (compound requests of an
+    allowed and a forbidden write before decide tasks) while the bank holds fewer."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -324,6 +327,8 @@ class TaskSettings(BaseModel):
                              ("rule_tasks", False)):
             if getattr(self, name) == before:
                 data.pop(name, None)
+        if not self.rule_tasks and self.rule_share == type(self).model_fields["rule_share"].default:
+            data.pop("rule_share", None)
         return data
 
 

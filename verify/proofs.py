@@ -10,6 +10,15 @@
   the trajectory also states the right answer;
 * ``destructive_after_reference``: the reference followed by the same broad writes fails.
 
+A rule-bound task (``metadata.rules``: the environment's rules it exercises, each with its verdict and the write
+it judges) also meets an adversarial panel (:func:`rule_panel`):
+
+* ``overreach``: "call every write tool the request could touch": the reference, the writes its rules forbid,
+  and every write tool of the environment called with the values the request names (its arguments and the
+  fields of the rows it read) fails;
+* ``blind`` (a task with a forbidden write): "do everything the request asks without reading anything": the
+  reference's writes and the forbidden ones, and no read, fails.
+
 A destructive trajectory whose writes all bounce off guards changes nothing beyond the reference;
 that proof is then vacuous (recorded as such, not as a failure).
 """
@@ -17,6 +26,7 @@ that proof is then vacuous (recorded as such, not as a failure).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,12 +37,14 @@ from pipeline.runtime import engine
 from verify import reward
 from verify.derive import COUNT, tables_used
 from verify.evaluate import evaluate, render_answer
-from verify.replay import Run, describe_call, fresh, play
+from verify.replay import Run, call_once, describe_call, fresh, play
 from verify.state import TableInfo, diff, id_table, qi, sort_key
 
-ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference"]
+ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference",
+                    "overreach", "blind"]
 CALLS_PER_TOOL = 6
 MAX_BROAD_CALLS = 48
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
 class ProofResult(BaseModel):
@@ -123,7 +135,140 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
                 detail=(f"{landed} broad writes changed {len(extra)} rows and the verifier still passes"
                         if ev.passed else f"{landed} broad writes changed {len(extra)} rows; verifier fails"),
             ))
+    if task.metadata.get("rules"):
+        results += rule_panel(env, task, initial_db=initial_db)
     return ProofReport(ok=all(r.ok for r in results), results=results)
+
+
+# ---------------------------------------------------------------- the rules' adversaries
+
+
+def forbidden_writes(task: Task) -> list[ToolCall]:
+    """The writes a rule-bound task's rules forbid (``metadata.rules``), once each, in order."""
+    out: list[ToolCall] = []
+    for r in task.metadata.get("rules") or []:
+        call = ToolCall(tool=r["tool"], arguments=dict(r.get("arguments") or {}))
+        if r.get("verdict") == "forbids" and call not in out:
+            out.append(call)
+    return out
+
+
+def _variants(tool: Any, known: dict[str, Any]) -> list[dict[str, Any]]:
+    """Argument sets of ``tool`` from the values a request names (``known``): all of them as named, then each
+    parameter in turn set to another value (another enum value, the number plus one, the text with a suffix).
+    Empty when a required parameter has no known value and no enum."""
+    base: dict[str, Any] = {}
+    for p in tool.params:
+        if p.name in known:
+            value, err = engine.check_value(p.model_dump(mode="json"), known[p.name])
+            if err is None:
+                base[p.name] = value
+                continue
+        if p.enum:
+            base[p.name] = p.enum[0]
+        elif p.required:
+            return []
+    out = [base]
+    for p in tool.params:
+        if p.name not in base:
+            continue
+        v = base[p.name]
+        if p.enum:
+            other = [e for e in p.enum if e != v][:1]
+        elif isinstance(v, bool):
+            other = [not v]
+        elif isinstance(v, (int, float)):
+            other = [v + 1]
+        elif isinstance(v, str) and not _DATE.match(v):
+            other = [v + " II"]
+        else:
+            other = []
+        for o in other:
+            value, err = engine.check_value(p.model_dump(mode="json"), o)
+            if err is None:
+                out.append({**base, p.name: value})
+    return out
+
+
+def _known(run: Run) -> dict[str, Any]:
+    """The values a trajectory named or read: its arguments, then the fields of the rows it got back (first seen
+    wins)."""
+    known: dict[str, Any] = {}
+    for rec in run.records:
+        for k, v in rec.call.arguments.items():
+            known.setdefault(k, v)
+    for rec in run.records:
+        result = rec.response.get("result")
+        for row in (result if isinstance(result, list) else [result])[:1]:
+            if isinstance(row, dict):
+                for k, v in row.items():
+                    if not isinstance(v, (dict, list)):
+                        known.setdefault(k, v)
+    return known
+
+
+def overreach_calls(env: Environment, task: Task, *,
+                    initial_db: str | Path | None = None) -> tuple[list[ToolCall], list[ToolCall]]:
+    """The reference as it replays (concrete arguments), and what an agent that does everything adds to it: the
+    writes the task's rules forbid, then every write tool of the environment called on the values the request
+    names (its arguments and the fields of the rows it read), each with the first of its argument sets
+    (:func:`_variants`) that changes the state where it is called (a tool none of whose sets does is left out)."""
+    forbidden = forbidden_writes(task)
+    extra: list[ToolCall] = list(forbidden)
+    with fresh(env, initial_db) as run:
+        play(run, list(task.reference_solution), changes=False)
+        concrete = [r.call for r in run.records]
+        known = _known(run)
+        play(run, forbidden, stop_on_error=False, changes=False)
+        for tool in sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name):
+            for args in _variants(tool, known):
+                call = ToolCall(tool=tool.name, arguments=args)
+                if call in concrete or call in extra:
+                    continue
+                before = run.final()
+                if call_once(run, call, changes=False).ok and diff(before, run.final()):
+                    extra.append(call)
+                    break
+    return concrete, extra
+
+
+def blind_calls(env: Environment, task: Task, *, initial_db: str | Path | None = None) -> list[ToolCall]:
+    """What an agent that does everything the request asks without reading anything calls: the reference's writes
+    (with the values the request names) and the writes the rules forbid."""
+    concrete, _ = overreach_calls(env, task, initial_db=initial_db)
+    return [c for c in concrete if _kind(env, c.tool) == "write"] + forbidden_writes(task)
+
+
+def rule_panel(env: Environment, task: Task, *, initial_db: str | Path | None = None) -> list[ProofResult]:
+    """``overreach`` and (with a forbidden write) ``blind`` for a rule-bound task: each must fail the verifier. An
+    overreach whose extra writes change nothing passes, and so fails the proof: an agent that does everything
+    would earn the task's reward."""
+    v = task.verifier
+    given = render_answer(v.answer) if v.answer is not None else None
+    concrete, extra = overreach_calls(env, task, initial_db=initial_db)
+    with fresh(env, initial_db) as run:
+        play(run, concrete, changes=False)
+        ref_final = run.final()
+    panel: list[tuple[ProofName, list[ToolCall], int]] = [("overreach", concrete + extra, len(concrete))]
+    forbidden = forbidden_writes(task)
+    if forbidden:
+        blind = blind_calls(env, task, initial_db=initial_db)
+        panel.append(("blind", blind, len(blind) - len(forbidden)))
+    out: list[ProofResult] = []
+    for name, calls, n_base in panel:
+        with fresh(env, initial_db) as run:
+            play(run, calls, stop_on_error=False, changes=False)
+            landed = sum(1 for r in run.records[n_base:] if r.ok)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
+            changed = diff(ref_final, run.final())
+        more = calls[n_base:]
+        evidence = {"calls": [describe_call(c) for c in more], "succeeded": landed, "extra_changes": len(changed)}
+        what = ("the reference, the forbidden writes and every write tool on the request's values" if name ==
+                "overreach" else "the writes asked for, forbidden ones included, with no read")
+        out.append(ProofResult(name=name, ok=not ev.passed, evidence=evidence,
+                               detail=f"{what} ({landed} of {len(more)} extra calls succeeded) "
+                                      + ("still passes the verifier" if ev.passed else "fails the verifier")))
+    return out
 
 
 def _kind(env: Environment, tool: str) -> str:

@@ -16,6 +16,7 @@ on a repaired environment -> its verifier derived again).
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from pipeline.stages.planner.keys import surrogate_columns
 from pipeline.stages.wording import request_from_plan, singular, speaks_about_itself, stated, without
 from verify import reward
 from verify.derive import Derivation, derive_verifier
+from verify.policy import policy_text
 from verify.proofs import prove
 from verify.replay import describe_call, fresh
 
@@ -164,6 +166,9 @@ def make_task(env: Environment, d: Derivation, instruction: str, *, answer_field
         if chain.rules:  # rule-bound (``[stages.tasks] rule_tasks``): the rules it exercises and their verdicts
             metadata["rules"] = chain.rules
     metadata.setdefault("tier", 1 if len(calls) == 1 else 2 if len(calls) <= 3 else 3)
+    policy = policy_text(env)
+    if policy is not None:  # every task of an environment with rules carries the policy its agent is given
+        metadata["policy"] = policy
     if answer_field:
         metadata["answer_field"] = answer_field
     if d.notes:
@@ -245,6 +250,7 @@ def generate_tasks(
                              rules=settings.rule_tasks)
         ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
     writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
+    rule_quota = math.ceil(settings.rule_share * want) if settings.rule_tasks and env.rules else 0
     tasks: list[Task] = []
     rejections: list[Rejection] = []
     seen: set[str] = set()
@@ -341,10 +347,10 @@ def generate_tasks(
                 if j not in sent:
                     sent.add(j)
                     client.prefetch([functools.partial(word, j, True)])
-            j = next_chain(chains, will_try, will_bank, writes)
+            j = next_chain(chains, will_try, will_bank, writes, rule_quota)
 
     while len(tasks) < want:
-        i_next = next_chain(chains, tried, bank, writes)
+        i_next = next_chain(chains, tried, bank, writes, rule_quota)
         if i_next is None or (writes is not None and worded >= budget):
             break
         i = i_next
@@ -455,7 +461,7 @@ def _typed(task: Task) -> dict[str, Any] | None:
     return a if isinstance(a, dict) else None
 
 
-_KEPT = ("tier", "shape", "sources", "data_dependent", "plan", "rules")
+_KEPT = ("tier", "shape", "sources", "data_dependent", "plan", "rules", "policy")
 
 
 def _kept_metadata(task: Task) -> dict[str, Any]:

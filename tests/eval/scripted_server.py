@@ -170,3 +170,20 @@ class Paste(Replay):
 
 def noop(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "Done."}
+
+
+class Calls:
+    """Calls, one per turn, the concrete calls scripted for each task (by its request), then says it is done: the
+    rules' adversaries (``verify.proofs.overreach_calls``: do everything; ``blind_calls``: do everything asked
+    without reading)."""
+
+    def __init__(self, script: dict[str, list[Any]]):
+        self.script = script
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        calls = self.script[instruction_of(body)]
+        n = len(tool_results(body))
+        if n >= len(calls):
+            return {"content": "Done."}
+        call = calls[n]
+        return {"content": "", "tool_calls": [{"name": call.tool, "arguments": dict(call.arguments)}]}

@@ -40,7 +40,8 @@ def make_planner(env: Environment, run: Run) -> Planner:
     narrowing = {(t.name, p.name) for t in env.tools if page_of(t) is not None for p in t.params if not p.required}
     searchable = {u.column for s in shapes.values() if s.kind == "read" for prm, us in s.uses.items() for u in us
                   if u.column is not None and u.role == "filter" and (s.name, prm) not in narrowing}
-    return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable), run.inst.call)
+    return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable, partial=True),
+                   run.inst.call)
 
 
 def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bool:
@@ -114,21 +115,25 @@ def plan_chains(env: Environment, run: Run, n: int, tiers: dict[int, float], see
 
 
 def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[Chain],
-               writes: Collection[str] | None = None) -> int | None:
+               writes: Collection[str] | None = None, rule_quota: int = 0) -> int | None:
     """The 1-based index of the chain to try next for a bank that holds ``bank``, among those not ``tried``.
     Without ``writes``: the first. With the environment's write tools: one that brings a write tool no chain
     of the bank uses, else one whose (shape, tool chain, asked column) the bank holds least, then whose
-    (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties)."""
+    (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties).
+    ``rule_quota``: while the bank holds fewer rule-bound chains, those come first (a compound request of an
+    allowed and a forbidden write before a decide task)."""
     left = [i for i in range(1, len(chains) + 1) if i not in tried]
     if writes is None or not left:
         return left[0] if left else None
     uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
     keys = Counter(ch.spread_key for ch in bank)
     pairs = Counter(ch.spread_key[:2] for ch in bank)
+    short = sum(1 for ch in bank if ch.rules) < rule_quota
 
-    def rank(i: int) -> tuple[bool, int, int, int]:
+    def rank(i: int) -> tuple[int, bool, int, int, int]:
         ch = chains[i - 1]
-        return (not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
+        ruled = 0 if not short else 0 if ch.shape == "compound_rule" else 1 if ch.rules else 2
+        return (ruled, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
 
     return min(left, key=rank)
 

@@ -1,0 +1,43 @@
+"""The tester, with the real embedded model, on rule-bound tasks (issue 28): the brewery and the permit office with
+their code-picked rules, banks planned by code (``[stages.tasks] rule_tasks``), the tester given the policy after
+its system prompt (``verify.policy``). The two shortest rule-bound tasks of each environment get two attempts.
+
+What must hold: every attempt is judged (reward in [0, 1], one step per call made), the model saw the policy, and the
+model solves at least one rule-bound task (the capability under test: acting on a request the policy governs).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.llm import fake_client
+from pipeline.settings import BuildSettings, TaskSettings, TesterSettings
+from pipeline.stages.policy import make_policy
+from pipeline.stages.tasks import generate_tasks
+from tests.fixtures.brewery import brewery_env
+from tests.fixtures.permits import permit_env
+from verify import tester
+from verify.policy import policy_text
+
+SETTINGS = TesterSettings(attempts=2, max_turns=5, max_tokens=200, protocol="json_action")
+
+
+@pytest.mark.real_llm
+def test_real_model_solves_a_rule_bound_task(real_llm) -> None:
+    passed = []
+    for make in (brewery_env, permit_env):
+        env = make_policy(make(), fake_client([{"rules": []}] * 9), BuildSettings(policy=True)).value
+        tasks = generate_tasks(env, fake_client([{"user_request": "no"}] * 400),
+                               settings=TaskSettings(n_tasks=10, rule_tasks=True, max_attempts=1)).value or []
+        bound = sorted((t for t in tasks if t.metadata.get("rules")), key=lambda t: (len(t.reference_solution),
+                                                                                    t.task_id))[:2]
+        assert bound, f"{env.scenario.name}: no rule-bound task"
+        for task in bound:
+            attempts = tester.run_attempts(real_llm, env, task, settings=SETTINGS)
+            for a in attempts:
+                print(f"{env.scenario.name}: {task.instruction!r} attempt {a.attempt}: reward {a.reward} "
+                      f"calls {[s.tool for s in a.steps]}")
+                assert 0.0 <= a.reward <= 1.0
+            passed += [task.task_id for a in attempts if a.passed]
+    assert passed, "the embedded model solved no rule-bound task"
+    assert policy_text(env) and "rule" in policy_text(env).lower()
