@@ -15,6 +15,7 @@ from pipeline.cli import export as _export
 from pipeline.cli import llm as _llm
 from pipeline.cli import report as _report
 from pipeline.cli import run as _run
+from pipeline.cli import sample as _sample
 from pipeline.cli import seeds as _seeds
 from pipeline.cli import verify as _verify
 from pipeline.cli.common import Group
@@ -26,5 +27,5 @@ def main() -> None:
     """envfoundry: synthesise verified tool-use RL environments for LLM agents."""
 
 
-for _mod in (_llm, _seeds, _build, _check, _envs, _verify, _run, _export, _eval, _report):
+for _mod in (_llm, _seeds, _build, _check, _envs, _verify, _run, _export, _eval, _report, _sample):
     _mod.register(main)

@@ -1,0 +1,334 @@
+"""Tasks on demand: fresh proved tasks from an environment's real rows, by seed and level, with no LLM.
+
+:func:`sample` (``envfoundry sample``) plans chains with the build's planner
+(:func:`pipeline.stages.planner.candidates`, ``spread``; ``rules`` when the environment has rules), words each one
+with the code templates (:func:`pipeline.stages.wording.request_from_plan`, linted by
+:func:`pipeline.stages.tasks.lint_request` as the build's template fallback is) and proves it exactly as the build
+does (:func:`pipeline.stages.tasks.build_and_prove`: the reference replays and passes; the initial state, doing
+nothing and destructive trajectories fail; for a rule-bound task the ``overreach`` and ``blind`` adversaries
+fail). No LLM client is made: a sampled task's ``metadata.worded_by`` is ``template``.
+
+Reaching other rows: the planner takes the first rows of a table from a seed-dependent order. The sampler plans in
+rounds; round ``r`` of seed ``S`` hands the planner every row of each table in an order shuffled by ``(S, r,
+table)`` and the planner seed ``3r`` (its shapes rotate rows and columns by it), so successive rounds reach rows
+and columns the bank's plan never looked at. The chains of a round are tried in an order shuffled by ``(S, r)``.
+Same environment, seed and options: the same tasks, byte for byte.
+
+Never a repeat: a task whose reference calls, or whose effect (the same end state, or the same answer read by the
+same last call), equal those of a task of the environment's bank (``tasks.jsonl``), of an ``exclude`` file or of
+an earlier sampled task is skipped (the keys of :mod:`pipeline.stages.tasks`). Sampling stops after ``n`` tasks,
+or when :data:`STALE_ROUNDS` rounds in a row found nothing new (the environment holds no more at that level, as
+far as the planner reaches), or after :data:`MAX_ROUNDS` rounds.
+
+The difficulty ladder (``metadata.level``; the first level whose test a task meets, from the top):
+
+====== ======================== ======================================================================== ===========
+level  name                     what the task asks                                                        distractors
+====== ======================== ======================================================================== ===========
+5      rule-bound               a write the environment's rules govern: the agent reads the rule's        all
+                                evidence before writing (an allowed governed write, or an allowed and a
+                                forbidden write in one request, the forbidden one refused)
+4      two goals or implicit    two or more writes (a compound request, a parent then its child), or the  8
+                                written row described, not named (``decide_write``: "the one with the
+                                latest due date": implicit intent)
+3      deep or computed         four or more calls (a write behind three or more reads of evidence), or   4
+                                an answer computed over a listing (a count, a sum)
+2      short chain              two or three calls: an id read before the call that needs it              2
+1      one call                 one call, every value stated                                              0
+====== ======================== ======================================================================== ===========
+
+The axes, recorded per task in ``metadata.axes``: ``calls``, ``writes``, ``evidence`` (read calls per write;
+null for a question), ``rule_bound``, ``implicit`` and ``distractors``. Distractors are tools of the environment
+the task does not need: a task's ``tools`` holds the tools of its reference (and the tools of the writes its rules
+judge) plus ``k`` others drawn deterministically from its id and the seed, listed in the environment's order so
+their place tells nothing. Implicit intent is only the decision shape: the row a write changes is picked by a
+property among a listing. Values described relative to the user ("my most recent order") need a user identity
+the environments do not model; they are not sampled.
+
+``--perturb`` (fresh initial states) is not built yet: every sampled task runs on the environment's
+``initial.db``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.catalog import load_env_dir, read_tasks
+from pipeline.ir import Environment, Task
+from pipeline.runtime.database import EnvDirError
+from pipeline.stages.planner import Chain, Planner, candidates, make_planner
+from pipeline.stages.planner.keys import surrogate_columns
+from pipeline.stages.tasks import _call_key, _effect_key, build_and_prove, lint_request
+from pipeline.stages.wording import request_from_plan
+from verify.replay import Run, fresh, play
+
+STAGE = "sample"
+SAMPLER_VERSION = 1
+"""Bumped when the same seed would give other tasks (recorded in each task's provenance)."""
+STALE_ROUNDS = 4
+"""Rounds in a row without a new task after which the environment is taken to hold no more."""
+MAX_ROUNDS = 400
+LEVELS = (1, 2, 3, 4, 5)
+DISTRACTORS = {1: 0, 2: 2, 3: 4, 4: 8, 5: None}
+"""Tools offered beyond those a task needs, per level (None: every tool of the environment)."""
+LEVEL_NAMES = {1: "one call", 2: "short chain", 3: "deep or computed", 4: "two goals or implicit", 5: "rule-bound"}
+
+
+@dataclass(frozen=True)
+class Axes:
+    """What makes a chain hard, along the axes of the ladder."""
+
+    calls: int
+    writes: int
+    evidence: float | None
+    """Read calls per write (None for a question)."""
+    rule_bound: bool
+    implicit: bool
+    """The row written is described by a property, not named (``decide_write``)."""
+    computed: bool
+    """The answer is computed over a listing (``aggregate``)."""
+
+    @property
+    def level(self) -> int:
+        if self.rule_bound:
+            return 5
+        if self.writes >= 2 or self.implicit:
+            return 4
+        if self.calls >= 4 or self.computed:
+            return 3
+        return 2 if self.calls >= 2 else 1
+
+    def to_json(self, distractors: int) -> dict[str, Any]:
+        return {"calls": self.calls, "writes": self.writes, "evidence": self.evidence, "rule_bound": self.rule_bound,
+                "implicit": self.implicit, "distractors": distractors}
+
+
+def axes_of(env: Environment, chain: Chain) -> Axes:
+    writes = sum(1 for c in chain.calls if env.tool(c.tool).kind == "write")
+    reads = len(chain.calls) - writes
+    return Axes(calls=len(chain.calls), writes=writes, evidence=round(reads / writes, 2) if writes else None,
+                rule_bound=bool(chain.rules), implicit=chain.shape == "decide_write",
+                computed=chain.shape == "aggregate")
+
+
+@dataclass(frozen=True)
+class Want:
+    """Which tasks a sample takes: a level, or a tier (``metadata.tier``), and a number of writes (None: any)."""
+
+    level: int | None = None
+    tier: int | None = None
+    writes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.level is not None and self.tier is not None:
+            raise ValueError("give a level or a tier, not both")
+        if self.level is not None and self.level not in LEVELS:
+            raise ValueError(f"level must be one of {list(LEVELS)}, not {self.level}")
+        if self.tier is not None and self.tier not in (1, 2, 3):
+            raise ValueError(f"tier must be 1, 2 or 3, not {self.tier}")
+        if self.writes is not None and self.writes < 0:
+            raise ValueError(f"writes must be 0 or more, not {self.writes}")
+
+    def takes(self, chain: Chain, axes: Axes) -> bool:
+        return ((self.level is None or axes.level == self.level) and (self.tier is None or chain.tier == self.tier)
+                and (self.writes is None or axes.writes == self.writes))
+
+    def describe(self) -> str:
+        parts = ([f"level {self.level}"] if self.level is not None else []) + \
+                ([f"tier {self.tier}"] if self.tier is not None else []) + \
+                ([f"{self.writes} write(s)"] if self.writes is not None else [])
+        return ", ".join(parts) or "any level"
+
+
+@dataclass
+class Sample:
+    """What :func:`sample` found: the tasks, and why it stopped."""
+
+    tasks: list[Task]
+    n: int
+    want: Want
+    rounds: int
+    exhausted: bool
+    """True when it stopped because rounds stopped finding new tasks (the environment holds about ``len(tasks)``
+    more at that level, beyond the bank and the excluded ones)."""
+    tried: int = 0
+    """Chains worded and proved."""
+    refused: dict[str, int] = field(default_factory=dict)
+    """Chains of the wanted kind left out, by reason: ``repeat``, ``replay``, ``wording``, ``lint``, ``proof``."""
+    note: str = ""
+    """Why nothing could be sampled at all (level 5 of an environment without rules)."""
+
+    def summary(self) -> str:
+        found = len(self.tasks)
+        line = f"{found} distinct proved task(s) sampled ({self.want.describe()}, {self.rounds} round(s))"
+        if found < self.n:
+            why = "holds only" if self.exhausted else "gave only"
+            line += (f"; the environment {why} {found} beyond its bank and the excluded tasks at "
+                     f"{self.want.describe()}" + ("" if self.exhausted else f" within {self.rounds} rounds"))
+            if self.note:
+                line += f" ({self.note})"
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {"found": len(self.tasks), "n": self.n, "level": self.want.level, "tier": self.want.tier,
+                "writes": self.want.writes, "rounds": self.rounds, "exhausted": self.exhausted, "tried": self.tried,
+                "refused": dict(sorted(self.refused.items())),
+                "levels": {str(k): v for k, v in sorted(_count(t.metadata.get("level") for t in self.tasks).items())}}
+
+
+class SamplingPlanner(Planner):
+    """The build's planner, with the rows of each table handed over in an order shuffled per round."""
+
+    order: tuple[int, int] | None = None
+    """(seed, round) of the current order; None: the build's order."""
+
+    def reorder(self, seed: int, rnd: int) -> None:
+        self.order = (seed, rnd)
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+
+    def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
+        if self.order is None:
+            return super().rows(table, limit)
+        if table not in self._rows:
+            every = super().rows(table, -1)
+            random.Random(f"{self.order[0]}:{self.order[1]}:{table}").shuffle(every)
+            self._rows[table] = every
+        return self._rows[table]
+
+
+def planner_for(env: Environment, run: Run) -> SamplingPlanner:
+    base = make_planner(env, run)
+    return SamplingPlanner(env, base.conn, base.infos, base.shapes, base.keys, run.inst.call)
+
+
+def task_keys(tasks: Iterable[Task]) -> set[str]:
+    """The repeat keys of ``tasks``: their reference calls and their effect."""
+    out: set[str] = set()
+    for t in tasks:
+        out |= {_call_key(t.reference_solution), _effect_key(t.verifier, t.reference_solution)}
+    return out
+
+
+def read_excluded(paths: Sequence[str | Path], env_id: str) -> list[Task]:
+    """The tasks of ``env_id`` in each task file (a sample, a catalog's ``task_bank.jsonl``); a bad line raises,
+    naming the file and line."""
+    out: list[Task] = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise EnvDirError(f"{path}: no such task file")
+        out += [t for t in read_tasks(path, error=EnvDirError) if t.env_id == env_id]
+    return out
+
+
+def _count(items: Iterable[Any]) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
+
+
+def distractors(env: Environment, needed: set[str], k: int | None, key: str) -> list[str]:
+    """``k`` tools of ``env`` outside ``needed`` (None: all of them), drawn by ``key``."""
+    others = [t.name for t in env.tools if t.name not in needed]
+    if k is None or k >= len(others):
+        return others
+    return sorted(random.Random(key).sample(others, k), key=[t.name for t in env.tools].index)
+
+
+def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | None = None, want: Want | None = None,
+           bank: Iterable[Task] = (), exclude: Iterable[Task] = (), language: str = "en",
+           max_rounds: int = MAX_ROUNDS) -> Sample:
+    """Up to ``n`` fresh proved tasks of ``env`` (see the module docstring), deterministic for ``seed``."""
+    want = want or Want()
+    if n < 0:
+        raise ValueError(f"n must be 0 or more, not {n}")
+    seen = task_keys(bank) | task_keys(exclude)
+    rules = bool(env.rules)
+    out = Sample([], n, want, 0, False)
+    if want.level == 5 and not rules:  # rule-bound tasks need the environment's rules
+        out.exhausted, out.note = True, "it has no rules"
+        return out
+    tried_sigs: set[str] = set()
+    stale = 0
+    with fresh(env, initial_db) as run:
+        planner = planner_for(env, run)
+        ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+        for rnd in range(max_rounds):
+            if len(out.tasks) >= n:
+                break
+            out.rounds = rnd + 1
+            planner.reorder(seed, rnd)
+            pools = candidates(planner, 3 * rnd, initial_db, spread=True, rules=rules)
+            chains = [ch for shape in sorted(pools) for ch in pools[shape]]
+            random.Random(f"{seed}:{rnd}").shuffle(chains)
+            before = len(out.tasks)
+            for chain in chains:
+                if len(out.tasks) >= n:
+                    break
+                sig = chain.signature()
+                if sig in tried_sigs:
+                    continue
+                tried_sigs.add(sig)
+                axes = axes_of(env, chain)
+                if not want.takes(chain, axes):
+                    continue
+                task, why = _instantiate(env, chain, axes, seen, ids, initial_db, seed, rnd, language)
+                if why != "repeat":
+                    out.tried += 1
+                if task is None:
+                    out.refused[why] = out.refused.get(why, 0) + 1
+                    continue
+                seen |= task_keys([task])
+                out.tasks.append(task)
+            stale = stale + 1 if len(out.tasks) == before else 0
+            if stale >= STALE_ROUNDS:
+                out.exhausted = True
+                break
+    return out
+
+
+def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids: set[tuple[str, str]],
+                 initial_db: str | Path | None, seed: int, rnd: int, language: str) -> tuple[Task | None, str]:
+    """One chain as a proved task, or why not (``repeat``, ``replay``, ``wording``, ``lint``, ``proof``)."""
+    if _call_key(chain.calls) in seen:  # the planner's calls are concrete: the replay records the same
+        return None, "repeat"
+    with fresh(env, initial_db) as run:  # what the calls change, for a write that states no new value
+        play(run, chain.calls, changes=False)
+        if run.error is not None:
+            return None, "replay"
+        changes = run.changes()
+    text = request_from_plan(chain, changes, skip=ids, language=language)
+    if text is None:
+        return None, "wording"
+    if lint_request(env, chain, text, plain=True):
+        return None, "lint"
+    level = axes.level
+    provenance = {"stage": STAGE, "sampler": SAMPLER_VERSION, "seed": seed, "round": rnd}
+    task, err = build_and_prove(env, chain.calls, text, answer_field=None, initial_db=initial_db,
+                                provenance=provenance, chain=chain,
+                                answer=dict(chain.answer) if chain.answer is not None else None, seen=seen,
+                                extra={"worded_by": "template", "level": level})
+    if task is None:
+        return None, "repeat" if err == "another task already does exactly this" else "proof"
+    needed = {c.tool for c in task.reference_solution} | {r["tool"] for r in chain.rules}
+    extra = distractors(env, needed, DISTRACTORS[level], f"{seed}:{task.task_id}")
+    offered = [t.openai_schema() for t in env.tools if t.name in needed or t.name in extra]
+    metadata = {**task.metadata, "axes": axes.to_json(len(extra)), "distractors": extra}
+    return task.model_copy(update={"tools": offered, "metadata": metadata}), ""
+
+
+def sample_env_dir(env_dir: str | Path, n: int, *, seed: int = 0, want: Want | None = None,
+                   exclude: Sequence[str | Path] = (), max_rounds: int = MAX_ROUNDS) -> Sample:
+    """:func:`sample` on an environment directory (``env.json``, ``initial.db``, its bank ``tasks.jsonl``)."""
+    d = Path(env_dir)
+    env, bank, _report = load_env_dir(d)
+    db = d / "initial.db"
+    if not db.is_file():
+        raise EnvDirError(f"{d}: no initial.db")
+    return sample(env, n, seed=seed, initial_db=db, want=want, bank=bank, exclude=read_excluded(exclude, env.env_id),
+                  max_rounds=max_rounds)
