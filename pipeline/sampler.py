@@ -138,7 +138,7 @@ class Want:
                 and (self.writes is None or axes.writes == self.writes))
 
     def describe(self) -> str:
-        parts = ([f"level {self.level}"] if self.level is not None else []) + \
+        parts = ([f"level {self.level} ({LEVEL_NAMES[self.level]})"] if self.level is not None else []) + \
                 ([f"tier {self.tier}"] if self.tier is not None else []) + \
                 ([f"{self.writes} write(s)"] if self.writes is not None else [])
         return ", ".join(parts) or "any level"

@@ -1,0 +1,227 @@
+"""``envfoundry sample`` (``pipeline.sampler``): fresh tasks from an environment's rows with no LLM, on the committed
+example's environments and the hand-written fixtures (the brewery and the permit office also with their rules):
+every sampled task proves, the same seed gives the same bytes, nothing repeats the bank or an excluded file, no LLM
+client is made, and the levels ask for different things."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline import ir
+from pipeline.catalog import jsonl_text, load_env_dir
+from pipeline.cli import main as cli
+from pipeline.llm import fake_client
+from pipeline.sampler import DISTRACTORS, Want, sample, sample_env_dir, task_keys
+from pipeline.settings import BuildSettings
+from pipeline.stages.policy import make_policy
+from tests.fixtures.brewery import brewery_env
+from tests.fixtures.library import library_env, library_tasks
+from tests.fixtures.permits import permit_env
+from tests.fixtures.server import free_port
+from verify.proofs import prove
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = sorted(p.parent for p in (ROOT / "generated" / "quickstart" / "envs").glob("*/env.json"))
+
+
+def ruled(make) -> ir.Environment:
+    """A fixture with the rules code proposes on its rows (the LLM's pick answered by a fake: code picks)."""
+    return make_policy(make(), fake_client([{"rules": []}] * 9), BuildSettings(policy=True)).value
+
+
+FIXTURES = {"library": (library_env, library_tasks), "brewery": (brewery_env, None),
+            "brewery_rules": (lambda: ruled(brewery_env), None), "permits_rules": (lambda: ruled(permit_env), None)}
+
+
+def fixture(name: str) -> tuple[ir.Environment, list[ir.Task]]:
+    make, bank = FIXTURES[name]
+    env = make()
+    return env, (bank(env) if bank else [])
+
+
+def assert_sampled(env: ir.Environment, tasks: list[ir.Task], initial_db: Path | None, bank: list[ir.Task]) -> None:
+    assert tasks
+    keys = task_keys(bank)
+    for t in tasks:
+        report = prove(env, t, initial_db=initial_db)
+        assert report.ok, (t.instruction, report.reason())
+        names = {r.name for r in report.results}
+        if t.metadata.get("rules"):  # a rule-bound task met the rules' adversaries
+            assert "overreach" in names, names
+        m = t.metadata
+        assert m["worded_by"] == "template" and m["level"] in (1, 2, 3, 4, 5)
+        assert t.provenance["stage"] == "sample"
+        needed = {c.tool for c in t.reference_solution} | {r["tool"] for r in m.get("rules", [])}
+        offered = [s["function"]["name"] if "function" in s else s["name"] for s in t.tools]
+        assert needed <= set(offered) and set(m["distractors"]) == set(offered) - needed
+        k = DISTRACTORS[m["level"]]
+        assert len(m["distractors"]) == (len(env.tools) - len(needed) if k is None else
+                                         min(k, len(env.tools) - len(needed)))
+        assert not task_keys([t]) & keys, t.instruction  # not a task of the bank
+    assert len(task_keys(tasks)) == 2 * len(tasks)  # no two sampled tasks share their calls or their effect
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_fixture_samples_prove_and_repeat_nothing(name: str) -> None:
+    env, bank = fixture(name)
+    got = sample(env, 12, seed=1, bank=bank)
+    assert_sampled(env, got.tasks, None, bank)
+    if env.rules:
+        assert any(t.metadata["level"] == 5 for t in got.tasks)
+
+
+@pytest.mark.parametrize("env_dir", QUICKSTART, ids=[p.name[:20] for p in QUICKSTART])
+def test_example_samples_prove_and_repeat_nothing(env_dir: Path) -> None:
+    env, bank, _ = load_env_dir(env_dir)
+    got = sample_env_dir(env_dir, 10, seed=1)
+    assert len(got.tasks) == 10
+    assert_sampled(env, got.tasks, env_dir / "initial.db", bank)
+
+
+def test_example_catalog_is_there() -> None:
+    assert len(QUICKSTART) >= 2
+
+
+def test_same_seed_same_bytes_other_seed_other_tasks() -> None:
+    env, bank = fixture("brewery_rules")
+    a = jsonl_text(sample(env, 8, seed=7, bank=bank).tasks)
+    b = jsonl_text(sample(env, 8, seed=7, bank=bank).tasks)
+    c = jsonl_text(sample(env, 8, seed=8, bank=bank).tasks)
+    assert a == b and a != c
+
+
+def test_excluded_tasks_are_never_repeated() -> None:
+    env, bank = fixture("library")
+    first = sample(env, 10, seed=3, bank=bank).tasks
+    again = sample(env, 10, seed=3, bank=bank, exclude=first).tasks
+    assert again and not task_keys(again) & (task_keys(first) | task_keys(bank))
+
+
+@pytest.mark.parametrize("name", ["brewery_rules", "library"])
+def test_levels_ask_for_different_things(name: str) -> None:
+    env, bank = fixture(name)
+    by_level = {lvl: sample(env, 6, seed=2, want=Want(level=lvl), bank=bank).tasks for lvl in (1, 2, 3, 4, 5)}
+    for lvl, tasks in by_level.items():
+        for t in tasks:
+            ax, shape = t.metadata["axes"], t.metadata["shape"]
+            assert t.metadata["level"] == lvl
+            if lvl == 1:
+                assert ax["calls"] == 1 and not ax["rule_bound"]
+            elif lvl == 2:
+                assert 2 <= ax["calls"] <= 3 and ax["writes"] <= 1 and not ax["rule_bound"]
+            elif lvl == 3:
+                assert (ax["calls"] >= 4 or shape == "aggregate") and ax["writes"] <= 1 and not ax["implicit"]
+            elif lvl == 4:
+                assert ax["writes"] >= 2 or ax["implicit"]
+            else:
+                assert ax["rule_bound"] and t.metadata["rules"]
+            assert ax["distractors"] == len(t.metadata["distractors"])
+    present = [lvl for lvl, ts in by_level.items() if ts]
+    assert len(present) >= 4, {lvl: len(ts) for lvl, ts in by_level.items()}
+    # deeper levels need more calls and offer more tools the task does not need
+    mean = {lvl: sum(t.metadata["steps"] for t in ts) / len(ts) for lvl, ts in by_level.items() if ts}
+    assert mean[1] == 1 and mean[2] > mean[1] and max(mean.values()) >= 3
+    if not env.rules:
+        assert not by_level[5]
+
+
+def test_tier_and_writes_filters() -> None:
+    env, bank = fixture("library")
+    tier2 = sample(env, 5, seed=1, want=Want(tier=2), bank=bank).tasks
+    assert tier2 and all(t.metadata["tier"] == 2 for t in tier2)
+    two = sample(env, 5, seed=1, want=Want(writes=2), bank=bank).tasks
+    assert two and all(t.metadata["axes"]["writes"] == 2 for t in two)
+    with pytest.raises(ValueError, match="level or a tier"):
+        Want(level=1, tier=1)
+
+
+def test_a_small_environment_says_how_many_it_holds() -> None:
+    env, bank = fixture("library")
+    got = sample(env, 500, seed=1, want=Want(level=3), bank=bank)
+    assert got.exhausted and len(got.tasks) < 500
+    assert f"holds only {len(got.tasks)}" in got.summary()
+    assert "no rules" in sample(env, 5, want=Want(level=5)).summary()
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _env_dir(tmp_path: Path) -> Path:
+    from pipeline.catalog import write_env_dir
+
+    env = library_env()
+    return write_env_dir(env, tmp_path / "library", library_tasks(env))
+
+
+@pytest.fixture
+def no_llm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An unreachable endpoint configured, and any LLM client or OpenAI client made fails the test."""
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("ENVFOUNDRY_HOME", str(tmp_path / "no-models"))
+
+    def refuse(*a, **k):
+        raise AssertionError("the sampler made an LLM client")
+
+    import openai
+
+    import pipeline.llm.client
+
+    monkeypatch.setattr(pipeline.llm.client.LLMClient, "__init__", refuse)
+    monkeypatch.setattr(openai.OpenAI, "__init__", refuse)
+
+
+def test_cli_writes_records_and_a_closing_line_without_any_llm(tmp_path: Path, no_llm: None) -> None:
+    d = _env_dir(tmp_path)
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sample", str(d), "--n", "6", "--seed", "4", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "6 distinct proved task(s) sampled" in r.output
+    lines = out.read_text().splitlines()
+    assert len(lines) == 6 and all(json.loads(x)["metadata"]["worded_by"] == "template" for x in lines)
+    r2 = CliRunner().invoke(cli, ["sample", str(d), "--n", "6", "--seed", "4"])
+    assert r2.exit_code == 0 and r2.stdout == out.read_text()  # stdout: the same bytes; the closing line on stderr
+    more = tmp_path / "more.jsonl"
+    r3 = CliRunner().invoke(cli, ["sample", str(d), "--n", "6", "--seed", "4", "--exclude", str(out), "--out",
+                                  str(more), "--json"])
+    assert r3.exit_code == 0, r3.output
+    assert json.loads(r3.stdout)["found"] == len(more.read_text().splitlines())
+    firsts = {json.dumps(json.loads(x)["reference_solution"]) for x in lines}
+    assert not firsts & {json.dumps(json.loads(x)["reference_solution"]) for x in more.read_text().splitlines()}
+
+
+def test_cli_at_a_level_the_environment_lacks_says_so(tmp_path: Path, no_llm: None) -> None:
+    r = CliRunner().invoke(cli, ["sample", str(_env_dir(tmp_path)), "--n", "3", "--level", "5"])
+    assert r.exit_code == 0 and "0 distinct proved task(s)" in r.output and "holds only 0" in r.output
+
+
+def test_cli_errors_name_the_problem_and_exit_2(tmp_path: Path) -> None:
+    d = _env_dir(tmp_path)
+    r = CliRunner().invoke(cli, ["sample", str(tmp_path), "--n", "1"])
+    assert r.exit_code == 2 and "no env.json" in r.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(library_tasks()[0].model_dump_json() + "\n" + '{"task_id": "x"}\n')
+    r = CliRunner().invoke(cli, ["sample", str(d), "--n", "1", "--exclude", str(bad)])
+    assert r.exit_code == 2 and f"{bad}:2:" in r.output and "env_id" in r.output
+    r = CliRunner().invoke(cli, ["sample", str(d), "--level", "2", "--tier", "2"])
+    assert r.exit_code == 2 and "not both" in r.output
+    r = CliRunner().invoke(cli, ["sample", str(d), "--exclude", str(tmp_path / "missing.jsonl")])
+    assert r.exit_code == 2 and "missing.jsonl" in r.output
+    assert CliRunner().invoke(cli, ["sample", "--help"]).exit_code == 0
+
+
+def test_the_installed_command_reaches_no_endpoint(tmp_path: Path) -> None:
+    """The real command in its own process, with an unreachable endpoint and no embedded model: it never asks."""
+    d = _env_dir(tmp_path)
+    env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
+           "ENVFOUNDRY_HOME": str(tmp_path / "no-models")}
+    p = subprocess.run([sys.executable, "-m", "pipeline.cli", "sample", str(d), "--n", "4", "--seed", "9"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 4 and "4 distinct proved task(s)" in p.stderr
