@@ -1,6 +1,7 @@
 """Rollouts at scale: the exported OpenEnv server with many concurrent sessions, each with its own database.
 
-    .venv/bin/python benchmarks/bench_rollouts.py                    # 1,000 sessions on the example's first env
+    .venv/bin/python benchmarks/bench_rollouts.py                       # 1,000 sessions on the example's first env
+    .venv/bin/python benchmarks/bench_rollouts.py --baseline --rounds 3  # against a do-nothing env, alternating
     .venv/bin/python benchmarks/bench_rollouts.py --sessions 200 --json
 
 The example catalog's first environment is exported (``envfoundry export --format openenv``) and served as its
@@ -8,9 +9,17 @@ README says (``uvicorn server.app:app`` from the export directory, in the OpenEn
 ``scripts/setup_trainers.sh``), with ``ENVFOUNDRY_MAX_SESSIONS`` above the session count. A driver in the same
 venv opens ``--sessions`` WebSocket sessions with OpenEnv's own ``GenericEnvClient`` (real HTTP/WebSocket on
 loopback), all at once: each resets to a task (round robin over the env's tasks), replays the task's reference
-calls and submits. With every session open and mid-episode, the server's resident memory is read from /proc.
-Printed: sessions, wall time, episodes per second, server RSS before and with every session open (and per
-session), and how many episodes earned reward 1 (every one should: they replay the reference solution).
+calls (a ``$N.field`` argument filled from call N's result, as the agent would) and, once every session is open
+and mid-episode (the server's resident memory is read from /proc then), submits.
+
+``--baseline`` also serves a do-nothing OpenEnv environment the same way (an ``Environment`` as OpenEnv's docs
+write one: ``reset`` and ``step`` return a constant observation, ``submit`` ends the episode with reward 1; OpenEnv's
+defaults otherwise) and drives it with the same driver and the same episodes, the two servers alternating within
+the run (``--rounds`` each), and prints the ratio of the medians of episodes per second.
+
+Printed per run: sessions, wall time, episodes per second, server CPU seconds, server RSS before and with every
+session open (per session, and for the export per session on top of its database's own size), and how many
+episodes earned reward 1 (every one should: they replay the reference solution).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,12 +40,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 DRIVER = r'''
-import asyncio, json, sys, time
+import asyncio, json, re, sys, time
 from openenv.core import GenericEnvClient
 
 url, n, script_path, rss_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 tasks = json.load(open(script_path))
 ids = sorted(tasks)
+REF = re.compile(r"^\$(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 def rss(pid_file=rss_path):
     pid = int(open(pid_file).read())
@@ -43,6 +54,19 @@ def rss(pid_file=rss_path):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return None
+
+def resolve(arguments, results):
+    """``$N.field``: the field of call N's result (a row, or the first row of a list), as verify/replay.py."""
+    out = {}
+    for k, v in arguments.items():
+        m = REF.match(v) if isinstance(v, str) else None
+        if m and 1 <= int(m.group(1)) <= len(results):
+            row = results[int(m.group(1)) - 1]
+            row = row[0] if isinstance(row, list) and row else row
+            if isinstance(row, dict) and m.group(2) in row:
+                v = row[m.group(2)]
+        out[k] = v
+    return out
 
 async def main():
     opened = asyncio.Event()
@@ -54,8 +78,15 @@ async def main():
             async with GenericEnvClient(base_url=url, connect_timeout_s=300, message_timeout_s=600,
                                         websocket_ping_interval_s=None) as env:
                 await env.reset(task_id=task_id)
+                results = []
                 for c in t["calls"]:
-                    await env.step({"type": "call_tool", "tool_name": c["tool"], "arguments": c["arguments"]})
+                    r = await env.step({"type": "call_tool", "tool_name": c["tool"],
+                                        "arguments": resolve(c["arguments"], results)})
+                    obs = r.observation
+                    try:
+                        results.append(json.loads(obs.get("result") if isinstance(obs, dict) else obs.result))
+                    except (TypeError, ValueError, AttributeError):
+                        results.append(None)
                 ready[0] += 1
                 if ready[0] == n:
                     opened.set()
@@ -82,6 +113,43 @@ async def main():
 asyncio.run(main())
 '''
 
+# A do-nothing OpenEnv environment, written as OpenEnv's docs write one (sync reset/step, OpenEnv's defaults).
+BASELINE_APP = r'''
+import os
+
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+from openenv.core.env_server.types import Observation, State
+
+SUBMIT = os.environ.get("BASELINE_SUBMIT", "submit")
+
+
+class NothingEnvironment(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state = State(episode_id=None, step_count=0)
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self._state = State(episode_id=episode_id, step_count=0)
+        return Observation(done=False, reward=0.0)
+
+    def step(self, action, timeout_s=None, **kwargs):
+        self._state.step_count += 1
+        done = action.tool_name == SUBMIT
+        return CallToolObservation(tool_name=action.tool_name, result="{}", done=done, reward=1.0 if done else 0.0)
+
+    @property
+    def state(self):
+        return self._state
+
+
+app = create_app(NothingEnvironment, CallToolAction, CallToolObservation, env_name="nothing",
+                 max_concurrent_envs=int(os.environ.get("ENVFOUNDRY_MAX_SESSIONS", "64")))
+'''
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -96,10 +164,58 @@ def _rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _wait_up(url: str, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                sys.exit("the OpenEnv server did not come up")
+            time.sleep(0.2)  # polling for readiness
+
+
+def run_once(python: Path, app_dir: Path, sessions: int, tmp: Path, submit: str) -> dict:
+    """Serve ``app_dir`` (``uvicorn server.app:app``), drive ``sessions`` episodes, stop it: the driver's figures
+    plus the server's idle RSS and CPU seconds over the drive."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "ENVFOUNDRY_MAX_SESSIONS": str(sessions + 8), "PYTHONPATH": str(app_dir),
+           "BASELINE_SUBMIT": submit}
+    server = subprocess.Popen(
+        [str(python), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "warning"], cwd=app_dir, env=env)
+    try:
+        _wait_up(url, server)
+        rss_idle = _rss_mib(server.pid)
+        (tmp / "server.pid").write_text(str(server.pid))
+        cpu0 = _cpu_s(server.pid)
+        done = subprocess.run([str(python), str(tmp / "driver.py"), url, str(sessions), str(tmp / "script.json"),
+                               str(tmp / "server.pid")], capture_output=True, text=True, timeout=3600)
+        cpu = _cpu_s(server.pid) - cpu0
+        if done.returncode != 0:
+            sys.exit(f"driver failed:\n{done.stderr[-3000:]}")
+        res = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        server.terminate()
+        server.wait(30)
+    return {**res, "episodes_per_s": round(res["finished"] / res["wall_s"], 1) if res["wall_s"] else None,
+            "server_cpu_s": round(cpu, 1), "rss_idle_mib": round(rss_idle, 1),
+            "rss_per_session_kib": round((res["rss_open_mib"] - rss_idle) * 1024 / sessions, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--catalog", default=str(ROOT / "generated" / "quickstart"))
+    ap.add_argument("--baseline", action="store_true", help="also a do-nothing OpenEnv env, alternating; the ratio")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each server (alternating with --baseline)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -120,43 +236,42 @@ def main() -> None:
               for t in cat.tasks if t.env_id == env_id}
     (tmp / "script.json").write_text(json.dumps(script))
     (tmp / "driver.py").write_text(DRIVER)
+    base = tmp / "baseline"
+    (base / "server").mkdir(parents=True)
+    (base / "server" / "__init__.py").write_text("")
+    (base / "server" / "app.py").write_text(BASELINE_APP)
+    db_kib = (pkg / "data" / "initial.db").stat().st_size / 1024
 
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [str(python), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=pkg, env={**os.environ, "ENVFOUNDRY_MAX_SESSIONS": str(args.sessions + 8), "PYTHONPATH": str(pkg)})
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    sys.exit("the OpenEnv server did not come up")
-                time.sleep(0.2)
-        rss_idle = _rss_mib(server.pid)
-        (tmp / "server.pid").write_text(str(server.pid))
-        done = subprocess.run([str(python), str(tmp / "driver.py"), url, str(args.sessions), str(tmp / "script.json"),
-                               str(tmp / "server.pid")], capture_output=True, text=True, timeout=3600)
-        if done.returncode != 0:
-            sys.exit(f"driver failed:\n{done.stderr[-3000:]}")
-        res = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        server.terminate()
-        server.wait(30)
-    out = {"sessions": args.sessions, "env": env_id, "tasks": len(script), **res,
-           "episodes_per_s": round(res["finished"] / res["wall_s"], 1) if res["wall_s"] else None,
-           "rss_idle_mib": round(rss_idle, 1),
-           "rss_per_session_kib": round((res["rss_open_mib"] - rss_idle) * 1024 / args.sessions, 1),
+    runs: dict[str, list[dict]] = {"export": [], "baseline": []}
+    for r in range(args.rounds):
+        order = [("export", pkg), ("baseline", base)] if args.baseline else [("export", pkg)]
+        for kind, app_dir in order if r % 2 == 0 else order[::-1]:
+            res = run_once(python, app_dir, args.sessions, tmp, submit)
+            runs[kind].append(res)
+            if not args.json:
+                print(f"{kind:>8} run {r + 1}: {json.dumps(res)}", file=sys.stderr, flush=True)
+
+    def med(kind: str, key: str) -> float | None:
+        values = [x[key] for x in runs[kind] if x.get(key) is not None]
+        return round(statistics.median(values), 1) if values else None
+
+    out = {"sessions": args.sessions, "env": env_id, "tasks": len(script), "rounds": args.rounds,
+           "db_kib": round(db_kib, 1), "runs": runs,
+           "export": {k: med("export", k) for k in ("episodes_per_s", "open_s", "server_cpu_s", "rss_open_mib",
+                                                    "rss_per_session_kib")},
            "load_1min": os.getloadavg()[0]}
+    out["export"]["overhead_per_session_kib"] = round(out["export"]["rss_per_session_kib"] - db_kib, 1)
+    out["export"]["rewarded"] = min(x["rewarded"] for x in runs["export"])
+    if args.baseline:
+        out["baseline"] = {k: med("baseline", k) for k in ("episodes_per_s", "open_s", "server_cpu_s",
+                                                           "rss_open_mib", "rss_per_session_kib")}
+        out["ratio"] = round(out["export"]["episodes_per_s"] / out["baseline"]["episodes_per_s"], 3)
     if args.json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            print(f"{k:>20}: {v}")
+            if k != "runs":
+                print(f"{k:>10}: {v}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from typing import Any
 
 Key = tuple
 Snapshot = dict  # table -> {key tuple: {column: value}}
+Layouts = dict  # table -> (columns, key columns)
 
 ANSWER_TYPES = ("number", "text", "enum", "date", "boolean", "list")
 
@@ -97,6 +98,39 @@ def snapshot(conn: sqlite3.Connection, tables: dict[str, tuple[tuple[str, ...], 
     return out
 
 
+# What may write a table: SQLite asks the authorizer about every table a statement (its triggers and
+# foreign-key actions included) may insert into, update, delete from, drop or alter when it prepares it.
+_WRITE_ACTIONS = {sqlite3.SQLITE_INSERT: 1, sqlite3.SQLITE_UPDATE: 1, sqlite3.SQLITE_DELETE: 1,
+                  sqlite3.SQLITE_DROP_TABLE: 1, sqlite3.SQLITE_DROP_TEMP_TABLE: 1, sqlite3.SQLITE_ALTER_TABLE: 2}
+
+
+class WriteLog:
+    """An authorizer recording every table a statement prepared on the connection may write, then
+    deciding as ``inner`` (the connection's own authorizer, if any) does. SQLite authorizes what a
+    statement's triggers and foreign-key actions write when it prepares the statement, and a statement
+    runs only once prepared, so ``tables`` holds every table whose rows may have changed since
+    :func:`track_writes` installed it (more, never fewer: a refused or rolled-back write is listed too)."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
+        self.tables: set[str] = set()
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+        which = _WRITE_ACTIONS.get(action)
+        if which is not None:
+            name = arg1 if which == 1 else arg2
+            self.tables.add((name or "").lower())
+        return self.inner(action, arg1, arg2, db, source) if self.inner is not None else sqlite3.SQLITE_OK
+
+
+def track_writes(conn: sqlite3.Connection, inner: Any = None) -> WriteLog:
+    """Install a :class:`WriteLog` on ``conn`` (in front of ``inner``, the authorizer it had) before it
+    prepares any statement that writes, and return it: its ``tables`` go to :func:`score` as ``written``."""
+    log = WriteLog(inner)
+    conn.set_authorizer(log)
+    return log
+
+
 def _typed(row: dict) -> tuple:
     return tuple(sorted((k, type(v).__name__, v) for k, v in row.items()))
 
@@ -142,9 +176,34 @@ def _same(got: Any, expect: Any) -> bool:
     return got == expect
 
 
+def frozen_moved(verifier: dict, conn: sqlite3.Connection, initial: Snapshot, *, layouts: Layouts | None = None,
+                 written: set[str] | None = None) -> list[str]:
+    """The tables outside ``mutable_tables`` whose rows differ from ``initial``. Only those tables are read,
+    and with ``written`` (a :class:`WriteLog`'s tables) only those of them a statement may have written:
+    a table no statement could write holds its initial rows. ``layouts`` (:func:`table_keys` of the same
+    schema, e.g. cached per template) saves reading the schema."""
+    frozen = sorted(set(initial) - set(verifier.get("mutable_tables") or []))
+    if written is not None:
+        frozen = [t for t in frozen if t.lower() in written]
+    if not frozen:
+        return []
+    layouts = layouts if layouts is not None else table_keys(conn)
+    now: Snapshot = {}
+    for t in frozen:
+        if t in layouts:
+            try:
+                now.update(snapshot(conn, {t: layouts[t]}))
+            except sqlite3.Error:  # the table is gone: its rows are
+                pass
+    return changed_tables(initial, now, frozen)
+
+
 def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None = None,
-          answer: str | None = None, partial: bool = False) -> Score:
-    """Score a final database (``conn``) and final answer against ``verifier`` (see the module docstring)."""
+          answer: str | None = None, partial: bool = False, layouts: Layouts | None = None,
+          written: set[str] | None = None) -> Score:
+    """Score a final database (``conn``) and final answer against ``verifier`` (see the module docstring).
+    ``layouts`` and ``written`` only make the check of tables outside ``mutable_tables`` cheaper
+    (:func:`frozen_moved`); the score is the same."""
     failures: list[str] = []
     goals: list[bool] = []
     gates_ok = True
@@ -166,8 +225,7 @@ def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None 
             if not held:
                 failures.append(f"goal {i} ({what}) {problem}")
     if initial is not None:
-        frozen = sorted(set(initial) - set(verifier.get("mutable_tables") or []))
-        moved = changed_tables(initial, snapshot(conn), frozen)
+        moved = frozen_moved(verifier, conn, initial, layouts=layouts, written=written)
         if moved:
             gates_ok = False
             failures.append(f"tables outside mutable_tables changed: {', '.join(moved)}")

@@ -6,11 +6,12 @@ uses (one environment instance, hence one database, per session).
     python -m <package>.server.app --port 8000  # after `pip install .`
 """
 
+import gc
 import os
 
 from openenv.core.env_server.http_server import create_app
 
-from .environment import EnvFoundryEnvironment
+from .environment import EnvFoundryEnvironment, bundle
 
 try:  # installed: <package>.models; served from the environment directory: models
     from ..models import EnvFoundryAction, EnvFoundryState, TaskObservation, ToolObservation
@@ -26,6 +27,13 @@ app = create_app(
     state_cls=EnvFoundryState,
     reset_observation_cls=TaskObservation,
 )
+
+# Warm-up: the bundle (tasks, initial snapshot, table layouts, the pristine database) is read now, then
+# everything alive is moved out of the garbage collector's view (gc.freeze), so its collections, which
+# sessions' short-lived objects trigger often, no longer walk these long-lived objects each time.
+bundle().initial_snapshot()
+gc.collect()
+gc.freeze()
 
 
 def main() -> None:

@@ -13,12 +13,22 @@ message in ``result``. Every step's ``reward`` is a number: 0.0 until the submit
 ``answer`` for questions) ends the episode, whose reward is the envfoundry verifier (``reward.py``,
 the one reward implementation) on the final database, 1.0 when it holds, else 0.0
 (``ENVFOUNDRY_PARTIAL_CREDIT=1``: the share of goals met). Each WebSocket session has its own
-environment instance, hence its own database.
+environment instance, hence its own database (``taskrt.Session``: one connection kept across the
+session's episodes, each episode a transaction that ``reset`` rolls back).
+
+Sessions do not own threads: the server awaits ``reset_async`` and ``step_async``, which run the
+work (SQLite, the reward) on one small pool shared by every session (``ENVFOUNDRY_WORKERS``
+threads, default the number of cores and at least 2), so a thousand open sessions do not mean a
+thousand threads queueing on the GIL. A tool call is stopped after ``ENVFOUNDRY_CALL_TIMEOUT``
+seconds (default 10), so a slow call holds one worker for at most that long while the others serve
+the other sessions.
 """
 
+import asyncio
 import json
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +53,9 @@ except ImportError:
 BUNDLE_DIR = Path(__file__).resolve().parent.parent / "data"
 META = json.loads((BUNDLE_DIR / "export.json").read_text(encoding="utf-8"))
 SUBMIT = META["submit_tool"]
+WORKERS = int(os.environ.get("ENVFOUNDRY_WORKERS", "0")) or max(2, os.cpu_count() or 1)
+CALL_TIMEOUT_S = float(os.environ.get("ENVFOUNDRY_CALL_TIMEOUT", "0")) or taskrt.engine.DEFAULT_TIMEOUT_S
+POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="envfoundry")
 _BUNDLE = None
 
 
@@ -53,13 +66,17 @@ def bundle():
     return _BUNDLE
 
 
+_SPECS: list[Tool] = []
+
+
 def tool_specs() -> list[Tool]:
-    specs = [
-        Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
-        for t in bundle().tools.values()
-    ]
-    specs.append(Tool(name=SUBMIT, description=META["submit_description"], input_schema=META["submit_schema"]))
-    return specs
+    if not _SPECS:
+        _SPECS.extend(
+            Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
+            for t in bundle().tools.values()
+        )
+        _SPECS.append(Tool(name=SUBMIT, description=META["submit_description"], input_schema=META["submit_schema"]))
+    return list(_SPECS)
 
 
 # Engine failures that mean the call could not run as sent (or at all): a ToolError. Refusals by the
@@ -75,10 +92,13 @@ def _error(name: str, kind: ToolErrorType, message: str, **fields: Any) -> ToolO
 
 class EnvFoundryEnvironment(Environment):
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # Creating and closing an environment is cheap: one thread shared by every session does it,
+    # instead of a thread per session. Its work runs on ``POOL`` (``reset_async``, ``step_async``).
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
 
     def __init__(self) -> None:
         super().__init__()
-        self._conn = None
+        self._session = None
         self._task: dict[str, Any] | None = None
         self._state = EnvFoundryState()
         self.partial = os.environ.get("ENVFOUNDRY_PARTIAL_CREDIT", "0") == "1"
@@ -96,8 +116,10 @@ class EnvFoundryEnvironment(Environment):
             task_id = ids[(seed or 0) % len(ids)]
         task = b.task(task_id)
         info = b.task_info(task_id)
-        self.close()
-        self._conn = b.fresh_db()
+        if self._session is None:
+            self._session = taskrt.Session(b)
+        else:
+            self._session.reset()
         self._task = task
         self._state = EnvFoundryState(
             episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task_id, env_id=task["env_id"]
@@ -121,7 +143,7 @@ class EnvFoundryEnvironment(Environment):
         if not isinstance(action, CallToolAction):
             return _error("", ToolErrorType.INVALID_ARGS, "actions are CallToolAction or ListToolsAction")
         name = action.tool_name
-        if self._task is None or self._conn is None:
+        if self._task is None or self._session is None:
             return _error(name, ToolErrorType.EXECUTION_ERROR, "no episode: call reset(task_id=...) first")
         if self._state.done:
             return _error(
@@ -136,7 +158,7 @@ class EnvFoundryEnvironment(Environment):
         if name == SUBMIT:
             answer = arguments.get("answer")
             score = bundle().score(
-                self._task, self._conn, answer=answer if isinstance(answer, str) else None, partial=self.partial
+                self._task, self._session.conn, answer=answer if isinstance(answer, str) else None, partial=self.partial
             )
             self._state.done, self._state.reward, self._state.passed = True, score.reward, score.passed
             return ToolObservation(
@@ -149,7 +171,7 @@ class EnvFoundryEnvironment(Environment):
                 metadata={"score": score.to_json()},
             )
         self._state.tool_calls += 1
-        out = bundle().call(self._conn, name, arguments)
+        out = self._session.call(name, arguments, timeout=CALL_TIMEOUT_S)
         if not out["ok"]:
             kind = ToolErrorType.TOOL_NOT_FOUND if name not in bundle().tools else ERROR_TYPES.get(out.get("kind"))
             if kind is not None:
@@ -163,6 +185,20 @@ class EnvFoundryEnvironment(Environment):
             metadata={"kind": out.get("kind")} if not out["ok"] else {},
         )
 
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_id: str | None = None,
+        **kwargs: Any,
+    ) -> TaskObservation:
+        return await asyncio.get_running_loop().run_in_executor(
+            POOL, lambda: self.reset(seed=seed, episode_id=episode_id, task_id=task_id, **kwargs))
+
+    async def step_async(self, action, timeout_s: float | None = None, **kwargs: Any):
+        return await asyncio.get_running_loop().run_in_executor(
+            POOL, lambda: self.step(action, timeout_s=timeout_s, **kwargs))
+
     @property
     def state(self) -> EnvFoundryState:
         return self._state
@@ -171,6 +207,6 @@ class EnvFoundryEnvironment(Environment):
         return EnvironmentMetadata(name=META["name"], description=META["description"], version="0.1.0")
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None

@@ -11,11 +11,17 @@ A *bundle* is a directory holding ``env.json`` (the environment IR), ``initial.d
 ``pass_rate``, ...). ``Bundle.fresh_db()`` gives every rollout its own in-memory copy of the
 initial database; ``Bundle.call`` runs a tool through the engine; ``Bundle.score`` scores a
 rollout's final database (and final reply) with ``reward.score``.
+
+What a rollout costs is kept small: the initial snapshot and the table layouts are read once per
+bundle, and a database from ``fresh_db`` carries a ``reward.WriteLog`` (``conn.writes``), so scoring it
+reads only the tables outside the task's ``mutable_tables`` that one of its statements may have
+written (a database from ``load_db`` has none: every such table is read). The reward is the same.
 """
 
 import base64
 import json
 import sqlite3
+import threading
 import zlib
 from pathlib import Path
 
@@ -43,6 +49,42 @@ def load_db(text):
     conn.deserialize(zlib.decompress(base64.b64decode(text.encode("ascii"))))
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+class Session:
+    """One connection for a sequence of episodes (a server's session): each episode runs inside one
+    transaction, and ``reset`` puts the initial state back by rolling it back, so nothing is copied and
+    the prepared statements stay valid. Every tool call still behaves as on its own committed database:
+    when SQLite rolls back the whole transaction itself (a write stopped by the time limit), the
+    episode's successful writes are replayed, leaving what a rollback of the failed call alone leaves."""
+
+    def __init__(self, bundle):
+        self.bundle = bundle
+        self.conn = bundle.fresh_db()
+        self._writes = []
+        self.conn.execute("BEGIN")
+
+    def reset(self):
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        else:  # not expected: put the initial state back by copying it
+            self.bundle.restore(self.conn)
+        self._writes = []
+        self.conn.execute("BEGIN")
+
+    def call(self, name, arguments, timeout=engine.DEFAULT_TIMEOUT_S):
+        """``Bundle.call`` on this session's database."""
+        out = self.bundle.call(self.conn, name, arguments, timeout=timeout)
+        if not self.conn.in_transaction:  # SQLite rolled the episode back to its initial state
+            self.conn.execute("BEGIN")
+            for past in self._writes:
+                self.bundle.call(self.conn, *past, timeout=timeout)
+        if out.get("ok") and (self.bundle.tools.get(name) or {}).get("kind") == "write":
+            self._writes.append((name, dict(arguments) if isinstance(arguments, dict) else arguments))
+        return out
+
+    def close(self):
+        self.conn.close()
 
 
 class BundleError(Exception):
@@ -79,6 +121,9 @@ class Bundle:
         info_path = self.root / "task_info.json"
         self.info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
         self._initial_snapshot = None
+        self._layouts = None
+        self._pristine = None
+        self._pristine_lock = threading.Lock()
 
     def task(self, task_id):
         try:
@@ -93,36 +138,58 @@ class Bundle:
         return dict(self.info.get(task_id) or {})
 
     def fresh_db(self):
-        """A new in-memory copy of the initial database (one per rollout)."""
-        src = sqlite3.connect(f"file:{self.initial_path}?mode=ro", uri=True)
-        try:
-            conn = engine.connect(":memory:")
-            src.backup(conn)
-        finally:
-            src.close()
-        conn.execute("PRAGMA foreign_keys = ON")
+        """A new in-memory copy of the initial database (one per rollout), with a ``reward.WriteLog``
+        as ``conn.writes`` in front of the engine's authorizer."""
+        conn = engine.connect(":memory:")
+        conn.writes = reward.track_writes(conn, conn.guard)
+        self.restore(conn)
         return conn
+
+    def restore(self, conn):
+        """Put a database from ``fresh_db`` back in the initial state (a new rollout on the same
+        connection: its prepared statements are kept, and so is its ``WriteLog``, which only ever
+        grows, so it still names every table that may differ from the initial state)."""
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        with self._pristine_lock:
+            if self._pristine is None:
+                src = sqlite3.connect(f"file:{self.initial_path}?mode=ro", uri=True)
+                try:
+                    self._pristine = sqlite3.connect(":memory:", check_same_thread=False)
+                    src.backup(self._pristine)
+                finally:
+                    src.close()
+            self._pristine.backup(conn)
+        conn.execute("PRAGMA foreign_keys = ON")
 
     def initial_snapshot(self):
         if self._initial_snapshot is None:
             conn = self.fresh_db()
             try:
-                self._initial_snapshot = reward.snapshot(conn)
+                self._layouts = reward.table_keys(conn)
+                self._initial_snapshot = reward.snapshot(conn, self._layouts)
             finally:
                 conn.close()
         return self._initial_snapshot
 
-    def call(self, conn, name, arguments):
-        """Run tool ``name``; the engine's outcome dict (never raises)."""
+    def layouts(self):
+        """``reward.table_keys`` of the initial database (every rollout's database has its schema)."""
+        self.initial_snapshot()
+        return self._layouts
+
+    def call(self, conn, name, arguments, timeout=engine.DEFAULT_TIMEOUT_S):
+        """Run tool ``name`` (stopped after ``timeout`` seconds); the engine's outcome dict (never raises)."""
         tool = self.tools.get(name)
         if tool is None:
             return engine.failure("not_found", f"unknown tool {name!r} (available: {', '.join(self.tools)})")
-        return engine.run_tool(conn, tool, arguments if arguments is not None else {}, now=self.clock)
+        return engine.run_tool(conn, tool, arguments if arguments is not None else {}, now=self.clock, timeout=timeout)
 
     def score(self, task, conn, answer=None, partial=False):
         """``reward.Score`` of the task's verifier on ``conn`` (and the agent's final ``answer``)."""
+        writes = getattr(conn, "writes", None)
         return reward.score(
-            task["verifier"], conn, initial=self.initial_snapshot(), answer=answer, partial=partial
+            task["verifier"], conn, initial=self.initial_snapshot(), answer=answer, partial=partial,
+            layouts=self.layouts(), written=writes.tables if isinstance(writes, reward.WriteLog) else None,
         )
 
     def replay(self, calls):
