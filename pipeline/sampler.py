@@ -45,8 +45,14 @@ their place tells nothing. Implicit intent is only the decision shape: the row a
 property among a listing. Values described relative to the user ("my most recent order") need a user identity
 the environments do not model; they are not sampled.
 
-``--perturb`` (fresh initial states) is not built yet: every sampled task runs on the environment's
-``initial.db``.
+Fresh states (``perturb_dir``, ``--perturb``): each round plans, words and proves its tasks on its own copy of
+``initial.db`` whose code-made rows have their non-identifying values drawn again from the environment's row
+generators (:mod:`pipeline.perturb`, key ``"<seed>:<round>"``): the same rows are named the same way, but a status,
+a date, an amount or a count differs, so the same request has another answer. Such a task records its database in
+``metadata.perturb`` (``method``, ``key``, ``db``: the file written beside the sample, ``sha256``); anyone with the
+environment derives it again, byte for byte, with :func:`pipeline.perturb.perturbed_db`. Its reference calls repeat
+nothing on the same state; its effect (the same end state, or the same answer by the same last call) repeats
+nothing anywhere, so a variant where a memorised answer still holds gives no task for it.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from typing import Any
 
 from pipeline.catalog import load_env_dir, read_tasks
 from pipeline.ir import Environment, Task
+from pipeline.perturb import METHOD, perturbed_db, sha256
 from pipeline.runtime.database import EnvDirError
 from pipeline.stages.planner import Chain, Planner, candidates, make_planner
 from pipeline.stages.planner.keys import surrogate_columns
@@ -159,6 +166,8 @@ class Sample:
     """Chains worded and proved."""
     refused: dict[str, int] = field(default_factory=dict)
     """Chains of the wanted kind left out, by reason: ``repeat``, ``replay``, ``wording``, ``lint``, ``proof``."""
+    first_repeat: int | None = None
+    """How many tasks had been sampled when a chain first repeated one (of the bank, the excluded or the sample)."""
     note: str = ""
     """Why nothing could be sampled at all (level 5 of an environment without rules)."""
 
@@ -176,6 +185,7 @@ class Sample:
     def to_json(self) -> dict[str, Any]:
         return {"found": len(self.tasks), "n": self.n, "level": self.want.level, "tier": self.want.tier,
                 "writes": self.want.writes, "rounds": self.rounds, "exhausted": self.exhausted, "tried": self.tried,
+                "first_repeat": self.first_repeat,
                 "refused": dict(sorted(self.refused.items())),
                 "levels": {str(k): v for k, v in sorted(_count(t.metadata.get("level") for t in self.tasks).items())}}
 
@@ -242,49 +252,48 @@ def distractors(env: Environment, needed: set[str], k: int | None, key: str) -> 
 
 def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | None = None, want: Want | None = None,
            bank: Iterable[Task] = (), exclude: Iterable[Task] = (), language: str = "en",
-           max_rounds: int = MAX_ROUNDS) -> Sample:
-    """Up to ``n`` fresh proved tasks of ``env`` (see the module docstring), deterministic for ``seed``."""
+           max_rounds: int = MAX_ROUNDS, perturb_dir: str | Path | None = None) -> Sample:
+    """Up to ``n`` fresh proved tasks of ``env`` (see the module docstring), deterministic for ``seed``.
+
+    ``perturb_dir`` (``--perturb``; needs ``initial_db``): each round plans, words and proves its tasks on a
+    perturbed copy of ``initial_db`` (:mod:`pipeline.perturb`, key ``"<seed>:<round>"``) written there as
+    ``perturb-<seed>-<round>.db``; a task records it in ``metadata.perturb`` (files no task uses are removed)."""
     want = want or Want()
     if n < 0:
         raise ValueError(f"n must be 0 or more, not {n}")
-    seen = task_keys(bank) | task_keys(exclude)
+    if perturb_dir is not None and initial_db is None:
+        raise ValueError("perturbing needs the environment's initial.db")
+    keys = _Keys()
+    keys.add(bank)
+    keys.add(exclude)
     rules = bool(env.rules)
     out = Sample([], n, want, 0, False)
     if want.level == 5 and not rules:  # rule-bound tasks need the environment's rules
         out.exhausted, out.note = True, "it has no rules"
         return out
-    tried_sigs: set[str] = set()
     stale = 0
     with fresh(env, initial_db) as run:
         planner = planner_for(env, run)
         ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+        keep = {t: set(k.columns) for t, k in planner.keys.items()}
         for rnd in range(max_rounds):
             if len(out.tasks) >= n:
                 break
             out.rounds = rnd + 1
-            planner.reorder(seed, rnd)
-            pools = candidates(planner, 3 * rnd, initial_db, spread=True, rules=rules)
-            chains = [ch for shape in sorted(pools) for ch in pools[shape]]
-            random.Random(f"{seed}:{rnd}").shuffle(chains)
-            before = len(out.tasks)
-            for chain in chains:
-                if len(out.tasks) >= n:
-                    break
-                sig = chain.signature()
-                if sig in tried_sigs:
-                    continue
-                tried_sigs.add(sig)
-                axes = axes_of(env, chain)
-                if not want.takes(chain, axes):
-                    continue
-                task, why = _instantiate(env, chain, axes, seen, ids, initial_db, seed, rnd, language)
-                if why != "repeat":
-                    out.tried += 1
-                if task is None:
-                    out.refused[why] = out.refused.get(why, 0) + 1
-                    continue
-                seen |= task_keys([task])
-                out.tasks.append(task)
+            db, state = initial_db, None
+            if perturb_dir is not None:
+                assert initial_db is not None
+                key = f"{seed}:{rnd}"
+                db = perturbed_db(env, initial_db, key, Path(perturb_dir) / f"perturb-{seed}-{rnd}.db", keep)
+                state = {"method": METHOD, "key": key, "db": db.name, "sha256": sha256(db)}
+                with fresh(env, db) as prun:
+                    before = len(out.tasks)
+                    _round(env, planner_for(env, prun), out, keys, ids, db, seed, rnd, rules, language, state)
+                if len(out.tasks) == before:
+                    db.unlink()
+            else:
+                before = len(out.tasks)
+                _round(env, planner, out, keys, ids, db, seed, rnd, rules, language, None)
             stale = stale + 1 if len(out.tasks) == before else 0
             if stale >= STALE_ROUNDS:
                 out.exhausted = True
@@ -292,8 +301,60 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
     return out
 
 
+class _Keys:
+    """What a new task must not repeat: effects anywhere; calls and planned chains on the same initial state."""
+
+    def __init__(self) -> None:
+        self.effects: set[str] = set()
+        self.calls: dict[str | None, set[str]] = {}
+        self.chains: set[str] = set()
+
+    def add(self, tasks: Iterable[Task]) -> None:
+        for t in tasks:
+            state = (t.metadata.get("perturb") or {}).get("key")
+            self.calls.setdefault(state, set()).add(_call_key(t.reference_solution))
+            self.effects.add(_effect_key(t.verifier, t.reference_solution))
+
+    def seen(self, state: str | None) -> set[str]:
+        return self.effects | self.calls.get(state, set())
+
+
+def _round(env: Environment, planner: SamplingPlanner, out: Sample, keys: _Keys, ids: set[tuple[str, str]],
+           db: str | Path | None, seed: int, rnd: int, rules: bool, language: str,
+           state: dict[str, Any] | None) -> None:
+    """One round: the planner's chains over rows in this round's order, tried in a shuffled order."""
+    planner.reorder(seed, rnd)
+    pools = candidates(planner, 3 * rnd, db, spread=True, rules=rules)
+    chains = [ch for shape in sorted(pools) for ch in pools[shape]]
+    random.Random(f"{seed}:{rnd}").shuffle(chains)
+    skey = state["key"] if state is not None else None
+    seen = keys.seen(skey)
+    for chain in chains:
+        if len(out.tasks) >= out.n:
+            break
+        sig = f"{skey}|{chain.signature()}"
+        if sig in keys.chains:
+            continue
+        keys.chains.add(sig)
+        axes = axes_of(env, chain)
+        if not out.want.takes(chain, axes):
+            continue
+        task, why = _instantiate(env, chain, axes, seen, ids, db, seed, rnd, language, state)
+        if why != "repeat":
+            out.tried += 1
+        if task is None:
+            out.refused[why] = out.refused.get(why, 0) + 1
+            if why == "repeat" and out.first_repeat is None:
+                out.first_repeat = len(out.tasks)
+            continue
+        seen |= task_keys([task])
+        keys.add([task])
+        out.tasks.append(task)
+
+
 def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids: set[tuple[str, str]],
-                 initial_db: str | Path | None, seed: int, rnd: int, language: str) -> tuple[Task | None, str]:
+                 initial_db: str | Path | None, seed: int, rnd: int, language: str,
+                 state: dict[str, Any] | None = None) -> tuple[Task | None, str]:
     """One chain as a proved task, or why not (``repeat``, ``replay``, ``wording``, ``lint``, ``proof``)."""
     if _call_key(chain.calls) in seen:  # the planner's calls are concrete: the replay records the same
         return None, "repeat"
@@ -319,11 +380,14 @@ def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids
     extra = distractors(env, needed, DISTRACTORS[level], f"{seed}:{task.task_id}")
     offered = [t.openai_schema() for t in env.tools if t.name in needed or t.name in extra]
     metadata = {**task.metadata, "axes": axes.to_json(len(extra)), "distractors": extra}
+    if state is not None:
+        metadata["perturb"] = state
     return task.model_copy(update={"tools": offered, "metadata": metadata}), ""
 
 
 def sample_env_dir(env_dir: str | Path, n: int, *, seed: int = 0, want: Want | None = None,
-                   exclude: Sequence[str | Path] = (), max_rounds: int = MAX_ROUNDS) -> Sample:
+                   exclude: Sequence[str | Path] = (), max_rounds: int = MAX_ROUNDS,
+                   perturb_dir: str | Path | None = None) -> Sample:
     """:func:`sample` on an environment directory (``env.json``, ``initial.db``, its bank ``tasks.jsonl``)."""
     d = Path(env_dir)
     env, bank, _report = load_env_dir(d)
@@ -331,4 +395,4 @@ def sample_env_dir(env_dir: str | Path, n: int, *, seed: int = 0, want: Want | N
     if not db.is_file():
         raise EnvDirError(f"{d}: no initial.db")
     return sample(env, n, seed=seed, initial_db=db, want=want, bank=bank, exclude=read_excluded(exclude, env.env_id),
-                  max_rounds=max_rounds)
+                  max_rounds=max_rounds, perturb_dir=perturb_dir)

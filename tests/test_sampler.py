@@ -225,3 +225,46 @@ def test_the_installed_command_reaches_no_endpoint(tmp_path: Path) -> None:
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert len(p.stdout.splitlines()) == 4 and "4 distinct proved task(s)" in p.stderr
+
+
+# ---------------------------------------------------------------- fresh states (--perturb)
+
+
+def test_perturbed_samples_prove_on_their_own_database_and_change_answers(tmp_path: Path) -> None:
+    from pipeline.perturb import perturbed_db, sha256
+
+    same_text_other_answer = 0
+    for env_dir in QUICKSTART:
+        env, bank, _ = load_env_dir(env_dir)
+        dbs = tmp_path / env_dir.name
+        dbs.mkdir()
+        got = sample_env_dir(env_dir, 8, seed=1, perturb_dir=dbs)
+        assert len(got.tasks) == 8
+        for t in got.tasks:
+            state = t.metadata["perturb"]
+            db = dbs / state["db"]
+            assert sha256(db) == state["sha256"] != sha256(env_dir / "initial.db")
+            again = perturbed_db(env, env_dir / "initial.db", state["key"], tmp_path / "again.db")
+            assert sha256(again) == state["sha256"]  # the key alone derives the task's database
+            report = prove(env, t, initial_db=db)
+            assert report.ok, (t.instruction, report.reason())
+        assert not task_keys(got.tasks) & {k for k in task_keys(bank) if k.startswith("answer:") or
+                                           k.startswith("state:")}
+        plain = {t.instruction: t for t in sample_env_dir(env_dir, 8, seed=1).tasks}
+        same_text_other_answer += sum(1 for t in got.tasks if t.instruction in plain and
+                                      t.verifier != plain[t.instruction].verifier)
+        assert sorted(p.name for p in dbs.iterdir()) == sorted({t.metadata["perturb"]["db"] for t in got.tasks})
+    assert same_text_other_answer >= 1  # the same request, another answer on the fresh state
+
+
+def test_cli_perturb_writes_the_databases_beside_the_tasks(tmp_path: Path, no_llm: None) -> None:
+    if not QUICKSTART:
+        pytest.skip("no example environment")
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sample", str(QUICKSTART[0]), "--n", "3", "--seed", "2", "--perturb", "--out",
+                                 str(out)])
+    assert r.exit_code == 0, r.output
+    names = {json.loads(x)["metadata"]["perturb"]["db"] for x in out.read_text().splitlines()}
+    assert names and all((tmp_path / "s.dbs" / n).is_file() for n in names)
+    r = CliRunner().invoke(cli, ["sample", str(QUICKSTART[0]), "--n", "3", "--perturb"])
+    assert r.exit_code == 2 and "--out" in r.output

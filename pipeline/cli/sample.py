@@ -26,9 +26,13 @@ def register(main: click.Group) -> None:
                   "sample; repeatable). The environment's own tasks.jsonl is always excluded.")
     @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
                   help="Write the task records here (JSONL); default: stdout.")
+    @click.option("--perturb", is_flag=True, default=False,
+                  help="Plan each round's tasks on a fresh initial state (the code-made rows' non-identifying values "
+                  "drawn again from the environment's row generators): written to OUT's folder as "
+                  "<out-stem>.dbs/perturb-<seed>-<round>.db and named in each task's metadata.perturb. Needs --out.")
     @json_option
     def sample(env_dir: Path, n: int, seed: int, level: int | None, tier: int | None, writes: int | None,
-               exclude: tuple[Path, ...], out: Path | None, as_json: bool) -> None:
+               exclude: tuple[Path, ...], out: Path | None, perturb: bool, as_json: bool) -> None:
         """Sample N fresh tasks of ENV_DIR from its real rows, worded by code and proved as the build proves them
         (reference passes; initial state, no-op, destructive and the rules' adversaries fail). No LLM is called.
 
@@ -42,7 +46,13 @@ def register(main: click.Group) -> None:
 
         if level is not None and tier is not None:
             raise click.UsageError("give --level or --tier, not both")
-        got = sample_env_dir(env_dir, n, seed=seed, want=Want(level=level, tier=tier, writes=writes), exclude=exclude)
+        if perturb and out is None:
+            raise click.UsageError("--perturb writes the tasks' databases beside --out: give --out")
+        dbs = out.with_name(out.stem + ".dbs") if perturb and out is not None else None
+        if dbs is not None:
+            dbs.mkdir(parents=True, exist_ok=True)
+        got = sample_env_dir(env_dir, n, seed=seed, want=Want(level=level, tier=tier, writes=writes), exclude=exclude,
+                             perturb_dir=dbs)
         text = jsonl_text(got.tasks)
         if out is not None:
             atomic.write_text(out, text)
@@ -55,4 +65,5 @@ def register(main: click.Group) -> None:
             else:
                 emit_json(report)
         else:
-            click.echo(got.summary() + (f" -> {out}" if out else ""), err=out is None)
+            click.echo(got.summary() + (f" -> {out}" if out else "") + (f" (databases in {dbs})" if dbs else ""),
+                   err=out is None)
