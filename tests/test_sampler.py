@@ -268,3 +268,25 @@ def test_cli_perturb_writes_the_databases_beside_the_tasks(tmp_path: Path, no_ll
     assert names and all((tmp_path / "s.dbs" / n).is_file() for n in names)
     r = CliRunner().invoke(cli, ["sample", str(QUICKSTART[0]), "--n", "3", "--perturb"])
     assert r.exit_code == 2 and "--out" in r.output
+
+
+def test_the_independent_checker_passes_sampled_tasks(tmp_path: Path) -> None:
+    """../shared/tools/check_envs.py on an example environment whose tasks.jsonl holds sampled tasks of every level
+    it has: each reference replays over HTTP against server.py alone and passes, the initial state fails."""
+    import shutil
+
+    from tests.test_server_check_envs import CHECKER
+
+    if not QUICKSTART:
+        pytest.skip("no example environment")
+    d = tmp_path / QUICKSTART[0].name
+    shutil.copytree(QUICKSTART[0], d)
+    tasks = [t for lvl in (1, 2, 3, 4, 5) for t in sample_env_dir(d, 3, seed=11, want=Want(level=lvl)).tasks]
+    (d / "tasks.jsonl").write_text(jsonl_text(tasks))
+    env_vars = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(CHECKER), sys.executable, str(d)], capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path, env=env_vars)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["problems"] == [] and summary["tasks"] == len(tasks) >= 9
+    assert summary["ref_pass"] == summary["neg_ok"] == len(tasks) and summary["server_errors"] == 0
