@@ -72,6 +72,7 @@ from pipeline.stages.planner.keys import surrogate_columns
 from pipeline.stages.tasks import _call_key, _effect_key, build_and_prove, lint_request
 from pipeline.stages.wording import request_from_plan
 from verify.replay import Run, fresh, play
+from verify.state import Change
 
 STAGE = "sample"
 SAMPLER_VERSION = 1
@@ -352,17 +353,26 @@ def _round(env: Environment, planner: SamplingPlanner, out: Sample, keys: _Keys,
         out.tasks.append(task)
 
 
+def _says_changes(chain: Chain) -> bool:
+    """Whether the request's words depend on what the calls change (``pipeline.stages.wording``: a write that
+    states no new value says the change its replay made; a delete through another table says which row went)."""
+    return any((g.kind in ("update", "decide_update") and not g.values and not g.refs) or
+               (g.kind == "delete" and g.owner) for g in chain.goals)
+
+
 def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids: set[tuple[str, str]],
                  initial_db: str | Path | None, seed: int, rnd: int, language: str,
                  state: dict[str, Any] | None = None) -> tuple[Task | None, str]:
     """One chain as a proved task, or why not (``repeat``, ``replay``, ``wording``, ``lint``, ``proof``)."""
     if _call_key(chain.calls) in seen:  # the planner's calls are concrete: the replay records the same
         return None, "repeat"
-    with fresh(env, initial_db) as run:  # what the calls change, for a write that states no new value
-        play(run, chain.calls, changes=False)
-        if run.error is not None:
-            return None, "replay"
-        changes = run.changes()
+    changes: list[Change] = []
+    if _says_changes(chain):  # what the calls change, for a write that states no new value
+        with fresh(env, initial_db) as run:
+            play(run, chain.calls, changes=False)
+            if run.error is not None:
+                return None, "replay"
+            changes = run.changes()
     text = request_from_plan(chain, changes, skip=ids, language=language)
     if text is None:
         return None, "wording"
