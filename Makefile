@@ -19,5 +19,6 @@ render-check:
 bench:
 	.venv/bin/python benchmarks/bench_runtime.py
 	.venv/bin/python benchmarks/bench_dedup.py
+	.venv/bin/python benchmarks/bench_sampler.py --n 200
 fmt:
 	.venv/bin/ruff format pipeline verify tests benchmarks
