@@ -112,3 +112,41 @@ def test_a_lock_held_elsewhere_is_waited_on_then_reported_as_retriable(served):
         assert status == 200 and body["result"]["email"] == "dan@new.example", body  # waited for the lock, then ran
     finally:
         other.close()
+
+
+def test_a_slow_call_does_not_stall_other_sessions(tmp_path_factory):
+    """Two workers: session A's slow call holds one, A's next call waits for it on the event loop (not in the
+    other worker), and sessions B to E keep calling tools meanwhile."""
+    root = tmp_path_factory.mktemp("workers")
+    env_dir = write_env_dir(ENV, root / "env")
+    db = root / "live.db"
+    shutil.copyfile(env_dir / "initial.db", db)
+    with running_server(env_dir, db, args=("--call-timeout", str(CALL_TIMEOUT), "--workers", "2")) as base:
+        slow: dict = {}
+
+        def call_a(which: str, n: int) -> None:
+            started = time.monotonic()
+            slow[which] = http("POST", base + "/tools/count_to", {"n": n}, headers={"X-Session-Id": "a"}, timeout=30)
+            slow[which + "_done"] = time.monotonic() - started
+
+        first = threading.Thread(target=call_a, args=("first", 10**12))
+        first.start()
+        deadline = time.monotonic() + 10
+        while http("GET", base + "/health")[1]["sessions"] < 1:  # session A exists once its call is running
+            assert time.monotonic() < deadline
+        second = threading.Thread(target=call_a, args=("second", 3))
+        second.start()
+        latencies = []
+        deadline = time.monotonic() + CALL_TIMEOUT * 0.6
+        while time.monotonic() < deadline:
+            for session in "bcde":
+                started = time.monotonic()
+                status, body = http("POST", base + "/tools/count_to", {"n": 1000}, headers={"X-Session-Id": session})
+                assert status == 200 and body["result"] == {"n": 1000}, body
+                latencies.append(time.monotonic() - started)
+        assert first.is_alive() and second.is_alive()  # every call above overlapped A's slow call
+        first.join(30)
+        second.join(30)
+        assert slow["first"][0] == 400 and "took too long" in slow["first"][1]["error"], slow
+        assert slow["second"] == (200, {"ok": True, "result": {"n": 3}}) and slow["second_done"] >= CALL_TIMEOUT - 0.5
+        assert len(latencies) >= 20 and max(latencies) < 0.5, latencies

@@ -15,7 +15,7 @@ engine above provides); standard library and the engine only.
   until one closes or expires.
 
 Each session has its own lock: calls in one session run one at a time, sessions run in parallel
-(in the server's worker threads).
+(on the server's small pool of worker threads, which queues a session's calls before they take a worker).
 """
 
 # envfoundry:engine-import-begin (render drops this block: the engine above defines these names)

@@ -17,16 +17,20 @@ Status codes: 200 ok; 422 invalid arguments (the body names the parameter); 404 
 400 guard / not found / database constraint / malformed session id; 429 no room for another session;
 503 (with ``Retry-After``) the database stayed locked by another connection; and from the gate, on
 every route: 403 foreign Host or Origin, 401 missing token, 413 body over 1 MiB, 415 a body that is
-not JSON. 405 answers carry ``Allow``. Nothing a client sends yields a 5xx. SQLite runs in worker
-threads, never on the event loop.
+not JSON. 405 answers carry ``Allow``. Nothing a client sends yields a 5xx. SQLite runs on one small
+pool of worker threads shared by every session (``--workers``, default the number of cores and at least
+2), never on the event loop; a session's calls wait for each other on the event loop, not in a worker, and
+a call is stopped after ``--call-timeout`` seconds, so a slow call holds one worker for at most that long.
 """
 
 # ruff: noqa: E402 (the version check must run before the imports it guards)
 import argparse
+import asyncio
 import contextlib
 import os
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 
 
@@ -77,6 +81,32 @@ from pipeline.server.sessions import (
 # envfoundry:engine-import-end
 
 MAX_BODY_BYTES = 1 << 20
+
+
+class Workers:
+    """The pool every session's SQLite work runs on (``--workers`` threads). Calls of one session run one
+    at a time: they queue on the event loop (an ``asyncio.Lock`` per session key), so a worker never waits
+    for a session's lock while other sessions have work."""
+
+    def __init__(self, workers):
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envfoundry")
+        self.queues = {}  # session key -> [lock, callers holding or waiting for it]
+
+    async def run(self, key, fn, *args):
+        entry = self.queues.get(key)
+        if entry is None:
+            entry = self.queues[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self.queues[key]
+
+    def shutdown(self):
+        self.pool.shutdown(wait=False)
 STATUS_BY_KIND = {"validation": 422, "guard": 400, "not_found": 400, "sql": 400, "busy": 503, "session": 429}
 ERROR_KINDS = ["validation", "guard", "not_found", "sql", "busy", "session", "request"]
 
@@ -88,9 +118,10 @@ class SafeJSONResponse(JSONResponse):
         return json.dumps(content, ensure_ascii=True, allow_nan=True, separators=(",", ":")).encode("ascii")
 
 
-def session_key(request):
-    """The caller's session: ``(key, None)``, key None for the default session, or ``(None, error response)``."""
-    mcp_id, own_id = request.headers.get("mcp-session-id"), request.headers.get("x-session-id")
+def session_key(headers):
+    """The caller's session from its request ``headers`` (lower-case names): ``(key, None)``, key None for
+    the default session, or ``(None, error response)``."""
+    mcp_id, own_id = headers.get("mcp-session-id"), headers.get("x-session-id")
     given = mcp_id if mcp_id is not None else own_id
     if given is None:
         return None, None
@@ -109,10 +140,9 @@ def mcp_session_key(ctx):
     return f"mcp:{sid}" if sid else None
 
 
-async def read_arguments(request):
+def parse_arguments(body):
     """The request body as JSON (an empty body is ``{}``), or a (status, failure) pair. The gate
     has already refused bodies over the size limit and bodies that are not declared JSON."""
-    body = await request.body()
     if not body.strip():
         return {}, None
     try:
@@ -127,19 +157,58 @@ def tool_response(out):
     return SafeJSONResponse(out, status_code=status, headers=headers)
 
 
-def tool_endpoint(sessions, name):
+async def tool_call(sessions, workers, name, headers, body):
+    """The response to ``POST /tools/<name>`` with these request headers and body."""
+    key, refused = session_key(headers)
+    if refused is not None:
+        return refused
+    arguments, problem = parse_arguments(body)
+    if problem is not None:
+        return SafeJSONResponse(problem[1], status_code=problem[0])
+    out = await workers.run(key, sessions.call, key, name, arguments)  # SQLite never blocks the event loop
+    return tool_response(out)
+
+
+def tool_endpoint(sessions, workers, name):
     async def call_tool(request: Request) -> Response:
-        key, refused = session_key(request)
-        if refused is not None:
-            return refused
-        arguments, problem = await read_arguments(request)
-        if problem is not None:
-            return SafeJSONResponse(problem[1], status_code=problem[0])
-        out = await run_in_threadpool(sessions.call, key, name, arguments)  # SQLite never blocks the event loop
-        return tool_response(out)
+        return await tool_call(sessions, workers, name, request.headers, await request.body())
 
     call_tool.__name__ = f"call_{name}"
     return call_tool
+
+
+class ToolRoutes:
+    """ASGI: ``POST /tools/<name>`` of a known tool answered straight from ``tool_call``, the response the
+    FastAPI route gives, without FastAPI's routing (a scan of every route) and middleware stack; every other
+    request goes to ``app``, whose per-tool routes stay for ``/openapi.json``. It sits behind the request
+    gate, which has already checked the Host, Origin, token and body of every request."""
+
+    def __init__(self, app, sessions, workers):
+        self.app, self.sessions, self.workers = app, sessions, workers
+        self.names = {f"/tools/{name}": name for name in sessions.tools}
+
+    async def __call__(self, scope, receive, send):
+        name = self.names.get(scope.get("path")) if scope["type"] == "http" and scope.get("method") == "POST" else None
+        if name is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            headers = {}
+            for key, value in scope.get("headers") or []:
+                headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+            chunks = []
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+            response = await tool_call(self.sessions, self.workers, name, headers, b"".join(chunks))
+        except Exception as exc:  # as the app's handler of unexpected errors answers
+            response = SafeJSONResponse(failure("sql", f"request could not be processed: {type(exc).__name__}"),
+                                        status_code=400)
+        await response(scope, receive, send)
 
 
 # ---------------------------------------------------------------- OpenAPI: what each route returns
@@ -221,7 +290,7 @@ CLOSED_SCHEMA = {"type": "object", "properties": {"ok": {"const": True}, "closed
 # ---------------------------------------------------------------- MCP
 
 
-def mcp_server(sessions, schemas, env_id):
+def mcp_server(sessions, workers, schemas, env_id):
     """A low-level MCP server exposing the same tools with the same input schemas; each MCP session
     calls them on its own copy of the initial database."""
 
@@ -237,7 +306,8 @@ def mcp_server(sessions, schemas, env_id):
         return mcp_types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx, params):
-        out = await anyio.to_thread.run_sync(sessions.call, mcp_session_key(ctx), params.name, params.arguments or {})
+        key = mcp_session_key(ctx)
+        out = await workers.run(key, sessions.call, key, params.name, params.arguments or {})
         if out["ok"]:
             text = json.dumps(out["result"], ensure_ascii=False)
             return mcp_types.CallToolResult(
@@ -264,8 +334,8 @@ class McpEndpoint:
     MCP session is freed when the client ends the session (DELETE), and a server with no room for
     another session answers 429 (the transport would say 503)."""
 
-    def __init__(self, manager, sessions):
-        self.app, self.sessions = StreamableHTTPASGIApp(manager), sessions
+    def __init__(self, manager, sessions, workers):
+        self.app, self.sessions, self.workers = StreamableHTTPASGIApp(manager), sessions, workers
 
     async def __call__(self, scope, receive, send):
         headers = dict(scope.get("headers") or [])
@@ -279,20 +349,23 @@ class McpEndpoint:
 
         await self.app(scope, receive, send_full if opening else send)
         if scope.get("method") == "DELETE" and sid is not None:
-            await run_in_threadpool(self.sessions.close, f"mcp:{sid.decode('latin-1')}")
+            key = f"mcp:{sid.decode('latin-1')}"
+            await self.workers.run(key, self.sessions.close, key)
 
 
 def create_app(env, schemas, db_path, env_id="environment", results=None, allow_hosts=(), allow_origins=(), token=None,
                max_sessions=DEFAULT_MAX_SESSIONS, idle_timeout=DEFAULT_IDLE_TIMEOUT_S, call_timeout=DEFAULT_TIMEOUT_S,
-               busy_timeout=BUSY_TIMEOUT_S):
+               busy_timeout=BUSY_TIMEOUT_S, workers=None):
     """The ASGI app serving ``env`` (the IR as a dict) on the SQLite file ``db_path``: the FastAPI
-    routes and ``/mcp`` behind the request gate (``allow_hosts``, ``allow_origins``, ``token``)."""
+    routes and ``/mcp`` behind the request gate (``allow_hosts``, ``allow_origins``, ``token``), SQLite
+    on ``workers`` threads (None: the number of cores, at least 2)."""
     sessions = Sessions(env, schemas, db_path, max_sessions=max_sessions, idle_timeout=idle_timeout,
                         call_timeout=call_timeout, busy_timeout=busy_timeout)
+    pool = Workers(workers or default_workers())
     results = results or {}
     # The gate enforces Host/Origin on every route, /mcp included, so the MCP transport's own check is off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    manager = StreamableHTTPSessionManager(app=mcp_server(sessions, schemas, env_id), security_settings=security,
+    manager = StreamableHTTPSessionManager(app=mcp_server(sessions, pool, schemas, env_id), security_settings=security,
                                            max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=idle_timeout,
                                            max_sessions=max_sessions)
 
@@ -308,6 +381,7 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
                 tasks.start_soon(sweep)
             yield
             tasks.cancel_scope.cancel()
+        pool.shutdown()
         sessions.close_all()
 
     scenario = env["scenario"]
@@ -350,11 +424,11 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
     @app.post("/reset", openapi_extra={"parameters": [SESSION_HEADER]},
               responses=plain_responses(OK_SCHEMA, "the caller's session is back in its initial state", SESSION_ERRORS))
     async def reset(request: Request):
-        key, refused = session_key(request)
+        key, refused = session_key(request.headers)
         if refused is not None:
             return refused
         try:
-            await run_in_threadpool(sessions.reset, key)
+            await pool.run(key, sessions.reset, key)
         except SessionsFull as exc:
             return SafeJSONResponse(failure("session", str(exc)), status_code=429, headers={"Retry-After": "1"})
         return {"ok": True}
@@ -364,18 +438,18 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
                                         {"400": "no session header (the default session cannot be closed) or a "
                                                 "malformed session id"}))
     async def close(request: Request):
-        key, refused = session_key(request)
+        key, refused = session_key(request.headers)
         if refused is not None:
             return refused
         if key is None:
             return SafeJSONResponse(failure("request", "send X-Session-Id (or Mcp-Session-Id) to close that session; "
                                                        "the default session cannot be closed"), status_code=400)
-        return {"ok": True, "closed": await run_in_threadpool(sessions.close, key)}
+        return {"ok": True, "closed": await pool.run(key, sessions.close, key)}
 
     for name, tool in sessions.tools.items():
         app.add_api_route(
             f"/tools/{name}",
-            tool_endpoint(sessions, name),
+            tool_endpoint(sessions, pool, name),
             methods=["POST"],
             operation_id=name,
             summary=tool["description"].splitlines()[0][:120],
@@ -389,8 +463,8 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
         available = ", ".join(sessions.tools)
         return SafeJSONResponse(failure("not_found", f"unknown tool {name!r} (available: {available})"), status_code=404)
 
-    app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(manager, sessions)))
-    return RequestGate(app, allow_hosts=allow_hosts, allow_origins=allow_origins, token=token, max_body=MAX_BODY_BYTES)
+    app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(manager, sessions, pool)))
+    return RequestGate(ToolRoutes(app, sessions, pool), allow_hosts=allow_hosts, allow_origins=allow_origins, token=token, max_body=MAX_BODY_BYTES)
 
 
 def listen(host, port):
@@ -406,6 +480,10 @@ def listen(host, port):
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def default_workers():
+    return max(2, os.cpu_count() or 1)
 
 
 def url_of(host, port):
@@ -437,10 +515,13 @@ def main(env, schemas, env_id, argv=None, results=None):
                         help="stop a tool call that runs longer than this (default %(default)s)")
     parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S, metavar="SECONDS",
                         help="wait this long for a lock held by another connection before answering 503 (default %(default)s)")
+    parser.add_argument("--workers", type=int, default=default_workers(), metavar="N",
+                        help="threads running SQLite for every session (default: the cores, at least 2: %(default)s)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     for flag, value in (("--max-sessions", args.max_sessions), ("--idle-timeout", args.idle_timeout),
-                        ("--call-timeout", args.call_timeout), ("--busy-timeout", args.busy_timeout)):
+                        ("--call-timeout", args.call_timeout), ("--busy-timeout", args.busy_timeout),
+                        ("--workers", args.workers)):
         if not value > 0:
             parser.error(f"{flag} must be positive, not {value}")
     if not os.path.isfile(args.db):
@@ -449,7 +530,8 @@ def main(env, schemas, env_id, argv=None, results=None):
     try:
         app = create_app(env, schemas, args.db, env_id=env_id, results=results, allow_hosts=args.allow_host,
                          allow_origins=args.allow_origin, token=args.token, max_sessions=args.max_sessions,
-                         idle_timeout=args.idle_timeout, call_timeout=args.call_timeout, busy_timeout=args.busy_timeout)
+                         idle_timeout=args.idle_timeout, call_timeout=args.call_timeout, busy_timeout=args.busy_timeout,
+                         workers=args.workers)
     except sqlite3.Error as exc:
         print(f"error: cannot open {args.db} as a SQLite database: {exc}", file=sys.stderr)
         return 2
