@@ -20,25 +20,29 @@ an earlier sampled task is skipped (the keys of :mod:`pipeline.stages.tasks`). S
 or when :data:`STALE_ROUNDS` rounds in a row found nothing new (the environment holds no more at that level, as
 far as the planner reaches), or after :data:`MAX_ROUNDS` rounds.
 
-The difficulty ladder (``metadata.level``; the first level whose test a task meets, from the top):
+The difficulty ladder (``metadata.level``): a task's structure gives its level, 1 to 4, from the top:
 
-====== ======================== ======================================================================== ===========
-level  name                     what the task asks                                                        distractors
-====== ======================== ======================================================================== ===========
-5      rule-bound               a write the environment's rules govern: the agent reads the rule's        all
-                                evidence before writing (an allowed governed write, or an allowed and a
-                                forbidden write in one request, the forbidden one refused)
-4      two goals or implicit    two or more writes (a compound request, a parent then its child), or the  8
-                                written row described, not named (``decide_write``: "the one with the
-                                latest due date": implicit intent)
-3      deep or computed         four or more calls (a write behind three or more reads of evidence), or   4
-                                an answer computed over a listing (a count, a sum)
-2      short chain              two or three calls: an id read before the call that needs it              2
-1      one call                 one call, every value stated                                              0
-====== ======================== ======================================================================== ===========
+===== ======================== ======================================================================== ===========
+level name                     what the task asks                                                       distractors
+===== ======================== ======================================================================== ===========
+4     two goals or implicit    two or more writes (a compound request, a parent then its child), or the 8
+                               row written described, not named (``decide_write``: "the one with the
+                               latest due date": implicit intent)
+3     deep or computed         four or more calls (a write behind three or more reads of evidence), or  4
+                               an answer computed over a listing (a count, a sum)
+2     short chain              two or three calls: an id read before the call that needs it             2
+1     one call                 one call, every value stated                                             0
+===== ======================== ======================================================================== ===========
+
+and the environment's rules add to it: a task whose writes a rule governs (the agent must judge each against the
+policy, reading the evidence a condition names) is one level up; a request that also asks for a write the rules
+forbid (``compound_rule``: the agent does the allowed part and refuses the other) is level 5, as is a level-4
+structure under a rule. Level 5 offers every tool of the environment. So an environment without rules has no level
+5, and levels 2 to 4 of one with rules hold some rule-bound tasks of a simpler structure.
 
 The axes, recorded per task in ``metadata.axes``: ``calls``, ``writes``, ``evidence`` (read calls per write;
-null for a question), ``rule_bound``, ``implicit`` and ``distractors``. Distractors are tools of the environment
+null for a question), ``rule_bound``, ``refuses``, ``implicit``, ``structure`` (the level without the rules) and
+``distractors``. Distractors are tools of the environment
 the task does not need: a task's ``tools`` holds the tools of its reference (and the tools of the writes its rules
 judge) plus ``k`` others drawn deterministically from its id and the seed, listed in the environment's order so
 their place tells nothing. Implicit intent is only the decision shape: the row a write changes is picked by a
@@ -58,6 +62,7 @@ nothing anywhere, so a variant where a memorised answer still holds gives no tas
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +88,8 @@ MAX_ROUNDS = 400
 LEVELS = (1, 2, 3, 4, 5)
 DISTRACTORS = {1: 0, 2: 2, 3: 4, 4: 8, 5: None}
 """Tools offered beyond those a task needs, per level (None: every tool of the environment)."""
-LEVEL_NAMES = {1: "one call", 2: "short chain", 3: "deep or computed", 4: "two goals or implicit", 5: "rule-bound"}
+LEVEL_NAMES = {1: "one call", 2: "short chain", 3: "deep or computed", 4: "two goals or implicit",
+               5: "refuse part, or two goals under a rule"}
 
 
 @dataclass(frozen=True)
@@ -95,31 +101,39 @@ class Axes:
     evidence: float | None
     """Read calls per write (None for a question)."""
     rule_bound: bool
+    """A rule governs a write the request asks for."""
+    refuses: bool
+    """The request also asks for a write the rules forbid (the agent must refuse it)."""
     implicit: bool
     """The row written is described by a property, not named (``decide_write``)."""
     computed: bool
     """The answer is computed over a listing (``aggregate``)."""
 
     @property
-    def level(self) -> int:
-        if self.rule_bound:
-            return 5
+    def structure(self) -> int:
+        """The level of the task's structure alone, 1 to 4."""
         if self.writes >= 2 or self.implicit:
             return 4
         if self.calls >= 4 or self.computed:
             return 3
         return 2 if self.calls >= 2 else 1
 
+    @property
+    def level(self) -> int:
+        return 5 if self.refuses else min(5, self.structure + self.rule_bound)
+
     def to_json(self, distractors: int) -> dict[str, Any]:
         return {"calls": self.calls, "writes": self.writes, "evidence": self.evidence, "rule_bound": self.rule_bound,
-                "implicit": self.implicit, "distractors": distractors}
+                "refuses": self.refuses, "implicit": self.implicit, "structure": self.structure,
+                "distractors": distractors}
 
 
 def axes_of(env: Environment, chain: Chain) -> Axes:
     writes = sum(1 for c in chain.calls if env.tool(c.tool).kind == "write")
     reads = len(chain.calls) - writes
     return Axes(calls=len(chain.calls), writes=writes, evidence=round(reads / writes, 2) if writes else None,
-                rule_bound=bool(chain.rules), implicit=chain.shape == "decide_write",
+                rule_bound=bool(chain.rules), refuses=any(r["verdict"] == "forbids" for r in chain.rules),
+                implicit=chain.shape == "decide_write",
                 computed=chain.shape == "aggregate")
 
 
@@ -188,7 +202,7 @@ class Sample:
                 "writes": self.want.writes, "rounds": self.rounds, "exhausted": self.exhausted, "tried": self.tried,
                 "first_repeat": self.first_repeat,
                 "refused": dict(sorted(self.refused.items())),
-                "levels": {str(k): v for k, v in sorted(_count(t.metadata.get("level") for t in self.tasks).items())}}
+                "levels": {str(k): v for k, v in sorted(Counter(t.metadata.get("level") for t in self.tasks).items())}}
 
 
 class SamplingPlanner(Planner):
@@ -233,13 +247,6 @@ def read_excluded(paths: Sequence[str | Path], env_id: str) -> list[Task]:
         if not path.is_file():
             raise EnvDirError(f"{path}: no such task file")
         out += [t for t in read_tasks(path, error=EnvDirError) if t.env_id == env_id]
-    return out
-
-
-def _count(items: Iterable[Any]) -> dict[Any, int]:
-    out: dict[Any, int] = {}
-    for x in items:
-        out[x] = out.get(x, 0) + 1
     return out
 
 

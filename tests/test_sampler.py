@@ -112,23 +112,30 @@ def test_levels_ask_for_different_things(name: str) -> None:
         for t in tasks:
             ax, shape = t.metadata["axes"], t.metadata["shape"]
             assert t.metadata["level"] == lvl
-            if lvl == 1:
-                assert ax["calls"] == 1 and not ax["rule_bound"]
-            elif lvl == 2:
-                assert 2 <= ax["calls"] <= 3 and ax["writes"] <= 1 and not ax["rule_bound"]
-            elif lvl == 3:
+            s = ax["structure"]
+            if s == 1:
+                assert ax["calls"] == 1
+            elif s == 2:
+                assert 2 <= ax["calls"] <= 3 and ax["writes"] <= 1
+            elif s == 3:
                 assert (ax["calls"] >= 4 or shape == "aggregate") and ax["writes"] <= 1 and not ax["implicit"]
-            elif lvl == 4:
-                assert ax["writes"] >= 2 or ax["implicit"]
             else:
-                assert ax["rule_bound"] and t.metadata["rules"]
+                assert s == 4 and (ax["writes"] >= 2 or ax["implicit"])
+            assert ax["rule_bound"] == bool(t.metadata.get("rules"))
+            assert ax["refuses"] == any(r["verdict"] == "forbids" for r in t.metadata.get("rules", []))
+            # a rule over a write adds a level; a request to refuse in part is level 5
+            assert lvl == (5 if ax["refuses"] else min(5, s + ax["rule_bound"]))
             assert ax["distractors"] == len(t.metadata["distractors"])
     present = [lvl for lvl, ts in by_level.items() if ts]
     assert len(present) >= 4, {lvl: len(ts) for lvl, ts in by_level.items()}
     # deeper levels need more calls and offer more tools the task does not need
     mean = {lvl: sum(t.metadata["steps"] for t in ts) / len(ts) for lvl, ts in by_level.items() if ts}
     assert mean[1] == 1 and mean[2] > mean[1] and max(mean.values()) >= 3
-    if not env.rules:
+    distract = {lvl: max(len(t.metadata["distractors"]) for t in ts) for lvl, ts in by_level.items() if ts}
+    assert sorted(distract.values()) == [distract[lvl] for lvl in sorted(distract)]
+    if env.rules:
+        assert any(t.metadata["axes"]["refuses"] for t in by_level[5])
+    else:
         assert not by_level[5]
 
 

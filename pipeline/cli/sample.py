@@ -18,7 +18,8 @@ def register(main: click.Group) -> None:
     @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same tasks, byte for byte.")
     @click.option("--level", type=click.IntRange(1, 5), default=None,
                   help="Difficulty level 1-5 (the ladder in `pipeline.sampler`: one call, short chain, deep or "
-                  "computed, two goals or implicit, rule-bound); default: any.")
+                  "computed, two goals or implicit; a rule over a write one level up; 5: refuse part of a request, or two goals "
+                  "under a rule); default: any.")
     @click.option("--tier", type=click.IntRange(1, 3), default=None, help="Task tier 1-3 instead of a level.")
     @click.option("--writes", type=click.IntRange(0), default=None, help="Only tasks with exactly this many writes.")
     @click.option("--exclude", "exclude", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
