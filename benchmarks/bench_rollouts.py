@@ -17,9 +17,10 @@ write one: ``reset`` and ``step`` return a constant observation, ``submit`` ends
 defaults otherwise) and drives it with the same driver and the same episodes, the two servers alternating within
 the run (``--rounds`` each), and prints the ratio of the medians of episodes per second.
 
-Printed per run: sessions, wall time, episodes per second, server CPU seconds, server RSS before and with every
-session open (per session, and for the export per session on top of its database's own size), and how many
-episodes earned reward 1 (every one should: they replay the reference solution).
+Printed per run: sessions, wall time, episodes per second, server and driver CPU seconds, server RSS before and
+with every session open (per session; for the export also per session on top of its database's own size in
+memory, ``db_in_memory_kib``: what one in-memory copy takes, measured here), and how many episodes earned reward
+1 (every one should: they replay the reference solution).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ async def main():
     wall = time.perf_counter() - t0
     print(json.dumps({"open_s": round(t_open, 2), "wall_s": round(wall, 2), "rss_open_mib": round(peak, 1),
                       "rewarded": sum(1 for r in rewards if r == 1), "finished": len(rewards),
-                      "errors": len(errors), "first_error": errors[0] if errors else None}))
+                      "errors": len(errors), "first_error": errors[0] if errors else None,
+                      "client_cpu_s": round(time.process_time(), 1)}))
 
 asyncio.run(main())
 '''
@@ -181,6 +183,69 @@ def _wait_up(url: str, server: subprocess.Popen) -> None:
             time.sleep(0.2)  # polling for readiness
 
 
+def db_in_memory_kib(path: Path, n: int = 300) -> float:
+    """What one in-memory copy of the database takes in this process (SQLite's page cache holding it): RSS
+    of ``n`` copies minus ``n`` empty connections, per copy."""
+    import gc
+    import sqlite3
+
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+    def per(fill: bool) -> float:
+        gc.collect()
+        before = _rss_mib(os.getpid())
+        conns = [sqlite3.connect(":memory:") for _ in range(n)]
+        for c in conns:
+            if fill:
+                src.backup(c)
+            c.execute("SELECT 1").fetchall()
+        used = (_rss_mib(os.getpid()) - before) * 1024 / n
+        for c in conns:
+            c.close()
+        return used
+
+    empty, full = per(False), per(True)
+    src.close()
+    return full - empty
+
+
+def reward_ms(pkg: Path, script: dict, repeat: int = 20) -> dict:
+    """Milliseconds per submit of the reward on each task's final database (its reference replayed), in this
+    process with the export's own taskrt: as ``reward.score`` was before issue 32 (the schema read, every row of
+    every table) and as the server scores now (cached layouts, only the tables outside ``mutable_tables`` a
+    statement may have written); the same scores."""
+    sys.path.insert(0, str(pkg))
+    try:
+        from server import taskrt  # type: ignore[import-not-found]  # the export's vendored runtime
+    finally:
+        sys.path.remove(str(pkg))
+    from verify.replay import resolve
+
+    reward = taskrt.reward
+    b = taskrt.Bundle(pkg / "data")
+    initial = b.initial_snapshot()
+    before = now = 0.0
+    for task_id, t in script.items():
+        session, outcomes = taskrt.Session(b), []
+        for c in t["calls"]:
+            outcomes.append(session.call(c["tool"], resolve(c["arguments"], outcomes)))
+        task, conn = b.task(task_id), session.conn
+        frozen = sorted(set(initial) - set(task["verifier"].get("mutable_tables") or []))
+        t0 = time.perf_counter()
+        for _ in range(repeat):  # before: the goals and gates, then the schema and every row of every table
+            old = reward.score(dict(task["verifier"], mutable_tables=list(initial)), conn, answer=t["reply"])
+            moved = reward.changed_tables(initial, reward.snapshot(conn), frozen)
+        t1 = time.perf_counter()
+        for _ in range(repeat):
+            new = b.score(task, conn, answer=t["reply"])
+        t2 = time.perf_counter()
+        assert new.reward == (0.0 if moved else old.reward) and new.passed, (task_id, new)
+        before, now = before + t1 - t0, now + t2 - t1
+        session.close()
+    n = repeat * len(script)
+    return {"before_ms": round(before / n * 1000, 3), "now_ms": round(now / n * 1000, 3)}
+
+
 def run_once(python: Path, app_dir: Path, sessions: int, tmp: Path, submit: str) -> dict:
     """Serve ``app_dir`` (``uvicorn server.app:app``), drive ``sessions`` episodes, stop it: the driver's figures
     plus the server's idle RSS and CPU seconds over the drive."""
@@ -241,7 +306,9 @@ def main() -> None:
     (base / "server" / "__init__.py").write_text("")
     (base / "server" / "app.py").write_text(BASELINE_APP)
     db_kib = (pkg / "data" / "initial.db").stat().st_size / 1024
+    db_mem_kib = db_in_memory_kib(pkg / "data" / "initial.db")
 
+    reward = reward_ms(pkg, script)
     runs: dict[str, list[dict]] = {"export": [], "baseline": []}
     for r in range(args.rounds):
         order = [("export", pkg), ("baseline", base)] if args.baseline else [("export", pkg)]
@@ -256,11 +323,12 @@ def main() -> None:
         return round(statistics.median(values), 1) if values else None
 
     out = {"sessions": args.sessions, "env": env_id, "tasks": len(script), "rounds": args.rounds,
-           "db_kib": round(db_kib, 1), "runs": runs,
+           "db_kib": round(db_kib, 1), "db_in_memory_kib": round(db_mem_kib, 1), "reward_per_submit": reward,
+           "runs": runs,
            "export": {k: med("export", k) for k in ("episodes_per_s", "open_s", "server_cpu_s", "rss_open_mib",
                                                     "rss_per_session_kib")},
            "load_1min": os.getloadavg()[0]}
-    out["export"]["overhead_per_session_kib"] = round(out["export"]["rss_per_session_kib"] - db_kib, 1)
+    out["export"]["overhead_per_session_kib"] = round(out["export"]["rss_per_session_kib"] - db_mem_kib, 1)
     out["export"]["rewarded"] = min(x["rewarded"] for x in runs["export"])
     if args.baseline:
         out["baseline"] = {k: med("baseline", k) for k in ("episodes_per_s", "open_s", "server_cpu_s",

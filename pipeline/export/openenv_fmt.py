@@ -100,7 +100,10 @@ these. A call that could not run as sent fills `error` (`tool_not_found`, `inval
 parameter, `execution_error`); a refusal by one of the application's rules is the tool's answer:
 `ok` false, `error` null, the message in `result`. Every WebSocket session gets its own copy of the
 database. `ENVFOUNDRY_PARTIAL_CREDIT=1` rewards the share of goals met instead of 1/0;
-`ENVFOUNDRY_MAX_SESSIONS` bounds concurrent sessions (default 64).
+`ENVFOUNDRY_MAX_SESSIONS` bounds concurrent sessions (default 64). Sessions own no thread: their tool
+calls and rewards run on one pool of `ENVFOUNDRY_WORKERS` threads (default the number of cores, at least
+2), and a call is stopped after `ENVFOUNDRY_CALL_TIMEOUT` seconds (default 10), so a slow call cannot
+stall the other sessions.
 
 Tools: {tools}. Task ids, splits, tiers and pass rates: `data/tasks.jsonl`, `data/task_info.json`.
 """

@@ -30,10 +30,12 @@ app = create_app(
 
 # Warm-up: the bundle (tasks, initial snapshot, table layouts, the pristine database) is read now, then
 # everything alive is moved out of the garbage collector's view (gc.freeze), so its collections, which
-# sessions' short-lived objects trigger often, no longer walk these long-lived objects each time.
+# sessions' short-lived objects trigger often, no longer walk these long-lived objects each time
+# (ENVFOUNDRY_GC_FREEZE=0: not frozen).
 bundle().initial_snapshot()
-gc.collect()
-gc.freeze()
+if os.environ.get("ENVFOUNDRY_GC_FREEZE", "1") != "0":
+    gc.collect()
+    gc.freeze()
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ class EnvFoundryEnvironment(Environment):
 
     def __init__(self) -> None:
         super().__init__()
-        self._session = None
+        self._session: taskrt.Session | None = None
         self._task: dict[str, Any] | None = None
         self._state = EnvFoundryState()
         self.partial = os.environ.get("ENVFOUNDRY_PARTIAL_CREDIT", "0") == "1"
