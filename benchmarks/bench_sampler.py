@@ -51,6 +51,7 @@ def main() -> None:
                      "first_repeat": got.first_repeat, "refused": got.refused, "cpu_s": round(cpu, 2),
                      "wall_s": round(wall, 2), "tasks_per_cpu_s": round(len(got.tasks) / cpu, 2) if cpu else None,
                      "peak_rss_mib": round(peak_rss_mib(), 1)})
+        print(f"level {level}: {len(got.tasks)} tasks in {cpu:.1f} CPU s", file=sys.stderr, flush=True)
     total = sum(r["found"] for r in rows)
     cpu_total = sum(r["cpu_s"] for r in rows)
     print(f"envfoundry sample on {env_dir.name} (n={args.n} per level, seed {args.seed}; {platform.processor() or ''}"
