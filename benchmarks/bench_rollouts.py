@@ -172,10 +172,10 @@ def _cpu_s(pid: int) -> float:
 
 
 def _wait_up(url: str, server: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a loaded machine starts it slowly
     while True:
         try:
-            urllib.request.urlopen(url + "/health", timeout=1).read()
+            urllib.request.urlopen(url + "/health", timeout=5).read()
             return
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
@@ -281,6 +281,8 @@ def main() -> None:
     ap.add_argument("--catalog", default=str(ROOT / "generated" / "quickstart"))
     ap.add_argument("--baseline", action="store_true", help="also a do-nothing OpenEnv env, alternating; the ratio")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each server (alternating with --baseline)")
+    ap.add_argument("--also", type=Path, metavar="PKG", help="another OpenEnv export of the same environment (e.g. "
+                    "made by an older envfoundry), served and driven the same way in the same rounds")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -309,14 +311,15 @@ def main() -> None:
     db_mem_kib = db_in_memory_kib(pkg / "data" / "initial.db")
 
     reward = reward_ms(pkg, script)
-    runs: dict[str, list[dict]] = {"export": [], "baseline": []}
+    runs: dict[str, list[dict]] = {"export": [], "baseline": [], "also": []}
     for r in range(args.rounds):
         order = [("export", pkg), ("baseline", base)] if args.baseline else [("export", pkg)]
+        if args.also:
+            order.append(("also", args.also.resolve()))
         for kind, app_dir in order if r % 2 == 0 else order[::-1]:
             res = run_once(python, app_dir, args.sessions, tmp, submit)
             runs[kind].append(res)
-            if not args.json:
-                print(f"{kind:>8} run {r + 1}: {json.dumps(res)}", file=sys.stderr, flush=True)
+            print(f"{kind:>8} run {r + 1}: {json.dumps(res)}", file=sys.stderr, flush=True)
 
     def med(kind: str, key: str) -> float | None:
         values = [x[key] for x in runs[kind] if x.get(key) is not None]
@@ -334,6 +337,11 @@ def main() -> None:
         out["baseline"] = {k: med("baseline", k) for k in ("episodes_per_s", "open_s", "server_cpu_s",
                                                            "rss_open_mib", "rss_per_session_kib")}
         out["ratio"] = round(out["export"]["episodes_per_s"] / out["baseline"]["episodes_per_s"], 3)
+    if args.also:
+        out["also"] = {k: med("also", k) for k in ("episodes_per_s", "open_s", "server_cpu_s", "rss_open_mib",
+                                                   "rss_per_session_kib")}
+        if args.baseline:
+            out["also_ratio"] = round(out["also"]["episodes_per_s"] / out["baseline"]["episodes_per_s"], 3)
     if args.json:
         print(json.dumps(out))
     else:

@@ -112,7 +112,7 @@ def _cpu_s(pid: int) -> float:
 def run_once(argv: list[str], port: int, tmp: Path, args: argparse.Namespace, calls: list[dict]) -> dict:
     server = subprocess.Popen(argv, cwd=tmp, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a loaded machine starts it slowly
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
@@ -141,6 +141,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--catalog", default=str(ROOT / "generated" / "quickstart"))
+    ap.add_argument("--also", type=Path, metavar="SERVER_PY", help="another server.py of the same environment (e.g. "
+                    "rendered by an older envfoundry), served and loaded the same way in the same rounds")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -165,6 +167,10 @@ def main() -> None:
                                    str(port), "--max-sessions", str(args.clients + 8)],
         "bare": lambda port: [sys.executable, str(tmp / "bare.py"), str(port)],
     }
+    if args.also:
+        shutil.copyfile(args.also, tmp / "also.py")
+        servers["also"] = lambda port: [sys.executable, str(tmp / "also.py"), "--db", str(tmp / "live.db"), "--port",
+                                        str(port), "--max-sessions", str(args.clients + 8)]
     runs: dict[str, list[dict]] = {k: [] for k in servers}
     for r in range(args.rounds):
         order = list(servers) if r % 2 == 0 else list(servers)[::-1]
@@ -172,13 +178,15 @@ def main() -> None:
             port = _free_port()
             res = run_once(servers[kind](port), port, tmp, args, calls)
             runs[kind].append(res)
-            if not args.json:
-                print(f"{kind:>9} run {r + 1}: {json.dumps(res)}", file=sys.stderr, flush=True)
+            print(f"{kind:>9} run {r + 1}: {json.dumps(res)}", file=sys.stderr, flush=True)
     med = {k: round(statistics.median(x["calls_per_s"] for x in v), 1) for k, v in runs.items()}
     out = {"clients": args.clients, "env": env_id, "calls": len(calls), "rounds": args.rounds, "runs": runs,
            "server_calls_per_s": med["server.py"], "bare_calls_per_s": med["bare"],
            "ratio": round(med["server.py"] / med["bare"], 3),
            "errors": sum(x["errors"] for v in runs.values() for x in v), "load_1min": os.getloadavg()[0]}
+    if args.also:
+        out["also_calls_per_s"] = med["also"]
+        out["also_ratio"] = round(med["also"] / med["bare"], 3)
     if args.json:
         print(json.dumps(out))
     else:
