@@ -153,4 +153,13 @@ def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
                     rules=_verdicts(p.env, a.calls[-1], []) + _verdicts(p.env, b.calls[-1], forbid))
 
 
-RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules}
+def decide_rules(p: Planner, seed: int) -> Iterator[Chain]:
+    """Single governed writes the rules allow, looked for over more rows than the plain write shapes try (a rule
+    that forbids most rows, "fiction books cannot be loaned", would otherwise leave its tool in no task): each a
+    decide task, with the verdicts of its write."""
+    for ch, forbid in _governed_writes(p, seed):
+        if not forbid:
+            yield replace(ch, rules=_verdicts(p.env, ch.calls[-1], []))
+
+
+RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules, "decide_rule": decide_rules}
