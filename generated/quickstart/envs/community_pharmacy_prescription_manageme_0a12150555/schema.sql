@@ -1,5 +1,5 @@
--- community_pharmacy_prescription_manageme_a5e331bc4f: Community Pharmacy Prescription Management
-CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, age INTEGER CHECK (age >= 0), gender TEXT NOT NULL CHECK (gender IN ('male', 'female')), medical_history TEXT, allergies TEXT, medications TEXT, stock TEXT) STRICT;
+-- community_pharmacy_prescription_manageme_0a12150555: Community Pharmacy Prescription Management
+CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, age INTEGER CHECK (age >= 0), gender TEXT NOT NULL CHECK (gender IN ('male', 'female')), medical_history TEXT, allergies TEXT, medications TEXT) STRICT;
 
 CREATE TABLE medications ( medication_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, description TEXT, quantity REAL NOT NULL CHECK (quantity > 0), stock TEXT) STRICT;
 
