@@ -47,7 +47,22 @@ def example_inputs(d: Path) -> tuple[Path, dict[str, Any]]:
     d.mkdir(parents=True, exist_ok=True)
     seed_file = d / "seeds.txt"
     seed_file.write_text("".join(f"{n}: {desc}\n" if desc else f"{n}\n" for n, desc in seeds), encoding="utf-8")
-    return seed_file, json.loads(config)["stages"]
+    return seed_file, embedded_budget(json.loads(config)["stages"])
+
+
+def embedded_budget(stages: dict[str, Any]) -> dict[str, Any]:
+    """``stages`` with the tester's context budget the embedded model had when the example was made (its n_ctx
+    less the reply and a margin, ``verify.agent.context_budget``): the simulated endpoint stands in for it, and a
+    remote endpoint has no budget of its own, so a long attempt would otherwise send its whole conversation where
+    the example's run had cut old tool results to fit."""
+    from pipeline.config import LLMSettings
+    from pipeline.settings import TesterSettings
+
+    tester = TesterSettings(**stages.get("tester", {}))
+    if tester.context_budget is not None:
+        return stages
+    budget = LLMSettings().n_ctx - tester.max_tokens - 64
+    return {**stages, "tester": {**stages.get("tester", {}), "context_budget": budget}}
 
 
 def config_file(d: Path, stages: dict[str, Any]) -> Path:

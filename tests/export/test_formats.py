@@ -421,3 +421,49 @@ def test_pyprojects_read_back_llm_written_names(tmp_path):
         assert doc["tool"]["envfoundry"] == {"env_id": env.env_id, "scenario": name}
         assert doc["project"]["description"].endswith(': The "Quoted" \\ Library Desk = [x]')
         assert doc["project"]["name"].startswith("envfoundry-")
+
+
+def test_every_format_gives_the_policy_as_the_system_prompt(tmp_path):
+    """An environment with rules (the permit office, its rules picked by code) puts policy.md's text where each
+    trainer reads the system prompt: veRL's prompt, the SFT transcript, the verifiers package's export.json and the
+    OpenEnv server's metadata; an environment without rules keeps the plain prompt."""
+    from pipeline.envdir import write_env_dir
+    from pipeline.llm import fake_client
+    from pipeline.settings import BuildSettings, TaskSettings
+    from pipeline.stages.policy import make_policy
+    from pipeline.stages.tasks import generate_tasks
+    from tests.fixtures.permits import permit_env
+    from verify.policy import policy_text
+
+    env = make_policy(permit_env(), fake_client([{"rules": []}] * 9), BuildSettings(policy=True)).value
+    tasks = generate_tasks(env, fake_client([{"user_request": "no"}] * 200),
+                           settings=TaskSettings(n_tasks=4, rule_tasks=True, max_attempts=1)).value
+    root = build_catalog(tmp_path / "cat")  # the library: no rules
+    write_env_dir(env, root / "envs" / env.env_id, tasks=tasks, report={"source": "tests/export"})
+    policy = policy_text(env)
+    assert policy and (root / "envs" / env.env_id / "policy.md").read_text().strip() == policy
+    assert all(t.metadata["policy"] == policy for t in tasks)
+    cat = load_catalog(root)
+    out = tmp_path / "out"
+    for fmt in ("verifiers", "openenv", "verl", "jsonl"):
+        export_catalog(cat, fmt, out / fmt)
+    systems: dict[str, list[tuple[str, str]]] = {
+        "verl": [(r["extra_info"]["task_id"], r["prompt"][0]["content"]) for p in (out / "verl").glob("*/*.parquet")
+                 for r in pq.read_table(p).to_pylist()],
+        "jsonl": [(r["task_id"], r["messages"][0]["content"])
+                  for r in map(json.loads, (out / "jsonl" / "sft.jsonl").read_text().splitlines())],
+        "verifiers": [(p.parent.parent.name, json.loads(p.read_text())["system_prompt"])
+                      for p in (out / "verifiers").rglob("data/export.json")],
+    }
+    ruled = {t.task_id for t in tasks}
+    for fmt, pairs in systems.items():
+        assert pairs, fmt
+        for key, system in pairs:
+            has = policy in system
+            if fmt == "verifiers":
+                assert has == (env.env_id.replace("-", "_") in key or env.env_id in key), (fmt, key)
+            else:
+                assert has == (key in ruled), (fmt, key)
+    openenv = {p.parent.parent.name: json.loads(p.read_text())["system_prompt"]
+               for p in (out / "openenv").rglob("data/export.json")}
+    assert len(openenv) == 2 and sum(policy in s for s in openenv.values()) == 1, openenv
