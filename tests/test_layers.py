@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("stages", {"pipeline.stages"}),
     ("graph", {"pipeline.graph"}),
     ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers
-    ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.envcheck", "pipeline.export", "pipeline.report"}),
+    ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.envcheck", "pipeline.export", "pipeline.report",
+             "pipeline.sampler", "pipeline.perturb"}),  # the sampler plans and proves over an env dir, as eval reads one
     ("cli", {"pipeline.cli"}),
 ]
 RANK = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}

@@ -65,11 +65,19 @@ def embedded_budget(stages: dict[str, Any]) -> dict[str, Any]:
     return {**stages, "tester": {**stages.get("tester", {}), "context_budget": budget}}
 
 
+def toml_value(v: Any) -> str:
+    """A setting's value in TOML: a dict as an inline table (``[stages.tasks] tiers``: ``{"1" = 0.3, ...}``), the
+    rest as JSON writes it (str, int, float, bool and lists of them are written alike in JSON and TOML)."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps(v)
+
+
 def config_file(d: Path, stages: dict[str, Any]) -> Path:
     """``stages`` as a TOML config file for the CLI, sending nothing ahead (see ``plan``)."""
     lines = ["[llm]", "prefetch = false"]
     for stage, values in sorted(stages.items()):
-        lines += [f"[stages.{stage}]"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(values.items())]
+        lines += [f"[stages.{stage}]"] + [f"{k} = {toml_value(v)}" for k, v in sorted(values.items())]
     path = d / "config.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

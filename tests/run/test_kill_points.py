@@ -37,6 +37,7 @@ import pytest
 
 from pipeline.hashing import canonical_json
 from pipeline.llm.client import completion_json
+from tests.executor.example_run import embedded_budget, toml_value
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "generated" / "quickstart"
@@ -142,12 +143,6 @@ def llm() -> Iterator[RecordedLLM]:
     server.close()
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, dict):
-        raise AssertionError(f"a nested setting in the example's config: {v!r}")
-    return json.dumps(v)  # str, int, float, bool and lists of them are written alike in JSON and TOML
-
-
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The seed file and config of the example's run, as its catalog.db recorded them (so the recorded replies
@@ -162,10 +157,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     seed_file = d / "seeds.txt"
     seed_file.write_text("".join(f"{n}: {desc}\n" if desc else f"{n}\n" for n, desc in seeds))
     cfg = json.loads(config)
-    lines = ["[llm]"] + [f"{k} = {_toml_value(cfg['llm'][k])}" for k in SAMPLING[2:] + ("validation_retries",)]
+    lines = ["[llm]"] + [f"{k} = {toml_value(cfg['llm'][k])}" for k in SAMPLING[2:] + ("validation_retries",)]
     lines.append("prefetch = false")  # every request made must be a recorded one (no speculative ones)
-    for stage, values in sorted(cfg["stages"].items()):
-        lines += [f"[stages.{stage}]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(values.items())]
+    for stage, values in sorted(embedded_budget(cfg["stages"]).items()):
+        lines += [f"[stages.{stage}]"] + [f"{k} = {toml_value(v)}" for k, v in sorted(values.items())]
     config_file = d / "config.toml"
     config_file.write_text("\n".join(lines) + "\n")
     return seed_file, config_file
