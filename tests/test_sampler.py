@@ -266,7 +266,7 @@ def test_perturbed_samples_prove_on_their_own_database_and_change_answers(tmp_pa
 
 def test_cli_perturb_writes_the_databases_beside_the_tasks(tmp_path: Path, no_llm: None) -> None:
     if not QUICKSTART:
-        pytest.skip("no example environment")
+        pytest.fail("the committed example catalog generated/quickstart has no environment")
     out = tmp_path / "s.jsonl"
     r = CliRunner().invoke(cli, ["sample", str(QUICKSTART[0]), "--n", "3", "--seed", "2", "--perturb", "--out",
                                  str(out)])
@@ -285,7 +285,7 @@ def test_the_independent_checker_passes_sampled_tasks(tmp_path: Path) -> None:
     from tests.test_server_check_envs import CHECKER
 
     if not QUICKSTART:
-        pytest.skip("no example environment")
+        pytest.fail("the committed example catalog generated/quickstart has no environment")
     d = tmp_path / QUICKSTART[0].name
     shutil.copytree(QUICKSTART[0], d)
     tasks = [t for lvl in (1, 2, 3, 4, 5) for t in sample_env_dir(d, 3, seed=11, want=Want(level=lvl)).tasks]

@@ -38,7 +38,7 @@ from verify import reward
 from verify.derive import COUNT, tables_used
 from verify.evaluate import evaluate, render_answer
 from verify.replay import Run, call_once, describe_call, fresh, play
-from verify.state import TableInfo, diff, id_table, qi, sort_key
+from verify.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
 
 ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference",
                     "overreach", "blind"]
@@ -213,12 +213,20 @@ def overreach_calls(env: Environment, task: Task, *,
     writes the task's rules forbid, then every write tool of the environment called on the values the request
     names (its arguments and the fields of the rows it read), each with the first of its argument sets
     (:func:`_variants`) that changes the state where it is called (a tool none of whose sets does is left out)."""
+    concrete, extra, _ = _overreach(env, task, initial_db)
+    return concrete, extra
+
+
+def _overreach(env: Environment, task: Task,
+               initial_db: str | Path | None) -> tuple[list[ToolCall], list[ToolCall], Snapshot]:
+    """:func:`overreach_calls`, and the state the reference leaves."""
     forbidden = forbidden_writes(task)
     extra: list[ToolCall] = list(forbidden)
     with fresh(env, initial_db) as run:
         play(run, list(task.reference_solution), changes=False)
         concrete = [r.call for r in run.records]
         known = _known(run)
+        ref_final = run.final()
         play(run, forbidden, stop_on_error=False, changes=False)
         for tool in sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name):
             for args in _variants(tool, known):
@@ -229,13 +237,19 @@ def overreach_calls(env: Environment, task: Task, *,
                 if call_once(run, call, changes=False).ok and diff(before, run.final()):
                     extra.append(call)
                     break
-    return concrete, extra
+    return concrete, extra, ref_final
 
 
 def blind_calls(env: Environment, task: Task, *, initial_db: str | Path | None = None) -> list[ToolCall]:
     """What an agent that does everything the request asks without reading anything calls: the reference's writes
     (with the values the request names) and the writes the rules forbid."""
-    concrete, _ = overreach_calls(env, task, initial_db=initial_db)
+    with fresh(env, initial_db) as run:
+        play(run, list(task.reference_solution), changes=False)
+        concrete = [r.call for r in run.records]
+    return _blind(env, task, concrete)
+
+
+def _blind(env: Environment, task: Task, concrete: list[ToolCall]) -> list[ToolCall]:
     return [c for c in concrete if _kind(env, c.tool) == "write"] + forbidden_writes(task)
 
 
@@ -245,14 +259,11 @@ def rule_panel(env: Environment, task: Task, *, initial_db: str | Path | None = 
     would earn the task's reward."""
     v = task.verifier
     given = render_answer(v.answer) if v.answer is not None else None
-    concrete, extra = overreach_calls(env, task, initial_db=initial_db)
-    with fresh(env, initial_db) as run:
-        play(run, concrete, changes=False)
-        ref_final = run.final()
+    concrete, extra, ref_final = _overreach(env, task, initial_db)
     panel: list[tuple[ProofName, list[ToolCall], int]] = [("overreach", concrete + extra, len(concrete))]
     forbidden = forbidden_writes(task)
     if forbidden:
-        blind = blind_calls(env, task, initial_db=initial_db)
+        blind = _blind(env, task, concrete)
         panel.append(("blind", blind, len(blind) - len(forbidden)))
     out: list[ProofResult] = []
     for name, calls, n_base in panel:
