@@ -24,6 +24,7 @@ from pipeline.runtime import EnvInstance
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, user
 from pipeline.stages.rulegen import Checked, check, propose
+from pipeline.stages.wording import copied_words
 
 STAGE = "policy"
 PROMPT = "policy"
@@ -122,7 +123,8 @@ def reply_model(ids: Sequence[str], low: int, high: int) -> type[BaseModel]:
 
 
 def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] | None, str | None]:
-    """The (id, message) pairs of a reply, or why it does not work."""
+    """The (id, message) pairs of a reply, or why it does not work: a message in plain words (no braces, no tool
+    or snake_case name, no run of :data:`~pipeline.stages.wording.COPIED_WORDS` words of a tool's description)."""
     got = [(r.id, " ".join(r.message.split())) for r in reply.rules]
     ids = [i for i, _ in got]
     if len(set(ids)) < len(ids):
@@ -136,6 +138,12 @@ def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] |
             return None, f"the message of {rid} names {', '.join(named)}; say it in plain words, as a clerk would"
         if len(text.split()) < 3:
             return None, f"the message of {rid} is not a sentence"
+        # the candidate lines show each tool's description: a message that repeats it says what the tool does,
+        # not the rule (seen: "Set the status of a case; returns the case as changed")
+        for tool in env.tools:
+            if run := copied_words(text, tool.description):
+                return None, (f"the message of {rid} copies the words {run!r} of an action's description; say the "
+                              "rule in your own words, as a clerk would")
     return got, None
 
 

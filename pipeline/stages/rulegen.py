@@ -13,12 +13,14 @@ that returns a row when the call is forbidden:
   seeded values of its column);
 * ``precondition``: the subject's date is past (or still to come), or a date the call writes is in the past.
 
-Nothing reads meaning into names: which value, column or threshold matters is left to the LLM's pick
-(``pipeline.stages.policy``); code only makes sure each candidate holds. :func:`check` runs the governed tool on
-argument sets drawn from the seeded rows (the Sampler's, plus the probed parameter set to rows the condition
-holds and does not hold for), each call on the initial state, once permissive and once with the rule as its first
-guard (``pipeline.runtime.policy``, the engine's read-only authorizer): a candidate is kept only with a call that
-works and that the rule allows, and one that works and that the rule refuses with its message.
+No candidate is on a column that names a row rather than measures it (:func:`key_column`: a primary key, a
+foreign key, a column named ``id`` or ``*_id``). Beyond that nothing reads meaning into names: which value, column
+or threshold matters is left to the LLM's pick (``pipeline.stages.policy``); code only makes sure each candidate
+holds. :func:`check` runs the governed tool on argument sets drawn from the seeded rows (the Sampler's, plus the
+probed parameter set to rows the condition holds and does not hold for), each call on the initial state, once
+permissive and once with the rule as its first guard (``pipeline.runtime.policy``, the engine's read-only
+authorizer): a candidate is kept only with a call that works and that the rule allows, and one that works and that
+the rule refuses with its message.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pipeline.runtime import EnvInstance, engine, policy
 from pipeline.runtime import static_checks as checks
 from pipeline.runtime.schemas import served_tools
 from pipeline.stages.exercise import Sampler
+from pipeline.stages.planner.aggregates import id_named
 from pipeline.stages.schema import Column
 from verify import reward
 from verify.state import diff, qi
@@ -129,6 +132,13 @@ def updated_columns(env: ir.Environment) -> set[tuple[str, str]]:
     return out
 
 
+def key_column(c: Column) -> bool:
+    """A column that names a row rather than measures it: a primary key (or part of one), a foreign key, or a
+    column named as an id (``court_id`` left without its ``REFERENCES`` when the table it named was dropped). No
+    threshold, limit or state is proposed on one ("court id cannot be above 12")."""
+    return bool(c.pk) or c.ref is not None or id_named(c.name)
+
+
 class Finder:
     """The candidates of one environment, read from the initial state on ``conn``."""
 
@@ -153,13 +163,15 @@ class Finder:
         return bool(vals) and all(isinstance(v, str) and _DATE.match(v) for v in vals)
 
     def numeric(self, c: Column) -> bool:
-        return c.type.upper() in ("INTEGER", "REAL", "INT") and not c.pk and c.ref is None and c.enum is None
+        """A number column a threshold can be set on: not a key, not a reference, not listed."""
+        return c.type.upper() in ("INTEGER", "REAL", "INT") and not key_column(c) and c.enum is None
 
     def enums(self, table: str) -> list[tuple[Column, list[Any]]]:
-        """CHECK-listed columns of ``table`` whose seeded rows hold at least two of the listed values."""
+        """CHECK-listed columns of ``table`` (not keys nor references) whose seeded rows hold at least two of the
+        listed values."""
         out = []
         for c in self.columns(table):
-            if c.enum and c.ref is None:
+            if c.enum and not key_column(c):
                 held = [v for v in c.enum if self.conn.execute(
                     f"SELECT 1 FROM {qi(table)} WHERE {qi(c.name)} = ? LIMIT 1", (v,)).fetchone()]
                 if len(held) >= 2:
@@ -188,7 +200,7 @@ class Finder:
         for u in self.sampler.uses(tool).get(p.name, []):
             if u.role == "value" and u.direct and u.column is not None:
                 c = self.column(*u.column)
-                if c is not None and c.ref is None and not c.pk and (u.column not in self.sampler.unique):
+                if c is not None and not key_column(c) and (u.column not in self.sampler.unique):
                     return u.column[0], c
         return None
 
@@ -232,7 +244,7 @@ class Finder:
                     yield Candidate(_slug(tool.name, table, c.name, "over", x), "approval", tool.name,
                                     f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {x!r}", p.name, keys,
                                     {**base, "section": "row_over", "label": label(c.name), "value": str(x)})
-            elif c.type.upper() == "TEXT" and not c.pk and c.ref is None and c.enum is None \
+            elif c.type.upper() == "TEXT" and not key_column(c) and c.enum is None \
                     and self.dated(table, c.name):
                 for op, section in (("<", "row_past"), (">", "row_future")):
                     yield Candidate(_slug(tool.name, table, c.name, section), "precondition", tool.name,

@@ -34,7 +34,14 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section
 from pipeline.stages.planner import Chain, next_chain, plan_chains, tool_op
 from pipeline.stages.planner.keys import surrogate_columns
-from pipeline.stages.wording import request_from_plan, singular, speaks_about_itself, stated, without
+from pipeline.stages.wording import (
+    copied_words,
+    request_from_plan,
+    singular,
+    speaks_about_itself,
+    stated,
+    without,
+)
 from verify import reward
 from verify.derive import Derivation, derive_verifier
 from verify.policy import policy_text
@@ -81,8 +88,9 @@ def _template_chunks(facts: list[str], descriptions: Sequence[str] = (), min_wor
 
 
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
-    """Wording problems a request must not have: a tool's description repeated, a value the chain needs
-    left out, a surrogate id or the answer given away. Language-independent: values, not word lists.
+    """Wording problems a request must not have: a tool's description repeated (or a run of
+    :data:`~pipeline.stages.wording.COPIED_WORDS` of its words), a value the chain needs left out, a surrogate id or
+    the answer given away. Language-independent: values, not word lists.
 
     ``plain`` (``[stages.tasks] template_fallback``): values are read as :func:`pipeline.stages.wording.stated`
     reads them (equivalent written forms), text speaking about the request itself is refused, and the problems
@@ -97,6 +105,9 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
         d = reward.normalize_text(t.description)
         if len(d) > 12 and (d in norm or norm in d):
             return f"{it} repeats the description of tool {t.name}; write what this user wants"
+        if run := copied_words(text, t.description):  # a part of it: "set the status of a renewal; returns ..."
+            return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
+                    "wants in their own words")
     for t in env.tools:
         if "_" in t.name and t.name.lower() in text.lower():
             return f"{it} names the tool {t.name}; say what the user wants, not which tool to call"

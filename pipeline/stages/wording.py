@@ -39,6 +39,30 @@ def speaks_about_itself(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+COPIED_WORDS = 6
+"""Consecutive words a text written by the LLM (a rule's message, a request) may not share with a tool's
+description: that many in a row were copied from the prompt, not said the way a user or a clerk would."""
+_WORD = re.compile(r"\w+")
+
+
+def copied_words(text: str, source: str, n: int = COPIED_WORDS) -> str | None:
+    """The longest run of ``n`` or more consecutive words ``text`` shares with ``source`` (case, punctuation and
+    spacing ignored), as ``text`` writes it in normalized form; None when they share no such run."""
+    a = _WORD.findall(reward.normalize_text(text))
+    b = _WORD.findall(reward.normalize_text(source))
+    best, end = 0, 0
+    prev = [0] * (len(b) + 1)
+    for i, word in enumerate(a, 1):
+        row = [0] * (len(b) + 1)
+        for j, other in enumerate(b, 1):
+            if word == other:
+                row[j] = prev[j - 1] + 1
+                if row[j] > best:
+                    best, end = row[j], i
+        prev = row
+    return " ".join(a[end - best:end]) if best >= n else None
+
+
 # ---------------------------------------------------------------- writing a request
 
 

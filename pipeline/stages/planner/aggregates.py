@@ -4,7 +4,8 @@ A paged lister (``[stages.build] paged_listers``, :mod:`pipeline.stages.paging`)
 each row carrying how many rows match (``total_matched``, a count, not a column): a count is that field of the
 first row (no row: 0), never the page's length. A sum or a choice among the rows reads every page, with explicit
 ``limit`` and ``offset`` arguments (sources ``page``), at most ``MAX_PAGES`` pages of ``PAGE_MAX`` rows; with more
-matches it is not planned. The count field is never summed nor asked as a fact of a row.
+matches it is not planned. The count field is never summed nor asked as a fact of a row; nor is a key, a reference
+or a column named as an id (:func:`summable`).
 
 A paged lister's optional filter on a CHECK-listed column makes counts that need it: how many of the rows a lister
 shows for a named row have a value ("how many kegs of this batch are full"), and, on a lister of a whole table, how
@@ -13,6 +14,7 @@ many of its rows have it. Listers that are not paged plan as before.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -26,6 +28,27 @@ from verify.state import qi
 
 MAX_PAGES = 3
 """Pages of ``PAGE_MAX`` rows a sum or a choice reads at most."""
+_ID_NAME = re.compile(r"(?:^|_)id$", re.I)
+
+
+def id_named(column: str) -> bool:
+    """Whether a column's name says it holds an id (``id``, ``court_id``): a key or a reference even where the
+    schema declares none (a foreign key dropped with the table it named), never a quantity."""
+    return bool(_ID_NAME.search(column))
+
+
+def summable(p: Planner, col: Col | None, name: str) -> bool:
+    """Whether the value ``name`` of a listed row (``col``: the column it comes from, when known) is a quantity to
+    add up: not its table's primary key, not a foreign key, not a column named as an id ("the total court id of the
+    cases" asks nothing)."""
+    if id_named(name):
+        return False
+    if col is None:
+        return True
+    t, c = col
+    info = p.infos.get(t)
+    keys = set(info.key) | {fk for fk, _, _ in info.foreign_keys} if info is not None else set()
+    return not (id_named(c) or c in keys or p.is_surrogate(col))
 
 
 class Listing(NamedTuple):
@@ -190,7 +213,7 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                 result = listing.rows if listing is not None else []
                 numeric = [k for k, v in result[0].items() if isinstance(v, int | float) and not isinstance(v, bool)
                            and all(isinstance(r.get(k), int | float) for r in result)
-                           and not p.is_surrogate(shape.outputs.get(k) or ("", ""))] if result else []
+                           and summable(p, shape.outputs.get(k), k)] if result else []
                 if listing is not None and numeric:
                     k = numeric[seed % len(numeric)]
                     total = sum(r[k] for r in result)
