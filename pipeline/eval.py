@@ -35,11 +35,13 @@ from pipeline.hashing import canonical_json, content_hash
 from pipeline.ir import Environment, Task
 from pipeline.settings import EvalSettings as EvalSettings
 from verify.agent import Attempt, resolve_protocol, run_attempt
+from verify.conversation import UserSettings, user_client
 from verify.policy import policy_text
 
 STAGE = "eval"
 FINAL_ANSWER = "the text of the last assistant message"
-FINGERPRINT_KEYS = ("model", "protocol", "max_turns", "max_tokens", "temperature", "context_budget", "seed")
+FINGERPRINT_KEYS = ("model", "protocol", "max_turns", "max_tokens", "temperature", "context_budget", "seed",
+                    "conversation")
 
 
 class EvalError(ValueError):
@@ -132,7 +134,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def resolved_config(client: Any, items: list[EvalItem], settings: EvalSettings, source: Path) -> dict[str, Any]:
+def resolved_config(client: Any, items: list[EvalItem], settings: EvalSettings, source: Path,
+                    user: UserSettings | None = None) -> dict[str, Any]:
     llm = client.settings
     return {
         "source": str(source),
@@ -142,6 +145,7 @@ def resolved_config(client: Any, items: list[EvalItem], settings: EvalSettings, 
         "protocol": resolve_protocol(client, settings),
         "final_answer": FINAL_ANSWER,
         "settings": settings.model_dump(mode="json"),
+        **({"user": user.model_dump(mode="json")} if settings.conversation and user is not None else {}),
         "llm": llm.model_dump(mode="json", exclude={"api_key", "cache_path"}),
         "tasks": len(items),
         "tasks_hash": content_hash(sorted(it.task_hash for it in items)),
@@ -152,7 +156,7 @@ def resolved_config(client: Any, items: list[EvalItem], settings: EvalSettings, 
 def _fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
     s = cfg.get("settings", {})
     return {"model": cfg.get("model"), "protocol": cfg.get("protocol"), "seed": cfg.get("llm", {}).get("seed"),
-            **{k: s.get(k) for k in FINGERPRINT_KEYS if k in s}}
+            **{k: s.get(k) for k in FINGERPRINT_KEYS if k in s}, **({"user": cfg["user"]} if "user" in cfg else {})}
 
 
 def check_resume(out: Path, cfg: dict[str, Any]) -> None:
@@ -190,6 +194,8 @@ def result_row(item: EvalItem, a: Attempt) -> dict[str, Any]:
         "env_id": item.env.env_id, "kind": item.task.kind, "tier": item.tier, "task_hash": item.task_hash,
         "failures": a.failures[:5], "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
         "seconds": a.seconds,
+        **({"user_turns": a.user_turns, "user_errors": len(a.user_errors),
+            "user_error_kinds": sorted({e["kind"] for e in a.user_errors})} if a.conversation else {}),
     }
 
 
@@ -215,11 +221,16 @@ def run_eval(
     source: str | Path = "",
     on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    user: UserSettings | None = None,
 ) -> EvalRun:
-    """Run every missing (task, attempt) of ``items`` into ``out`` and summarise all of them."""
+    """Run every missing (task, attempt) of ``items`` into ``out`` and summarise all of them. With
+    ``settings.conversation`` each task runs in its conversational form against the simulated user of ``user``
+    (``[stages.user]``; its own endpoint, else ``client``)."""
     settings = settings or EvalSettings()
+    user = user or UserSettings()
     out = Path(out)
-    cfg = resolved_config(client, items, settings, Path(source))
+    cfg = resolved_config(client, items, settings, Path(source), user)
+    sim_client = user_client(client, user) if settings.conversation else None
     check_resume(out, cfg)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -233,7 +244,7 @@ def run_eval(
     def work(job: tuple[EvalItem, int]) -> None:
         item, k = job
         a = run_attempt(client, item.env, item.task, attempt=k, initial_db=item.initial_db, settings=settings,
-                        stage=STAGE)
+                        stage=STAGE, user=sim_client, user_settings=user)
         row = result_row(item, a)
         with lock:
             with open(out / "trajectories.jsonl", "a", encoding="utf-8") as f:
@@ -275,7 +286,14 @@ def _group(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in scored:
         per_task[r["task_hash"]].append(r)
     n = len(scored)
+    talks = [r for r in scored if "user_errors" in r]
+    conversation = {
+        "user_error_rate": round(sum(r["user_errors"] > 0 for r in talks) / len(talks), 4),
+        "user_errors": sum(r["user_errors"] for r in talks),
+        "user_turns_mean": round(sum(r["user_turns"] for r in talks) / len(talks), 2),
+    } if talks else {}
     return {
+        **conversation,
         "tasks": len({r["task_hash"] for r in rows}),
         "attempts": n,
         "errors": len(rows) - n,

@@ -316,6 +316,11 @@ class TaskSettings(BaseModel):
     rule_share: float = Field(default=0.4, ge=0.0, le=1.0)
     """With ``rule_tasks``: the share of the bank asked about rule-bound chains first (compound requests of an
     allowed and a forbidden write before decide tasks) while the bank holds fewer."""
+    conversations: bool = False
+    """Give every task its conversational form (``metadata.conversation``, ``verify.conversation``): the facts
+    the user may give when asked (from the plan, by code), what it never says (ids read from tools), and an
+    opening line and persona written by the LLM in general words (linted by code: no value of the request;
+    code writes them when the reply still fails)."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -324,7 +329,7 @@ class TaskSettings(BaseModel):
         and one made with them on says so."""
         data: dict[str, Any] = handler(self)
         for name, before in (("template_fallback", False), ("template_language", "en"), ("spread_bank", False),
-                             ("rule_tasks", False)):
+                             ("rule_tasks", False), ("conversations", False)):
             if getattr(self, name) == before:
                 data.pop(name, None)
         if not self.rule_tasks and self.rule_share == type(self).model_fields["rule_share"].default:
@@ -372,6 +377,27 @@ class EvalSettings(AgentSettings):
     """Attempts per task (k of pass@k); attempt 1 is greedy, later ones sample at ``temperature``."""
     concurrency: int = Field(default=4, ge=1, le=256)
     """Attempts in flight at once."""
+    conversation: bool = False
+    """Run each task in its conversational form: the agent gets the opening line and talks with the simulated
+    user of ``[stages.user]``, who gives the task's facts when asked (``verify.conversation``)."""
+
+
+class UserSettings(Section):
+    """``[stages.user]``: the simulated user of conversations (``verify.conversation``): ``envfoundry eval
+    --conversation`` and exports' multi-turn forms. Its own endpoint if given, else the agent's client."""
+
+    base_url: str | None = None
+    """The user's own OpenAI-compatible endpoint; None: the same client as the agent (or the embedded model)."""
+    model: str | None = None
+    """Model name at ``base_url`` (required with it)."""
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+    """API key for ``base_url`` (never written to reports)."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of the user's replies (seeded: reruns reproduce them)."""
+    seed: int = 0
+    """Added to the client's seed (and attempt - 1) for the user's replies."""
+    max_tokens: int = Field(default=160, ge=16, le=2048)
+    """Reply budget per user turn."""
 
 
 class CheckerSettings(BaseModel):
@@ -457,6 +483,8 @@ class Stages(Section):
     """``[stages.difficulty]``."""
     eval: EvalSettings = EvalSettings()
     """``[stages.eval]``."""
+    user: UserSettings = UserSettings()
+    """``[stages.user]``."""
 
     def scenarios(self) -> ScenarioSettings:
         """``[stages.expand]`` and ``[stages.dedup]``: seeds -> scenarios -> dedup."""

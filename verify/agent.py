@@ -44,12 +44,13 @@ from pipeline.prompts import render_section
 from pipeline.runtime import engine
 from pipeline.settings import AgentSettings as AgentSettings
 from verify import reward
+from verify.conversation import SimUser, UserSettings, script_of
 from verify.models import args_model, camel, catalog, clean_args
 from verify.policy import with_policy
 from verify.replay import Run, call_once, fresh
 
 Protocol = Literal["native", "json_action"]
-Stop = Literal["answer", "max_turns", "loop", "llm_error", "endpoint_error"]
+Stop = Literal["answer", "user_stop", "max_turns", "loop", "llm_error", "endpoint_error"]
 
 EMBEDDED_PROTOCOL: Protocol = "json_action"
 """What ``protocol="auto"`` uses for the embedded llama.cpp server, measured (README, ``envfoundry eval``):
@@ -95,6 +96,11 @@ class Attempt(Frozen):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    conversation: bool = False
+    """Run in conversational form (``verify.conversation``): the user turns are in ``messages``."""
+    user_turns: int = 0
+    user_errors: list[dict[str, Any]] = Field(default_factory=list)
+    """The simulated user's mistakes caught by code (``verify.conversation.check_turn``), apart from the agent's."""
 
     @property
     def tool_calls(self) -> int:
@@ -225,22 +231,33 @@ def run_attempt(
     settings: AgentSettings | None = None,
     stage: str = "tester",
     raise_endpoint_errors: bool = False,
+    user: Any | None = None,
+    user_settings: UserSettings | None = None,
 ) -> Attempt:
-    """One attempt at ``task`` on a fresh instance, scored afterwards."""
+    """One attempt at ``task`` on a fresh instance, scored afterwards. With ``user`` (a client for the simulated
+    user, :func:`verify.conversation.user_client`) the task runs in its conversational form: the agent gets the
+    opening line, and each message it writes without a tool call goes to the user, whose reply comes back as a
+    ``user`` message; the attempt ends when the user ends the conversation (``stop="user_stop"``), and the final
+    answer is the agent's last message to the user."""
     settings = settings or AgentSettings()
     llm = for_attempt(client, attempt, settings)
     protocol = resolve_protocol(client, settings)
     loop = _native if protocol == "native" else _json_action
+    sim = None
+    if user is not None:
+        sim = SimUser(user, env, script_of(env, task), user_settings or UserSettings(), attempt=attempt)
     t0 = time.perf_counter()
     with fresh(env, initial_db) as run:
         initial = run.initial
-        state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors)
+        state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors,
+                     sim)
         scored = score(task, run, initial, state["final"])
     return Attempt(
         task_id=task.task_id, attempt=attempt, steps=state["steps"], final_answer=state["final"], stop=state["stop"],
         passed=scored.passed, reward=scored.reward, failures=scored.failures, error=state["error"],
         turns=state["turns"], protocol=protocol, messages=state["messages"], prompt_tokens=state["pt"],
-        completion_tokens=state["ct"], seconds=round(time.perf_counter() - t0, 3),
+        completion_tokens=state["ct"], seconds=round(time.perf_counter() - t0, 3), conversation=sim is not None,
+        user_turns=sim.turns if sim else 0, user_errors=[e.to_json() for e in sim.errors] if sim else [],
     )
 
 
@@ -249,12 +266,39 @@ def _state(messages: list[dict[str, Any]]) -> dict[str, Any]:
             "pt": 0, "ct": 0}
 
 
+def _opening(task: Task, sim: SimUser | None) -> str:
+    return sim.script.opening if sim is not None else task.instruction
+
+
+def _to_user(st: dict[str, Any], sim: SimUser, text: str, raise_endpoint: bool) -> str | None:
+    """The agent's message ``text`` goes to the user; the user's reply, or None when the conversation ends (the
+    user ended it, or its endpoint failed: recorded on ``st``)."""
+    st["final"] = text
+    try:
+        turn = sim.respond(text)
+    except LLMUnavailable as e:
+        if raise_endpoint:
+            raise
+        st["stop"], st["error"] = "endpoint_error", f"simulated user: {str(e)[:480]}"
+        return None
+    except LLMError as e:
+        st["stop"], st["error"] = "llm_error", f"simulated user: {str(e)[:480]}"
+        return None
+    st["pt"] += turn.prompt_tokens
+    st["ct"] += turn.completion_tokens
+    if turn.stop:
+        st["stop"] = "user_stop"
+        return None
+    return turn.text
+
+
 def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
-            budget: int | None, raise_endpoint: bool) -> dict[str, Any]:
+            budget: int | None, raise_endpoint: bool, sim: SimUser | None = None) -> dict[str, Any]:
     tools = tool_specs(env, task)
-    system = render_section("tester", "native_system", max_turns=settings.max_turns)
+    prompt = ("user", "native_system") if sim is not None else ("tester", "native_system")
+    system = render_section(*prompt, max_turns=settings.max_turns)
     st = _state([{"role": "system", "content": with_policy(system, env)},
-                 {"role": "user", "content": task.instruction}])
+                 {"role": "user", "content": _opening(task, sim)}])
     messages: list[dict[str, Any]] = st["messages"]
     steps: list[Step] = st["steps"]
     cut_msgs: set[int] = set()
@@ -279,8 +323,14 @@ def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSet
         st["ct"] += reply.reply.completion_tokens
         messages.append(reply.message())
         if not reply.tool_calls:
-            st["final"], st["stop"] = reply.content, "answer"
-            break
+            if sim is None or last:
+                st["final"], st["stop"] = reply.content, "answer"
+                break
+            said = _to_user(st, sim, reply.content or "", raise_endpoint)
+            if said is None:
+                break
+            messages.append({"role": "user", "content": said})
+            continue
         if last:
             st["final"] = reply.content or None  # calls asked for after the last turn are not run
             break
@@ -346,11 +396,12 @@ def _turn_model(env: Environment) -> type[BaseModel]:
 
 
 def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
-                 budget: int | None, raise_endpoint: bool) -> dict[str, Any]:
+                 budget: int | None, raise_endpoint: bool, sim: SimUser | None = None) -> dict[str, Any]:
     model = turn_model(env)
-    system = render_section("tester", "system", tools=catalog(env), max_turns=settings.max_turns)
+    prompt = ("user", "system") if sim is not None else ("tester", "system")
+    system = render_section(*prompt, tools=catalog(env), max_turns=settings.max_turns)
     st = _state([{"role": "system", "content": with_policy(system, env)},
-                 {"role": "user", "content": task.instruction}])
+                 {"role": "user", "content": _opening(task, sim)}])
     messages: list[dict[str, Any]] = st["messages"]
     steps: list[Step] = st["steps"]
     results: list[int] = []
@@ -375,8 +426,14 @@ def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: Age
         messages.append({"role": "assistant", "content": raw.content})
         action = reply.action  # type: ignore[attr-defined]
         if hasattr(action, "final_answer"):
-            st["final"], st["stop"] = action.final_answer, "answer"
-            break
+            if sim is None or turn == settings.max_turns:
+                st["final"], st["stop"] = action.final_answer, "answer"
+                break
+            said = _to_user(st, sim, action.final_answer, raise_endpoint)
+            if said is None:
+                break
+            messages.append({"role": "user", "content": render_section("user", "user_said", text=said)})
+            continue
         args = clean_args(action.arguments)
         response, changes = run_call(run, action.tool, args)
         steps.append(Step(index=len(steps) + 1, thought=reply.thought, tool=action.tool,  # type: ignore[attr-defined]

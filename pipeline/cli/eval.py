@@ -32,8 +32,15 @@ def register(main: click.Group) -> None:
                        "the embedded server: its context window).")
     @click.option("--protocol", type=click.Choice(["auto", "native", "json_action"]), default=None,
                   help="Tool-call protocol (default auto: native tool calls).")
-    @llm_options(stages={key: f"eval.{key}" for key in ("attempts", "concurrency", "max_turns", "max_tokens",
-                                                         "context_budget", "protocol")})
+    @click.option("--conversation/--no-conversation", default=None,
+                  help="Run each task in its conversational form: the agent gets the opening line and talks with "
+                       "the simulated user of [stages.user] (its own endpoint, else this model), who gives the "
+                       "task's facts when asked; user errors are counted apart from the agent's.")
+    @click.option("--user-base-url", default=None, help="The simulated user's own endpoint ([stages.user] base_url).")
+    @click.option("--user-model", default=None, help="Model name at --user-base-url ([stages.user] model).")
+    @llm_options(stages={**{key: f"eval.{key}" for key in ("attempts", "concurrency", "max_turns", "max_tokens",
+                                                           "context_budget", "protocol", "conversation")},
+                         "user_base_url": "user.base_url", "user_model": "user.model"})
     @json_option
     def eval_cmd(source: Path, out_dir: Path, api_key: str | None, task_filter: str | None, config: Config,
                  as_json: bool) -> None:
@@ -46,6 +53,11 @@ def register(main: click.Group) -> None:
         without calling a tool. Without --base-url the embedded model runs; its llama.cpp server returns no
         native tool calls for Qwen2.5 (measured), so --protocol auto gives it one schema-constrained JSON
         action per reply instead (the final answer is then its final_answer field).
+
+        With --conversation each task runs in its conversational form (metadata.conversation, else derived from
+        its reference solution): the user holds the facts and gives them when asked, ends the conversation with
+        ###STOP###, and code counts its mistakes (a fact given unasked, a value made up, a tool or id named, an
+        early end) as user errors; the summary adds the user error rate.
 
         Writes results.jsonl (task_id, attempt, reward, passed, turns, tool_calls, error per attempt),
         trajectories.jsonl, config.json and summary.json into --out, prints pass@1, pass@k and mean reward
@@ -86,7 +98,8 @@ def register(main: click.Group) -> None:
                 passed += int(bool(row["passed"]))
                 progress.update(bar, advance=1, passed=passed)
 
-            result = run_eval(client, items, out_dir, settings, source=source, on_start=on_start, on_result=on_result)
+            result = run_eval(client, items, out_dir, settings, source=source, on_start=on_start, on_result=on_result,
+                              user=config.stages.user)
         summary = dict(result.summary)
         summary["seconds"] = round(time.perf_counter() - t0, 1)
         summary["ran"], summary["skipped"] = result.ran, result.skipped
@@ -94,7 +107,9 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(summary, sort_keys=True, default=str))
             return
-        table = Table(title=f"{summary['model']} ({summary['protocol']} tool calls), k={summary['k']}")
+        talk = (f", conversations (user error rate {summary['user_error_rate']:.2f})"
+                if "user_error_rate" in summary else "")
+        table = Table(title=f"{summary['model']} ({summary['protocol']} tool calls{talk}), k={summary['k']}")
         for col in ("group", "tasks", "attempts", "pass@1", "pass@k", "mean reward", "errors"):
             table.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
         for row in summary_table(summary):

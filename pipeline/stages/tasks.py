@@ -31,6 +31,7 @@ from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes
 from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
+from pipeline.stages.conversation import conversation_form
 from pipeline.stages.feedback import ask_with_feedback, render_section
 from pipeline.stages.planner import Chain, next_chain, plan_chains, tool_op
 from pipeline.stages.planner.keys import surrogate_columns
@@ -399,6 +400,9 @@ def generate_tasks(
         seen |= {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
         tasks.append(task)
         bank.append(chain)
+    if settings.conversations:  # each task's conversational form, from its plan (the LLM writes the opening)
+        tasks = [t.model_copy(update={"metadata": {**t.metadata, "conversation": conversation_form(
+            env, client, t, c, language=settings.template_language)}}) for t, c in zip(tasks, bank, strict=True)]
     return StageResult(tasks, tuple(rejections), attempts=replies)
 
 
@@ -472,7 +476,7 @@ def _typed(task: Task) -> dict[str, Any] | None:
     return a if isinstance(a, dict) else None
 
 
-_KEPT = ("tier", "shape", "sources", "data_dependent", "plan", "rules", "policy")
+_KEPT = ("tier", "shape", "sources", "data_dependent", "plan", "rules", "policy", "conversation")
 
 
 def _kept_metadata(task: Task) -> dict[str, Any]:

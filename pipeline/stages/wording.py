@@ -39,9 +39,11 @@ def speaks_about_itself(text: str) -> str | None:
     return m.group(0) if m else None
 
 
-COPIED_WORDS = 6
+COPIED_WORDS = 8
 """Consecutive words a text written by the LLM (a rule's message, a request) may not share with a tool's
-description: that many in a row were copied from the prompt, not said the way a user or a clerk would."""
+description: that many in a row were copied from the prompt, not said the way a user or a clerk would. (Six
+refused plain phrasing: "a new order to the database", "set the status of a case to ..."; the copies seen on
+new domains ran ten words and more.)"""
 _WORD = re.compile(r"\w+")
 
 

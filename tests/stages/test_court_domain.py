@@ -109,10 +109,10 @@ def court_env() -> Environment:
 
 @pytest.mark.parametrize(("text", "run"), [
     ("Set the status of a case; returns the case as changed.", "set the status of a case returns the case as changed"),
-    ("A CLOSED case: set the STATUS of a case... returns nothing", "set the status of a case returns"),
-    ("Please, set the status of a case, returns", "set the status of a case returns"),
+    ("A CLOSED case: set the STATUS of a case... returns the case", "set the status of a case returns the case"),
+    ("Please, set the status of a case, returns the case", "set the status of a case returns the case"),
 ])
-def test_a_run_of_six_words_or_more_is_found_whatever_the_case_and_punctuation(text: str, run: str) -> None:
+def test_a_run_of_copied_words_or_more_is_found_whatever_the_case_and_punctuation(text: str, run: str) -> None:
     assert copied_words(text, SET_STATUS) == run
 
 
@@ -122,9 +122,9 @@ def test_a_run_of_six_words_or_more_is_found_whatever_the_case_and_punctuation(t
     "status case set the of a returns changed",  # the words, not the run
     "",
 ])
-def test_fewer_than_six_consecutive_words_are_no_copy(text: str) -> None:
+def test_fewer_than_copied_words_consecutive_words_are_no_copy(text: str) -> None:
     assert copied_words(text, SET_STATUS) is None
-    assert COPIED_WORDS == 6
+    assert COPIED_WORDS == 8
 
 
 # ------------------------------------------------------------------ 1. the policy pick

@@ -1,0 +1,128 @@
+"""The conversational form of a task (``[stages.tasks] conversations``), derived from its plan.
+
+Code gives the simulated user its facts: every value the request states, each with what it is (the plan's goals:
+how the user names a row, the new values, the rows a new row points at, the conditions of a count), and what it
+never says (the plan's hidden values: ids read from tools, the answer). The LLM writes only the opening line (what a
+person says first, in general words) and a persona, in one small structured request (``prompts/user.md``
+``opening_*``), linted by code: no value of the request, no identifier. After ``max_attempts`` replies that fail,
+code writes both from the goals (``opening_<kind>_en``); ``worded_by`` says which. The result is
+``metadata.conversation`` (:class:`verify.conversation.Script` without the goal, which is the task's request).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.ir import Environment, Task
+from pipeline.prompts import render_section
+from pipeline.stages.feedback import ask_with_feedback
+from pipeline.stages.planner.chains import Chain
+from pipeline.stages.wording import _Words
+from verify.conversation import PROMPT, Fact, Script, check_turn, says
+
+STAGE = "conversation"
+_SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
+_KIND = {"lookup": "lookup", "count": "count", "total": "count", "create": "create", "child": "create",
+         "update": "update", "decide_update": "update", "delete": "delete", "decide_delete": "delete"}
+
+
+class Opening(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    persona: str = Field(..., min_length=3, max_length=160)
+    opening: str = Field(..., min_length=5, max_length=300)
+
+
+def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
+    """The values the user knows, from the chain's goals (each once, the first goal that names it labels it), then
+    any value the request must state that no goal holds."""
+    w = _Words(language)
+    out: list[Fact] = []
+    seen: set[str] = set()
+
+    def add(table: str, ref: str, value: Any, new: bool = False) -> None:
+        if value is None or isinstance(value, bool) or repr(value) in seen:
+            return
+        seen.add(repr(value))
+        label = w.label(ref, table)
+        out.append(Fact(label=f"new {label}" if new else label, value=value, about=w.thing(table)))
+
+    for g in chain.goals:
+        owner = g.owner or g.table
+        for ref, v in g.named:
+            add(owner, ref, v)
+        for _, table, named in g.refs:
+            for ref, v in named:
+                add(table, ref, v)
+        for col, v in g.values:
+            add(g.table, col, v, new=g.kind not in ("create", "child"))
+        for ref, v in g.where:
+            add(g.items or g.table, ref, v)
+    for v in chain.must_state:
+        if not isinstance(v, bool) and repr(v) not in seen:
+            seen.add(repr(v))
+            out.append(Fact(label="detail", value=v))
+    return out
+
+
+def code_opening(env: Environment, chain: Chain, language: str = "en") -> tuple[str, str]:
+    """(opening, persona) written by code from the goals' kinds and tables."""
+    w = _Words(language)
+    wants: list[str] = []
+    for g in chain.goals:
+        kind = _KIND.get(g.kind, "update")
+        table = g.owner if kind == "count" and g.owner else g.table
+        text = render_section(PROMPT, f"opening_{kind}_en", thing=w.thing(table),
+                              items=(g.items or table).replace("_", " "))
+        if text not in wants:
+            wants.append(text)
+    if not wants:
+        wants = [render_section(PROMPT, "opening_update_en", thing="record", items="records")]
+    first = wants[0][0].lower() + wants[0][1:]
+    more = [render_section(PROMPT, "opening_also_en", more=_infinitive(x)) for x in wants[1:]]
+    opening = " ".join([render_section(PROMPT, "opening_en", wants=first), *more])
+    return opening, render_section(PROMPT, "persona_en", system=env.scenario.name)
+
+
+def _infinitive(sentence: str) -> str:
+    """"I would like to add a new loan." -> "add a new loan."; "I have a question about ..." -> "ask about ..."."""
+    s = sentence
+    for head, repl in (("I would like to ", ""), ("I need to ", ""), ("I have a question about ", "ask about ")):
+        if s.startswith(head):
+            return repl + s[len(head):]
+    return s[0].lower() + s[1:]
+
+
+def lint_opening(env: Environment, script: Script, reply: Opening) -> str | None:
+    """Why an opening line or persona cannot be used, or None."""
+    text = f"{reply.opening} {reply.persona}"
+    values = [f.value for f in script.facts if says(text, f.value)]
+    values += [v for v in script.hidden if says(text, v)]
+    if values:
+        return render_section(PROMPT, "opening_problem", values=", ".join(repr(v) for v in values))
+    errors = check_turn(script, env, [], [], text, False, 0)
+    if errors:
+        return render_section(PROMPT, "opening_problem", values="; ".join(e.detail for e in errors))
+    if snake := _SNAKE.search(text):
+        return render_section(PROMPT, "opening_problem", values=repr(snake.group(0)))
+    return None
+
+
+def conversation_form(env: Environment, client: Any, task: Task, chain: Chain, *, max_attempts: int = 2,
+                      language: str = "en") -> dict[str, Any]:
+    """``metadata.conversation`` for ``task`` planned as ``chain``."""
+    opening, persona = code_opening(env, chain, language)
+    script = Script(opening=opening, goal=task.instruction, facts=facts_of(chain, language), persona=persona,
+                    question=chain.answer is not None, hidden=[v for v in chain.hidden if not isinstance(v, bool)],
+                    pushback=any(r.get("verdict") == "forbids" for r in chain.rules))
+    messages = [{"role": "system", "content": render_section(PROMPT, "opening_system", language=language)},
+                {"role": "user", "content": render_section(PROMPT, "opening_user", system=env.scenario.name, goal=task.instruction)}]
+    out = ask_with_feedback(client, Opening, messages, lambda r: (r, lint_opening(env, script, r)), stage=STAGE,
+                            max_attempts=max_attempts, max_tokens=160, feedback=lambda e: e, retry_temperature=0.7)
+    worded_by = "code"
+    if out.value is not None:
+        script = script.model_copy(update={"opening": out.value.opening.strip(), "persona": out.value.persona.strip()})
+        worded_by = "llm"
+    return {**script.to_metadata(), "worded_by": worded_by}

@@ -1,0 +1,191 @@
+"""Conversations (issue 30): every task of the example catalog in its conversational form, played by scripted
+OpenAI-compatible agents and users on loopback (two servers: ``[stages.user]`` names the user's own endpoint).
+
+* an agent that asks for each fact, then replays the reference solution with the values it was given, passes
+  every task, and the scripted user makes no user error;
+* an agent that never asks fails every task that needs a stated value;
+* a user that gives every fact in its first reply is flagged (``leak``) on every task with two or more facts;
+* the code checks of a user turn, one by one; ``envfoundry eval --conversation`` end to end (summary, resume).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.eval import EvalSettings, run_eval
+from pipeline.ir import ToolCall
+from tests.eval.scripted_conversation import Asker, leaky_user, scripted_user
+from tests.eval.scripted_server import serve
+from tests.eval.test_eval import EXAMPLE, client_for, example_items
+from verify.agent import AgentSettings, run_attempt
+from verify.conversation import STOP, Fact, Script, UserSettings, check_turn, parse_fact, script_of, split_stop
+
+AGENT = AgentSettings(max_turns=30, protocol="native")
+
+
+def play(items, agent_policy, user_policy) -> list:
+    """One conversation per task: the agent bound to its task, the user on its own endpoint."""
+    out = []
+    with serve(user_policy) as user_server:
+        user = UserSettings(base_url=user_server.base_url, model="scripted-user")
+        for it in items:
+            script = script_of(it.env, it.task)
+            with serve(agent_policy(it.task, script)) as agent_server:
+                client = client_for(agent_server.base_url)
+                uc = client_for(user_server.base_url)
+                a = run_attempt(client, it.env, it.task, initial_db=it.initial_db, settings=AGENT, stage="eval",
+                                user=uc, user_settings=user)
+            out.append((it, script, a))
+    return out
+
+
+def test_every_example_task_has_a_conversational_form() -> None:
+    items = example_items()
+    for it in items:
+        script = script_of(it.env, it.task)
+        assert script.opening and script.goal == it.task.instruction
+        stated = [s for src in it.task.metadata.get("sources") or [] for s in src.values() if s == "stated"]
+        if stated:
+            assert script.facts, it.task.task_id
+        for f in script.facts:  # the opening gives none of the facts
+            assert not check_turn(script, it.env, [], [], script.opening, False, 0), (script.opening, f)
+
+
+def test_asking_agent_passes_every_task_and_the_scripted_user_makes_no_error() -> None:
+    runs = play(example_items(), Asker, scripted_user)
+    assert len(runs) >= 10
+    for it, script, a in runs:
+        assert a.passed, (it.task.instruction, script.facts, a.failures, a.messages[-4:])
+        assert a.stop == "user_stop" and a.conversation
+        assert a.user_errors == [], (it.task.task_id, a.user_errors)
+        assert a.user_turns >= len(script.facts)
+        # the agent never had the request: its first user message is the opening line
+        assert a.messages[1] == {"role": "user", "content": script.opening}
+
+
+def test_agent_that_never_asks_fails_every_task_that_needs_a_stated_value() -> None:
+    runs = play(example_items(), lambda t, s: Asker(t, s, asks=False), scripted_user)
+    needs = [(it, a) for it, script, a in runs if script.facts]
+    assert needs
+    for it, a in needs:
+        assert not a.passed, (it.task.instruction, a.steps)
+
+
+def test_a_user_who_gives_every_fact_unasked_is_flagged() -> None:
+    runs = play(example_items(), Asker, leaky_user)
+    many = [(it, a) for it, script, a in runs if len(script.facts) >= 2]
+    assert many
+    for it, a in many:
+        kinds = {e["kind"] for e in a.user_errors}
+        assert "leak" in kinds, (it.task.task_id, a.user_errors)
+
+
+# ---------------------------------------------------------------- the checks, one by one
+
+
+def _script() -> Script:
+    return Script(opening="Hello, I need to change a renewal.", goal="For the renewal of 'Dune' set status to 'closed'.",
+                  facts=[Fact(label="book title", about="renewal", value="Dune"),
+                         Fact(label="new status", about="renewal", value="closed"),
+                         Fact(label="renewal date", about="renewal", value="2026-01-15"),
+                         Fact(label="fine amount", about="fine", value=6.5)],
+                  hidden=[17, "RN-0017"])
+
+
+def _kinds(text: str, agent: list[str], stop: bool = False) -> list[str]:
+    from tests.fixtures.library import library_env
+
+    return [e.kind for e in check_turn(_script(), library_env(), agent, ["Hello"], text, stop, 1)]
+
+
+def test_a_fact_given_when_asked_is_no_error_and_unasked_is_a_leak() -> None:
+    assert _kinds("It is Dune.", ["Which book is it? What is its title?"]) == []
+    assert _kinds("The title is Dune and the status should be closed.", ["Which book?"]) == ["leak"]
+    assert _kinds("Yes, Dune.", ["Is the book Dune?"]) == []  # the agent said it first
+    assert _kinds("It was renewed on January 15, 2026.", ["When was the renewal date?"]) == []
+    assert _kinds("The fine is 6.50.", ["What is the renewal date?"]) == ["leak"]
+
+
+def test_values_never_given_ids_and_tool_names_are_user_errors() -> None:
+    assert _kinds("It is Dune, 3 copies.", ["What is the book title?"]) == ["invented"]
+    assert _kinds("It was on 2026-02-01.", ["When?"]) == ["invented"]
+    assert _kinds("The renewal is number 17.", ["Which renewal?"]) == ["tool_or_id"]
+    assert _kinds("Use search_books for it.", ["Which book?"]) == ["tool_or_id"]
+    assert _kinds("It is RN-0017.", ["Which renewal?"]) == ["tool_or_id"]
+    assert _kinds("My member ID: 4", ["Who are you?"]) == ["invented", "tool_or_id"]
+
+
+def test_ending_while_asked_for_a_fact_is_an_early_stop_and_an_empty_turn_is_an_error() -> None:
+    assert _kinds("", ["What is the book title?"], stop=True) == ["early_stop"]
+    assert _kinds("Thanks!", ["The renewal is closed now. Anything else?"], stop=True) == []
+    assert _kinds("", ["What is the book title?"]) == ["empty"]
+
+
+def test_stop_token_and_fact_lines() -> None:
+    assert split_stop("Thank you! ###STOP###") == ("Thank you!", True)
+    assert split_stop("done ### stop") == ("done", True)
+    assert split_stop("It is Dune.") == ("It is Dune.", False)
+    for f in _script().facts:
+        back = parse_fact(f.line())
+        about = "" if f.about in f.label else f.about  # "renewal date" says what it is about
+        assert back is not None and (back.label, back.about, back.value) == (f.label, about, str(f.value))
+    assert STOP == "###STOP###"
+
+
+def test_a_task_without_a_plan_gets_a_derived_form(tmp_path: Path) -> None:
+    from tests.eval.fixtures import derived
+    from tests.fixtures.library import library_env
+
+    env = library_env()
+    task = derived(env, "What is the email address of Dan Wu?",
+                   [ToolCall(tool="find_member_by_name", arguments={"name": "Dan Wu"})], "email", kind="lookup")
+    script = script_of(env, task)
+    assert script.derived and script.question
+    assert [(f.label, f.value) for f in script.facts] == [("name", "Dan Wu")]
+    assert "Dan Wu" not in script.opening
+
+
+# ---------------------------------------------------------------- envfoundry eval --conversation
+
+
+def test_eval_conversation_records_turns_and_user_errors_and_resumes(tmp_path: Path) -> None:
+    items = [it for it in example_items() if len(script_of(it.env, it.task).facts) >= 2][:2]
+    assert len(items) == 2
+    tasks = {script_of(it.env, it.task).opening: it for it in items}
+    assert len(tasks) == 2, "the two tasks need distinct openings for the scripted agent"
+
+    def agent(body):
+        it = tasks[body["messages"][1]["content"]]
+        return Asker(it.task, script_of(it.env, it.task))(body)
+
+    settings = EvalSettings(max_turns=30, protocol="native", conversation=True, concurrency=1)
+    with serve(agent) as a, serve(leaky_user) as u:
+        user = UserSettings(base_url=u.base_url, model="leaky")
+        run = run_eval(client_for(a.base_url), items, tmp_path / "out", settings, user=user)
+        assert run.summary["user_error_rate"] == 1.0 and run.summary["user_turns_mean"] >= 1
+        assert all(r["user_errors"] >= 1 and "leak" in r["user_error_kinds"] for r in run.rows)
+        again = run_eval(client_for(a.base_url), items, tmp_path / "out", settings, user=user)
+        assert again.ran == 0 and again.skipped == 2
+    with pytest.raises(Exception, match="another setup"):
+        run_eval(client_for(a.base_url), items, tmp_path / "out", settings.model_copy(update={"conversation": False}))
+    traj = [json.loads(line) for line in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
+    assert all(t["conversation"] and t["user_errors"] for t in traj)
+
+
+def test_eval_cli_conversation_flag(tmp_path: Path) -> None:
+    items = example_items()[:1]
+    it = items[0]
+    script = script_of(it.env, it.task)
+    with serve(Asker(it.task, script)) as a, serve(scripted_user) as u:
+        res = CliRunner().invoke(main, [
+            "eval", str(EXAMPLE), "--out", str(tmp_path / "cli"), "--base-url", a.base_url, "--model", "scripted",
+            "--no-cache", "--tasks", it.task.task_id, "--conversation", "--protocol", "native", "--max-turns", "30",
+            "--user-base-url", u.base_url, "--user-model", "scripted-user", "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output.strip().splitlines()[-1])
+    assert summary["pass_at_1"] == 1.0 and summary["user_error_rate"] == 0.0
