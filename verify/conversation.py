@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,17 +29,18 @@ from pipeline.llm.sampling import sampled
 from pipeline.prompts import render_section
 from pipeline.runtime import sqlshape
 from pipeline.settings import UserSettings as UserSettings
-from verify import reward
-from verify.values import dates, numbers, stated, without
+from verify import usercheck
+from verify.usercheck import STOP as STOP
+from verify.usercheck import ErrorKind as ErrorKind
+from verify.usercheck import UserError as UserError
+from verify.usercheck import _words as _words
+from verify.usercheck import asked_for as asked_for
+from verify.usercheck import says as says
+from verify.usercheck import split_stop as split_stop
+from verify.values import stated
 
 PROMPT = "user"
 STAGE = "user"
-STOP = "###STOP###"
-_STOP = re.compile(r"#{2,}\s*stop\s*#*", re.IGNORECASE)
-_WORD = re.compile(r"[^\W\d_]{3,}")
-_ID_WORDS = re.compile(r"(?<![\w])(?:id|ids|identifier|record number)(?![\w])\s*[:#]?\s*\d", re.IGNORECASE)
-
-ErrorKind = Literal["leak", "invented", "tool_or_id", "early_stop", "empty"]
 
 
 class Frozen(BaseModel):
@@ -55,8 +56,7 @@ class Fact(Frozen):
 
     def line(self) -> str:
         """``- label (about): value``, as the user's prompt lists it (:func:`parse_fact` reads it back)."""
-        about = f" ({self.about})" if self.about and self.about not in self.label else ""
-        return f"- {self.label}{about}: {self.value}"
+        return usercheck.fact_line(self.label, self.value, self.about)
 
 
 _FACT_LINE = re.compile(r"^- (?P<label>.*?)(?: \((?P<about>[^()]*)\))?: (?P<value>.*)$")
@@ -131,10 +131,11 @@ def derive_script(env: Environment, task: Task) -> Script:
                 if key not in seen:
                     seen.add(key)
                     table = _param_table(env, call.tool, name)
-                    facts.append(Fact(label=humanize(name), value=value, about=_thing(table) if table else ""))
-            elif isinstance(how, str) and how.startswith("$"):
+                    about = _thing(table) if table else _tool_thing(call.tool, name)
+                    facts.append(Fact(label=humanize(name), value=value, about=about))
+            elif (isinstance(how, str) and how.startswith("$")) or (how is None and not sources):
                 hidden.append(value)
-    tables = task.metadata.get("tables_changed") or []
+    tables = task.metadata.get("tables_changed") or list(task.verifier.mutable_tables)
     kind = task.kind if task.kind in ("lookup", "create", "update", "delete") else "update" if tables else "lookup"
     thing = _thing(tables[0]) if tables else _thing(_table_of(env, task))
     opening = render_section(PROMPT, "opening_en", wants=render_section(PROMPT, f"opening_{kind}_en", thing=thing,
@@ -162,6 +163,17 @@ def _param_table(env: Environment, tool_name: str, param: str) -> str | None:
     return None
 
 
+_VERBS = {"find", "search", "list", "get", "lookup", "by", "add", "create", "new", "update", "set", "delete", "remove",
+          "for", "of", "the", "all", "with", "and", "record", "change"}
+
+
+def _tool_thing(tool: str, param: str) -> str:
+    """What a tool's parameter is about when its statements do not say (``search_books``' query: a book): the words
+    of the tool's name that are neither verbs nor the parameter's own."""
+    words = [w for w in tool.split("_") if w and w not in _VERBS and w not in param.split("_")]
+    return _thing("_".join(words[:2])) if words else ""
+
+
 def _table_of(env: Environment, task: Task) -> str:
     for call in task.reference_solution:
         for name in call.arguments:
@@ -183,110 +195,13 @@ def _hidden(values: list[Any], facts: list[Fact]) -> list[Any]:
 # ---------------------------------------------------------------- checking a user's turn
 
 
-@dataclass(frozen=True)
-class UserError:
-    turn: int
-    kind: ErrorKind
-    detail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"turn": self.turn, "kind": self.kind, "detail": self.detail}
-
-
-def _stem(word: str) -> str:
-    w = word.casefold()
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("s") and not w.endswith("ss"):
-        w = w[:-1]
-    return w[:6]
-
-
-def _words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(reward.normalize_text(text))}
-
-
-def asked_for(fact: Fact, agent_text: str, facts: list[Fact] | None = None) -> bool:
-    """Whether the agent's message asks about ``fact``. A message that names a word only one fact's label has
-    ("patient" of "patient name" beside "medication name") asks for those facts alone; else one naming a word of
-    the label asks for it; else one naming no label asks for any fact about the thing it names (a user asked
-    "which book?" may give the book's title; one asked "what is the author of the book?" only the author)."""
-    said = _words(agent_text)
-    others = [f for f in facts or () if f is not fact]
-    own = _words(fact.label) - set().union(*(_words(f.label) for f in others))
-    if own & said:
-        return True
-    if any((_words(f.label) - _words(fact.label) - set().union(*(_words(g.label) for g in others if g is not f)))
-           & said for f in others):
-        return False
-    if _words(fact.label) & said:
-        return True
-    if any(_words(f.label) & said for f in others):
-        return False
-    return bool(_words(fact.about) & said)
-
-
-def says(text: str, value: Any) -> bool:
-    """Whether ``text`` states ``value`` (``verify.values.stated``; a yes/no value never counts as said)."""
-    return not isinstance(value, bool) and stated(text, value)
-
-
-def split_stop(text: str) -> tuple[str, bool]:
-    """The turn's text without the stop token, and whether it had one."""
-    stop = bool(_STOP.search(text or ""))
-    return _STOP.sub(" ", text or "").strip(), stop
-
-
 def check_turn(script: Script, env: Environment, agent: list[str], user: list[str], text: str, stop: bool,
                turn: int) -> list[UserError]:
-    """The user errors of one user turn: ``agent`` holds the agent's messages so far (the last one is the message
-    this turn answers), ``user`` the user's earlier turns (the opening first)."""
-    errors: list[UserError] = []
-    last = agent[-1] if agent else ""
-    before = " ".join(agent + user)
-    if not text.strip() and not stop:
-        errors.append(UserError(turn, "empty", "the user said nothing and did not end the conversation"))
-    for f in script.facts:
-        if says(text, f.value) and not says(before, f.value) and not asked_for(f, last, script.facts):
-            errors.append(UserError(turn, "leak", f"gave {f.label} {f.value!r} before the agent asked for it"))
-    known_numbers = {float(n) for f in script.facts for n in _numbers_of(f.value)}
-    known_dates = {d for f in script.facts for d in dates(str(f.value))}
-    said_numbers = set(numbers(before)) | known_numbers
-    said_dates = set(dates(before)) | known_dates
-    hidden_numbers = {float(v) for v in script.hidden if isinstance(v, int | float) and not isinstance(v, bool)}
-    names = [f.value for f in script.facts if isinstance(f.value, str)]
-    for n in numbers(without(text, names) if names else text):
-        if n in said_numbers:
-            continue
-        kind: ErrorKind = "tool_or_id" if n in hidden_numbers else "invented"
-        errors.append(UserError(turn, kind, f"said the number {n:g}, which it was never given"))
-    for d in dates(text):
-        if d not in said_dates:
-            errors.append(UserError(turn, "invented", f"said the date {d}, which it was never given"))
-    low = text.casefold()
-    for tool in env.tools:
-        if tool.name.casefold() in low and tool.name.casefold() not in before.casefold():
-            errors.append(UserError(turn, "tool_or_id", f"named the tool {tool.name}"))
-    for v in script.hidden:
-        if isinstance(v, str) and says(text, v) and not says(before, v):
-            errors.append(UserError(turn, "tool_or_id", f"said {v!r}, a value read from a tool"))
-    if _ID_WORDS.search(text) and not _ID_WORDS.search(before):
-        errors.append(UserError(turn, "tool_or_id", "gave an id"))
-    questions = " ".join(re.findall(r"[^.!?]*\?", last))
-    if stop and questions:  # a question that names a fact the user has not given yet
-        pending = [f for f in script.facts if _words(f.label) & _words(questions)
-                   and asked_for(f, questions, script.facts) and not says(before + " " + text, f.value)]
-        if pending:
-            errors.append(UserError(turn, "early_stop", f"ended while the agent asked for {pending[0].label}"))
-    return errors
-
-
-def _numbers_of(value: Any) -> list[float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [float(value)]
-    return [float(n) for n in numbers(str(value))]
+    """The user errors of one user turn (:func:`verify.usercheck.check_turn`, the one implementation, which every
+    export vendors): ``agent`` holds the agent's messages so far (the last one is the message this turn answers),
+    ``user`` the user's earlier turns (the opening first)."""
+    return usercheck.check_turn(script.facts, script.hidden, [t.name for t in env.tools], agent, user, text, stop,
+                                turn)
 
 
 # ---------------------------------------------------------------- the simulated user

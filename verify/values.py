@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from verify import reward
+from . import reward  # relative: exports vendor this file beside reward.py (and usercheck.py)
 
 _MONTH = (r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
           r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
