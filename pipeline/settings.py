@@ -368,6 +368,19 @@ class TesterSettings(AgentSettings):
     """Model name at ``base_url`` (required with it)."""
     api_key: str | None = Field(default=None, repr=False, exclude=True)
     """API key for ``base_url`` (never written to reports)."""
+    conversations: int = Field(default=0, ge=0, le=64)
+    """Attempts per task in its conversational form (``verify.conversation``: the agent gets the opening line and
+    asks the simulated user of ``[stages.user]`` for the facts), each with ``max_turns`` plus two turns per fact;
+    their pass rate and user errors are ``metadata.conversation_difficulty``. They are not reviewed by the
+    checker and do not change ``difficulty``."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``conversations`` is left out of dumps while 0 (reports and run fingerprints made before it stay)."""
+        data: dict[str, Any] = handler(self)
+        if not self.conversations:
+            data.pop("conversations", None)
+        return data
 
 
 class EvalSettings(AgentSettings):
@@ -452,6 +465,17 @@ class VerifySettings(VerifyStage):
     """The checker agent."""
     difficulty: DifficultyPolicy = DifficultyPolicy()
     """Which tasks to keep by pass rate."""
+    user: UserSettings = UserSettings()
+    """The simulated user of the tester's conversational attempts."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``user`` is left out of dumps while the tester holds no conversation (run fingerprints made before it
+        stay)."""
+        data: dict[str, Any] = handler(self)
+        if not self.tester.conversations:
+            data.pop("user", None)
+        return data
 
 
 
@@ -493,7 +517,7 @@ class Stages(Section):
     def verification(self) -> VerifySettings:
         """``[stages.verify]`` with its agents' tables (tasks, tester, checker, difficulty)."""
         return VerifySettings(fix_rounds=self.verify.fix_rounds, tasks=self.tasks, tester=self.tester,
-                              checker=self.checker, difficulty=self.difficulty)
+                              checker=self.checker, difficulty=self.difficulty, user=self.user)
 
     def recorded(self) -> dict[str, Any]:
         """The tables as set (not the defaults), secrets left out: what a run records of its configuration."""

@@ -163,14 +163,18 @@ def _param_table(env: Environment, tool_name: str, param: str) -> str | None:
     return None
 
 
-_VERBS = {"find", "search", "list", "get", "lookup", "by", "add", "create", "new", "update", "set", "delete", "remove",
-          "for", "of", "the", "all", "with", "and", "record", "change"}
+_PREPOSITIONS = {"by", "for", "of", "with", "in", "from", "to", "on", "at"}
 
 
 def _tool_thing(tool: str, param: str) -> str:
-    """What a tool's parameter is about when its statements do not say (``search_books``' query: a book): the words
-    of the tool's name that are neither verbs nor the parameter's own."""
-    words = [w for w in tool.split("_") if w and w not in _VERBS and w not in param.split("_")]
+    """What a tool's parameter is about when its statements do not say: the words of the tool's name after its
+    verb, up to a preposition (``search_books``: book; ``find_member_by_name``: member; ``borrow_book``: book)."""
+    words = tool.split("_")[1:]
+    for i, w in enumerate(words):
+        if w in _PREPOSITIONS:
+            words = words[:i]
+            break
+    words = [w for w in words if w not in param.split("_")]
     return _thing("_".join(words[:2])) if words else ""
 
 

@@ -18,10 +18,12 @@ from pipeline.ir import Environment, Task
 from pipeline.settings import TesterSettings as TesterSettings
 from verify.agent import Attempt, Step, turn_model
 from verify.agent import run_attempt as _run_attempt
+from verify.conversation import UserSettings, script_of, user_client
 
 STAGE = "tester"
 
-__all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "run_attempt", "run_attempts", "tester_client", "turn_model"]
+__all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficulty", "run_attempt", "run_attempts",
+           "run_conversations", "tester_client", "turn_model"]
 
 
 _clients: dict[tuple[int, str, str], Any] = {}
@@ -76,3 +78,28 @@ def run_attempts(
     if getattr(tester_client(client, settings), "prefetches", False):  # a remote endpoint: attempts at once
         return list(client.map(one, numbers))  # each on its own instance and seed; results in attempt order
     return [one(i) for i in numbers]
+
+
+def run_conversations(
+    client: Any, env: Environment, task: Task, *, initial_db: str | Path | None = None,
+    settings: TesterSettings | None = None, user: UserSettings | None = None,
+) -> list[Attempt]:
+    """``settings.conversations`` attempts at ``task``'s conversational form (``verify.conversation``) against the
+    simulated user of ``user``, each with ``max_turns`` plus two turns per fact the user holds."""
+    settings = settings or TesterSettings()
+    user = user or UserSettings()
+    facts = len(script_of(env, task).facts)
+    talk = settings.model_copy(update={"max_turns": min(50, settings.max_turns + 2 * facts)})
+    agent, sim = tester_client(client, settings), user_client(client, user)
+    return [_run_attempt(agent, env, task, attempt=i, initial_db=initial_db, settings=talk, stage=STAGE,
+                         raise_endpoint_errors=True, user=sim, user_settings=user)
+            for i in range(1, settings.conversations + 1)]
+
+
+def conversation_difficulty(talks: list[Attempt]) -> dict[str, Any]:
+    """``metadata.conversation_difficulty``: attempts, passes, pass rate, attempts with a user error, user turns."""
+    n = len(talks)
+    return {"attempts": n, "passes": sum(a.passed for a in talks),
+            "pass_rate": round(sum(a.passed for a in talks) / n, 4) if n else None,
+            "user_error_attempts": sum(bool(a.user_errors) for a in talks),
+            "user_turns": sum(a.user_turns for a in talks)}

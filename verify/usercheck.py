@@ -71,28 +71,33 @@ def _words(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(reward.normalize_text(text))}
 
 
+_CLAUSE = re.compile(r"[,;:?!.()]|\band\b|\bor\b", re.IGNORECASE)
+
+
 def asked_for(fact: Any, agent_text: str, facts: list[Any] | None = None) -> bool:
     """Whether the agent's message asks about ``fact``: it names a word of the fact's label that no other fact's
     label has ("patient" of "patient name" beside "medication name"); or a word the label shares, while it names
     none of those other facts by their own words; or what the fact is about, while it names no field of the other
     facts about that thing (a user asked "which book?" may give the book's title; one asked "what is the author of
     the book?" only the author)."""
-    said = _words(agent_text)
     others = [f for f in facts or () if f is not fact]
-    label = _words(fact.label)
+    label, about = _words(fact.label), _words(fact.about)
 
     def own(f: Any) -> set[str]:
         return _words(f.label) - set().union(*(_words(g.label) for g in facts or () if g is not f))
 
-    if own(fact) & said:
-        return True
-    if label & said and not any(own(f) & said for f in others if _words(f.label) & label):
-        return True
-    about = _words(fact.about)
-    if about & said:
-        same = [f for f in others if _words(f.about) & about]
-        return not any(_words(f.label) & said for f in same)
-    return False
+    def asks(said: set[str]) -> bool:
+        if own(fact) & said:
+            return True
+        if label & said and not any(own(f) & said for f in others if _words(f.label) & label):
+            return True
+        if about & said:
+            same = [f for f in others if _words(f.about) & about]
+            return not any(_words(f.label) & said for f in same)
+        return False
+
+    # clause by clause: "who is the member, which book, and for how many days?" asks three things
+    return any(asks(_words(c)) for c in _CLAUSE.split(agent_text) if c.strip())
 
 
 def says(text: str, value: Any) -> bool:

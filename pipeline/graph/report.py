@@ -33,6 +33,10 @@ def outcome_entry(o: TaskOutcome) -> dict[str, Any]:
             for a, r in zip(o.attempts, o.reviews, strict=False)
         ],
         "history": o.history,
+        **({"conversations": [
+            {"attempt": a.attempt, "passed": a.passed, "stop": a.stop, "calls": len(a.steps), "turns": a.turns,
+             "user_turns": a.user_turns, "user_errors": a.user_errors, "final_answer": a.final_answer,
+             "failures": a.failures[:3]} for a in o.talks]} if o.talks else {}),
     }
 
 
@@ -42,7 +46,16 @@ def trajectories(outcomes: list[TaskOutcome]) -> list[dict[str, Any]]:
     return [
         {"task_id": o.task.task_id, **a.model_dump(mode="json", exclude={"seconds"}), "review": r.model_dump(mode="json")}
         for o in outcomes for a, r in zip(o.attempts, o.reviews, strict=False)
-    ]
+    ] + [{"task_id": o.task.task_id, **a.model_dump(mode="json", exclude={"seconds"}), "review": None}
+         for o in outcomes for a in o.talks]
+
+
+def _talks_summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
+    talks = [a for o in outcomes for a in o.talks]
+    if not talks:
+        return {}
+    return {"conversations": len(talks), "conversation_pass_rate": round(sum(a.passed for a in talks) / len(talks), 4),
+            "user_error_rate": round(sum(bool(a.user_errors) for a in talks) / len(talks), 4)}
 
 
 def build_report(env: Environment, client: Any, s: VerifySettings, planned: int, outcomes: list[TaskOutcome],
@@ -56,7 +69,8 @@ def build_report(env: Environment, client: Any, s: VerifySettings, planned: int,
     return {
         "env_id": env.env_id,
         "model": getattr(client, "model", None),
-        "prompts": {k: hashes[k] for k in ("tasks", "tester", "checker") if k in hashes},
+        "prompts": {k: hashes[k] for k in ("tasks", "tester", "checker", *(("user",) if s.tester.conversations else ()))
+                    if k in hashes},
         "settings": s.model_dump(mode="json"),
         "summary": {
             "planned": planned,
@@ -70,6 +84,7 @@ def build_report(env: Environment, client: Any, s: VerifySettings, planned: int,
             "checker_verdicts": {src: dict(sorted(c.items())) for src, c in verdicts.items()},
             "blame": dict(sorted(blames.items())),
             "env_changed": env_changed,
+            **_talks_summary(outcomes),
         },
         "tasks": [outcome_entry(o) for o in outcomes],
         "rejections": [r.model_dump(mode="json") for r in rejections],

@@ -262,7 +262,7 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
         if deps.repairs:
             fix_tool = fix_tool or (lambda e, fault: repair_tool(e, fault, c, bs))
             fix_data = fix_data or (lambda e, fault: repair_data(e, fault, c, bs))
-        return VerifyDeps(client=c, tester=vs.tester, checker=vs.checker, fix_rounds=vs.fix_rounds,
+        return VerifyDeps(client=c, tester=vs.tester, checker=vs.checker, fix_rounds=vs.fix_rounds, user=vs.user,
                           fix_task=fix_task, fix_tool=fix_tool, fix_data=fix_data,
                           rederive=lambda e, t: rederive_task(e, t, initial_db=db_for(s, e)))
 

@@ -34,8 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.ir import Difficulty, Environment, Task
 from pipeline.prompts import fill_section
 from verify.call_review import CheckerSettings, Fault, Review, review_attempt, rule_review
+from verify.conversation import UserSettings
 from verify.proofs import ProofReport, prove
-from verify.tester import Attempt, TesterSettings, run_attempts
+from verify.tester import Attempt, TesterSettings, conversation_difficulty, run_attempts, run_conversations
 
 TaskFixer = Callable[[Environment, Task, str], "tuple[Task | None, str | None]"]
 EnvFixer = Callable[[Environment, Fault], "Environment | None"]
@@ -54,6 +55,8 @@ class VerifyDeps:
     fix_tool: EnvFixer | None = None
     fix_data: EnvFixer | None = None
     rederive: Rederive | None = None
+    user: UserSettings = field(default_factory=UserSettings)
+    """The simulated user of the tester's conversational attempts (``tester.conversations``)."""
 
 
 class VerifyState(TypedDict, total=False):
@@ -64,6 +67,7 @@ class VerifyState(TypedDict, total=False):
     proofs: ProofReport
     reference_faults: list[Fault]
     attempts: list[Attempt]
+    talks: list[Attempt]
     reviews: list[Review]
     fault: Fault | None
     history: list[dict[str, Any]]
@@ -80,6 +84,8 @@ class TaskOutcome(BaseModel):
     env_changed: bool = False
     proofs: ProofReport | None = None
     attempts: list[Attempt] = Field(default_factory=list)
+    talks: list[Attempt] = Field(default_factory=list)
+    """The tester's conversational attempts (``tester.conversations``)."""
     reviews: list[Review] = Field(default_factory=list)
     unresolved: Fault | None = None
     history: list[dict[str, Any]] = Field(default_factory=list)
@@ -101,8 +107,12 @@ def _prove(state: VerifyState) -> VerifyState:
 
 def _test(deps: VerifyDeps) -> Callable[[VerifyState], VerifyState]:
     def node(state: VerifyState) -> VerifyState:
-        return {"attempts": run_attempts(deps.client, state["env"], state["task"], initial_db=state.get("initial_db"),
-                                         settings=deps.tester)}
+        env, task, db = state["env"], state["task"], state.get("initial_db")
+        out: VerifyState = {"attempts": run_attempts(deps.client, env, task, initial_db=db, settings=deps.tester)}
+        if deps.tester.conversations:
+            out["talks"] = run_conversations(deps.client, env, task, initial_db=db, settings=deps.tester,
+                                             user=deps.user)
+        return out
     return node
 
 
@@ -233,7 +243,8 @@ def outcome(state: VerifyState) -> TaskOutcome:
 
     def make(status: Literal["accepted", "rejected"], reason: str, task: Task) -> TaskOutcome:
         return TaskOutcome(status=status, reason=reason, task=task, env=env, env_changed=state.get("env_changed", False),
-                           proofs=proofs, attempts=attempts, reviews=reviews, history=history, unresolved=fault)
+                           proofs=proofs, attempts=attempts, talks=state.get("talks") or [], reviews=reviews,
+                           history=history, unresolved=fault)
 
     if not proofs.ok:
         return make("rejected", "proof failed: " + proofs.reason(), task)
@@ -241,8 +252,11 @@ def outcome(state: VerifyState) -> TaskOutcome:
     if fault is not None and fault.source == "rule" and (fault.kind != "tool" or fault.target in ref_tools):
         return make("rejected", f"unresolved environment fault ({fault.kind} {fault.target}): {fault.reason}", task)
     passes = sum(a.passed for a in attempts)
-    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes),
-                                   "metadata": {**task.metadata, "hard_pool": bool(attempts) and passes == 0}})
+    meta = {**task.metadata, "hard_pool": bool(attempts) and passes == 0}
+    talks = state.get("talks") or []
+    if talks:
+        meta["conversation_difficulty"] = conversation_difficulty(talks)
+    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes), "metadata": meta})
     reason = "proofs hold" + (f"; checker flag left: {fault.kind} {fault.target}: {fault.reason}" if fault else "")
     return make("accepted", reason, task)
 

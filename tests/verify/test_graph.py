@@ -174,3 +174,30 @@ def test_a_solvable_task_nobody_solved_goes_to_the_hard_pool_unreworded() -> Non
     assert out.status == "accepted" and out.task.instruction == task.instruction
     assert out.task.difficulty.model_dump() == {"attempts": 2, "passes": 0} and out.task.metadata["hard_pool"] is True
     assert [h["fix"] for h in out.history] == [None] and len(client.requests) == 4
+
+
+def test_conversational_attempts_give_a_conversation_difficulty_apart_from_the_checker() -> None:
+    """``tester.conversations``: after the tester's attempts, the task's conversational form against the simulated
+    user (here the same scripted client): the agent asks, the user answers, the agent solves, the user ends; the
+    pass rate goes to ``metadata.conversation_difficulty``, the checker reviews only the tester's attempts."""
+    env = library_env()
+    task = library_tasks(env)[0]
+    client = fake_client([
+        *SOLVE_DAN,                                              # the tester's attempt
+        finish("Who is the member, which book, and for how many days?"),  # the conversation: the agent asks
+        finish("Dan Wu, the book Brief History, for 7 days."),   # the user answers what it was asked
+        *SOLVE_DAN[:3], finish("Recorded."),                     # the agent solves
+        finish("Thank you! ###STOP###"),                         # the user ends
+        all_pass(3),                                             # the checker, on the tester's attempt only
+    ])
+    settings = tester.TesterSettings(attempts=1, conversations=1)
+    out = verify_task(env, task, VerifyDeps(**{**_deps(client).__dict__, "tester": settings}))
+    assert out.status == "accepted", out.reason
+    assert out.task.difficulty.attempts == 1 and len(out.reviews) == 1
+    assert [a.passed for a in out.talks] == [True] and out.talks[0].stop == "user_stop"
+    assert out.talks[0].user_turns == 2 and out.talks[0].user_errors == []
+    assert out.task.metadata["conversation_difficulty"] == {"attempts": 1, "passes": 1, "pass_rate": 1.0,
+                                                            "user_error_attempts": 0, "user_turns": 2}
+    # the agent never saw the request: its first message was the opening line
+    talk = out.talks[0].messages
+    assert talk[1]["content"].startswith("Hello") and "Dan Wu" not in talk[1]["content"]
