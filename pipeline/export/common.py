@@ -24,6 +24,7 @@ from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
 from verify import reward
+from verify.conversation import script_of, user_system
 from verify.policy import with_policy
 
 EXPORT_DIR = Path(__file__).parent
@@ -34,6 +35,10 @@ RUNTIME_FILES = {
     "engine.py": REPO_SRC / "pipeline" / "runtime" / "engine.py",
     "reward.py": REPO_SRC / "verify" / "reward.py",
     "taskrt.py": TEMPLATES / "taskrt.py",
+    # the simulated user of conversations: envfoundry's checks of a user's turn and the values they read
+    "values.py": REPO_SRC / "verify" / "values.py",
+    "usercheck.py": REPO_SRC / "verify" / "usercheck.py",
+    "usersim.py": TEMPLATES / "usersim.py",
 }
 
 
@@ -49,11 +54,42 @@ SYSTEM_PROMPT = (
 )
 
 
+CONVERSATION_PROMPT = (
+    "You are an agent operating the application '{name}': {description}\n"
+    "You are talking with a user. Their first message may not say every detail you need: ask them for what is "
+    "missing (names, dates, amounts), one short question at a time, and never guess a value or an id; find ids "
+    "with the tools. Tool results are JSON; a result starting with 'Error:' means the call changed nothing. Do "
+    "only what the user asks. Every message you write without a tool call goes to the user, who replies. When "
+    "the request is done, tell the user in a short message that states any answer they asked for."
+)
+
+
 def system_prompt(ce: CatalogEnv) -> str:
     """What every format gives the trainer as the system prompt: the application, then its policy when it has
     rules (``policy.md``'s text, :func:`verify.policy.with_policy`; without rules the prompt is as it was)."""
     s = ce.env.scenario
     return with_policy(SYSTEM_PROMPT.format(name=s.name, description=s.description.strip()), ce.env)
+
+
+def conversation_prompt(ce: CatalogEnv) -> str:
+    """The agent's system prompt in a task's conversational form (it talks with the simulated user), with the
+    policy as in :func:`system_prompt`."""
+    s = ce.env.scenario
+    return with_policy(CONVERSATION_PROMPT.format(name=s.name, description=s.description.strip()), ce.env)
+
+
+def conversation_form(ce: CatalogEnv, task: Task) -> dict[str, Any]:
+    """The task's conversational form as every export carries it (the record's ``conversation``): the script of
+    :func:`verify.conversation.script_of` (``opening``, ``goal``, ``facts``, ``persona``, ``question``,
+    ``pushback``, ``hidden``; ``derived`` when the task had no ``metadata.conversation``) and ``user_system``, the
+    simulated user's system prompt rendered by :func:`verify.conversation.user_system`."""
+    script = script_of(ce.env, task)
+    return {**script.model_dump(mode="json"), "user_system": user_system(ce.env, script)}
+
+
+def exported_record(ce: CatalogEnv, task: Task) -> dict[str, Any]:
+    """A task record as the exports write it: the bank's record plus its ``conversation``."""
+    return {**task.model_dump(mode="json"), "conversation": conversation_form(ce, task)}
 
 
 def package_name(env_id: str, prefix: str) -> str:
@@ -173,22 +209,24 @@ def task_info(task: Task, split: str) -> dict[str, Any]:
 
 
 def write_bundle(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
-    """The runtime data of one environment: ``env.json``, ``initial.db``, ``tasks.jsonl`` and
-    ``task_info.json`` (split, tier, pass rate per task)."""
+    """The runtime data of one environment: ``env.json``, ``initial.db``, ``tasks.jsonl`` (the task records, each
+    with its ``conversation``, :func:`exported_record`) and ``task_info.json`` (split, tier, pass rate per task)."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(
         out / "env.json", json.dumps(ce.env.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
     )
     shutil.copyfile(ce.path / "initial.db", out / "initial.db")
     os.chmod(out / "initial.db", 0o644)
-    write_text(out / "tasks.jsonl", "".join(canonical_json(t) + "\n" for t in ce.tasks))
+    write_text(out / "tasks.jsonl", "".join(canonical_json(exported_record(ce, t)) + "\n" for t in ce.tasks))
     write_json(out / "task_info.json", {t.task_id: task_info(t, split[t.task_id]) for t in ce.tasks})
     return out
 
 
 def write_runtime(pkg_dir: Path) -> None:
     """Vendor the stdlib runtime into an exported package: the tool engine, the one reward
-    implementation (``verify/reward.py``) and the task runtime, each copied byte for byte."""
+    implementation (``verify/reward.py``), the task runtime and the simulated user (``templates/usersim.py``
+    with envfoundry's checks of a user's turn, ``verify/usercheck.py`` and ``verify/values.py``), each copied
+    byte for byte."""
     for name, src in RUNTIME_FILES.items():
         if not src.is_file():
             raise ExportError(f"runtime file {src} is missing (needed as {pkg_dir / name})")

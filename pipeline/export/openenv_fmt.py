@@ -24,6 +24,7 @@ from pipeline.export.common import (
     TEMPLATES,
     ExportError,
     ExportOptions,
+    conversation_prompt,
     dist_name,
     one_line,
     package_name,
@@ -105,6 +106,38 @@ calls and rewards run on one pool of `ENVFOUNDRY_WORKERS` threads (default the n
 2), and a call is stopped after `ENVFOUNDRY_CALL_TIMEOUT` seconds (default 10), so a slow call cannot
 stall the other sessions.
 
+## Conversations
+
+Every task also has a conversational form (each record's `conversation` in `data/tasks.jsonl`): the user
+opens with a vague request and gives each detail only when asked. `reset(task_id=..., conversation=True)`
+(or every episode, with `ENVFOUNDRY_CONVERSATION=1` set for the server) plays it: the observation's
+`instruction` is the user's opening line, `system_prompt` tells the agent to ask for what is missing, and
+the tools include `{message}`. A step `{message}` with `{{"message": "..."}}` sends the agent's message to
+a simulated user and returns the user's reply as `result`; tool calls still go to the tools. The user ends
+the conversation with `###STOP###`: that step is `done` and its `reward` is the verifier on the final
+database, the agent's last message to the user being the answer. The user runs on any OpenAI-compatible
+endpoint, named in the server's environment:
+
+```bash
+export ENVFOUNDRY_USER_BASE_URL=http://127.0.0.1:8001/v1   # the user's endpoint (vLLM, SGLang, Ollama, ...)
+export ENVFOUNDRY_USER_MODEL=Qwen/Qwen2.5-7B-Instruct        # the model it serves
+export ENVFOUNDRY_USER_API_KEY=...                           # when the endpoint wants one
+uvicorn server.app:app --port 8000
+```
+
+```python
+with GenericEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
+    opening = env.reset(task_id="<task_id>", conversation=True).observation["instruction"]
+    reply = env.step({{"type": "call_tool", "tool_name": "{message}", "arguments": {{"message": "Which book?"}}}})
+    reply.observation["result"], reply.done, reply.reward       # the user's answer; done once the user stops
+```
+
+`ENVFOUNDRY_USER_TEMPERATURE` (default 0), `ENVFOUNDRY_USER_MAX_TOKENS` (160), `ENVFOUNDRY_USER_TIMEOUT`
+(60 s) and `ENVFOUNDRY_USER_MAX_TURNS` (10 replies, then the episode ends and is scored) tune the user. Each
+reply's `metadata.user_errors` lists the user's own mistakes caught by code (a fact given before it was asked
+for, a value it invented, a tool name or an id, an early stop), kept apart from the agent's and summed in
+`state.user_errors`; `state.user_turns` counts its replies. The submit tool still ends an episode at once.
+
 Tools: {tools}. Task ids, splits, tiers and pass rates: `data/tasks.jsonl`, `data/task_info.json`.
 """
 
@@ -121,8 +154,20 @@ SUBMIT_SCHEMA = {
 }
 
 
-def submit_tool_name(tool_names: set[str]) -> str:
-    name = "submit"
+MESSAGE_DESCRIPTION = (
+    "Send a message to the user (a question, or your final reply); the result is the user's answer. The episode "
+    "ends when the user is done."
+)
+
+MESSAGE_SCHEMA = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "description": "What you say to the user"}},
+    "required": ["message"],
+    "additionalProperties": False,
+}
+
+
+def submit_tool_name(tool_names: set[str], name: str = "submit") -> str:
     while name in tool_names:
         name += "_task"
     return name
@@ -206,6 +251,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     if clash:
         raise ExportError(f"environment {ce.env_id}: tool names {sorted(clash)} are reserved by OpenEnv")
     submit = submit_tool_name(names)
+    message = submit_tool_name(names | {submit}, "send_message")
     package = package_name(ce.env_id, "envfoundry_openenv")
     root = out / package
     title = ce.env.scenario.name
@@ -229,7 +275,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
         root / "README.md",
         README.format(
             n=len(tasks), n_val=n_val, submit=submit, tools=", ".join(sorted(names)),
-            requirement=OPENENV_REQUIREMENT, plan_task=plan["reset"]["options"]["task_id"], **fill,
+            requirement=OPENENV_REQUIREMENT, plan_task=plan["reset"]["options"]["task_id"], message=message, **fill,
         ),
     )
     write_text(
@@ -261,6 +307,10 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
             "submit_tool": submit,
             "submit_description": SUBMIT_DESCRIPTION,
             "submit_schema": SUBMIT_SCHEMA,
+            "conversation_system_prompt": conversation_prompt(ce),
+            "message_tool": message,
+            "message_description": MESSAGE_DESCRIPTION,
+            "message_schema": MESSAGE_SCHEMA,
         },
     )
     return root

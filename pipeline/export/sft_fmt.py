@@ -9,6 +9,12 @@ convention Hugging Face chat templates render (``apply_chat_template(messages, t
 ``sft_arguments="string"`` writes the OpenAI wire form (a JSON string) instead, ``"both"`` adds the
 string as ``arguments_json``. ``tools`` are OpenAI function schemas. A reference solution that
 fails its verifier (the one reward, ``verify/reward.py``) on replay is an error.
+
+``sft_conversation.jsonl`` holds the same tasks in their conversational form (one line per task, the same fields
+plus ``conversation``, the task's script): system (the conversational prompt), user (the opening line), then per
+fact of the script the assistant asking for it and the user giving it, then the reference calls and results and the
+final message, written by code (:func:`conversation_transcript`); no user turn of it is a user error
+(``verify.usercheck.check_turn``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from pipeline.export.common import (
     TEMPLATES,
     ExportError,
     ExportOptions,
+    conversation_form,
+    conversation_prompt,
     difficulty_info,
     reference_reply,
     splits,
@@ -30,7 +38,7 @@ from pipeline.export.common import (
 )
 from pipeline.ir import Task
 from pipeline.runtime import EnvInstance
-from verify import reward
+from verify import reward, usercheck
 
 FINAL_REPLY = "Done: the request has been carried out."
 
@@ -43,12 +51,25 @@ reply), replayed on the environment and checked by its verifier. One line per ta
 test attempts that passed, null when none ran), `difficulty`, `messages`, `tools` (OpenAI function
 schemas). Tool-call `arguments` are written {arguments}.
 
+`sft_conversation.jsonl`: the same tasks as whole conversations with a user, one line per task (the same
+fields, plus `conversation`: the task's script, see below). The user opens with a vague request (the
+`opening` line); the assistant asks for each detail it needs, one question at a time, and the user gives
+it; then come the tool calls and results and the final message. Written by code from each task's reference
+solution and its script, and checked: no user turn gives a fact before it was asked for, invents a value or
+names a tool or an id (envfoundry's checks of a simulated user, `usercheck.py` in the other exports). Render
+it with `the second command below, or train on it as on `sft.jsonl`. A task's `conversation` holds `opening`,
+`goal` (the whole request), `facts` (`label`, `value`, `about`: what the user gives when asked), `hidden`
+(values read from tools, which the user never says), `persona`, `question` (the user waits for an answer),
+`pushback` (the user insists once when refused), `derived` and `user_system` (the simulated user's system
+prompt); to play the user live against a policy, use the verifiers, OpenEnv or veRL export.
+
 Render it with a model's chat template (only `transformers` and `jinja2` needed), offline from a
 local directory holding the model's tokenizer files:
 
 ```bash
 pip install transformers jinja2
 python render_sft.py sft.jsonl --tokenizer ./qwen2.5-tokenizer --out rendered.jsonl
+python render_sft.py sft_conversation.jsonl --tokenizer ./qwen2.5-tokenizer --out rendered_conversation.jsonl
 ```
 
 Make the directory once, on a machine with network: `hf download Qwen/Qwen2.5-7B-Instruct
@@ -92,12 +113,12 @@ def tool_call(call_id: str, name: str, arguments: dict[str, Any], form: str) -> 
     return {"id": call_id, "type": "function", "function": function}
 
 
-def transcript(ce: CatalogEnv, task: Task, split: str, form: str) -> dict[str, Any]:
+def replayed(ce: CatalogEnv, task: Task, form: str) -> tuple[list[dict[str, Any]], str]:
+    """The reference solution as chat messages (per call an assistant message with one ``tool_calls`` entry and
+    the ``tool`` message with the real result, replayed on a fresh database) and the final reply; an
+    ``ExportError`` when a call fails or the solution fails its verifier."""
     verifier = task.verifier.model_dump(mode="json")
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(ce)},
-        {"role": "user", "content": task.instruction},
-    ]
+    messages: list[dict[str, Any]] = []
     with EnvInstance(ce.env, ce.path / "initial.db") as inst:
         initial = reward.snapshot(inst.conn)
         for i, call in enumerate(task.reference_solution, 1):
@@ -117,7 +138,10 @@ def transcript(ce: CatalogEnv, task: Task, split: str, form: str) -> dict[str, A
         raise ExportError(
             f"task {task.task_id}: the reference solution fails its verifier: {'; '.join(score.failures)}"
         )
-    messages.append({"role": "assistant", "content": final})
+    return messages, final
+
+
+def record(task: Task, split: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     info = difficulty_info(task)
     return {
         "task_id": task.task_id,
@@ -131,6 +155,43 @@ def transcript(ce: CatalogEnv, task: Task, split: str, form: str) -> dict[str, A
     }
 
 
+def transcript(ce: CatalogEnv, task: Task, split: str, form: str) -> dict[str, Any]:
+    calls, final = replayed(ce, task, form)
+    messages = [{"role": "system", "content": system_prompt(ce)}, {"role": "user", "content": task.instruction},
+                *calls, {"role": "assistant", "content": final}]
+    return record(task, split, messages)
+
+
+def ask(fact: dict[str, Any]) -> str:
+    """The assistant's question for a fact: ``What is the <label> of the <about>?``."""
+    label, about = fact["label"], fact.get("about") or ""
+    return f"What is the {label}" + (f" of the {about}" if about and about not in label else "") + "?"
+
+
+def conversation_transcript(ce: CatalogEnv, task: Task, split: str, form: str) -> dict[str, Any]:
+    """The task as a whole conversation: the opening line, a question and its answer per fact, the reference calls
+    and results, the final message. An ``ExportError`` when a user turn of it would be a user error."""
+    conv = conversation_form(ce, task)
+    calls, final = replayed(ce, task, form)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": conversation_prompt(ce)},
+                                      {"role": "user", "content": conv["opening"]}]
+    facts = [usercheck.Fact.from_json(f) for f in conv["facts"]]
+    tools = [t.name for t in ce.env.tools]
+    agent: list[str] = []
+    user = [conv["opening"]]
+    for fact in conv["facts"]:
+        question, answer = ask(fact), f"It is {fact['value']}."
+        agent.append(question)
+        errors = usercheck.check_turn(facts, conv["hidden"], tools, agent, user, answer, False, len(user))
+        if errors:
+            raise ExportError(f"task {task.task_id}: the scripted user's answer {answer!r} to {question!r} is a "
+                              f"user error: {errors[0].detail}")
+        user.append(answer)
+        messages += [{"role": "assistant", "content": question}, {"role": "user", "content": answer}]
+    messages += [*calls, {"role": "assistant", "content": final}]
+    return {**record(task, split, messages), "conversation": conv}
+
+
 def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     if options.sft_arguments not in ARGUMENT_FORMS:
         raise ExportError(f"sft_arguments {options.sft_arguments!r} is not one of {', '.join(ARGUMENT_FORMS)}")
@@ -142,6 +203,13 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     ]
     path = out / "sft.jsonl"
     write_text(path, "".join(line + "\n" for line in lines))
+    conversations = [
+        json.dumps(conversation_transcript(ce, task, split[task.task_id], options.sft_arguments), ensure_ascii=False,
+                   sort_keys=True)
+        for ce in catalog.envs.values()
+        for task in ce.tasks
+    ]
+    write_text(out / "sft_conversation.jsonl", "".join(line + "\n" for line in conversations))
     write_text(out / "render_sft.py", (TEMPLATES / "sft_render.py").read_text(encoding="utf-8"))
     write_text(
         out / "README.md",

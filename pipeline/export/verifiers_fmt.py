@@ -16,6 +16,7 @@ from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
     ExportOptions,
+    conversation_prompt,
     dist_name,
     one_line,
     package_name,
@@ -65,6 +66,32 @@ reply (goal assertions and the typed answer; gate assertions and unchanged table
 `mutable_tables` must hold, else 0), else 0.0; the metric `goals_met` is the share of goals held.
 Each task's data carries `split` (train or val), `tier` (1 to 3) and `pass_rate` (the share of
 envfoundry's test attempts that passed, null when none ran).
+
+## Conversations
+
+Every task also has a conversational form (each record's `conversation` in `data/tasks.jsonl`): the user
+opens with a vague request and gives each detail only when asked. With `conversation` on, the agent gets
+the user's opening line; its tool calls go to the tools as usual, and each reply it ends without a tool
+call goes to a simulated user, whose answer is the environment's response, until the user ends the
+conversation (`###STOP###`) or its replies run out. The user runs on any OpenAI-compatible endpoint:
+
+```python
+env = load_environment(conversation=True, user_base_url="http://127.0.0.1:8001/v1", user_model="Qwen/Qwen2.5-7B-Instruct")
+```
+
+or on the command line (`$USER_BASE_URL`, `$USER_MODEL`: the user's endpoint and model; without them the
+`ENVFOUNDRY_USER_BASE_URL` and `ENVFOUNDRY_USER_MODEL` variables name it):
+
+```bash
+vf-eval {package} -m "$MODEL" --client.base-url "$BASE_URL" --no-push --env.agent.runtime.type subprocess -n 3 --env.taskset.conversation true --env.taskset.user-base-url "$USER_BASE_URL" --env.taskset.user-model "$USER_MODEL"
+```
+
+The user's key is read from `$ENVFOUNDRY_USER_API_KEY` (`user_api_key_var` names another variable);
+`user_temperature` (default 0) and `user_max_turns` (default 10 replies) tune it. The reward is unchanged:
+the verifier on the final database, the agent's last message to the user being the answer. The user's own
+mistakes caught by code (a fact given before it was asked for, a value it invented, a tool name or an id,
+an early stop) are the metric `user_errors`, apart from the agent's reward; `user_turns` counts its
+replies, and `info.envfoundry_user` holds both in full.
 """
 
 
@@ -88,7 +115,8 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     write_text(pkg / "toolset.py", (TEMPLATES / "verifiers_toolset.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
     write_bundle(ce, pkg / "data", split)
-    write_json(pkg / "data" / "export.json", {"env_id": ce.env_id, "system_prompt": system_prompt(ce)})
+    write_json(pkg / "data" / "export.json", {"env_id": ce.env_id, "system_prompt": system_prompt(ce),
+                                              "conversation_system_prompt": conversation_prompt(ce)})
     return root
 
 

@@ -14,6 +14,13 @@ Row fields (veRL's documented dataset format): ``data_source`` (``envfoundry/<en
 ``tool_selection``: the row's own environment's tools, which veRL alone shows and dispatches),
 ``agent_name`` (``tool_agent``). A tool name used by two environments is exposed as
 ``<env_id>__<tool>`` for both (veRL keys tools by name).
+
+Conversations: ``train_conversation.parquet`` and ``val_conversation.parquet`` hold the same tasks in their
+conversational form (``prompt``: the conversational system prompt and the user's opening line; ``agent_name``:
+``envfoundry_conversation``; ``extra_info.interaction_kwargs``: ``task_id``, ``env_id``), played by the package's
+``conversation.EnvFoundryConversationLoop`` (veRL 0.9 has no interaction interface any more: a conversation is an
+agent loop), registered with the user's endpoint by ``agent_loop.yaml``
+(``actor_rollout_ref.rollout.agent.agent_loop_config_path``).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from pipeline.export.common import (
     TEMPLATES,
     ExportError,
     ExportOptions,
+    conversation_form,
+    conversation_prompt,
     difficulty_info,
     dist_name,
     package_name,
@@ -69,7 +78,41 @@ test attempts that passed, null when none ran) for curricula. Tool arguments tha
 object (`"a string"`, a list) are refused with an `Error: ...` result naming what was sent.
 {val_note}
 Environments: {envs}.
+
+## Conversations
+
+Every task also has a conversational form: the user opens with a vague request and gives each detail only
+when asked (each task record's `conversation` in `{package}/data/<env_id>/tasks.jsonl`).
+`train_conversation.parquet` and `val_conversation.parquet` hold the same tasks with the user's opening line
+as the prompt, played by the agent loop `envfoundry_conversation` (`{package}.conversation`): veRL's tool
+agent loop, where a reply without tool calls goes to a simulated user whose answer comes back as the next
+user turn (masked out of the loss, as tool results are), until the user ends the conversation
+(`###STOP###`). veRL 0.9 removed its interaction interface (`BaseInteraction`,
+`multi_turn.interaction_config_path`); a conversation is an agent loop, registered by `agent_loop.yaml` and
+chosen by each row's `agent_name`. `agent_loop.yaml` names the user's OpenAI-compatible endpoint
+(`user_base_url`, `user_model`; left null, they are read from `ENVFOUNDRY_USER_BASE_URL` and
+`ENVFOUNDRY_USER_MODEL`; the key from the variable `user_api_key_var` names, `ENVFOUNDRY_USER_API_KEY`):
+
+```bash
+export ENVFOUNDRY_USER_BASE_URL=http://127.0.0.1:8001/v1 ENVFOUNDRY_USER_MODEL=Qwen/Qwen2.5-7B-Instruct
+python -m verl.trainer.main_ppo \
+  data.train_files=train_conversation.parquet data.val_files=val_conversation.parquet data.return_raw_chat=True \
+  actor_rollout_ref.rollout.mode=async actor_rollout_ref.rollout.multi_turn.enable=True \
+  actor_rollout_ref.rollout.multi_turn.format=hermes \
+  actor_rollout_ref.rollout.multi_turn.tool_config_path=tool_config.yaml \
+  actor_rollout_ref.rollout.agent.agent_loop_config_path=agent_loop.yaml \
+  reward.custom_reward_function.path=pkg://{package}.tools \
+  reward.custom_reward_function.name=compute_score ...
+```
+
+The reward is unchanged: the trajectory's final database, the agent's last message to the user being the
+answer. `compute_score` also returns `user_turns` and `user_errors`: the user's own mistakes caught by code
+(a fact given before it was asked for, a value it invented, a tool name or an id, an early stop), apart
+from the score. `user_max_turns` (default 10) caps the user's replies; `multi_turn.max_user_turns` caps the
+user and tool turns together, as in the tool agent loop.
 """
+
+AGENT_LOOP_NAME = "envfoundry_conversation"
 
 
 def exposed_names(catalog: Catalog) -> dict[tuple[str, str], str]:
@@ -137,6 +180,37 @@ def rows(catalog: Catalog, split: dict[str, str], names: dict[tuple[str, str], s
     return out
 
 
+def conversation_rows(catalog: Catalog, data: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The rows of ``data`` in their tasks' conversational form: the conversational system prompt and the user's
+    opening line as the prompt, the conversation agent loop, and ``extra_info.interaction_kwargs``."""
+    envs = {ce.env_id: ce for ce in catalog.envs.values()}
+    tasks = {t.task_id: t for ce in envs.values() for t in ce.tasks}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for part, rs in data.items():
+        out[part] = []
+        for r in rs:
+            extra = r["extra_info"]
+            ce = envs[extra["env_id"]]
+            conv = conversation_form(ce, tasks[extra["task_id"]])
+            out[part].append({
+                **r,
+                "prompt": [{"role": "system", "content": conversation_prompt(ce)},
+                           {"role": "user", "content": conv["opening"]}],
+                "extra_info": {**extra, "interaction_kwargs": {"name": "envfoundry_user", "task_id": extra["task_id"],
+                                                               "env_id": extra["env_id"]}},
+                "agent_name": AGENT_LOOP_NAME,
+            })
+    return out
+
+
+def agent_loop_config(package: str) -> list[dict[str, Any]]:
+    """``agent_loop.yaml``: the conversation agent loop and the simulated user's endpoint (null: from
+    ``ENVFOUNDRY_USER_*``)."""
+    return [{"name": AGENT_LOOP_NAME, "_target_": f"{package}.conversation.EnvFoundryConversationLoop",
+             "user_base_url": None, "user_model": None, "user_api_key_var": "ENVFOUNDRY_USER_API_KEY",
+             "user_temperature": None, "user_max_turns": 10}]
+
+
 def tool_config(catalog: Catalog, package: str, names: dict[tuple[str, str], str]) -> dict[str, Any]:
     tools = []
     for ce in catalog.envs.values():
@@ -197,6 +271,7 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     )
     write_text(pkg / "__init__.py", '"""envfoundry tools and reward for veRL (see tools.py)."""\n')
     write_text(pkg / "tools.py", (TEMPLATES / "verl_tools.py").read_text(encoding="utf-8"))
+    write_text(pkg / "conversation.py", (TEMPLATES / "verl_conversation.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
     for ce in envs:
         write_bundle(ce, pkg / "data" / ce.env_id, split)
@@ -206,4 +281,8 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     )
     write_parquet(data["train"], root / "train.parquet")
     write_parquet(data["val"], root / "val.parquet")
+    talk = conversation_rows(catalog, data)
+    write_parquet(talk["train"], root / "train_conversation.parquet")
+    write_parquet(talk["val"], root / "val_conversation.parquet")
+    write_text(root / "agent_loop.yaml", yaml.safe_dump(agent_loop_config(package), sort_keys=False, width=100))
     return [root]

@@ -4,7 +4,8 @@ return.
 * Action: OpenEnv's MCP ``CallToolAction`` (``{"type": "call_tool", "tool_name", "arguments"}``);
   ``ListToolsAction`` (``{"type": "list_tools"}``) lists the tools.
 * ``TaskObservation``: what ``reset`` returns (the task, its tools, its split/tier/pass rate).
-* ``ToolObservation``: what ``step`` returns for a tool call (and for ``submit``, with the reward).
+* ``ToolObservation``: what ``step`` returns for a tool call (and for ``submit``, with the reward; in
+  conversation mode for the message tool, with the user's reply).
 * ``EnvFoundryState``: what ``state`` returns.
 """
 
@@ -33,6 +34,8 @@ class TaskObservation(Observation):
     split: str | None = Field(default=None, description="train or val")
     tier: int | None = Field(default=None, description="Difficulty tier (1 to 3: how many calls and decisions)")
     pass_rate: float | None = Field(default=None, description="Share of envfoundry's test rollouts that passed")
+    conversation: bool = Field(default=False, description="Conversation mode: instruction is the user's opening line")
+    message_tool: str | None = Field(default=None, description="Conversation mode: the tool that talks to the user")
 
 
 class ToolObservation(CallToolObservation):
@@ -53,6 +56,9 @@ class EnvFoundryState(State):
     done: bool = Field(default=False, description="Whether submit was called")
     reward: float | None = Field(default=None, description="The verifier's reward once submitted")
     passed: bool | None = Field(default=None, description="Whether the verifier passed once submitted")
+    conversation: bool = Field(default=False, description="Whether the episode is played in conversation")
+    user_turns: int = Field(default=0, ge=0, description="Conversation mode: the simulated user's replies")
+    user_errors: list[dict] = Field(default_factory=list, description="The simulated user's mistakes caught by code")
 
 
 __all__ = [

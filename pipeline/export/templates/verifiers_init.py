@@ -8,16 +8,29 @@ rollout, see ``toolset.py``); the reward ``task_verified`` is the envfoundry ver
 and last reply: 1.0 when it holds, else 0.0 (``partial_credit=True``: the share of goals met).
 ``Task.validate`` replays the reference solution, so ``vf-validate <package>`` checks every task's
 ground truth (gold) as well as that doing nothing scores below 1 (noop).
+
+Conversations: ``load_environment(conversation=True, user_base_url=..., user_model=...)`` (or
+``--env.taskset.conversation true --env.taskset.user-base-url URL --env.taskset.user-model NAME``) plays each task
+in its conversational form. ``EnvFoundryEnv`` (the package's ``Env``, verifiers' single-agent env otherwise) opens
+the agent's interaction on the user's opening line; the agent's harness runs its tool calls as usual, and each
+reply it ends without a tool call is the environment's turn: the simulated user (``usersim.py``, on the
+OpenAI-compatible endpoint named by ``user_base_url`` / ``user_model``, else ``ENVFOUNDRY_USER_BASE_URL`` /
+``ENVFOUNDRY_USER_MODEL``) answers it, until the user ends the conversation (``###STOP###``) or its replies run out
+(``user_max_turns``). The reward is unchanged: the final database, and the agent's last message to the user as the
+answer. The user's mistakes caught by code (``usercheck.py``) are metrics of their own, ``user_errors`` (and
+``user_turns``), apart from the agent's; ``trace.info["envfoundry_user"]`` holds them in full.
 """
 
+import asyncio
 import json
 import logging
+import os
 from typing import Any
 
 import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 
-from . import reward, taskrt  # type: ignore[attr-defined]  # vendored beside this file
+from . import reward, taskrt, usersim  # type: ignore[attr-defined]  # vendored beside this file
 from .toolset import BUNDLE_DIR, EnvFoundryState, EnvFoundryToolset, bundle
 
 logger = logging.getLogger(__name__)
@@ -37,6 +50,8 @@ class EnvFoundryData(vf.TaskData):
     pass_rate: float | None = None
     """Share of envfoundry's test rollouts that passed."""
     difficulty: dict[str, Any] = {}
+    conversation: dict[str, Any] | None = None
+    """Hidden from the agent: the task's conversational form (the simulated user's script), in conversation mode."""
 
 
 class EnvFoundryTaskConfig(vf.TaskConfig):
@@ -92,6 +107,19 @@ class EnvFoundryConfig(vf.TasksetConfig):
     """Only these tasks (default: every task of the bank)."""
     split: str | None = None
     """Only the tasks of this split (``train`` or ``val``; default: both)."""
+    conversation: bool = False
+    """Play each task in its conversational form: the agent gets the user's opening line and talks with the
+    simulated user (see the module's docstring)."""
+    user_base_url: str | None = None
+    """The simulated user's OpenAI-compatible endpoint (default ``$ENVFOUNDRY_USER_BASE_URL``)."""
+    user_model: str | None = None
+    """The model the user's endpoint serves (default ``$ENVFOUNDRY_USER_MODEL``)."""
+    user_api_key_var: str = "ENVFOUNDRY_USER_API_KEY"
+    """The environment variable holding the user endpoint's key (unset: no key)."""
+    user_temperature: float | None = None
+    """The user's sampling temperature (default ``$ENVFOUNDRY_USER_TEMPERATURE``, else 0)."""
+    user_max_turns: int | None = None
+    """The user's replies per conversation (default ``$ENVFOUNDRY_USER_MAX_TURNS``, else 10)."""
 
 
 class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
@@ -103,11 +131,13 @@ class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
             info = bundle().task_info(task_id)
             if self.config.split is not None and info.get("split") != self.config.split:
                 continue
+            talk = self.config.conversation
             data = EnvFoundryData(
                 id=task_id,
                 name=task_id,
-                prompt=rec["instruction"],
-                system_prompt=META["system_prompt"],
+                prompt=rec["conversation"]["opening"] if talk else rec["instruction"],
+                system_prompt=META["conversation_system_prompt"] if talk else META["system_prompt"],
+                conversation=rec["conversation"] if talk else None,
                 task_id=task_id,
                 env_id=rec["env_id"],
                 kind=rec.get("kind", "multi_step"),
@@ -124,13 +154,50 @@ class EnvFoundryHarness(NullHarness):
     """The default program: a plain tool-calling chat loop over the environment's tools."""
 
 
-TASKSET_KEYS = ("task_ids", "split", "system_prompt")
+def user_endpoint(config: EnvFoundryConfig) -> usersim.UserEndpoint:
+    """The simulated user's endpoint: the taskset's ``user_*`` settings over ``ENVFOUNDRY_USER_*``."""
+    return usersim.UserEndpoint.from_env(
+        base_url=config.user_base_url, model=config.user_model, api_key=os.environ.get(config.user_api_key_var),
+        temperature=config.user_temperature,
+    )
+
+
+class EnvFoundryEnv(vf.SingleAgentEnv):
+    """verifiers' single-agent env (one ``agent`` seat); in conversation mode the environment's response to a
+    reply without tool calls is the simulated user's answer."""
+
+    async def run(self, task: vf.Task, agents) -> None:
+        config = self.taskset.config
+        if not config.conversation:
+            return await super().run(task, agents)
+        user = usersim.SimulatedUser(task.data.conversation, list(bundle().tools), user_endpoint(config),
+                                     config.user_max_turns)
+        async with agents.agent.interaction(task) as chat:
+            segment = await chat.turn()  # the opening line is the task's prompt
+            while not segment.terminated:
+                turn = await asyncio.to_thread(user.respond, segment.last_reply)
+                if turn.ends:
+                    break
+                segment = await chat.turn(turn.text)
+            chat.trace.info["envfoundry_user"] = {**user.record(), "endpoint": user.endpoint.describe()}
+
+    async def finalize(self, task: vf.Task, episode) -> None:
+        for trace in episode.traces:
+            record = trace.info.get("envfoundry_user")
+            if record is not None:
+                trace.record_metric("user_turns", record["user_turns"])
+                trace.record_metric("user_errors", len(record["user_errors"]))
+
+
+TASKSET_KEYS = ("task_ids", "split", "system_prompt", "conversation", "user_base_url", "user_model",
+                "user_api_key_var", "user_temperature", "user_max_turns")
 TASK_KEYS = ("partial_credit", "tools", "judges", "rewards", "metrics", "stops")
 
 
 def load_environment(**kwargs: Any) -> vf.Env:
-    """The verifiers environment. Taskset keys (``task_ids``), task keys (``partial_credit``,
-    ``tools``) and any ``EnvConfig`` field (``agent``, ``timeout``, ...) are accepted."""
+    """The verifiers environment. Taskset keys (``task_ids``, ``split``; ``conversation`` with ``user_base_url``,
+    ``user_model``, ...), task keys (``partial_credit``, ``tools``) and any ``EnvConfig`` field (``agent``,
+    ``timeout``, ...) are accepted."""
     taskset: dict[str, Any] = {"id": __name__}
     task: dict[str, Any] = {}
     for key in TASKSET_KEYS:
@@ -145,4 +212,4 @@ def load_environment(**kwargs: Any) -> vf.Env:
     return vf.load_environment(config)
 
 
-__all__ = ["EnvFoundryTaskset", "EnvFoundryHarness", "load_environment"]
+__all__ = ["EnvFoundryTaskset", "EnvFoundryHarness", "EnvFoundryEnv", "load_environment"]

@@ -91,6 +91,20 @@ def _trajectory_store(agent_data):
     return extras if isinstance(extras, dict) else fields
 
 
+def trajectory_record(agent_data, meta):
+    """The trajectory's envfoundry record (made on first use from ``meta``: ``task_id``, ``env_id``), kept in its
+    ``agent_data.extra_fields``; None when the caller gave no ``agent_data``."""
+    with _LOCK:
+        store = _trajectory_store(agent_data)
+        if store is None:
+            return None
+        record = store.get(TRAJECTORY_KEY)
+        if record is None:
+            record = store[TRAJECTORY_KEY] = {**meta, "db": None, "calls": 0}
+            record["messages"] = getattr(agent_data, "messages", None)
+        return record
+
+
 def _take_record(extra_info):
     """The trajectory record veRL merged into ``extra_info`` (from the agent loop's extra_fields).
 
@@ -131,13 +145,9 @@ class EnvFoundryTool(BaseTool):
         agent_data = kwargs.get("agent_data")
         with _LOCK:
             meta = dict(_HANDLES.get(instance_id) or {"task_id": None, "env_id": self.env_id})
-            store = _trajectory_store(agent_data)
-            if store is not None:
-                record = store.get(TRAJECTORY_KEY)
-                if record is None:
-                    record = store[TRAJECTORY_KEY] = {**meta, "db": None, "calls": 0}
-                    record["messages"] = getattr(agent_data, "messages", None)
-            else:
+        record = trajectory_record(agent_data, meta)
+        if record is None:
+            with _LOCK:
                 record = _ORPHANS.setdefault(instance_id, {**meta, "db": None, "calls": 0})
         b = bundle(record["env_id"] or self.env_id)
         conn = taskrt.load_db(record["db"]) if record["db"] else b.fresh_db()
@@ -174,12 +184,13 @@ def final_reply(record, solution_str):
             content = last.get("content")
             if isinstance(content, list):
                 content = " ".join(c.get("text", "") for c in content if isinstance(c, dict))
-            return _clean(content or "") or None
+            return clean_reply(content or "") or None
     tail = (solution_str or "").split("</tool_response>")[-1]
-    return _clean(tail) or None
+    return clean_reply(tail) or None
 
 
-def _clean(text):
+def clean_reply(text):
+    """An assistant message as the user reads it: tool calls, reasoning, special tokens and role headers out."""
     text = _TOOL_CALL.sub(" ", _THINK.sub(" ", text))
     text = _SPECIAL.sub("\n", text)
     return _ROLE.sub("", text.strip() + "\n").strip()
@@ -188,8 +199,9 @@ def _clean(text):
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """veRL reward: the task's verifier on the trajectory's own final database and last reply.
 
-    Returns ``{"score", "acc", "goals_met"}`` (``score`` is the reward; ``acc`` 1.0 when the
-    verifier passed; ``goals_met`` the share of goals that hold, 0 when a gate failed)."""
+    Returns ``{"score", "acc", "goals_met", "user_turns", "user_errors"}`` (``score`` is the reward; ``acc`` 1.0
+    when the verifier passed; ``goals_met`` the share of goals that hold, 0 when a gate failed; in a conversation
+    (``conversation.py``) the simulated user's replies and its mistakes caught by code, else 0)."""
     extra_info = extra_info if isinstance(extra_info, dict) else {}
     truth = json.loads(ground_truth) if isinstance(ground_truth, str) and ground_truth else {}
     task_id = extra_info.get("task_id") or truth.get("task_id")
@@ -207,8 +219,11 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     finally:
         conn.close()
     goals = score.goals
+    user = (record or {}).get("user") or {}
     return {
         "score": score.reward,
         "acc": 1.0 if score.passed else 0.0,
         "goals_met": (sum(goals) / len(goals)) if goals and score.gates_ok else 0.0,
+        "user_turns": float(user.get("user_turns", 0)),
+        "user_errors": float(len(user.get("user_errors") or ())),
     }
