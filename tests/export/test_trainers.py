@@ -213,7 +213,8 @@ def test_verifiers_validate_and_rollouts(any_catalog, tmp_path):
     script, expected = script_file(any_catalog, tmp_path, env_id=env_id)
     report = run_report(python, "run_verifiers.py", [result.name, str(script)], [target, TRAINER_DIR], cwd=tmp_path)
     assert report["verifiers"].startswith("0.4.")
-    assert report["env_class"] == "SingleAgentEnv"
+    # The package's own Env: verifiers' single-agent env, with a conversation mode (tests/export/test_conversations.py).
+    assert report["env_class"] == "EnvFoundryEnv" and report["single_agent"] is True
     assert report["default_harness"] == result.name  # the package's own tool-calling chat loop
     rollouts = report["rollouts"]
     assert len(rollouts) == 2 * len(expected)

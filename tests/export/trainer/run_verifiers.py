@@ -54,6 +54,7 @@ async def main(package: str, script_file: str) -> dict:
         harness = {"id": "ef_scripted_harness", "mode": mode, "script_file": script_file}
         env = mod.load_environment(agent={"harness": harness, "runtime": {"type": "subprocess"}})
         report["env_class"] = type(env).__name__
+        report["single_agent"] = isinstance(env, __import__("verifiers.v1", fromlist=["SingleAgentEnv"]).SingleAgentEnv)
         report["default_harness"] = mod.load_environment().config.agent_harnesses()["agent"].id
         tasks = list(env.taskset)
         async with env.serving():
