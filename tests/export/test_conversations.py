@@ -206,3 +206,30 @@ def test_verifiers_conversation_vf_eval_in_its_venv(catalog_dir, tmp_path):
         assert record["user_turns"] == len(forms[tid]["facts"]) + 1
         assert trace["metrics"]["user_errors"] == 0.0 and trace["metrics"]["user_turns"] == record["user_turns"]
     assert len(user_requests) == sum(len(f["facts"]) + 1 for f in forms.values())
+
+
+def test_verl_conversation_agent_loop_in_its_venv(catalog_dir, tmp_path):
+    """veRL's own agent-loop machinery on the conversation rows: the README's overrides compose, agent_loop.yaml
+    registers the loop, hydra makes it as a rollout worker does, and every row's conversation passes (the agent
+    through a stand-in LLM server over a scripted endpoint, the scripted user on its own endpoint)."""
+    from tests.export.qwen_template import write_byte_tokenizer_dir
+
+    python = trainer_python("verl")
+    (root,) = export_catalog(catalog_dir, "verl", tmp_path / "export").paths
+    target = tmp_path / "site"
+    install(python, root, target)
+    tokenizer = write_byte_tokenizer_dir(tmp_path / "tokenizer")
+    cat = load_catalog(catalog_dir)
+    forms = {t.task_id: conversation_form(cat.envs[t.env_id], t) for t in cat.tasks}
+    with serve(scripted_user) as user, serve(ByTask(catalog_dir)) as agent:
+        report = trainer_report(python, "run_verl_conversation.py", [str(root), root.name, str(tokenizer),
+                                                                     agent.base_url], [target, TRAINER_DIR],
+                                tmp_path, user_env(user.base_url))
+    assert (report["train_files"], report["val_files"]) == ("train_conversation.parquet", "val_conversation.parquet")
+    assert "actor_rollout_ref.rollout.agent.agent_loop_config_path=agent_loop.yaml" in report["overrides"]
+    assert report["agent_loops"] == ["envfoundry_conversation"]
+    assert sorted(r["task_id"] for r in report["rollouts"]) == sorted(forms)
+    for r in report["rollouts"]:
+        assert r["loop"] == "EnvFoundryConversationLoop" and r["reward"] == 1.0, json.dumps(r)
+        assert r["extra"]["user_errors"] == 0.0 and r["extra"]["user_turns"] == len(forms[r["task_id"]]["facts"]) + 1
+        assert r["user_masked"]  # the user's answers are in the context, out of the loss

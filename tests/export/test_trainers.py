@@ -172,22 +172,23 @@ def test_openenv_directory_mode_and_installed(any_catalog, tmp_path):
 # ---------------------------------------------------------------- verifiers
 
 
-def readme_line(readme: Path, command: str) -> str:
-    """The line of the README's first bash block that runs ``command``, as written."""
+def readme_line(readme: Path, command: str, contains: str = "") -> str:
+    """The line of the README's first bash block that runs ``command`` (and holds ``contains``), as written."""
     block = re.search(r"```bash\n(.*?)```", readme.read_text(encoding="utf-8"), re.S).group(1)
-    (line,) = [x for x in block.splitlines() if x.split(" ", 1)[0] == command]
+    (line,) = [x for x in block.splitlines() if x.split(" ", 1)[0] == command and contains in x]
     return line
 
 
 def run_readme_line(python: Path, readme: Path, command: str, cwd: Path, path: list[Path],
-                    extra_env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+                    extra_env: dict[str, str] | None = None, timeout: int = 600,
+                    contains: str = "") -> subprocess.CompletedProcess:
     """Run a README command line verbatim with bash, the trainer venv's ``bin`` first on PATH (an
     activated venv), the exported package importable from ``path``."""
     env = subprocess_env(path)
     env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])
     env.update(extra_env or {})
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["bash", "-c", readme_line(readme, command)], capture_output=True, text=True,
+    return subprocess.run(["bash", "-c", readme_line(readme, command, contains)], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=cwd)
 
 
@@ -362,8 +363,17 @@ def test_sft_readme_renders_through_the_qwen_chat_template(any_catalog, tmp_path
     out = sft.parent / "rendered.jsonl"
     assert (sft.parent / "render_sft.py").is_file()
     offline = {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9
-    proc = run_readme_line(python, sft.parent / "README.md", "python", sft.parent, [], offline)
+    proc = run_readme_line(python, sft.parent / "README.md", "python", sft.parent, [], offline, contains=" sft.jsonl")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # The conversations (issue 30) through the same template: the user's answers are user turns between the
+    # assistant's questions and its tool calls.
+    proc = run_readme_line(python, sft.parent / "README.md", "python", sft.parent, [], offline,
+                           contains="sft_conversation.jsonl")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    talk = [json.loads(x) for x in (sft.parent / "rendered_conversation.jsonl").read_text().splitlines()]
+    assert len(talk) == len(load_catalog(any_catalog).tasks)
+    assert all(x["text"].count("<|im_start|>user\n") >= 1 for x in talk)
+    assert any("<|im_start|>user\nIt is " in x["text"] for x in talk)
     render = [str(python), "render_sft.py", "sft.jsonl", "--out", str(tmp_path / "x.jsonl"), "--tokenizer"]
     env = {**subprocess_env(), **offline}
     hub = subprocess.run([*render, "Qwen/Qwen2.5-7B-Instruct"], capture_output=True, text=True, env=env,
