@@ -362,25 +362,25 @@ _TURN_MODELS: dict[str, type[BaseModel]] = {}
 _TURN_MODELS_LOCK = threading.Lock()
 
 
-def turn_model(env: Environment) -> type[BaseModel]:
+def turn_model(env: Environment, conversation: bool = False) -> type[BaseModel]:
     """The schema of one JSON action: a call of one of the tools (typed arguments) or a final answer.
 
     One class per tool set (the last 64 remembered): every turn of every attempt asks with it, and the
     client builds a class's JSON schema once. Keyed by the tools' content, not the object: the scenario
     graph hands each task's node its own copy of the environment."""
-    key = json.dumps([t.model_dump(mode="json") for t in env.tools], sort_keys=True)
+    key = json.dumps([t.model_dump(mode="json") for t in env.tools], sort_keys=True) + ("talk" if conversation else "")
     with _TURN_MODELS_LOCK:
         hit = _TURN_MODELS.get(key)
     if hit is not None:
         return hit
-    model = _turn_model(env)
+    model = _turn_model(env, conversation)
     with _TURN_MODELS_LOCK:
         if len(_TURN_MODELS) >= 64:
             _TURN_MODELS.pop(next(iter(_TURN_MODELS)))
         return _TURN_MODELS.setdefault(key, model)
 
 
-def _turn_model(env: Environment) -> type[BaseModel]:
+def _turn_model(env: Environment, conversation: bool = False) -> type[BaseModel]:
     actions: list[Any] = []
     for tool in env.tools:
         name_type: Any = Literal[tool.name]  # type: ignore[valid-type]
@@ -388,8 +388,12 @@ def _turn_model(env: Environment) -> type[BaseModel]:
             f"Call{camel(tool.name)}", __config__=ConfigDict(extra="forbid"),
             tool=(name_type, ...), arguments=(args_model(tool, prefix="In"), ...),
         ))
-    finish = create_model("Finish", __config__=ConfigDict(extra="forbid"),
-                          final_answer=(str, Field(..., max_length=400)))
+    if conversation:  # in a conversation the other action is a message to the user (a question, or the outcome)
+        finish = create_model("Say", __config__=ConfigDict(extra="forbid"),
+                              message_to_user=(str, Field(..., max_length=400)))
+    else:
+        finish = create_model("Finish", __config__=ConfigDict(extra="forbid"),
+                              final_answer=(str, Field(..., max_length=400)))
     action_type: Any = Union[tuple(actions + [finish])]  # type: ignore[valid-type]  # noqa: UP007
     return create_model("TesterTurn", __config__=ConfigDict(extra="forbid"),  # type: ignore[call-overload, no-any-return]
                         thought=(str, Field(..., max_length=300)), action=(action_type, ...))
@@ -397,7 +401,7 @@ def _turn_model(env: Environment) -> type[BaseModel]:
 
 def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
                  budget: int | None, raise_endpoint: bool, sim: SimUser | None = None) -> dict[str, Any]:
-    model = turn_model(env)
+    model = turn_model(env, conversation=sim is not None)
     prompt = ("user", "system") if sim is not None else ("tester", "system")
     system = render_section(*prompt, tools=catalog(env), max_turns=settings.max_turns)
     st = _state([{"role": "system", "content": with_policy(system, env)},
@@ -425,15 +429,18 @@ def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: Age
         st["ct"] += raw.completion_tokens
         messages.append({"role": "assistant", "content": raw.content})
         action = reply.action  # type: ignore[attr-defined]
-        if hasattr(action, "final_answer"):
-            if sim is None or turn == settings.max_turns:
-                st["final"], st["stop"] = action.final_answer, "answer"
+        if hasattr(action, "message_to_user"):
+            if turn == settings.max_turns:
+                st["final"], st["stop"] = action.message_to_user, "answer"
                 break
-            said = _to_user(st, sim, action.final_answer, raise_endpoint)
+            said = _to_user(st, sim, action.message_to_user, raise_endpoint)
             if said is None:
                 break
             messages.append({"role": "user", "content": render_section("user", "user_said", text=said)})
             continue
+        if hasattr(action, "final_answer"):
+            st["final"], st["stop"] = action.final_answer, "answer"
+            break
         args = clean_args(action.arguments)
         response, changes = run_call(run, action.tool, args)
         steps.append(Step(index=len(steps) + 1, thought=reply.thought, tool=action.tool,  # type: ignore[attr-defined]

@@ -189,3 +189,29 @@ def test_eval_cli_conversation_flag(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output.strip().splitlines()[-1])
     assert summary["pass_at_1"] == 1.0 and summary["user_error_rate"] == 0.0
+
+
+def test_json_action_conversation_asks_with_message_to_user_and_ends_on_the_users_stop() -> None:
+    """The JSON-action protocol (the embedded model's) in conversation: its other action is ``message_to_user``;
+    the user's reply comes back as "The user says: ..."; the attempt ends when the user ends it."""
+    from pipeline.llm import fake_client
+    from tests.eval.fixtures import derived
+    from tests.fixtures.library import library_env
+
+    env = library_env()
+    task = derived(env, "What is the email address of Dan Wu?",
+                   [ToolCall(tool="find_member_by_name", arguments={"name": "Dan Wu"})], "email", kind="lookup")
+    agent = fake_client([
+        {"thought": "I need the name", "action": {"message_to_user": "What is the member's name?"}},
+        {"thought": "look up", "action": {"tool": "find_member_by_name", "arguments": {"name": "Dan Wu"}}},
+        lambda msgs: {"thought": "answer", "action": {"message_to_user": "The email is " + msgs[-1]["content"]
+                                                      .split('"email": "')[1].split('"')[0] + "."}},
+    ])
+    user = fake_client(["It is Dan Wu.", f"Thanks! {STOP}"])
+    a = run_attempt(agent, env, task, settings=AgentSettings(max_turns=6, protocol="json_action"), stage="eval",
+                    user=user)
+    assert a.passed and a.stop == "user_stop" and a.user_turns == 2 and a.user_errors == [], a
+    assert a.messages[1]["content"] == script_of(env, task).opening
+    assert "The user says: It is Dan Wu." in [m["content"] for m in a.messages]
+    schema = json.dumps(agent.bodies[0]["response_format"])
+    assert "message_to_user" in schema and "final_answer" not in schema
