@@ -429,7 +429,8 @@ def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: Age
         st["ct"] += raw.completion_tokens
         messages.append({"role": "assistant", "content": raw.content})
         action = reply.action  # type: ignore[attr-defined]
-        if hasattr(action, "message_to_user"):
+        if hasattr(action, "message_to_user"):  # only the conversation's turn model has it
+            assert sim is not None
             if turn == settings.max_turns:
                 st["final"], st["stop"] = action.message_to_user, "answer"
                 break

@@ -23,7 +23,16 @@ from tests.eval.scripted_conversation import Asker, leaky_user, scripted_user
 from tests.eval.scripted_server import serve
 from tests.eval.test_eval import EXAMPLE, client_for, example_items
 from verify.agent import AgentSettings, run_attempt
-from verify.conversation import STOP, Fact, Script, UserSettings, check_turn, parse_fact, script_of, split_stop
+from verify.conversation import (
+    STOP,
+    Fact,
+    Script,
+    UserSettings,
+    check_turn,
+    parse_fact,
+    script_of,
+    split_stop,
+)
 
 AGENT = AgentSettings(max_turns=30, protocol="native")
 
