@@ -12,6 +12,7 @@ code writes both from the goals (``opening_<kind>_en``); ``worded_by`` says whic
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -95,9 +96,14 @@ def _infinitive(sentence: str) -> str:
     return s[0].lower() + s[1:]
 
 
-def lint_opening(env: Environment, script: Script, reply: Opening) -> str | None:
-    """Why an opening line or persona cannot be used, or None."""
+def lint_opening(env: Environment, script: Script, reply: Opening, things: Collection[str] = ()) -> str | None:
+    """Why an opening line or persona cannot be used, or None: it states a value of the request or an id, names an
+    identifier, or (``things``: the words of the tables the request is about, in English) names none of them, as
+    an opening the model wrote in the assistant's voice does ("How can I help you today?")."""
     text = f"{reply.opening} {reply.persona}"
+    words = {w.casefold().rstrip("s") for w in re.findall(r"[^\W\d_]+", reply.opening)}
+    if things and not words & {t.rstrip("s") for t in things}:
+        return render_section(PROMPT, "opening_subject", things=", ".join(sorted(things)))
     values = [f.value for f in script.facts if says(text, f.value)]
     values += [v for v in script.hidden if says(text, v)]
     if values:
@@ -119,8 +125,15 @@ def conversation_form(env: Environment, client: Any, task: Task, chain: Chain, *
                     pushback=any(r.get("verdict") == "forbids" for r in chain.rules))
     messages = [{"role": "system", "content": render_section(PROMPT, "opening_system", language=language)},
                 {"role": "user", "content": render_section(PROMPT, "opening_user", system=env.scenario.name, goal=task.instruction)}]
-    out = ask_with_feedback(client, Opening, messages, lambda r: (r, lint_opening(env, script, r)), stage=STAGE,
-                            max_attempts=max_attempts, max_tokens=160, feedback=lambda e: e, retry_temperature=0.7)
+    things = {w.casefold() for g in chain.goals for t in (g.table, g.owner, g.items) if t
+              for w in _Words(language).thing(t).split()} if language == "en" else set()
+
+    def check(reply: Opening) -> tuple[Opening | None, str | None]:
+        problem = lint_opening(env, script, reply, things)
+        return (None, problem) if problem else (reply, None)
+
+    out = ask_with_feedback(client, Opening, messages, check, stage=STAGE, max_attempts=max_attempts,
+                            max_tokens=160, feedback=lambda e: e, retry_temperature=0.7)
     worded_by = "code"
     if out.value is not None:
         script = script.model_copy(update={"opening": out.value.opening.strip(), "persona": out.value.persona.strip()})

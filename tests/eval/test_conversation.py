@@ -224,3 +224,30 @@ def test_json_action_conversation_asks_with_message_to_user_and_ends_on_the_user
     assert "The user says: It is Dan Wu." in [m["content"] for m in a.messages]
     schema = json.dumps(agent.bodies[0]["response_format"])
     assert "message_to_user" in schema and "final_answer" not in schema
+
+
+def test_opening_lines_that_state_values_or_speak_as_the_desk_are_refused_then_written_by_code() -> None:
+    """``[stages.tasks] conversations``: the LLM's opening is linted (no value of the request, the thing it is about
+    named, the person's voice); a refused reply is fed back; after the last, code writes the opening."""
+    from pipeline.llm import fake_client
+    from pipeline.settings import TaskSettings
+    from pipeline.stages.tasks import generate_tasks
+    from tests.fixtures.brewery import brewery_env
+
+    env = brewery_env()
+    words = ["Please brew it, quickly please.", "A request about the system, handled in due time by staff."]
+    tasks = generate_tasks(env, fake_client([{"user_request": "no"}] * 60 + [
+        # every reply repeats the task's own request (its values), or greets as the desk would
+        *[lambda msgs: {"persona": "a brewer", "opening": msgs[-1]["content"].split("in full: ", 1)[-1]}] * 2,
+        *[{"persona": "a brewer", "opening": "Hello, how can I assist you today?"}] * 2,
+        *[{"persona": "a brewer", "opening": w} for w in words] * 20,
+    ]), settings=TaskSettings(n_tasks=3, max_attempts=1, conversations=True)).value or []
+    assert tasks
+    for t in tasks:
+        conv = t.metadata["conversation"]
+        script = script_of(env, t)
+        assert not script.derived and script.facts
+        assert conv["worded_by"] in ("llm", "code")
+        assert not check_turn(script, env, [], [], conv["opening"], False, 0), conv["opening"]
+        assert "assist you" not in conv["opening"]
+    assert tasks[0].metadata["conversation"]["worded_by"] == "code"
