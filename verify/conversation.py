@@ -138,8 +138,9 @@ def derive_script(env: Environment, task: Task) -> Script:
     tables = task.metadata.get("tables_changed") or list(task.verifier.mutable_tables)
     kind = task.kind if task.kind in ("lookup", "create", "update", "delete") else "update" if tables else "lookup"
     thing = _thing(tables[0]) if tables else _thing(_table_of(env, task))
-    opening = render_section(PROMPT, "opening_en", wants=render_section(PROMPT, f"opening_{kind}_en", thing=thing,
-                                                                           items=humanize(thing) + "s"))
+    wants = render_section(PROMPT, f"opening_{kind}_en", thing=thing, items=humanize(thing) + "s",
+                           a="an" if thing[:1].lower() in "aeiou" else "a")
+    opening = render_section(PROMPT, "opening_en", wants=wants)
     return Script(opening=opening, goal=task.instruction, facts=facts, hidden=_hidden(hidden, facts),
                   persona=render_section(PROMPT, "persona_en", system=env.scenario.name), question=task.verifier.answer is not None,
                   pushback=any(r.get("verdict") == "forbids" for r in task.metadata.get("rules") or []), derived=True)

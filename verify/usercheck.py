@@ -89,8 +89,10 @@ def asked_for(fact: Any, agent_text: str, facts: list[Any] | None = None) -> boo
     def asks(said: set[str]) -> bool:
         if own(fact) & said:
             return True
-        if label & said and not any(own(f) & said for f in others if _words(f.label) & label):
-            return True
+        if label & said:  # a shared label word: unless the clause names another such fact by words this one lacks
+            mine = label | about
+            return not any(((_words(f.label) | _words(f.about)) - mine) & said
+                           for f in others if _words(f.label) & label)
         if about & said:
             same = [f for f in others if _words(f.about) & about]
             return not any(_words(f.label) & said for f in same)

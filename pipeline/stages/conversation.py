@@ -12,6 +12,7 @@ code writes both from the goals (``opening_<kind>_en``); ``worded_by`` says whic
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
@@ -26,6 +27,7 @@ from verify.conversation import PROMPT, Fact, Script, check_turn, says
 
 STAGE = "conversation"
 _SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
 _KIND = {"lookup": "lookup", "count": "count", "total": "count", "create": "create", "child": "create",
          "update": "update", "decide_update": "update", "delete": "delete", "decide_delete": "delete"}
 
@@ -38,27 +40,34 @@ class Opening(BaseModel):
 
 def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
     """The values the user knows, from the chain's goals (each once, the first goal that names it labels it), then
-    any value the request must state that no goal holds."""
+    any value the request must state that no goal holds. Two goals about rows of one table tell them apart ("book
+    title (first renewal)", "book title (second renewal)")."""
     w = _Words(language)
     out: list[Fact] = []
     seen: set[str] = set()
 
-    def add(table: str, ref: str, value: Any, new: bool = False) -> None:
+    def add(table: str, ref: str, value: Any, new: bool = False, which: str = "") -> None:
         if value is None or isinstance(value, bool) or repr(value) in seen:
             return
         seen.add(repr(value))
         label = w.label(ref, table)
-        out.append(Fact(label=f"new {label}" if new else label, value=value, about=w.thing(table)))
+        about = f"{which} {w.thing(table)}" if which.isalpha() else f"{w.thing(table)} {which}".strip()
+        out.append(Fact(label=f"new {label}" if new else label, value=value, about=about))
 
+    rows = Counter(g.owner or g.table for g in chain.goals)
+    nth: Counter[str] = Counter()
     for g in chain.goals:
         owner = g.owner or g.table
+        nth[owner] += 1
+        which = _ORDINALS[min(nth[owner], len(_ORDINALS)) - 1] if rows[owner] > 1 and language == "en" else (
+            f"#{nth[owner]}" if rows[owner] > 1 else "")
         for ref, v in g.named:
-            add(owner, ref, v)
+            add(owner, ref, v, which=which)
         for _, table, named in g.refs:
             for ref, v in named:
                 add(table, ref, v)
         for col, v in g.values:
-            add(g.table, col, v, new=g.kind not in ("create", "child"))
+            add(g.table, col, v, new=g.kind not in ("create", "child"), which=which if g.table == owner else "")
         for ref, v in g.where:
             add(g.items or g.table, ref, v)
     for v in chain.must_state:
@@ -75,16 +84,22 @@ def code_opening(env: Environment, chain: Chain, language: str = "en") -> tuple[
     for g in chain.goals:
         kind = _KIND.get(g.kind, "update")
         table = g.owner if kind == "count" and g.owner else g.table
-        text = render_section(PROMPT, f"opening_{kind}_en", thing=w.thing(table),
+        thing = w.thing(table)
+        text = render_section(PROMPT, f"opening_{kind}_en", thing=thing, a=article(thing),
                               items=(g.items or table).replace("_", " "))
         if text not in wants:
             wants.append(text)
     if not wants:
         wants = [render_section(PROMPT, "opening_update_en", thing="record", items="records")]
-    first = wants[0][0].lower() + wants[0][1:]
+    first = wants[0] if wants[0].startswith("I ") else wants[0][0].lower() + wants[0][1:]
     more = [render_section(PROMPT, "opening_also_en", more=_infinitive(x)) for x in wants[1:]]
     opening = " ".join([render_section(PROMPT, "opening_en", wants=first), *more])
     return opening, render_section(PROMPT, "persona_en", system=env.scenario.name)
+
+
+def article(thing: str) -> str:
+    """"a" or "an" before an English noun, by its first letter."""
+    return "an" if thing[:1].lower() in "aeiou" else "a"
 
 
 def _infinitive(sentence: str) -> str:
