@@ -44,7 +44,7 @@ from pipeline.prompts import render_section
 from pipeline.runtime import engine
 from pipeline.settings import AgentSettings as AgentSettings
 from verify import reward
-from verify.conversation import SimUser, UserSettings, script_of
+from verify.conversation import SimUser, UserError, UserSettings, script_of
 from verify.models import args_model, camel, catalog, clean_args
 from verify.policy import with_policy
 from verify.replay import Run, call_once, fresh
@@ -252,6 +252,8 @@ def run_attempt(
         state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors,
                      sim)
         scored = score(task, run, initial, state["final"])
+    if sim is not None and scored.passed and state["stop"] == "max_turns":
+        sim.errors.append(UserError(sim.turns, "no_stop", "never ended the conversation, though its task was done"))
     return Attempt(
         task_id=task.task_id, attempt=attempt, steps=state["steps"], final_answer=state["final"], stop=state["stop"],
         passed=scored.passed, reward=scored.reward, failures=scored.failures, error=state["error"],
@@ -288,6 +290,10 @@ def _to_user(st: dict[str, Any], sim: SimUser, text: str, raise_endpoint: bool) 
     st["ct"] += turn.completion_tokens
     if turn.stop:
         st["stop"] = "user_stop"
+        return None
+    if len(sim.user) >= 3 and reward.normalize_text(sim.user[-1]) == reward.normalize_text(sim.user[-2]):
+        sim.errors.append(UserError(sim.turns, "no_stop", "said its last turn again instead of ending"))
+        st["stop"] = "loop"
         return None
     return turn.text
 

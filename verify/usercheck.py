@@ -26,7 +26,9 @@ _STOP = re.compile(r"#{2,}\s*stop\s*#*", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _ID_WORDS = re.compile(r"(?<![\w])(?:id|ids|identifier|record number)(?![\w])\s*[:#]?\s*\d", re.IGNORECASE)
 
-ErrorKind = Literal["leak", "invented", "tool_or_id", "early_stop", "empty"]
+ErrorKind = Literal["leak", "invented", "tool_or_id", "early_stop", "empty", "no_stop"]
+"""``no_stop``: the user said its last turn again instead of ending a conversation (the harness ends it), or never
+ended one whose task was done (found when it is scored)."""
 
 
 @dataclass(frozen=True)

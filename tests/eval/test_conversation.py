@@ -251,3 +251,22 @@ def test_opening_lines_that_state_values_or_speak_as_the_desk_are_refused_then_w
         assert not check_turn(script, env, [], [], conv["opening"], False, 0), conv["opening"]
         assert "assist you" not in conv["opening"]
     assert tasks[0].metadata["conversation"]["worded_by"] == "code"
+
+
+def test_a_user_who_repeats_itself_instead_of_ending_is_a_no_stop_error() -> None:
+    from pipeline.llm import fake_client
+    from tests.eval.fixtures import derived
+    from tests.fixtures.library import library_env
+
+    env = library_env()
+    task = derived(env, "What is the email address of Dan Wu?",
+                   [ToolCall(tool="find_member_by_name", arguments={"name": "Dan Wu"})], "email", kind="lookup")
+    agent = fake_client([
+        {"thought": "ask", "action": {"message_to_user": "What is the member's name?"}},
+        {"thought": "look up", "action": {"tool": "find_member_by_name", "arguments": {"name": "Dan Wu"}}},
+        *[{"thought": "answer", "action": {"message_to_user": "Here it is."}}] * 3,
+    ])
+    user = fake_client(["It is Dan Wu.", "So the email is known.", "So the email is known."])
+    a = run_attempt(agent, env, task, settings=AgentSettings(max_turns=8, protocol="json_action"), stage="eval",
+                    user=user)
+    assert a.stop == "loop" and [e["kind"] for e in a.user_errors] == ["no_stop"], a.user_errors
