@@ -5,7 +5,8 @@ bank planned by code (``[stages.tasks] rule_tasks``), the tester given the polic
 the rules allow), 7 min; the permit office's shortest task was not solved, so this test keeps to the brewery.
 
 What must hold: every attempt is judged (reward in [0, 1], one step per call made), the model saw the policy, and the
-model solves at least one rule-bound task (the capability under test: acting on a request the policy governs).
+model solves at least one rule-bound task (the capability under test: acting on a request the policy governs). The
+attempts stop at the first solved one (CI's real-model time).
 """
 
 from __future__ import annotations
@@ -33,12 +34,16 @@ def test_real_model_solves_a_rule_bound_task(real_llm) -> None:
         bound = sorted((t for t in tasks if t.metadata.get("rules")), key=lambda t: (len(t.reference_solution),
                                                                                     t.task_id))[:2]
         assert bound, f"{env.scenario.name}: no rule-bound task"
-        for task in bound:
-            attempts = tester.run_attempts(real_llm, env, task, settings=SETTINGS)
-            for a in attempts:
+        for task in bound:  # attempt by attempt (greedy, then seeded samples), until one is solved
+            for k in range(1, SETTINGS.attempts + 1):
+                a = tester.run_attempt(real_llm, env, task, attempt=k, settings=SETTINGS)
                 print(f"{env.scenario.name}: {task.instruction!r} attempt {a.attempt}: reward {a.reward} "
                       f"calls {[s.tool for s in a.steps]}")
-                assert 0.0 <= a.reward <= 1.0
-            passed += [task.task_id for a in attempts if a.passed]
+                assert 0.0 <= a.reward <= 1.0 and a.tool_calls == len(a.steps)
+                if a.passed:
+                    passed.append(task.task_id)
+                    break
+            if passed:
+                break
     assert passed, "the embedded model solved no rule-bound task"
     assert policy_text(env) and "rule" in policy_text(env).lower()
