@@ -4,9 +4,15 @@ tests or example seeds (a ski resort's lift passes, a company's fixed asset regi
 What must hold whatever the small model picks: every table loads with foreign keys on, no UNIQUE set or natural
 key repeats, tables without foreign keys hold at least 100 rows, and fewer than 2% of the text values look like
 placeholders. That the model's own choices survive the checks for most columns (not the fallback) is the
-capability under test."""
+capability under test.
+
+CI runs the ski resort; ``ENVFOUNDRY_TEST_ALL_DOMAINS=1`` adds the asset register (7-8.5 min per domain on 2 cores:
+left out of CI since 2026-11-26 to keep its real-model time in budget; the build, verify, rules and conversation
+real-model tests cover other domains)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -48,8 +54,11 @@ ASSETS = (ir.Scenario(name="Fixed asset register",
                "approved_by TEXT NOT NULL) STRICT"))))
 
 
+DOMAINS = [SKI] + ([ASSETS] if os.environ.get("ENVFOUNDRY_TEST_ALL_DOMAINS") else [])
+
+
 @pytest.mark.real_llm
-@pytest.mark.parametrize("domain", [SKI, ASSETS], ids=["ski_resort", "asset_register"])
+@pytest.mark.parametrize("domain", DOMAINS, ids=["ski_resort", "asset_register"][: len(DOMAINS)])
 def test_real_model_picks_generators_that_make_real_rows(real_llm, domain) -> None:
     scenario, tables = domain
     res = generate_seed(scenario, tables, real_llm, SETTINGS)
