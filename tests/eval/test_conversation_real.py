@@ -51,3 +51,38 @@ def test_embedded_agent_and_user_solve_a_conversation(real_llm) -> None:
         assert a.user_turns >= 1 and a.stop == "user_stop", a.messages
         assert all(e["kind"] in ("leak", "invented", "tool_or_id", "early_stop", "empty", "no_stop")
                    for e in a.user_errors)
+
+
+class _Openings:
+    """The opening lines from the real model, everything else (the wording of requests) from a scripted fake that
+    the tasks stage's template fallback replaces: one real-model call per task, no more."""
+
+    def __init__(self, real, fake):
+        self.real, self.fake = real, fake
+
+    def structured_reply(self, model, messages, *, stage, max_tokens=1024):
+        return (self.real if stage == "conversation" else self.fake).structured_reply(
+            model, messages, stage=stage, max_tokens=max_tokens)
+
+
+def test_real_model_writes_opening_lines_on_a_domain_outside_the_example(real_llm) -> None:
+    """``[stages.tasks] conversations`` on the brewery (not the example's domains): each task's opening line is
+    the model's or, when its replies state the request's values or speak as the desk, code's; either way the line
+    states no fact of the task, and the facts hold every value the request states."""
+    from pipeline.llm import fake_client
+    from pipeline.settings import TaskSettings
+    from pipeline.stages.tasks import generate_tasks
+    from tests.fixtures.brewery import brewery_env
+    from verify.conversation import check_turn, says
+
+    env = brewery_env()
+    client = _Openings(real_llm, fake_client([{"user_request": "no"}] * 200))
+    tasks = generate_tasks(env, client, settings=TaskSettings(n_tasks=3, max_attempts=1, conversations=True)).value
+    assert tasks
+    for t in tasks:
+        conv = t.metadata["conversation"]
+        script = script_of(env, t)
+        print(conv["worded_by"], repr(conv["opening"]), [(f.label, f.value) for f in script.facts])
+        assert conv["worded_by"] in ("llm", "code") and conv["opening"]
+        assert not check_turn(script, env, [], [], conv["opening"], False, 0)
+        assert all(says(t.instruction, f.value) for f in script.facts)
