@@ -30,6 +30,7 @@ from pipeline.prompts import render_section
 from pipeline.runtime import sqlshape
 from pipeline.settings import UserSettings as UserSettings
 from verify import usercheck
+from verify.clients import endpoint_client
 from verify.usercheck import STOP as STOP
 from verify.usercheck import ErrorKind as ErrorKind
 from verify.usercheck import UserError as UserError
@@ -274,14 +275,4 @@ class SimUser:
 def user_client(client: Any, settings: UserSettings) -> Any:
     """The client the simulated user talks to: ``client`` itself, or one for ``[stages.user]``'s endpoint with the
     other LLM settings of ``client`` (cache, retries, seed) and the same usage ledger."""
-    if not settings.base_url:
-        return client
-    if not settings.model:
-        raise ValueError(f"[stages.user] base_url={settings.base_url} needs 'model' too")
-    from pipeline.llm import LLMClient
-
-    llm = client.settings.model_copy(update={"base_url": settings.base_url, "model": settings.model,
-                                             "api_key": settings.api_key or client.settings.api_key})
-    uc = LLMClient(llm, base_url=settings.base_url, model=settings.model)
-    uc.usage = client.usage
-    return uc
+    return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.user")

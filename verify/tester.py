@@ -10,7 +10,6 @@ recorded as a failed attempt: it says nothing about the task, and the run retrie
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from pipeline.ir import Environment, Task
 from pipeline.settings import TesterSettings as TesterSettings
 from verify.agent import Attempt, Step, turn_model
 from verify.agent import run_attempt as _run_attempt
+from verify.clients import endpoint_client
 from verify.conversation import UserSettings, script_of, user_client
 
 STAGE = "tester"
@@ -26,28 +26,10 @@ __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficult
            "run_conversations", "tester_client", "turn_model"]
 
 
-_clients: dict[tuple[int, str, str], Any] = {}
-_clients_lock = threading.Lock()
-
-
 def tester_client(client: Any, settings: TesterSettings) -> Any:
     """The client the tester talks to: ``client`` itself, or one for ``[stages.tester]``'s endpoint with the
     generator's other LLM settings (cache, retries, seed) and the same usage ledger."""
-    if not settings.base_url:
-        return client
-    if not settings.model:
-        raise ValueError(f"[stages.tester] base_url={settings.base_url} needs 'model' too")
-    from pipeline.llm import LLMClient
-
-    key = (id(client), settings.base_url, settings.model)
-    with _clients_lock:
-        if key not in _clients:
-            llm = client.settings.model_copy(update={"base_url": settings.base_url, "model": settings.model,
-                                                     "api_key": settings.api_key or client.settings.api_key})
-            tc = LLMClient(llm, base_url=settings.base_url, model=settings.model)
-            tc.usage = client.usage  # one ledger per run
-            _clients[key] = tc
-        return _clients[key]
+    return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.tester")
 
 
 def run_attempt(
