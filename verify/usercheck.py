@@ -125,8 +125,11 @@ def check_turn(facts: list[Any], hidden: list[Any], tools: list[str], agent: lis
     before = " ".join(agent + user)
     if not text.strip() and not stop:
         errors.append(UserError(turn, "empty", "the user said nothing and did not end the conversation"))
-    for f in facts:
-        if says(text, f.value) and not says(before, f.value) and not asked_for(f, last, facts):
+    leaked: set[str] = set()
+    for f in facts:  # one value may be two facts (the renewal's book and the new loan's): asked for either is asked
+        if (says(text, f.value) and not says(before, f.value) and repr(f.value) not in leaked
+                and not any(asked_for(g, last, facts) for g in facts if g.value == f.value)):
+            leaked.add(repr(f.value))
             errors.append(UserError(turn, "leak", f"gave {f.label} {f.value!r} before the agent asked for it"))
     known_numbers = {float(n) for f in facts for n in _numbers_of(f.value)}
     known_dates = {d for f in facts for d in dates(str(f.value))}

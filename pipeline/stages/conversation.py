@@ -12,7 +12,6 @@ code writes both from the goals (``opening_<kind>_en``); ``worded_by`` says whic
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
@@ -39,28 +38,38 @@ class Opening(BaseModel):
 
 
 def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
-    """The values the user knows, from the chain's goals (each once, the first goal that names it labels it), then
-    any value the request must state that no goal holds. Two goals about rows of one table tell them apart ("book
-    title (first renewal)", "book title (second renewal)")."""
+    """The values the user knows, from the chain's goals (a value once per label and row), then any value the
+    request must state that no goal holds. Two goals about rows of one table tell them apart ("book title (first
+    renewal)", "book title (second renewal)")."""
     w = _Words(language)
     out: list[Fact] = []
-    seen: set[str] = set()
+    held: dict[tuple[str, str], set[str]] = {}  # (label, value) -> the rows ("first", "second", "") it is told for
 
     def add(table: str, ref: str, value: Any, new: bool = False, which: str = "") -> None:
-        if value is None or isinstance(value, bool) or repr(value) in seen:
+        if value is None or isinstance(value, bool):
             return
-        seen.add(repr(value))
         label = w.label(ref, table)
+        # one value told once per label, but once for each row of two ("new status (first case): open" and
+        # "new status (second case): open" are two facts; a lookup of the first case by its number is not)
+        rows_told = held.setdefault((f"new {label}" if new else label, repr(value)), set())
+        if rows_told and (not which or which in rows_told or "" in rows_told):
+            return
+        rows_told.add(which)
         about = f"{which} {w.thing(table)}" if which.isalpha() else f"{w.thing(table)} {which}".strip()
         out.append(Fact(label=f"new {label}" if new else label, value=value, about=about))
 
-    rows = Counter(g.owner or g.table for g in chain.goals)
-    nth: Counter[str] = Counter()
-    for g in chain.goals:
+    # the rows of each table the goals are about, in order: two goals about one row (an update, then a lookup of
+    # the same case) are about the "first case", a new row is a row of its own
+    order: dict[str, list[Any]] = {}
+    for i, g in enumerate(chain.goals):
+        row = g.named or ("new", i)
+        if row not in (seen := order.setdefault(g.owner or g.table, [])):
+            seen.append(row)
+    for i, g in enumerate(chain.goals):
         owner = g.owner or g.table
-        nth[owner] += 1
-        which = _ORDINALS[min(nth[owner], len(_ORDINALS)) - 1] if rows[owner] > 1 and language == "en" else (
-            f"#{nth[owner]}" if rows[owner] > 1 else "")
+        rows = order[owner]
+        nth = rows.index(g.named or ("new", i)) + 1
+        which = "" if len(rows) < 2 else (_ORDINALS[min(nth, len(_ORDINALS)) - 1] if language == "en" else f"#{nth}")
         for ref, v in g.named:
             add(owner, ref, v, which=which)
         for _, table, named in g.refs:
@@ -70,9 +79,10 @@ def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
             add(g.table, col, v, new=g.kind not in ("create", "child"), which=which if g.table == owner else "")
         for ref, v in g.where:
             add(g.items or g.table, ref, v)
+    told = {repr(f.value) for f in out}
     for v in chain.must_state:
-        if not isinstance(v, bool) and repr(v) not in seen:
-            seen.add(repr(v))
+        if not isinstance(v, bool) and repr(v) not in told:
+            told.add(repr(v))
             out.append(Fact(label="detail", value=v))
     return out
 

@@ -35,6 +35,9 @@ MESSAGE_MAX = 200
 MAX_TOKENS = 90
 """Reply budget per rule picked (an id and one sentence)."""
 _SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
+_WORD = re.compile(r"\w+")
+OWN_WORDS = 5
+"""Words a rule's message must say besides a run it shares with a tool's description: the condition."""
 
 
 class Words:
@@ -124,7 +127,8 @@ def reply_model(ids: Sequence[str], low: int, high: int) -> type[BaseModel]:
 
 def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] | None, str | None]:
     """The (id, message) pairs of a reply, or why it does not work: a message in plain words (no braces, no tool
-    or snake_case name, no run of :data:`~pipeline.stages.wording.COPIED_WORDS` words of a tool's description)."""
+    or snake_case name, not a tool's description: a run of :data:`~pipeline.stages.wording.COPIED_WORDS` words of
+    one with fewer than :data:`OWN_WORDS` words besides)."""
     got = [(r.id, " ".join(r.message.split())) for r in reply.rules]
     ids = [i for i, _ in got]
     if len(set(ids)) < len(ids):
@@ -138,12 +142,16 @@ def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] |
             return None, f"the message of {rid} names {', '.join(named)}; say it in plain words, as a clerk would"
         if len(text.split()) < 3:
             return None, f"the message of {rid} is not a sentence"
-        # the candidate lines show each tool's description: a message that repeats it says what the tool does,
-        # not the rule (seen: "Set the status of a case; returns the case as changed")
+        # the candidate lines show each tool's description: a message that is mostly that description says what
+        # the tool does, not the rule (seen: "Set the status of a case; returns the case as changed"). A rule may
+        # name its action in the description's words ("No one may book an inspection of a permit on a date in the
+        # past", seen on the permit office) as long as it says the condition in words of its own.
+        own = len(_WORD.findall(text))
         for tool in env.tools:
-            if run := copied_words(text, tool.description):
-                return None, (f"the message of {rid} copies the words {run!r} of an action's description; say the "
-                              "rule in your own words, as a clerk would")
+            if (run := copied_words(text, tool.description)) and own - len(run.split()) < OWN_WORDS:
+                return None, (f"the message of {rid} copies the words {run!r} of an action's description and says "
+                              "little else; say the rule (what is not allowed, and when) in your own words, as a "
+                              "clerk would")
     return got, None
 
 

@@ -19,6 +19,7 @@ from pipeline.stages.rulegen import check, key_column, propose
 from pipeline.stages.schema import Column
 from pipeline.stages.tasks import lint_request
 from pipeline.stages.wording import COPIED_WORDS, copied_words
+from tests.fixtures.permits import permit_env
 from verify.replay import fresh
 
 JUDGES_DDL = """CREATE TABLE judges (
@@ -145,6 +146,17 @@ def test_check_pick_refuses_a_message_that_copies_a_tool_description() -> None:
                           env)
     assert err is None and got == [("r1", "A closed case cannot be reopened."),
                                    ("r2", "The status of a closed case stays closed.")]
+
+
+def test_check_pick_takes_a_rule_that_names_its_action_in_the_description_words_and_says_the_condition() -> None:
+    # seen on the permit office with the real model: "book an inspection of a permit on a date" is the whole
+    # description of book_inspection, and the rule around it is the model's own
+    env = permit_env()
+    rule = "No one may book an inspection of a permit on a date before the permit is approved."
+    got, err = check_pick(_reply(rule), env)
+    assert err is None and got == [("r1", rule)]
+    got, err = check_pick(_reply("Please book an inspection of a permit on a date."), env)
+    assert got is None and err is not None and "'book an inspection of a permit on a date'" in err
 
 
 def test_the_policy_feedback_loop_tells_the_model_the_copied_words() -> None:
