@@ -231,6 +231,23 @@ class Tool(Frozen):
 RuleKind = Literal["precondition", "limit", "approval", "state"]
 
 
+class Alternative(Frozen):
+    """What a rule's message offers instead of the write it forbids (an exception path): another write tool called
+    on the same row, with values the policy fixes (``put the permit on hold``). ``same`` maps each parameter of
+    ``tool`` that names the row to the governed tool's parameter that names it in the forbidden call; ``fixed``
+    holds the rest (CHECK-listed or enum values); ``value`` is the one the message names (one of ``fixed``'s)."""
+
+    tool: str
+    same: dict[str, str] = Field(min_length=1)
+    fixed: dict[str, str | int | float] = Field(min_length=1)
+    value: str | int | float
+
+    def call(self, forbidden: dict[str, Any]) -> ToolCall:
+        """The alternative to a forbidden call with arguments ``forbidden``."""
+        return ToolCall(tool=self.tool, arguments={**{q: forbidden.get(p) for q, p in self.same.items()},
+                                                   **self.fixed})
+
+
 class Rule(Frozen):
     """A rule of the house (``policy.md``): a write the domain forbids in some cases. ``condition`` is a read-only
     ``SELECT`` over the database with the governed tools' named parameters (and ``:now`` / ``:today``) that
@@ -247,11 +264,21 @@ class Rule(Frozen):
     worded_by: Literal["llm", "code"] = "code"
     allowed: list[ToolCall] = Field(default_factory=list)
     forbidden: list[ToolCall] = Field(default_factory=list)
+    alternative: Alternative | None = None
+    """The compliant alternative the message names (``pipeline.stages.rulegen``); absent from the JSON when None,
+    so rules without one (and environments written before alternatives existed) keep their bytes and ids."""
 
     @field_validator("id")
     @classmethod
     def _name(cls, v: str) -> str:
         return _ident(v, "rule id")
+
+    @model_serializer(mode="wrap")
+    def _alternative_if_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.alternative is None:
+            out.pop("alternative", None)
+        return out
 
 
 class Environment(Frozen):

@@ -23,7 +23,7 @@ from pipeline.prompts import render_section, sections
 from pipeline.runtime import EnvInstance
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, user
-from pipeline.stages.rulegen import Checked, check, propose
+from pipeline.stages.rulegen import Checked, Option, alternatives, check, propose
 from pipeline.stages.wording import copied_words
 
 STAGE = "policy"
@@ -34,6 +34,10 @@ MIN_RULES = 3
 MESSAGE_MAX = 200
 MAX_TOKENS = 90
 """Reply budget per rule picked (an id and one sentence)."""
+ALTERNATIVES_SHOWN = 20
+"""Alternatives listed in the pick request in all (a small model reads a short list)."""
+INSTEAD_TOKENS = 10
+"""More reply budget per rule when alternatives are offered (an alternative's id)."""
 _SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
 _WORD = re.compile(r"\w+")
 OWN_WORDS = 5
@@ -56,11 +60,34 @@ def message(c: Checked, words: Words) -> str:
     return words(c.candidate.words["section"], **c.candidate.words)
 
 
-def describe(c: Checked, rid: str, env: ir.Environment, words: Words) -> str:
-    """One line of the ``pick`` prompt: the id, the action (the tool's description) and when it is forbidden."""
+def describe(c: Checked, rid: str, env: ir.Environment, words: Words,
+             offered: Sequence[tuple[str, Option]] = ()) -> str:
+    """One line of the ``pick`` prompt: the id, the action (the tool's description) and when it is forbidden; then
+    a line per alternative action offered for it (``candidate_instead_set`` / ``candidate_instead``: the action
+    and the values it may set, each with its id)."""
     action = env.tool(c.candidate.tool).description.strip().rstrip(".")
     when = words(c.candidate.words["section"] + "_when", **c.candidate.words)
-    return words("candidate", id=rid, action=action, when=when)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for aid, o in offered:  # one line per alternative action, its values side by side ("a1 'x', a2 'y'")
+        shape = tuple(f"{k}={v}" for k, v in sorted(o.words.items()) if k != "value")
+        groups.setdefault(shape, []).append(f"{aid} '{o.words['value']}'")
+    lines = []
+    for shape, choices in groups.items():
+        w = dict(item.split("=", 1) for item in shape)
+        lines.append(words("candidate_" + w["section"], **{**w, "choices": ", ".join(choices)}))
+    return "\n".join([words("candidate", id=rid, action=action, when=when)] + lines)
+
+
+def instead(o: Option, words: Words) -> str:
+    """What a clerk offers instead, written by code (the ``instead_set`` or ``instead`` section)."""
+    return words(o.words["section"], **o.words)
+
+
+def names_value(text: str, value: Any) -> bool:
+    """Whether ``text`` names an alternative's distinguishing value (a CHECK-listed value, its underscores read as
+    spaces: ``on_hold`` is "on hold"), as whole words, whatever the case."""
+    said = re.escape(str(value).replace("_", " ").strip()).replace(r"\ ", r"[\s_-]+")
+    return bool(said) and re.search(rf"(?<!\w){said}(?!\w)", text, re.I) is not None
 
 
 def _shape(c: Checked) -> tuple[str, str, str]:
@@ -103,13 +130,20 @@ def _rule_ids(picked: Sequence[Checked]) -> list[str]:
     return ids
 
 
-def to_rules(picked: Sequence[tuple[Checked, str, str]]) -> list[ir.Rule]:
-    """``(checked, message, worded_by)`` as IR rules, each with the calls it was checked on (two of each)."""
+Picked = tuple[Checked, str, str, Option | None]
+"""A rule as picked: the candidate, its message, who worded it, and the alternative the message names."""
+
+
+def to_rules(picked: Sequence[Picked]) -> list[ir.Rule]:
+    """``(checked, message, worded_by, option)`` as IR rules, each with the calls it was checked on (two of each)
+    and its alternative (None: the rule offers none)."""
     out = []
-    for (c, text, by), rid in zip(picked, _rule_ids([p[0] for p in picked]), strict=True):
+    for (c, text, by, option), rid in zip(picked, _rule_ids([p[0] for p in picked]), strict=True):
         rule = c.candidate.rule(rid, text, by)
-        calls = {side: [ir.ToolCall(tool=c.candidate.tool, arguments=a) for a in getattr(c, side)[:2]]
-                 for side in ("allowed", "forbidden")}
+        calls: dict[str, Any] = {side: [ir.ToolCall(tool=c.candidate.tool, arguments=a) for a in getattr(c, side)[:2]]
+                                 for side in ("allowed", "forbidden")}
+        if option is not None:
+            calls["alternative"] = option.alternative
         out.append(rule.model_copy(update=calls))
     return out
 
@@ -117,10 +151,14 @@ def to_rules(picked: Sequence[tuple[Checked, str, str]]) -> list[ir.Rule]:
 # ------------------------------------------------------------------ the LLM's pick
 
 
-def reply_model(ids: Sequence[str], low: int, high: int) -> type[BaseModel]:
-    """``{"rules": [{"id": <one of ids>, "message": str}, ...]}`` with ``low`` to ``high`` items."""
-    item = create_model("PickedRule", id=(Literal[tuple(ids)], ...),  # type: ignore[valid-type,arg-type]
-                        message=(str, Field(min_length=8, max_length=MESSAGE_MAX)), __base__=BaseModel)
+def reply_model(ids: Sequence[str], low: int, high: int, alt_ids: Sequence[str] = ()) -> type[BaseModel]:
+    """``{"rules": [{"id": <one of ids>, "message": str}, ...]}`` with ``low`` to ``high`` items; with ``alt_ids``
+    each item also has ``instead``: one of them, or "" for none (and may leave it out)."""
+    fields: dict[str, Any] = {"id": (Literal[tuple(ids)], ...)}
+    if alt_ids:
+        fields["instead"] = (Literal[(*alt_ids, "")], "")
+    fields["message"] = (str, Field(min_length=8, max_length=MESSAGE_MAX))
+    item = create_model("PickedRule", **fields, __base__=BaseModel)  # type: ignore[call-overload]
     return create_model("PolicyPick", rules=(list[item], Field(min_length=low, max_length=high)),  # type: ignore[valid-type]
                         __base__=BaseModel)
 
@@ -155,25 +193,87 @@ def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] |
     return got, None
 
 
+def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
+                  offered: dict[str, dict[str, Option]], words: Words) -> tuple[list[Picked] | None, str | None]:
+    """The rules of a reply with their alternatives (:func:`check_pick`'s checks first): an alternative must be one
+    offered for its rule (``offered``: rule id -> alternative id -> option) and not one another rule picked
+    forbids; its message must name the alternative's value. A message that does not is refused with feedback, and
+    the reply is still acceptable with code's wording of that rule (its condition and the alternative)."""
+    got, err = check_pick(reply, env)
+    if got is None:
+        return None, err
+    chosen = {r.id: getattr(r, "instead", "") or "" for r in reply.rules}
+    keys = {by_id[rid].candidate.key: rid for rid, _ in got}
+    out: list[Picked] = []
+    unnamed: list[str] = []
+    for rid, text in got:
+        aid = chosen.get(rid, "")
+        if not aid:
+            out.append((by_id[rid], text, "llm", None))
+            continue
+        option = offered.get(rid, {}).get(aid)
+        if option is None:
+            mine = ", ".join(offered.get(rid, {})) or "none"
+            return None, (f"{aid} is not an alternative of {rid} (its alternatives: {mine}); pick one listed under "
+                          f"{rid}, or leave instead empty")
+        against = sorted(keys[k] for k in option.conflicts if k in keys)
+        if against:
+            return None, (f"the alternative {aid} of {rid} breaks rule {', '.join(against)}, which you also picked; "
+                          f"pick another alternative for {rid}, or none")
+        if names_value(text, option.alternative.value):
+            out.append((by_id[rid], text, "llm", option))
+        else:
+            unnamed.append(f"the message of {rid} must say what to do instead ({aid}: "
+                           f"{str(option.alternative.value).replace('_', ' ')!r})")
+            out.append((by_id[rid], f"{message(by_id[rid], words)} {instead(option, words)}", "code", option))
+    return out, ("; ".join(unnamed) + "; say it in the message, or leave instead empty") if unnamed else None
+
+
+def offer(by_id: dict[str, Checked], options: dict[str, list[Option]],
+          n: int = ALTERNATIVES_SHOWN) -> dict[str, dict[str, Option]]:
+    """At most ``n`` alternatives shown in the pick (rule id -> alternative id -> option): each rule's first, in the
+    shortlist's order, before any rule's second; numbered ``a1``... in the order the prompt lists them."""
+    chosen: list[tuple[str, int]] = []
+    for depth in range(max(map(len, options.values()), default=0)):
+        for rid, c in by_id.items():
+            if depth < len(options.get(c.candidate.key, [])) and len(chosen) < n:
+                chosen.append((rid, depth))
+    out: dict[str, dict[str, Option]] = {}
+    i = 0
+    for rid, c in by_id.items():
+        for depth in sorted(d for r, d in chosen if r == rid):
+            i += 1
+            out.setdefault(rid, {})[f"a{i}"] = options[c.candidate.key][depth]
+    return out
+
+
 def pick(env: ir.Environment, short: Sequence[Checked], client: Any, settings: Any,
-         words: Words) -> tuple[list[tuple[Checked, str, str]], list[ir.Rejection]]:
-    """The LLM's pick among ``short`` with its messages; code's pick and words when its reply fails."""
+         words: Words) -> tuple[list[Picked], list[ir.Rejection]]:
+    """The LLM's pick among ``short`` with its messages and, where code found some, the alternatives they name;
+    code's pick and words (with no alternative: which one makes sense is the LLM's judgement) when its reply
+    fails."""
     k = min(settings.policy_rules, len(short))
     low = min(MIN_RULES, k)
     ids = [f"r{i}" for i in range(1, len(short) + 1)]
     by_id = dict(zip(ids, short, strict=True))
-    prompt = words("pick", name=env.scenario.name, description=" ".join(env.scenario.description.split()),
-                   candidates="\n".join(describe(c, i, env, words) for i, c in by_id.items()), low=low, high=k)
-    out = ask_with_feedback(client, reply_model(ids, low, k), user(prompt), lambda r: check_pick(r, env),
-                            stage=STAGE, max_attempts=settings.max_attempts, max_tokens=MAX_TOKENS * k + 32,
+    options = alternatives(env, list(short))
+    offered = offer(by_id, options)
+    alt_ids = [a for per in offered.values() for a in per]
+    lines = "\n".join(describe(c, i, env, words, list(offered.get(i, {}).items())) for i, c in by_id.items())
+    prompt = words("pick_instead" if alt_ids else "pick", name=env.scenario.name,
+                   description=" ".join(env.scenario.description.split()), candidates=lines, low=low, high=k)
+    budget = (MAX_TOKENS + (INSTEAD_TOKENS if alt_ids else 0)) * k + 32
+    out = ask_with_feedback(client, reply_model(ids, low, k, alt_ids), user(prompt),
+                            lambda r: check_instead(r, env, by_id, offered, words),
+                            stage=STAGE, max_attempts=settings.max_attempts, max_tokens=budget,
                             retry_temperature=settings.retry_temperature,
                             feedback=lambda e: words("feedback", error=e))
     if out.value is not None:
-        return [(by_id[i], text, "llm") for i, text in out.value], []
+        return list(out.value), []
     note = ir.Rejection(stage=STAGE, item="pick", reason=f"the LLM's pick of rules failed ({out.error}); code "
                                                          "picked and worded them",
                         evidence={"attempts": out.attempts})
-    return [(c, message(c, words), "code") for c in code_pick(short, k)], [note]
+    return [(c, message(c, words), "code", None) for c in code_pick(short, k)], [note]
 
 
 def make_policy(env: ir.Environment, client: Any, settings: Any, language: str = "en") -> StageResult[ir.Environment]:

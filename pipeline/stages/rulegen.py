@@ -21,14 +21,21 @@ probed parameter set to rows the condition holds and does not hold for), each ca
 permissive and once with the rule as its first guard (``pipeline.runtime.policy``, the engine's read-only
 authorizer): a candidate is kept only with a call that works and that the rule allows, and one that works and that
 the rule refuses with its message.
+
+Compliant alternatives (exception paths, :func:`alternatives`): for a candidate's write, every other write tool that
+takes the same row (a parameter naming the same (table, key) as the governed tool's) and whose other parameters
+are CHECK-listed or enum values, each combination of them fixed (``set_permit_status(status='suspended')`` instead
+of ``renew_permit``); one is kept when it works and changes something where the candidate forbids its write, with
+the candidates that would forbid it there (a policy picking one of them cannot offer it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlglot
@@ -49,6 +56,10 @@ CHECK_MAX = 40
 PROBE_ROWS = 400
 PROBES = 2
 """Probe values per side (allowed, forbidden) of a candidate."""
+OPTION_SETS = 12
+"""Argument sets of one alternative tool tried (combinations of its fixed values)."""
+OPTIONS_MAX = 3
+"""Alternatives kept per rule (the pick shows each; another tool before another value of one tool)."""
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
@@ -68,6 +79,17 @@ class Candidate:
     def rule(self, rule_id: str, message: str, worded_by: str = "code") -> ir.Rule:
         return ir.Rule(id=rule_id, kind=self.kind, tools=[self.tool], condition=self.condition, message=message,
                        worded_by=worded_by)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A compliant alternative as code found it (``words``: the facts of the ``prompts/policy.md`` section
+    ``section`` that words it)."""
+
+    alternative: ir.Alternative
+    words: dict[str, str] = field(default_factory=dict)
+    conflicts: frozenset[str] = frozenset()
+    """Keys of candidates that forbid this alternative where the rule it is offered for forbids its write."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +314,45 @@ class Finder:
                             {"section": "value_past", "label": label(c.name)})
 
 
+    # ------------------------------------------------------------------ compliant alternatives
+
+    def options(self, tool: ir.Tool) -> Iterator[Option]:
+        """Other write tools called on the row ``tool`` names, with the rest of their parameters fixed to values of
+        a CHECK list or an enum (each combination, at most :data:`OPTION_SETS` per tool): what a clerk could offer
+        instead of ``tool`` ("put the permit on hold"). A tool with a required parameter that is neither is no
+        option (its value is not the policy's to fix)."""
+        rows = {p.name: s for p in tool.params if (s := self.subject(tool, p)) is not None}
+        for other in sorted(self.env.tools, key=lambda t: t.name):
+            if other.kind != "write" or other.name == tool.name:
+                continue
+            same: dict[str, str] = {}
+            choices: list[tuple[str, list[Any], str, str | None]] = []  # (param, values, label, table written)
+            for q in other.params:
+                subj = self.subject(other, q)
+                named = next((name for name, s in rows.items() if subj is not None and s == subj), None)
+                if named is not None and q.name not in same:
+                    same[q.name] = named
+                    continue
+                into = self.written(other, q)
+                values: list[Any] = list(q.enum or []) or list((into[1].enum if into is not None else None) or [])
+                if values:
+                    choices.append((q.name, values, label(into[1].name if into else q.name),
+                                    into[0] if into else None))
+                elif q.required:
+                    break
+            else:
+                if not same or not choices:
+                    continue
+                subject = rows[next(iter(same.values()))][0]
+                for combo in itertools.islice(itertools.product(*(c[1] for c in choices)), OPTION_SETS):
+                    fixed = {c[0]: v for c, v in zip(choices, combo, strict=True)}
+                    name, _, lab, table = choices[0]
+                    words = {"section": "instead_set" if table == subject else "instead", "thing": thing(subject),
+                             "label": lab, "value": str(fixed[name]).replace("_", " "),
+                             "action": other.description.strip().rstrip(".")}
+                    yield Option(ir.Alternative(tool=other.name, same=same, fixed=fixed, value=fixed[name]), words)
+
+
 def _firsts(found: list[Candidate]) -> list[Candidate]:
     """``found`` with the first candidate of each (template, column, parameter) before any second one."""
     seen: dict[tuple[str, str, str], int] = {}
@@ -391,3 +452,70 @@ def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checke
 def _drop(c: Candidate, reason: str, tried: int) -> ir.Rejection:
     return ir.Rejection(stage="policy", item=c.key, reason=f"rule dropped: {reason}",
                         evidence={"tool": c.tool, "condition": c.condition, "kind": c.kind, "calls": tried})
+
+
+# ------------------------------------------------------------------ compliant alternatives, checked
+
+
+def alternatives(env: ir.Environment, checked: list[Checked]) -> dict[str, list[Option]]:
+    """Per candidate of ``checked`` (by key), the options (:meth:`Finder.options`) that hold as its alternative:
+    called instead of each of its forbidden calls (on the same row, on the initial state) the option works, and it
+    changes something for at least one of them. Each carries the keys of the candidates of ``checked`` that would
+    forbid it on one of those rows (``conflicts``: a policy keeping one of them cannot offer it). At most
+    :data:`OPTIONS_MAX` per candidate, other tools before other values of one tool; none without conflicts
+    before one with."""
+    out: dict[str, list[Option]] = {}
+    with EnvInstance(env) as base, EnvInstance(env) as live:
+        finder = Finder(env, base.conn)
+        initial = live.initial("snapshot", reward.snapshot)
+        governing: dict[str, list[Candidate]] = {}
+        for c in checked:
+            governing.setdefault(c.candidate.tool, []).append(c.candidate)
+        for c in checked:
+            found: list[Option] = []
+            for opt in finder.options(env.tool(c.candidate.tool)):
+                conflicts = _holds(env, opt.alternative, c, governing.get(opt.alternative.tool, []), base.conn, live,
+                                   initial)
+                if conflicts is not None:
+                    found.append(replace(opt, conflicts=conflicts))
+            live.reset()
+            found.sort(key=lambda o: bool(o.conflicts))
+            if found:
+                out[c.candidate.key] = _spread_tools(found)[:OPTIONS_MAX]
+    return out
+
+
+def _spread_tools(options: list[Option]) -> list[Option]:
+    """``options`` with the first of each tool before any tool's second (otherwise in their order)."""
+    seen: dict[str, int] = {}
+    rank = []
+    for o in options:
+        seen[o.alternative.tool] = seen.get(o.alternative.tool, -1) + 1
+        rank.append(seen[o.alternative.tool])
+    return [o for _, o in sorted(zip(rank, options, strict=True), key=lambda e: e[0])]
+
+
+def _holds(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Candidate], conn: Any,
+           live: EnvInstance, initial: Any) -> frozenset[str] | None:
+    """The keys of ``rules`` that forbid ``alt`` instead of one of ``c``'s forbidden calls, or None when ``alt``
+    fails there (a missing argument, an error) or changes nothing on any of them."""
+    tool = env.tool(alt.tool)
+    changed = False
+    conflicts: set[str] = set()
+    for args in c.forbidden:
+        call = alt.call(args)
+        if any(v is None for v in call.arguments.values()):
+            return None
+        binding = _binding(tool, call.arguments, env.clock)
+        for r in rules:
+            try:
+                if conn.execute(r.condition, binding).fetchone():
+                    conflicts.add(r.key)
+            except Exception:  # noqa: BLE001 - a condition that cannot be read on these arguments forbids it
+                conflicts.add(r.key)
+        live.reset()
+        res = live.call(alt.tool, dict(call.arguments))
+        if not res.get("ok"):
+            return None
+        changed = changed or bool(diff(initial, reward.snapshot(live.conn)))
+    return frozenset(conflicts) if changed else None
