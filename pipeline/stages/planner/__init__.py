@@ -121,7 +121,7 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     of the bank uses, else one whose (shape, tool chain, asked column) the bank holds least, then whose
     (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties).
     ``rule_quota``: while the bank holds fewer rule-bound chains, those come first (a compound request of an
-    allowed and a forbidden write before a decide task)."""
+    allowed and a forbidden write, or an exception, before a decide task)."""
     left = [i for i in range(1, len(chains) + 1) if i not in tried]
     if writes is None or not left:
         return left[0] if left else None
@@ -132,7 +132,7 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
 
     def rank(i: int) -> tuple[int, bool, int, int, int]:
         ch = chains[i - 1]
-        ruled = 0 if not short else 0 if ch.shape == "compound_rule" else 1 if ch.rules else 2
+        ruled = 0 if not short else 0 if ch.shape in ("compound_rule", "exception") else 1 if ch.rules else 2
         return (ruled, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
 
     return min(left, key=rank)

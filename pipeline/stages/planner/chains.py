@@ -16,7 +16,8 @@ call of the same chain (an id found by a lookup, the id a create returned). Shap
   a sum reads every page: see ``aggregates``);
 * ``compound``      — two independent goals in one request, each with its own lookups (width);
 * ``compound_rule`` — an allowed and a forbidden write of the environment's rules in one request (with
-  ``[stages.tasks] rule_tasks``, which also judges every other chain by the rules: see ``rules``).
+  ``[stages.tasks] rule_tasks``, which also judges every other chain by the rules: see ``rules``);
+* ``exception``     — a forbidden write asked for, whose rule names an alternative: the reference does that instead.
 
 Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
 aggregate over what was read.
@@ -96,7 +97,8 @@ class Chain:
     """What the user wants, as data (the facts' content)."""
     rules: list[dict[str, Any]] = field(default_factory=list)
     """The environment's rules the chain exercises: ``{"id", "verdict": "allows" | "forbids", "tool", "arguments"}``
-    per rule governing a write asked for (``pipeline.stages.planner.rules``); empty for other chains."""
+    per rule governing a write asked for or done (``pipeline.stages.planner.rules``; an exception's forbidden write
+    also has ``instead``: the alternative's tool and arguments); empty for other chains."""
 
     @property
     def asked(self) -> str:
@@ -114,7 +116,7 @@ class Chain:
 
     @property
     def tier(self) -> int:
-        if self.steps >= 4 or self.shape in ("decide_write", "aggregate", "compound", "compound_rule"):
+        if self.steps >= 4 or self.shape in ("decide_write", "aggregate", "compound", "compound_rule", "exception"):
             return 3
         return 2 if self.steps >= 2 else 1
 

@@ -12,8 +12,13 @@ condition on the call and the rows it meets, under the engine's read-only author
   the reference leaves alone, so doing everything (the forbidden write too) scores 0, and doing nothing misses
   the allowed goal and scores 0.
 
-A request for the forbidden write alone would have the initial state as its gold, which doing nothing also
-reaches; the proofs refuse such tasks, so it only comes inside a compound. A chain's ``rules``: per governed write
+* ``exception``: a forbidden write whose rule names a compliant alternative (``ir.Rule.alternative``, "put the
+  permit on hold"); the request asks for the forbidden write alone, the reference reads its evidence and does the
+  alternative on the same row. Doing nothing misses the alternative's change; doing the forbidden write changes
+  what the gold state keeps (the row the alternative changes is pinned whole, every other row by the gates).
+
+A request for the forbidden write alone with no alternative would have the initial state as its gold, which doing
+nothing also reaches; the proofs refuse such tasks, so it only comes inside a compound or as an exception. A chain's ``rules``: per governed write
 asked for, the id of each rule governing it, whether the rule ``allows`` or ``forbids`` it, and the write (tool
 and arguments; the forbidden one is in no reference, adversarial checks can replay it).
 """
@@ -153,6 +158,31 @@ def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
                     rules=_verdicts(p.env, a.calls[-1], []) + _verdicts(p.env, b.calls[-1], forbid))
 
 
+def exceptions(p: Planner, seed: int) -> Iterator[Chain]:
+    """A forbidden write whose rule names a compliant alternative (``ir.Rule.alternative``): the request asks for
+    the forbidden write alone; the reference reads its evidence (its lookups) and does the alternative on the same
+    row, which the rules allow there and which changes it. The forbidden write's verdict carries the alternative
+    (``instead``); the proofs' adversaries replay the forbidden write (``overreach``, ``blind``)."""
+    for ch, forbid in _governed_writes(p, seed):
+        rule = next((r for r in forbid if r.alternative is not None), None)
+        if rule is None or rule.alternative is None:
+            continue
+        write = ch.calls[-1]
+        alt = rule.alternative.call(dict(write.arguments))
+        if any(v is None for v in alt.arguments.values()) or forbidding(p, alt) != []:
+            continue
+        last = ch.sources[-1] if ch.sources else {}
+        src = {**{q: last.get(pn, "stated") for q, pn in rule.alternative.same.items()},
+               **{k: "policy" for k in rule.alternative.fixed}}
+        instead = {"tool": alt.tool, "arguments": dict(alt.arguments)}
+        verdicts = [{**v, "instead": instead} if v["id"] == rule.id else v for v in _verdicts(p.env, write, forbid)]
+        told = [v for v in rule.alternative.fixed.values() if isinstance(v, str) and len(v) > 2
+                and v not in ch.must_state]  # the request asks for the forbidden write, not the alternative
+        yield Chain("exception", ch.calls[:-1] + [alt], list(ch.facts), must_state=list(ch.must_state),
+                    hidden=ch.hidden + told, sources=ch.sources[:-1] + [src], goals=[_said(p, ch)],
+                    rules=verdicts + _verdicts(p.env, alt, []))
+
+
 def decide_rules(p: Planner, seed: int) -> Iterator[Chain]:
     """Single governed writes the rules allow, looked for over more rows than the plain write shapes try (a rule
     that forbids most rows, "fiction books cannot be loaned", would otherwise leave its tool in no task): each a
@@ -162,4 +192,4 @@ def decide_rules(p: Planner, seed: int) -> Iterator[Chain]:
             yield replace(ch, rules=_verdicts(p.env, ch.calls[-1], []))
 
 
-RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules, "decide_rule": decide_rules}
+RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules, "decide_rule": decide_rules, "exception": exceptions}
