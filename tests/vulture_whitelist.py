@@ -11,6 +11,7 @@ _ = Whitelist()
 # pydantic / pydantic-settings: model settings, validators (registered by their decorators), the settings
 # source hooks (their parameters are the base class's)
 _.model_config
+_._alternative_if_set
 _._band
 _._plan_if_set
 _._ranges
