@@ -12,6 +12,8 @@ into SQL assertions:
 * per changed table: the row count, and a fingerprint of every row the reference did not touch (so
   collateral updates and deletes in a changed table fail);
 * ``mutable_tables`` = the tables the reference changed (every other table must stay as it was);
+* with the writes the policy forbids the request (a rule-bound task), a gate for each column they would change on a
+  row the reference changes too (an exception task's forbidden write on the row of its alternative);
 * for questions, the expected answer is read from the reference's last result.
 
 Every ``expect`` is computed by running the assertion on the reference's final state.
@@ -20,6 +22,7 @@ Every ``expect`` is computed by running the assertion on the reference's final s
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from verify.state import (
     Key,
     Row,
     TableInfo,
+    diff,
     equals,
     lit,
     qi,
@@ -261,6 +265,46 @@ def _brief(values: Row, limit: int = 6) -> str:
     return ", ".join(items) + (", ..." if len(values) > limit else "")
 
 
+def forbidden_calls(rules: Sequence[dict[str, Any]]) -> list[ToolCall]:
+    """The writes a rule-bound task's verdicts (``metadata.rules``) forbid, once each, in order."""
+    out: list[ToolCall] = []
+    for r in rules:
+        call = ToolCall(tool=r["tool"], arguments=dict(r.get("arguments") or {}))
+        if r.get("verdict") == "forbids" and call not in out:
+            out.append(call)
+    return out
+
+
+def _forbidden_gates(env: Environment, initial_db: str | Path | None, d: _Deriver, calls: list[ToolCall],
+                     forbidden: Sequence[ToolCall]) -> list[Assertion]:
+    """Gates for what the ``forbidden`` writes would change on the rows the reference changes too (an exception
+    task's forbidden write and its alternative name the same row): the columns they would set keep the values the
+    reference leaves, the rows they would delete stay. Their changes elsewhere already break the row-count and
+    untouched-row gates and the frame."""
+    if not forbidden:
+        return []
+    touched = {(c.table, c.key) for c in d.changes}
+    with fresh(env, initial_db) as run:
+        play(run, calls, changes=False)
+        gold = run.final()
+        play(run, list(forbidden), stop_on_error=False, changes=False)
+        extra = diff(gold, run.final())
+    out: list[Assertion] = []
+    for c in extra:
+        if (c.table, c.key) not in touched or c.op == "insert":
+            continue
+        info = d.infos[c.table]
+        where = _key_cond(info, c.key)
+        if c.op == "update":
+            cols = [col for col in c.changed_columns if col not in info.key]
+            conds = " AND ".join([where] + [equals(col, (c.before or {}).get(col)) for col in cols])
+            what = f"a forbidden write leaves {c.table} row {list(c.key)}'s {', '.join(cols)} as they are"
+        else:
+            conds, what = where, f"a forbidden write leaves {c.table} row {list(c.key)} in place"
+        out.append(d._assert(f"SELECT COUNT(*) FROM {qi(c.table)} WHERE {conds}", what, "gate"))
+    return out
+
+
 def derive_verifier(
     env: Environment,
     calls: list[ToolCall],
@@ -268,6 +312,7 @@ def derive_verifier(
     initial_db: str | Path | None = None,
     answer_field: str | None = None,
     answer: dict[str, Any] | None = None,
+    forbidden: Sequence[ToolCall] = (),
 ) -> Derivation:
     """Replay ``calls`` on fresh instances and derive the verifier (see the module docstring).
 
@@ -275,6 +320,8 @@ def derive_verifier(
     ``answer_field`` (older tasks): the field of the last call's result that answers them.
     Assertions on what changed are goals; row counts, untouched rows and "keeps its rows" are gates; a goal
     that already holds on the initial state becomes a gate (it cannot tell doing the task from doing nothing).
+    ``forbidden``: writes the policy forbids the request (a rule-bound task's): what they would change on the rows
+    the reference changes is gated too (:func:`_forbidden_gates`).
     """
     with fresh(env, initial_db) as run:
         play(run, calls)
@@ -300,7 +347,8 @@ def derive_verifier(
                 play(twin, list(calls_done))
                 twins.append(None if twin.error else twin.changes())
         d = _Deriver(env, run, twins)
-        verifier = Verifier(assertions=_gate_what_holds_initially(env, initial_db, d.assertions(reads)),
+        found = d.assertions(reads) + _forbidden_gates(env, initial_db, d, list(calls_done), forbidden)
+        verifier = Verifier(assertions=_gate_what_holds_initially(env, initial_db, found),
                             mutable_tables=sorted({c.table for c in changes}), answer=expected)
         return Derivation(calls_done, responses, tuple(changes), verifier, None, tuple(d.notes))
 

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.runtime import engine
 from verify import reward
-from verify.derive import COUNT, tables_used
+from verify.derive import COUNT, forbidden_calls, tables_used
 from verify.evaluate import evaluate, render_answer
 from verify.replay import Run, call_once, describe_call, fresh, play
 from verify.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
@@ -145,12 +145,7 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
 
 def forbidden_writes(task: Task) -> list[ToolCall]:
     """The writes a rule-bound task's rules forbid (``metadata.rules``), once each, in order."""
-    out: list[ToolCall] = []
-    for r in task.metadata.get("rules") or []:
-        call = ToolCall(tool=r["tool"], arguments=dict(r.get("arguments") or {}))
-        if r.get("verdict") == "forbids" and call not in out:
-            out.append(call)
-    return out
+    return forbidden_calls(task.metadata.get("rules") or [])
 
 
 def _variants(tool: Any, known: dict[str, Any]) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ from pipeline.stages.wording import (
     without,
 )
 from verify import reward
-from verify.derive import Derivation, derive_verifier
+from verify.derive import Derivation, derive_verifier, forbidden_calls
 from verify.policy import policy_text
 from verify.proofs import prove
 from verify.replay import describe_call, fresh
@@ -219,7 +219,9 @@ def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *
                     answer: dict[str, Any] | None = None, seen: set[str] | None = None,
                     extra: dict[str, Any] | None = None) -> tuple[Task | None, str | None]:
     """Replay, derive and prove one worded task: the task, or the problem to feed back."""
-    d = derive_verifier(env, calls, initial_db=initial_db, answer_field=answer_field, answer=answer)
+    rules = chain.rules if chain is not None else (extra or {}).get("rules") or []
+    d = derive_verifier(env, calls, initial_db=initial_db, answer_field=answer_field, answer=answer,
+                        forbidden=forbidden_calls(rules))
     if d.error or d.verifier is None:
         return None, f"replaying the calls failed: {d.error}"
     if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier, d.calls) in seen):
@@ -276,7 +278,8 @@ def generate_tasks(
     def dry_run(i: int) -> Derivation:
         with drys_lock:
             if i not in drys:
-                drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer)
+                drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer,
+                                          forbidden=forbidden_calls(chains[i - 1].rules))
             return drys[i]
 
     def label_of(i: int) -> str:

@@ -230,8 +230,9 @@ def test_exception_chains_ask_for_the_forbidden_write_and_do_the_alternative(mak
             assert inst.call(forbids[0]["tool"], forbids[0]["arguments"])["error"] == rule.message
 
 
-@pytest.mark.parametrize("make", [permit_policy, brewery_policy], ids=["permits", "brewery"])
-def test_exception_tasks_are_proved_and_every_adversary_scores_0(make) -> None:
+@pytest.mark.parametrize("make, gated", [(permit_policy, "expires_on"), (brewery_policy, None)],
+                         ids=["permits", "brewery"])
+def test_exception_tasks_are_proved_and_every_adversary_scores_0(make, gated: str | None) -> None:
     env = make()
     settings = TaskSettings(n_tasks=14, rule_tasks=True, max_attempts=1, template_fallback=True)
     tasks = generate_tasks(env, fake_client([{"user_request": "no"}] * 400), settings=settings).value or []
@@ -244,6 +245,10 @@ def test_exception_tasks_are_proved_and_every_adversary_scores_0(make) -> None:
                      if r["verdict"] == "forbids"]
         assert forbidden and forbidden[0].tool == rule.tools[0] and t.reference_solution[-1].tool != forbidden[0].tool
         assert not names_value(t.instruction, rule.alternative.value)  # type: ignore[union-attr]
+        # the forbidden write is a gate: on the alternative's row (a renewal), the column it would set keeps its
+        # value; elsewhere (a keg filled: a new row of another table) the frame already gates it
+        gates = [a for a in t.verifier.assertions if a.name == "gate" and a.description.startswith("a forbidden")]
+        assert [gated in a.description for a in gates] == ([True] if gated else [])
         report = {r.name: r for r in prove(env, t).results}
         assert all(r.ok for r in report.values()), prove(env, t).reason()
         assert {"reference", "initial_state", "no_op", "overreach", "blind"} <= set(report)
