@@ -36,7 +36,8 @@ level name                     what the task asks                               
 
 and the environment's rules add to it: a task whose writes a rule governs (the agent must judge each against the
 policy, reading the evidence a condition names) is one level up; a request that also asks for a write the rules
-forbid (``compound_rule``: the agent does the allowed part and refuses the other) is level 5, as is a level-4
+forbid (``compound_rule``: the agent does the allowed part and refuses the other; ``exception``: the agent refuses
+it and does the alternative its rule names) is level 5, as is a level-4
 structure under a rule. Level 5 offers every tool of the environment. So an environment without rules has no level
 5, and levels 2 to 4 of one with rules hold some rule-bound tasks of a simpler structure.
 
