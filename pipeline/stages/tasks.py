@@ -134,12 +134,15 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
     if missing:
         return "the request must state " + ", ".join(repr(v) for v in missing) + " exactly as written"
     rest = without(text, chain.must_state) if plain else text
+    offered = [v for r in chain.rules for v in ((r.get("instead") or {}).get("arguments") or {}).values()]
     for v in chain.hidden + chain.read_values():
         if v in chain.must_state or isinstance(v, bool):
             continue
         if said(rest, v):
             if chain.answer is not None and v == chain.answer.get("value"):
                 return f"{it} gives its answer away ({v!r}); ask for it instead"
+            if v in offered:  # an exception: the user asks for what the policy forbids, not for its alternative
+                return f"{it} mentions {v!r}; the user asks only for the change itself, say nothing else it could become"
             return f"{it} mentions {v!r}, an internal id users do not know; name things by what they are"
     return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -18,13 +19,15 @@ from pipeline import ir
 from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
+from pipeline.server import check_server
 from pipeline.settings import BuildSettings, TaskSettings
 from pipeline.stages.planner import plan_chains
 from pipeline.stages.policy import make_policy, names_value, shortlist
 from pipeline.stages.rulegen import alternatives, check, propose
-from pipeline.stages.tasks import generate_tasks
+from pipeline.stages.tasks import generate_tasks, lint_request
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
+from tests.fixtures.server import http, running_server
 from verify import reward
 from verify.proofs import blind_calls, overreach_calls, prove
 from verify.replay import fresh, play
@@ -202,6 +205,29 @@ def test_a_rule_without_a_valid_alternative_and_an_environment_without_any_stay_
 
 
 # ------------------------------------------------------------------ the exception shape, planned and proved
+
+
+def test_an_enforcing_server_refuses_with_the_message_that_names_the_alternative(tmp_path) -> None:
+    env = permit_policy()
+    env_dir = write_env_dir(env, tmp_path / "env")
+    assert check_server(env_dir)
+    db = tmp_path / "live.db"
+    shutil.copyfile(env_dir / "initial.db", db)
+    with running_server(env_dir, db, args=("--enforce-policy",)) as base:
+        status, body = http("POST", f"{base}/tools/renew_permit", {"permit_id": 3, "expires_on": "2026-12-31"})
+        assert status == 400 and body["kind"] == "guard" and names_value(body["error"], "submitted")
+        status, body = http("POST", f"{base}/tools/set_permit_status", {"permit_id": 3, "status": "submitted"})
+        assert status == 200 and body["ok"]
+
+
+def test_the_wording_lint_refuses_a_request_that_names_the_alternative() -> None:
+    env = permit_policy()
+    with fresh(env) as run:
+        ch = next(c for c in plan_chains(env, run, 40, TIERS, spread=True, rules=True) if c.shape == "exception")
+    permit, date = ch.must_state
+    assert lint_request(env, ch, f"Please extend permit {permit} until {date}.", plain=True) is None
+    problem = lint_request(env, ch, f"Please extend permit {permit} until {date}, or set it to submitted.", plain=True)
+    assert problem is not None and "'submitted'" in problem and "asks only for the change itself" in problem
 
 
 @pytest.mark.parametrize("make", [permit_policy, brewery_policy], ids=["permits", "brewery"])
