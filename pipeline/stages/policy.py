@@ -8,6 +8,13 @@ with the reason). A shortlist of them, spread over tools and kinds, goes to the 
 checked by code and fed back on a problem. When the reply still fails, code picks from the shortlist and words the
 rules itself (the ``prompts/policy.md`` sections of each kind; a Rejection says so). The environment comes back
 with ``rules``: each with the real calls it was checked on; ``policy.md`` is rendered from them by the catalog.
+
+Exception paths: where code found compliant alternatives to a shortlisted candidate's write
+(:func:`pipeline.stages.rulegen.alternatives`), the same request lists them under it (``pick_instead``; at most
+:data:`ALTERNATIVES_SHOWN`, each with an id) and each picked rule may name one (``instead``). :func:`check_instead`
+checks it is offered for that rule, that no other picked rule forbids it, and that the message names its value;
+a message that does not is fed back, and when no better reply comes the rule keeps the alternative with code's
+words. A rule the LLM gives none, and every rule code picks, offers none (``ir.Rule.alternative`` None).
 """
 
 from __future__ import annotations
