@@ -204,36 +204,39 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
                   offered: dict[str, dict[str, Option]], words: Words) -> tuple[list[Picked] | None, str | None]:
     """The rules of a reply with their alternatives (:func:`check_pick`'s checks first): an alternative must be one
     offered for its rule (``offered``: rule id -> alternative id -> option) and not one another rule picked
-    forbids; its message must name the alternative's value. A message that does not is refused with feedback, and
-    the reply is still acceptable with code's wording of that rule (its condition and the alternative)."""
+    forbids, and its message must name the alternative's value. Each problem is fed back, and the reply is still
+    acceptable with code's wording of that rule: its condition and the alternative when only the message missed
+    it, its condition alone (no alternative) otherwise; so a small model's pick of rules is kept."""
     got, err = check_pick(reply, env)
     if got is None:
         return None, err
     chosen = {r.id: getattr(r, "instead", "") or "" for r in reply.rules}
     keys = {by_id[rid].candidate.key: rid for rid, _ in got}
     out: list[Picked] = []
-    unnamed: list[str] = []
+    problems: list[str] = []
     for rid, text in got:
-        aid = chosen.get(rid, "")
-        if not aid:
-            out.append((by_id[rid], text, "llm", None))
-            continue
+        c, aid = by_id[rid], chosen.get(rid, "")
         option = offered.get(rid, {}).get(aid)
-        if option is None:
+        against = sorted(keys[k] for k in option.conflicts if k in keys) if option is not None else []
+        if not aid:
+            out.append((c, text, "llm", None))
+        elif option is None:
             mine = ", ".join(offered.get(rid, {})) or "none"
-            return None, (f"{aid} is not an alternative of {rid} (its alternatives: {mine}); pick one listed under "
-                          f"{rid}, or leave instead empty")
-        against = sorted(keys[k] for k in option.conflicts if k in keys)
-        if against:
-            return None, (f"the alternative {aid} of {rid} breaks rule {', '.join(against)}, which you also picked; "
-                          f"pick another alternative for {rid}, or none")
-        if names_value(text, option.alternative.value):
-            out.append((by_id[rid], text, "llm", option))
+            problems.append(f"{aid} is not an alternative of {rid} (its alternatives: {mine}); pick one listed under "
+                            f"{rid}, or leave instead empty")
+            out.append((c, message(c, words), "code", None))
+        elif against:
+            problems.append(f"the alternative {aid} of {rid} breaks rule {', '.join(against)}, which you also "
+                            f"picked; pick another alternative for {rid}, or none")
+            out.append((c, message(c, words), "code", None))
+        elif names_value(text, option.alternative.value):
+            out.append((c, text, "llm", option))
         else:
-            unnamed.append(f"the message of {rid} must say what to do instead ({aid}: "
-                           f"{str(option.alternative.value).replace('_', ' ')!r})")
-            out.append((by_id[rid], f"{message(by_id[rid], words)} {instead(option, words)}", "code", option))
-    return out, ("; ".join(unnamed) + "; say it in the message, or leave instead empty") if unnamed else None
+            problems.append(f"the message of {rid} must say what to do instead ({aid}: "
+                            f"{str(option.alternative.value).replace('_', ' ')!r}); say it in the message, or leave "
+                            "instead empty")
+            out.append((c, f"{message(c, words)} {instead(option, words)}", "code", option))
+    return out, "; ".join(problems) or None
 
 
 def offer(by_id: dict[str, Checked], options: dict[str, list[Option]],

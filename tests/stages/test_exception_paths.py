@@ -169,7 +169,7 @@ def test_a_message_that_does_not_name_its_alternative_is_fed_back_then_worded_by
     assert [r.worded_by for r in rules[1:]] == ["llm", "llm"]
 
 
-def test_an_alternative_of_another_rule_or_one_a_picked_rule_forbids_is_refused() -> None:
+def test_an_alternative_of_another_rule_is_fed_back_and_the_rule_kept_without_one() -> None:
     def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
         lines = messages[0]["content"].splitlines()
         expired = next(line.split(":")[0] for line in lines if EXPIRED in line)
@@ -181,7 +181,26 @@ def test_an_alternative_of_another_rule_or_one_a_picked_rule_forbids_is_refused(
     client = fake_client([reply] * 8)
     res = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2, policy_rules=1))
     assert "is not an alternative of" in client.requests[1][-1]["content"]
-    assert all(r.alternative is None and r.worded_by == "code" for r in res.value.rules)
+    # the LLM's pick of rules is kept; that rule offers nothing and is worded by code
+    assert [(r.tools, r.alternative, r.worded_by) for r in res.value.rules] == [(["renew_permit"], None, "code")]
+    assert not [r for r in res.rejections if r.item == "pick"]
+
+
+def test_an_alternative_that_another_picked_rule_forbids_is_fed_back_and_dropped() -> None:
+    # the brewery: a fermenting batch's alternative (conditioning) is a status change, which a rule on batches
+    # brewed before today forbids for the rows concerned
+    past = "\"Move a batch to another stage of production\" is forbidden when the batch's brewed on is before today"
+    first = picking([(FERMENTING, "conditioning", "A batch still fermenting cannot fill kegs; move it to conditioning."),
+                     (past, None, "A batch brewed in the past stays where it is.")])
+    second = picking([(FERMENTING, None, "A batch still fermenting cannot fill kegs."),
+                      (past, None, "A batch brewed in the past stays where it is.")])
+    client = fake_client([first, second])
+    rules = make_policy(brewery_env(), client, BuildSettings(policy=True, max_attempts=3, policy_rules=2)).value.rules
+    feedback = client.requests[1][-1]["content"]
+    assert re.search(r"the alternative a\d+ of r\d+ breaks rule r\d+, which you also picked", feedback), feedback
+    assert [(r.message, r.alternative, r.worded_by) for r in rules] == [
+        ("A batch still fermenting cannot fill kegs.", None, "llm"),
+        ("A batch brewed in the past stays where it is.", None, "llm")]
 
 
 def test_a_rule_without_a_valid_alternative_and_an_environment_without_any_stay_as_before() -> None:
