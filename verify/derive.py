@@ -298,7 +298,7 @@ def _forbidden_gates(env: Environment, initial_db: str | Path | None, d: _Derive
         if c.op == "update":
             cols = [col for col in c.changed_columns if col not in info.key]
             conds = " AND ".join([where] + [equals(col, (c.before or {}).get(col)) for col in cols])
-            what = f"a forbidden write leaves {c.table} row {list(c.key)}'s {', '.join(cols)} as they are"
+            what = f"a forbidden write leaves {', '.join(cols)} of {c.table} row {list(c.key)} unchanged"
         else:
             conds, what = where, f"a forbidden write leaves {c.table} row {list(c.key)} in place"
         out.append(d._assert(f"SELECT COUNT(*) FROM {qi(c.table)} WHERE {conds}", what, "gate"))
