@@ -48,9 +48,21 @@ def register(main: click.Group) -> None:
         help="jsonl: tool-call arguments as JSON objects (Hugging Face chat templates), as JSON strings "
         "(OpenAI wire format), or both (objects plus an arguments_json string).",
     )
+    @click.option(
+        "--sample-per-level",
+        type=click.IntRange(0),
+        default=0,
+        show_default=True,
+        help="Also ship up to N tasks per difficulty level (1-5) per environment, sampled now by `envfoundry "
+        "sample` (no LLM; none of the bank's): OpenEnv reset(seed=..., level=...) and its adaptive level, verifiers "
+        "load_environment(n=..., level=...), veRL train_level<L>.parquet (jsonl: the bank only). 0: none.",
+    )
+    @click.option("--sample-seed", type=int, default=0, show_default=True,
+                  help="The sampler's seed for --sample-per-level (same seed, same pools).")
     @json_option
     def export_cmd(
-        catalog: Path, fmt: str, out_dir: Path, val_fraction: float, sft_arguments: str, as_json: bool
+        catalog: Path, fmt: str, out_dir: Path, val_fraction: float, sft_arguments: str, sample_per_level: int,
+        sample_seed: int, as_json: bool
     ) -> None:
         """Export the task bank of CATALOG (envs/<env_id>/ + task_bank.jsonl) for RL trainers.
 
@@ -58,15 +70,25 @@ def register(main: click.Group) -> None:
         identical across them, and each carries every task's split, tier and pass rate. Exported
         artefacts do not need envfoundry installed: they vendor the tool engine and the reward.
         """
-        from pipeline.export import FORMATS, CatalogError, ExportError, export_catalog, load_catalog
+        from pipeline.export import (
+            FORMATS,
+            CatalogError,
+            ExportError,
+            export_catalog,
+            load_catalog,
+            sample_pools,
+        )
 
         try:
             cat = load_catalog(catalog)
             formats = list(FORMATS) if fmt == "all" else [fmt]
+            # sampled once, shared by every format
+            wanted = sample_per_level > 0 and formats != ["jsonl"]  # the SFT transcripts carry the bank only
+            pools = sample_pools(cat, sample_per_level, sample_seed) if wanted else None
             results = [
                 export_catalog(
                     cat, f, out_dir / f if fmt == "all" else out_dir,
-                    val_fraction=val_fraction, sft_arguments=sft_arguments,
+                    val_fraction=val_fraction, sft_arguments=sft_arguments, pools=pools,
                 )
                 for f in formats
             ]
@@ -82,6 +104,7 @@ def register(main: click.Group) -> None:
                         "tasks": r.tasks,
                         "paths": [str(p) for p in r.paths],
                         "skipped_envs": list(r.skipped_envs),
+                        "pools": list(r.pools),
                     }
                     for r in results
                 ]
@@ -93,3 +116,5 @@ def register(main: click.Group) -> None:
                 click.echo(f"  {p}")
             for e in r.skipped_envs:
                 click.echo(f"  skipped {e}: no task in the bank")
+            for line in r.pools:
+                click.echo(f"  sampled {line}")

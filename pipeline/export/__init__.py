@@ -8,16 +8,23 @@ verifiers are identical across formats. Exported artefacts are self-contained: t
 byte-for-byte copies of the stdlib tool engine, the one reward implementation (``verify/reward.py``)
 and the task runtime (``templates/taskrt.py``), and run without envfoundry installed. Every export
 carries each task's split (train/val), tier and pass rate.
+
+With ``sample_per_level=N`` (``envfoundry export --sample-per-level N``) each environment's export also carries
+up to N tasks per difficulty level sampled at export time (:mod:`pipeline.export.pools`): OpenEnv serves them
+by ``reset(seed=..., level=...)`` and an adaptive level, verifiers by ``load_environment(n=..., level=...)``,
+veRL as ``train_level<L>.parquet``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.catalog import Catalog, CatalogEnv, CatalogError, load_catalog
 from pipeline.export import openenv_fmt, sft_fmt, verifiers_fmt, verl_fmt
 from pipeline.export.common import ExportError, ExportOptions
+from pipeline.export.pools import EnvPools, sample_pools
 
 FORMATS = {
     "verifiers": verifiers_fmt.export,
@@ -36,6 +43,8 @@ class ExportResult:
     tasks: int
     skipped_envs: tuple[str, ...]
     """Environments with no task in the bank (nothing to export for them)."""
+    pools: tuple[str, ...] = ()
+    """Per environment with sampled pools: how many distinct tasks each level holds (one line each)."""
 
 
 def export_catalog(
@@ -45,18 +54,27 @@ def export_catalog(
     *,
     val_fraction: float = 0.1,
     sft_arguments: str = "object",
+    sample_per_level: int = 0,
+    sample_seed: int = 0,
+    pools: Mapping[str, EnvPools] | None = None,
 ) -> ExportResult:
     """Export ``catalog`` in format ``fmt`` (one of ``FORMATS``) under ``out``; ``val_fraction`` of
     each environment's tasks form the validation split; ``sft_arguments`` is the form of the SFT
-    transcripts' tool-call arguments (``object``, ``string`` or ``both``)."""
+    transcripts' tool-call arguments (``object``, ``string`` or ``both``). ``sample_per_level`` > 0: each
+    environment also carries up to that many sampled tasks per level (seed ``sample_seed``); ``pools``: pools
+    already sampled (:func:`pipeline.export.pools.sample_pools`, e.g. once for several formats)."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     if not cat.tasks:
         raise ExportError(f"{cat.root}: the task bank ({cat.bank_source}) has no tasks")
+    if sample_per_level < 0:
+        raise ExportError(f"sample_per_level must be 0 or more, not {sample_per_level}")
+    if pools is None and sample_per_level > 0 and fmt != "jsonl":  # the SFT transcripts carry the bank only
+        pools = sample_pools(cat, sample_per_level, sample_seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = FORMATS[fmt](cat, out, ExportOptions(val_fraction=val_fraction, sft_arguments=sft_arguments))
+    paths = FORMATS[fmt](cat, out, ExportOptions(val_fraction=val_fraction, sft_arguments=sft_arguments, pools=pools))
     exported = [e for e in cat.envs.values() if e.tasks]
     return ExportResult(
         format=fmt,
@@ -65,6 +83,7 @@ def export_catalog(
         envs=len(exported),
         tasks=sum(len(e.tasks) for e in exported),
         skipped_envs=tuple(e.env_id for e in cat.envs.values() if not e.tasks),
+        pools=tuple(p.describe() for p in pools.values()) if pools else (),
     )
 
 
@@ -76,6 +95,7 @@ __all__ = [
     "ExportError",
     "ExportOptions",
     "ExportResult",
+    "sample_pools",
     "export_catalog",
     "load_catalog",
 ]

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,8 @@ class ExportOptions:
     sft_arguments: str = "object"
     """SFT tool-call ``arguments``: ``object`` (Hugging Face chat templates), ``string`` (OpenAI
     wire format, a JSON string) or ``both`` (objects, plus ``arguments_json`` strings)."""
+    pools: Mapping[str, Any] | None = None
+    """Sampled tasks by level per environment (``pipeline.export.pools.EnvPools`` by env id; None: no pools)."""
 
 
 def reference_reply(verifier: dict[str, Any]) -> str | None:

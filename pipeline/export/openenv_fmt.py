@@ -38,6 +38,7 @@ from pipeline.export.common import (
     write_runtime,
     write_text,
 )
+from pipeline.export.pools import EnvPools, pool_of, readme_section, write_pool
 from pipeline.runtime import EnvInstance
 from verify.replay import resolve
 
@@ -244,7 +245,23 @@ def manifest(ce: CatalogEnv, package: str, submit: str, split: dict[str, str]) -
     }
 
 
-def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
+POOL_USAGE = """Served by level: `env.reset(seed=7, level=3)` plays the task at index 7 (modulo the pool's size) of level
+3's pool, the same task for the same seed and level (without a seed: the server's next task of that level); a
+level with no sampled task is an error naming the levels that have some. The observation carries `level` and lists
+the tools the task offers (those it needs plus the level's distractors).
+
+Adaptive level: `env.reset(adaptive=True)` (or every episode reset without `task_id` or `level`, with
+`ENVFOUNDRY_ADAPTIVE=1` set for the server) plays at the server's current level. Each adaptive episode's reward
+goes into a sliding window of its level (the last `ENVFOUNDRY_ADAPTIVE_WINDOW` rewards, default 8); when the
+current level's window is full and its mean reaches `ENVFOUNDRY_ADAPTIVE_UP` (default 0.7) the level moves up to
+the next level with tasks, when it falls under `ENVFOUNDRY_ADAPTIVE_DOWN` (default 0.2) it moves down, and both
+windows start again (RLVE's rule). `ENVFOUNDRY_ADAPTIVE_START` sets the first level (default the lowest). The state
+(`env.state()`, `GET /state`) reports it as `adaptive`: `level`, `levels`, `window`, `up`, `down`, `windows` and
+their `means`, `episodes` and the last `moves`; the step that ends an episode that moved the level carries the
+move in `metadata.level_move`. The level is the server's, shared by its sessions."""
+
+
+def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None) -> Path:
     tasks = tasks_with_tools(ce)
     names = {t.name for t in ce.env.tools}
     clash = names & RESERVED
@@ -276,7 +293,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
         README.format(
             n=len(tasks), n_val=n_val, submit=submit, tools=", ".join(sorted(names)),
             requirement=OPENENV_REQUIREMENT, plan_task=plan["reset"]["options"]["task_id"], message=message, **fill,
-        ),
+        ) + (readme_section({ce.env_id: pools}, POOL_USAGE) if pools is not None else ""),
     )
     write_text(
         root / "__init__.py",
@@ -291,11 +308,14 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     write_text(server / "__init__.py", "")
     write_text(server / "app.py", (TEMPLATES / "openenv_app.py").read_text(encoding="utf-8"))
     write_text(server / "environment.py", (TEMPLATES / "openenv_environment.py").read_text(encoding="utf-8"))
+    write_text(server / "curriculum.py", (TEMPLATES / "curriculum.py").read_text(encoding="utf-8"))
     write_text(server / "requirements.txt", REQUIREMENTS.format(requirement=OPENENV_REQUIREMENT))
     write_text(server / "Dockerfile", DOCKERFILE.format(package=package))
     write_runtime(server)
     write_json(root / PLAN_PATH, plan)
     write_bundle(ce, root / "data", split)
+    if pools is not None:
+        write_pool(ce, pools, root / "data")
     write_json(
         root / "data" / "export.json",
         {
@@ -318,4 +338,4 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
 
 def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     split = splits(catalog, options.val_fraction)
-    return [export_env(ce, out, split) for ce in catalog.envs.values() if ce.tasks]
+    return [export_env(ce, out, split, pool_of(options.pools, ce.env_id)) for ce in catalog.envs.values() if ce.tasks]

@@ -29,6 +29,7 @@ from pipeline.export.common import (
     write_runtime,
     write_text,
 )
+from pipeline.export.pools import EnvPools, pool_of, readme_section, write_pool
 
 VERIFIERS_REQUIREMENT = "verifiers>=0.4.0"
 UV_VERSION = "0.13.9"  # the uv the trainer venv holds (scripts/setup_trainers.sh)
@@ -95,7 +96,14 @@ replies, and `info.envfoundry_user` holds both in full.
 """
 
 
-def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
+POOL_USAGE = """`load_environment(level=3)` builds the dataset from level 3's pool instead of the bank, and `n=5` takes
+its first 5 tasks in the sampler's order (the same tasks every time; `n` alone takes the bank's first `n`); a
+level with no sampled task, or `n` beyond what the level holds, is an error naming the levels and their sizes. On
+the command line: `--env.taskset.level 3 --env.taskset.n 5`. A sampled task's data carries `level` and
+`difficulty.axes`; `vf-validate` replays its reference as for the bank's."""
+
+
+def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None) -> Path:
     tasks = tasks_with_tools(ce)
     package = package_name(ce.env_id, "envfoundry")
     root = out / package
@@ -110,11 +118,14 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
         {"env_id": ce.env_id, "scenario": title},
     ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
-    write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, uv=UV_VERSION, **fill))
+    write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, uv=UV_VERSION, **fill)
+               + (readme_section({ce.env_id: pools}, POOL_USAGE) if pools is not None else ""))
     write_text(pkg / "__init__.py", (TEMPLATES / "verifiers_init.py").read_text(encoding="utf-8"))
     write_text(pkg / "toolset.py", (TEMPLATES / "verifiers_toolset.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
     write_bundle(ce, pkg / "data", split)
+    if pools is not None:
+        write_pool(ce, pools, pkg / "data")
     write_json(pkg / "data" / "export.json", {"env_id": ce.env_id, "system_prompt": system_prompt(ce),
                                               "conversation_system_prompt": conversation_prompt(ce)})
     return root
@@ -122,4 +133,4 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
 
 def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     split = splits(catalog, options.val_fraction)
-    return [export_env(ce, out, split) for ce in catalog.envs.values() if ce.tasks]
+    return [export_env(ce, out, split, pool_of(options.pools, ce.env_id)) for ce in catalog.envs.values() if ce.tasks]

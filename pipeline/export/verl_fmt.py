@@ -26,6 +26,7 @@ agent loop), registered with the user's endpoint by ``agent_loop.yaml``
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ from pipeline.export.common import (
     write_runtime,
     write_text,
 )
+from pipeline.export.pools import POOL_SPLIT, EnvPools, pool_of, readme_section, write_pool
 from pipeline.hashing import canonical_json
+from pipeline.ir import Task
 
 ROW_FIELDS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name")
 MAX_TOOL_NAME = 64
@@ -114,6 +117,11 @@ user and tool turns together, as in the tool agent loop.
 
 AGENT_LOOP_NAME = "envfoundry_conversation"
 
+POOL_USAGE = """Per level, one training file: {files}; a level that holds no sampled task has no file. Each row is
+a sampled task (`extra_info.level`; `extra_info.tool_selection` shows the tools the task offers: those it needs and
+the level's distractors), scored by the same `compute_score`. A curriculum trains on them in order, e.g.
+`data.train_files=train_level2.parquet`, then level 3 once the reward passes 0.7."""
+
 
 def exposed_names(catalog: Catalog) -> dict[tuple[str, str], str]:
     """``{(env_id, tool): name shown to the model}``: the tool's own name, or ``<env_id>__<tool>``
@@ -133,50 +141,71 @@ def exposed_names(catalog: Catalog) -> dict[tuple[str, str], str]:
     return out
 
 
+def task_row(ce: CatalogEnv, task: Task, part: str, index: int, selection: list[str]) -> dict[str, Any]:
+    """One dataset row: ``task`` of ``ce`` in split ``part``, at ``index``, showing the tools of ``selection``."""
+    info = difficulty_info(task)
+    return {
+        "data_source": f"envfoundry/{ce.env_id}",
+        "prompt": [
+            {"role": "system", "content": system_prompt(ce)},
+            {"role": "user", "content": task.instruction},
+        ],
+        "ability": "tool_use",
+        "reward_model": {
+            "style": "rule",
+            "ground_truth": canonical_json(
+                {
+                    "task_id": task.task_id,
+                    "env_id": task.env_id,
+                    "verifier": task.verifier.model_dump(mode="json"),
+                }
+            ),
+        },
+        "extra_info": {
+            "split": part,
+            "index": index,
+            "task_id": task.task_id,
+            "env_id": task.env_id,
+            "kind": task.kind,
+            "tier": info["tier"],
+            "pass_rate": info["pass_rate"],
+            "partial_credit": False,
+            "need_tools_kwargs": True,
+            "tools_kwargs": {
+                name: {"create_kwargs": {"task_id": task.task_id, "env_id": task.env_id}} for name in selection
+            },
+            "tool_selection": selection,
+        },
+        "agent_name": "tool_agent",
+    }
+
+
 def rows(catalog: Catalog, split: dict[str, str], names: dict[tuple[str, str], str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     for ce in catalog.envs.values():
         selection = [names[(ce.env_id, t.name)] for t in ce.env.tools]
         for task in ce.tasks:
             part = split[task.task_id]
-            info = difficulty_info(task)
-            out[part].append(
-                {
-                    "data_source": f"envfoundry/{ce.env_id}",
-                    "prompt": [
-                        {"role": "system", "content": system_prompt(ce)},
-                        {"role": "user", "content": task.instruction},
-                    ],
-                    "ability": "tool_use",
-                    "reward_model": {
-                        "style": "rule",
-                        "ground_truth": canonical_json(
-                            {
-                                "task_id": task.task_id,
-                                "env_id": task.env_id,
-                                "verifier": task.verifier.model_dump(mode="json"),
-                            }
-                        ),
-                    },
-                    "extra_info": {
-                        "split": part,
-                        "index": len(out[part]),
-                        "task_id": task.task_id,
-                        "env_id": task.env_id,
-                        "kind": task.kind,
-                        "tier": info["tier"],
-                        "pass_rate": info["pass_rate"],
-                        "partial_credit": False,
-                        "need_tools_kwargs": True,
-                        "tools_kwargs": {
-                            name: {"create_kwargs": {"task_id": task.task_id, "env_id": task.env_id}}
-                            for name in selection
-                        },
-                        "tool_selection": selection,
-                    },
-                    "agent_name": "tool_agent",
-                }
-            )
+            out[part].append(task_row(ce, task, part, len(out[part]), selection))
+    return out
+
+
+def level_rows(catalog: Catalog, pools: Mapping[str, EnvPools], names: dict[tuple[str, str], str]
+               ) -> dict[int, list[dict]]:
+    """``{level: rows}``: every environment's sampled tasks of that level, training rows (``extra_info.level``);
+    each row shows the tools its task offers (those it needs and the level's distractors)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for ce in catalog.envs.values():
+        env_pools = pool_of(pools, ce.env_id) if ce.tasks else None
+        if env_pools is None:
+            continue
+        for level, lp in sorted(env_pools.levels.items()):
+            for task in lp.tasks:
+                offered = {t["function"]["name"] for t in task.tools}
+                selection = [names[(ce.env_id, t.name)] for t in ce.env.tools if t.name in offered]
+                part = out.setdefault(level, [])
+                row = task_row(ce, task, POOL_SPLIT, len(part), selection)
+                part.append({**row, "extra_info": {**row["extra_info"], "level": level}})
     return out
 
 
@@ -258,6 +287,13 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
          "requires-python": ">=3.10", "dependencies": []},
         {"packages": [package], "package-data": {package: ["data/*/*"]}},
     ))
+    by_level = level_rows(catalog, options.pools, names) if options.pools is not None else {}
+    pool_note = ""
+    if options.pools is not None:
+        files = ", ".join(f"`train_level{lvl}.parquet` ({len(r)} rows)" for lvl, r in sorted(by_level.items()))
+        pool_note = readme_section({ce.env_id: options.pools[ce.env_id] for ce in envs if pool_of(options.pools, ce.env_id)},
+                                   POOL_USAGE.format(
+            files=files or "none (no level holds a sampled task)"))
     write_text(
         root / "README.md",
         README.format(
@@ -267,7 +303,7 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
             n_val=len(data["val"]),
             val_note=val_note,
             envs=", ".join(f"`{ce.env_id}` ({ce.env.scenario.name})" for ce in envs),
-        ),
+        ) + pool_note,
     )
     write_text(pkg / "__init__.py", '"""envfoundry tools and reward for veRL (see tools.py)."""\n')
     write_text(pkg / "tools.py", (TEMPLATES / "verl_tools.py").read_text(encoding="utf-8"))
@@ -275,12 +311,17 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     write_runtime(pkg)
     for ce in envs:
         write_bundle(ce, pkg / "data" / ce.env_id, split)
+        env_pools = pool_of(options.pools, ce.env_id)
+        if env_pools is not None:
+            write_pool(ce, env_pools, pkg / "data" / ce.env_id)
     write_text(
         root / "tool_config.yaml",
         yaml.safe_dump(tool_config(catalog, package, names), sort_keys=False, allow_unicode=True, width=100),
     )
     write_parquet(data["train"], root / "train.parquet")
     write_parquet(data["val"], root / "val.parquet")
+    for level, level_data in sorted(by_level.items()):
+        write_parquet(level_data, root / f"train_level{level}.parquet")
     talk = conversation_rows(catalog, data)
     write_parquet(talk["train"], root / "train_conversation.parquet")
     write_parquet(talk["val"], root / "val_conversation.parquet")

@@ -11,7 +11,7 @@ import os
 
 from openenv.core.env_server.http_server import create_app
 
-from .environment import EnvFoundryEnvironment, bundle
+from .environment import ADAPTIVE, EnvFoundryEnvironment, bundle, curriculum
 
 try:  # installed: <package>.models; served from the environment directory: models
     from ..models import EnvFoundryAction, EnvFoundryState, TaskObservation, ToolObservation
@@ -33,6 +33,8 @@ app = create_app(
 # sessions' short-lived objects trigger often, no longer walk these long-lived objects each time
 # (ENVFOUNDRY_GC_FREEZE=0: not frozen).
 bundle().initial_snapshot()
+if ADAPTIVE:  # ENVFOUNDRY_ADAPTIVE=1: a bad ENVFOUNDRY_ADAPTIVE_* setting, or no sampled tasks, stops the start
+    curriculum()
 if os.environ.get("ENVFOUNDRY_GC_FREEZE", "1") != "0":
     gc.collect()
     gc.freeze()

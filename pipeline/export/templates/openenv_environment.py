@@ -31,6 +31,18 @@ reply's ``metadata.user_errors`` lists the user's own mistakes caught by code (`
 The user's replies wait on its endpoint in their own threads (``ENVFOUNDRY_USER_WORKERS``, default 32), not on the
 tool pool.
 
+Sampled tasks by level (an export made with ``envfoundry export --sample-per-level N``: ``data/pool.jsonl``):
+``reset(seed=..., level=L)`` plays a task of level L's pool, the one at index ``seed`` modulo the pool's size in the
+sampler's order (same seed and level, same task; without a seed, the server's next one of that level, round-robin);
+a level without sampled tasks is an error naming it and the levels that have some. Its observation lists the tools
+the task offers (those it needs plus the level's distractors, ``metadata.distractors``) and its ``level``.
+``reset(adaptive=True)`` (or every episode without ``task_id``/``level``, with ``ENVFOUNDRY_ADAPTIVE=1``) plays at
+the server's adaptive level (``curriculum.py``): each adaptive episode's reward goes into a sliding window of its
+level, and the level moves up when the window's mean reaches ``ENVFOUNDRY_ADAPTIVE_UP`` (0.7) and down when it falls
+under ``ENVFOUNDRY_ADAPTIVE_DOWN`` (0.2), over ``ENVFOUNDRY_ADAPTIVE_WINDOW`` (8) episodes. ``state`` (and
+``GET /state``) reports it as ``adaptive``: the current level, the levels, each window and its mean, the thresholds
+and the moves.
+
 Sessions do not own threads: the server awaits ``reset_async`` and ``step_async``, which run the
 work (SQLite, the reward) on one small pool shared by every session (``ENVFOUNDRY_WORKERS``
 threads, default the number of cores and at least 2), so a thousand open sessions do not mean a
@@ -42,6 +54,7 @@ the other sessions.
 import asyncio
 import json
 import os
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,6 +71,7 @@ from openenv.core.env_server.mcp_types import (
 )
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from . import curriculum as _curriculum
 from . import taskrt, usersim
 
 try:  # installed: <package>.models; served from the environment directory: models
@@ -75,7 +89,11 @@ POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="envfoundry")
 USER_POOL = ThreadPoolExecutor(max_workers=int(os.environ.get("ENVFOUNDRY_USER_WORKERS", "0")) or 32,
                                thread_name_prefix="envfoundry-user")
 CONVERSATION = os.environ.get("ENVFOUNDRY_CONVERSATION", "0") == "1"
+ADAPTIVE = os.environ.get("ENVFOUNDRY_ADAPTIVE", "0") == "1"
 _BUNDLE = None
+_CURRICULUM: "_curriculum.Curriculum | None" = None
+_LOCK = threading.Lock()
+_DRAWS: dict[int, int] = {}
 
 
 def bundle():
@@ -85,11 +103,44 @@ def bundle():
     return _BUNDLE
 
 
+def curriculum() -> "_curriculum.Curriculum":
+    """The server's adaptive level (made on first use from the pools' levels and ``ENVFOUNDRY_ADAPTIVE_*``)."""
+    global _CURRICULUM
+    with _LOCK:
+        if _CURRICULUM is None:
+            _CURRICULUM = _curriculum.Curriculum.from_env(bundle().levels())
+        return _CURRICULUM
+
+
+def next_index(level: int) -> int:
+    """The server's round-robin draw in ``level``'s pool (an episode asked by level without a seed)."""
+    with _LOCK:
+        index = _DRAWS.get(level, 0)
+        _DRAWS[level] = index + 1
+        return index
+
+
+def pick(seed: int | None, level: Any, adaptive: bool) -> tuple[str, int]:
+    """(task_id, level) of an episode asked by ``level`` or at the adaptive level."""
+    if adaptive:
+        if level is not None:
+            raise ValueError("reset: give level or adaptive=True, not both (the adaptive level picks the level)")
+        level = curriculum().level
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise ValueError(f"reset: level must be an integer (1 to 5), not {level!r}")
+    task_id = bundle().pool_task(level, seed if seed is not None else next_index(level))
+    return task_id, level
+
+
 _SPECS: list[Tool] = []
 
 
-def tool_specs(conversation: bool = False) -> list[Tool]:
-    """The tools an episode lists: the environment's, the submit tool, and in conversation mode the message tool."""
+def tool_specs(conversation: bool = False, offered: set[str] | None = None) -> list[Tool]:
+    """The tools an episode lists: the environment's (those of ``offered`` only, for a sampled task), the submit
+    tool, and in conversation mode the message tool."""
+    if offered is not None:
+        listed = [t for t in tool_specs(conversation) if t.name in offered or t.name in (SUBMIT, MESSAGE)]
+        return listed
     if not _SPECS:
         _SPECS.extend(
             Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
@@ -124,6 +175,8 @@ class EnvFoundryEnvironment(Environment):
         self._task: dict[str, Any] | None = None
         self._state = EnvFoundryState()
         self._user: usersim.SimulatedUser | None = None
+        self._offered: set[str] | None = None
+        self._adaptive_level: int | None = None
         self.partial = os.environ.get("ENVFOUNDRY_PARTIAL_CREDIT", "0") == "1"
 
     def reset(
@@ -132,11 +185,19 @@ class EnvFoundryEnvironment(Environment):
         episode_id: str | None = None,
         task_id: str | None = None,
         conversation: bool | None = None,
+        level: int | None = None,
+        adaptive: bool | None = None,
         **kwargs: Any,
     ) -> TaskObservation:
         b = bundle()
-        ids = list(b.tasks)
-        if task_id is None:
+        adapt = (ADAPTIVE and task_id is None and level is None) if adaptive is None else bool(adaptive)
+        if task_id is not None and (level is not None or adapt):
+            raise ValueError("reset: give task_id, or level / adaptive=True, not both")
+        episode_level = None
+        if level is not None or adapt:
+            task_id, episode_level = pick(seed, level, adapt)
+        elif task_id is None:
+            ids = list(b.tasks)
             task_id = ids[(seed or 0) % len(ids)]
         task = b.task(task_id)
         info = b.task_info(task_id)
@@ -145,31 +206,37 @@ class EnvFoundryEnvironment(Environment):
         else:
             self._session.reset()
         self._task = task
+        self._adaptive_level = episode_level if adapt else None
+        sampled = task_id in b.pool_tasks
+        self._offered = {t["function"]["name"] for t in task.get("tools") or []} if sampled else None
         talk = CONVERSATION if conversation is None else bool(conversation)
         # The user's endpoint is read now, so a missing configuration fails the reset, not a later step.
         self._user = usersim.SimulatedUser(task["conversation"], list(b.tools)) if talk else None
         self._state = EnvFoundryState(
             episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task_id, env_id=task["env_id"],
             conversation=talk, user_errors=[e.to_json() for e in self._user.errors] if self._user else [],
+            level=info.get("level"),
         )
         return TaskObservation(
             task_id=task_id,
             env_id=task["env_id"],
             instruction=self._user.opening if self._user else task["instruction"],
             system_prompt=META["conversation_system_prompt"] if talk else META["system_prompt"],
-            tools=tool_specs(talk),
+            tools=tool_specs(talk, self._offered),
             submit_tool=SUBMIT,
             conversation=talk,
             message_tool=MESSAGE if talk else None,
             split=info.get("split"),
             tier=info.get("tier"),
             pass_rate=info.get("pass_rate"),
+            level=info.get("level"),
+            adaptive=adapt,
             metadata={"kind": task.get("kind"), "difficulty": info},
         )
 
     def step(self, action, timeout_s: float | None = None, **kwargs: Any):
         if isinstance(action, ListToolsAction):
-            return ListToolsObservation(tools=tool_specs(self._user is not None), reward=0.0)
+            return ListToolsObservation(tools=tool_specs(self._user is not None, self._offered), reward=0.0)
         if not isinstance(action, CallToolAction):
             return _error("", ToolErrorType.INVALID_ARGS, "actions are CallToolAction or ListToolsAction")
         name = action.tool_name
@@ -212,6 +279,10 @@ class EnvFoundryEnvironment(Environment):
         assert self._session is not None
         score = bundle().score(self._task, self._session.conn, answer=answer, partial=self.partial)
         self._state.done, self._state.reward, self._state.passed = True, score.reward, score.passed
+        if self._adaptive_level is not None:  # the episode's reward goes into its level's window
+            move = curriculum().record(self._adaptive_level, score.reward)
+            if move is not None:
+                metadata = {**metadata, "level_move": move}
         return ToolObservation(
             tool_name=name,
             result=result,
@@ -257,6 +328,8 @@ class EnvFoundryEnvironment(Environment):
 
     @property
     def state(self) -> EnvFoundryState:
+        if _CURRICULUM is not None:
+            self._state.adaptive = _CURRICULUM.report()
         return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:

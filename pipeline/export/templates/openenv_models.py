@@ -36,6 +36,8 @@ class TaskObservation(Observation):
     pass_rate: float | None = Field(default=None, description="Share of envfoundry's test rollouts that passed")
     conversation: bool = Field(default=False, description="Conversation mode: instruction is the user's opening line")
     message_tool: str | None = Field(default=None, description="Conversation mode: the tool that talks to the user")
+    level: int | None = Field(default=None, description="A sampled task: its difficulty level (1 to 5)")
+    adaptive: bool = Field(default=False, description="Played at the server's adaptive level")
 
 
 class ToolObservation(CallToolObservation):
@@ -59,6 +61,9 @@ class EnvFoundryState(State):
     conversation: bool = Field(default=False, description="Whether the episode is played in conversation")
     user_turns: int = Field(default=0, ge=0, description="Conversation mode: the simulated user's replies")
     user_errors: list[dict] = Field(default_factory=list, description="The simulated user's mistakes caught by code")
+    level: int | None = Field(default=None, description="A sampled task: its difficulty level (1 to 5)")
+    adaptive: dict | None = Field(default=None, description="The server's adaptive level: level, levels, windows "
+                                  "and their means, thresholds (up, down), moves; null until an adaptive episode")
 
 
 __all__ = [

@@ -9,7 +9,9 @@ where envfoundry is not installed. This file evaluates nothing itself: scores co
 A *bundle* is a directory holding ``env.json`` (the environment IR), ``initial.db``,
 ``tasks.jsonl`` (task records) and ``task_info.json`` (per task: ``split``, ``tier``,
 ``pass_rate``, ...). ``Bundle.fresh_db()`` gives every rollout its own in-memory copy of the
-initial database; ``Bundle.call`` runs a tool through the engine; ``Bundle.score`` scores a
+initial database; an export made with sampled tasks by level also holds ``pool.jsonl`` (their records) and
+``pool.json`` (per level its ``task_ids``, per task its info): ``Bundle.pool`` maps each level to its task ids,
+``Bundle.pool_task(level, index)`` draws one, and ``task`` / ``task_info`` find pool tasks as bank tasks; ``Bundle.call`` runs a tool through the engine; ``Bundle.score`` scores a
 rollout's final database (and final reply) with ``reward.score``.
 
 What a rollout costs is kept small: the initial snapshot and the table layouts are read once per
@@ -120,22 +122,64 @@ class Bundle:
                     raise BundleError(f"{tasks_path}:{lineno}: invalid task record: {exc}") from exc
         info_path = self.root / "task_info.json"
         self.info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
+        self.pool_tasks, self.pool, self.pool_manifest = self._read_pool()
         self._initial_snapshot = None
         self._layouts = None
         self._pristine = None
         self._pristine_lock = threading.Lock()
 
-    def task(self, task_id):
+    def _read_pool(self):
+        """The sampled tasks (``pool.jsonl``), ``{level: [task_id, ...]}`` and the manifest (``pool.json``);
+        empty when the export has none."""
+        path, manifest_path = self.root / "pool.jsonl", self.root / "pool.json"
+        if not manifest_path.is_file():
+            return {}, {}, {}
         try:
-            return self.tasks[task_id]
-        except KeyError:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            levels = {int(k): list(v["task_ids"]) for k, v in manifest["levels"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BundleError(f"{manifest_path}: invalid pool manifest: {exc!r}") from exc
+        tasks = {}
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                task = json.loads(line)
+                tasks[task["task_id"]] = task
+            except (ValueError, KeyError, TypeError) as exc:
+                raise BundleError(f"{path}:{lineno}: invalid task record: {exc}") from exc
+        for level, ids in levels.items():
+            missing = [i for i in ids if i not in tasks]
+            if missing:
+                raise BundleError(f"{manifest_path}: level {level} names task {missing[0]!r}, which {path} lacks")
+        return tasks, {k: v for k, v in sorted(levels.items()) if v}, manifest
+
+    def levels(self):
+        """The levels that hold sampled tasks, lowest first."""
+        return list(self.pool)
+
+    def pool_task(self, level, index):
+        """The task id at ``index`` (modulo the pool's size) of ``level``'s pool, in the sampler's order."""
+        ids = self.pool.get(level)
+        if not ids:
+            have = ", ".join(map(str, self.pool)) or "none: exported without --sample-per-level"
+            raise BundleError(f"level {level!r} has no sampled tasks in {self.root} (levels with tasks: {have})")
+        return ids[index % len(ids)]
+
+    def task(self, task_id):
+        found = self.tasks.get(task_id) or self.pool_tasks.get(task_id)
+        if found is None:
             raise BundleError(
-                f"unknown task_id {task_id!r} in {self.root} (it has {len(self.tasks)} tasks)"
-            ) from None
+                f"unknown task_id {task_id!r} in {self.root} (it has {len(self.tasks)} tasks"
+                + (f" and {len(self.pool_tasks)} sampled ones)" if self.pool_tasks else ")")
+            )
+        return found
 
     def task_info(self, task_id):
-        """``{"split", "tier", "pass_rate", ...}`` written at export time (empty when absent)."""
-        return dict(self.info.get(task_id) or {})
+        """``{"split", "tier", "pass_rate", ...}`` written at export time (empty when absent); a sampled task's
+        also has its ``level`` and ``axes``."""
+        return dict(self.info.get(task_id) or (self.pool_manifest.get("info") or {}).get(task_id) or {})
 
     def fresh_db(self):
         """A new in-memory copy of the initial database (one per rollout), with a ``reward.WriteLog``

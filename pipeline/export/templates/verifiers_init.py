@@ -9,6 +9,11 @@ and last reply: 1.0 when it holds, else 0.0 (``partial_credit=True``: the share 
 ``Task.validate`` replays the reference solution, so ``vf-validate <package>`` checks every task's
 ground truth (gold) as well as that doing nothing scores below 1 (noop).
 
+Sampled tasks by level (an export made with ``envfoundry export --sample-per-level N``): ``load_environment(level=L)``
+builds the dataset from level L's pool (``data/pool.jsonl``) instead of the bank, ``n=K`` takes its first K tasks in
+the sampler's order (deterministic; ``n`` alone takes the bank's first K). A level without sampled tasks, or ``n``
+beyond what it holds, is an error naming the levels and how many tasks each holds.
+
 Conversations: ``load_environment(conversation=True, user_base_url=..., user_model=...)`` (or
 ``--env.taskset.conversation true --env.taskset.user-base-url URL --env.taskset.user-model NAME``) plays each task
 in its conversational form. ``EnvFoundryEnv`` (the package's ``Env``, verifiers' single-agent env otherwise) opens
@@ -49,6 +54,8 @@ class EnvFoundryData(vf.TaskData):
     """Difficulty tier (1 to 3: how many calls and decisions the task takes)."""
     pass_rate: float | None = None
     """Share of envfoundry's test rollouts that passed."""
+    level: int | None = None
+    """A sampled task's difficulty level (1 to 5); None for the bank's tasks."""
     difficulty: dict[str, Any] = {}
     conversation: dict[str, Any] | None = None
     """Hidden from the agent: the task's conversational form (the simulated user's script), in conversation mode."""
@@ -107,6 +114,10 @@ class EnvFoundryConfig(vf.TasksetConfig):
     """Only these tasks (default: every task of the bank)."""
     split: str | None = None
     """Only the tasks of this split (``train`` or ``val``; default: both)."""
+    level: int | None = None
+    """The tasks of this level's sampled pool instead of the bank's (an export with ``--sample-per-level``)."""
+    n: int | None = None
+    """Only the first ``n`` tasks (of the level's pool, or of the bank), in their exported order."""
     conversation: bool = False
     """Play each task in its conversational form: the agent gets the user's opening line and talks with the
     simulated user (see the module's docstring)."""
@@ -122,15 +133,33 @@ class EnvFoundryConfig(vf.TasksetConfig):
     """The user's replies per conversation (default ``$ENVFOUNDRY_USER_MAX_TURNS``, else 10)."""
 
 
+def selected(config: EnvFoundryConfig) -> list[str]:
+    """The task ids of the dataset: the bank's, or ``level``'s pool; filtered by ``task_ids`` and ``split``; the
+    first ``n``."""
+    b = bundle()
+    level, n = config.level, config.n
+    if n is not None and n < 1:
+        raise ValueError(f"n must be 1 or more, not {n}")
+    if level is not None:
+        b.pool_task(level, 0)  # a level without sampled tasks: an error naming the levels that have some
+        ids = list(b.pool[level])
+        where = f"level {level}'s pool"
+    else:
+        ids, where = list(b.tasks), "the bank"
+    wanted = set(config.task_ids) if config.task_ids is not None else None
+    ids = [i for i in ids if (wanted is None or i in wanted)
+           and (config.split is None or b.task_info(i).get("split") == config.split)]
+    if n is not None and n > len(ids):
+        sizes = ", ".join(f"level {k}: {len(v)}" for k, v in b.pool.items()) or "no sampled tasks"
+        raise ValueError(f"n={n} tasks asked of {where}, which holds {len(ids)} (sampled tasks: {sizes})")
+    return ids[:n] if n is not None else ids
+
+
 class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
     def load(self):
-        wanted = set(self.config.task_ids) if self.config.task_ids is not None else None
-        for task_id, rec in bundle().tasks.items():
-            if wanted is not None and task_id not in wanted:
-                continue
+        for task_id in selected(self.config):
+            rec = bundle().task(task_id)
             info = bundle().task_info(task_id)
-            if self.config.split is not None and info.get("split") != self.config.split:
-                continue
             talk = self.config.conversation
             data = EnvFoundryData(
                 id=task_id,
@@ -145,7 +174,8 @@ class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
                 split=info.get("split"),
                 tier=info.get("tier"),
                 pass_rate=info.get("pass_rate"),
-                difficulty={k: v for k, v in info.items() if k not in ("split", "reference_reply")},
+                level=info.get("level"),
+                difficulty={k: v for k, v in info.items() if k not in ("split", "reference_reply", "level", "sampled")},
             )
             yield EnvFoundryTask(data, self.config.task)
 
@@ -189,13 +219,13 @@ class EnvFoundryEnv(vf.SingleAgentEnv):
                 trace.record_metric("user_errors", len(record["user_errors"]))
 
 
-TASKSET_KEYS = ("task_ids", "split", "system_prompt", "conversation", "user_base_url", "user_model",
+TASKSET_KEYS = ("task_ids", "split", "level", "n", "system_prompt", "conversation", "user_base_url", "user_model",
                 "user_api_key_var", "user_temperature", "user_max_turns")
 TASK_KEYS = ("partial_credit", "tools", "judges", "rewards", "metrics", "stops")
 
 
 def load_environment(**kwargs: Any) -> vf.Env:
-    """The verifiers environment. Taskset keys (``task_ids``, ``split``; ``conversation`` with ``user_base_url``,
+    """The verifiers environment. Taskset keys (``task_ids``, ``split``, ``level``, ``n``; ``conversation`` with ``user_base_url``,
     ``user_model``, ...), task keys (``partial_credit``, ``tools``) and any ``EnvConfig`` field (``agent``,
     ``timeout``, ...) are accepted."""
     taskset: dict[str, Any] = {"id": __name__}
