@@ -8,33 +8,12 @@ report."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 from openenv.core import GenericEnvClient
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)  # polling for readiness
-    raise RuntimeError(f"server not ready at {url} after {timeout}s")
+from run_openenv_slow import free_port, wait_ready  # beside this script (its folder is on sys.path)
 
 
 def step(env, name: str, arguments: dict):
