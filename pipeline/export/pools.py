@@ -47,9 +47,6 @@ class EnvPools:
     seed: int
     levels: Mapping[int, LevelPool]
 
-    def counts(self) -> dict[int, int]:
-        return {lvl: len(p.tasks) for lvl, p in sorted(self.levels.items())}
-
     def describe(self) -> str:
         """One line: how many distinct tasks each level holds."""
         parts = [f"level {lvl}: {len(p.tasks)}" + (" (all the environment holds)" if p.exhausted and
