@@ -1,9 +1,11 @@
 """Real builds with the embedded model on two unrelated domains, neither about lending or booking: a brewery's
-batches and kegs, and a city permit office. Lean settings (a 1.5B model on 2 cores reads ~68 prompt tokens/s
-and writes ~11 tokens/s); every kept tool is run again on the seeded rows."""
+batches and kegs, and a city permit office (the second only when the first is not built). Lean settings (a 1.5B
+model on 2 cores reads ~68 prompt tokens/s and writes ~11 tokens/s); every kept tool is run again on the seeded
+rows."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -59,11 +61,15 @@ def _check_built(env: ir.Environment) -> None:
 
 @pytest.mark.real_llm
 def test_real_model_builds_environments_for_domains_far_from_lending(real_llm) -> None:
-    """Both domains are attempted; the capability under test is that the embedded model yields a working
-    environment for at least one of them (each kept one is checked in full; a rejected one names its stage
-    and reason)."""
-    built = []
+    """The domains are tried in turn until one is built: the capability under test is that the embedded model
+    yields a working environment for at least one of them (the kept one is checked in full; a rejected one names
+    its stage and reason). The brewery took 450 s on 2 cores; building the permit office after it as well took
+    over 12 min more and passed the 20-minute timeout (2026-11-26), so the second domain runs only when the first
+    fails (``ENVFOUNDRY_TEST_ALL_DOMAINS=1`` builds both)."""
+    built: list[str] = []
     for domain in sorted(SCENARIOS):
+        if built and not os.environ.get("ENVFOUNDRY_TEST_ALL_DOMAINS"):
+            break
         t0 = time.perf_counter()
         res = build_environment(SCENARIOS[domain], real_llm, SETTINGS)
         s = res.summary()
