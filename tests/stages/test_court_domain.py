@@ -2,7 +2,7 @@
 hand-written court (real SQLite, a scripted LLM): a rule's message or a request that copies a run of a tool's
 description is refused with the copied words (``pipeline.stages.wording.copied_words``); no rule is proposed on a
 key or reference column, even one the schema leaves undeclared (``cases.court_id``, its courts table gone); no
-planned sum adds up ids."""
+planned sum adds up ids, and no planned decision chooses a row by one."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pipeline.runtime import EnvInstance
 from pipeline.settings import BuildSettings
 from pipeline.stages.planner import Chain, make_planner, plan_chains
 from pipeline.stages.planner.aggregates import aggregates, id_named, summable
+from pipeline.stages.planner.shapes import decide_writes
 from pipeline.stages.policy import check_pick, make_policy, reply_model
 from pipeline.stages.rulegen import check, key_column, propose
 from pipeline.stages.schema import Column
@@ -213,6 +214,21 @@ def test_no_planned_sum_adds_up_ids() -> None:
     assert totals and {g.asked for g in totals} == {"hearing_minutes"}
     assert not any("total court id" in f or "total case id" in f or "total judge id" in f
                    for c in [*made, *planned] for f in c.facts)
+
+
+def test_no_planned_decision_chooses_a_row_by_an_id() -> None:
+    # the cases a judge hears list three numbers besides the hearing's length: the case's key, the judge's (a
+    # declared reference) and the courtroom's (a reference the schema lost); "the case with the highest court id"
+    # is no choice a clerk makes, and each judge's cases have distinct court ids, so it was planned first
+    env = court_env()
+    with fresh(env) as run:
+        p = make_planner(env, run)
+        made = [c for seed in range(6) for c in decide_writes(p, seed)]
+        planned = plan_chains(env, run, 60, {1: 0.3, 2: 0.4, 3: 0.3}, spread=True)
+    decided = [g for c in [*made, *[c for c in planned if c.shape == "decide_write"]] for g in c.goals]
+    assert decided and {g.asked for g in decided} == {"hearing_minutes"}
+    assert not any(f"{which} {col}" in f for c in [*made, *planned] for f in c.facts
+                   for which in ("highest", "lowest") for col in ("court id", "case id", "judge id"))
 
 
 # ------------------------------------------------------------------ 4. the request lint

@@ -39,8 +39,8 @@ def id_named(column: str) -> bool:
 
 def summable(p: Planner, col: Col | None, name: str) -> bool:
     """Whether the value ``name`` of a listed row (``col``: the column it comes from, when known) is a quantity to
-    add up: not its table's primary key, not a foreign key, not a column named as an id ("the total court id of the
-    cases" asks nothing)."""
+    add up or to choose a row by: not its table's primary key, not a foreign key, not a column named as an id ("the
+    total court id of the cases", "the case with the highest court id" ask nothing)."""
     if id_named(name):
         return False
     if col is None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pipeline.ir import ToolCall
-from pipeline.stages.planner.aggregates import aggregates, read_all
+from pipeline.stages.planner.aggregates import aggregates, read_all, summable
 from pipeline.stages.planner.chains import (
     _DATE,
     Chain,
@@ -294,7 +294,8 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
 
 def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
     """List rows reached by a lookup, choose the one with the highest/lowest value of a column, write on it (the
-    rows of a paged lister read page by page: the choice is among all of them)."""
+    rows of a paged lister read page by page: the choice is among all of them). The column is a quantity or a date
+    (:func:`~pipeline.stages.planner.aggregates.summable`: not a key, a reference or a column named as an id)."""
     for agg in aggregates(p, seed):
         if agg.goals[0].kind != "count" or agg.goals[0].where:
             continue  # a total reads the same rows as its count; a filtered count has no words for a choice
@@ -310,7 +311,8 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
         pk_field = shape.output_for((listed, pk))
         if pk_field is None:
             continue
-        order_cols = [k for k, c in shape.outputs.items() if c is not None and c[0] == listed and not p.is_surrogate(c)
+        # a quantity or a date of the listed rows, never a key or a reference ("the highest court id" chooses nothing)
+        order_cols = [k for k, c in shape.outputs.items() if c is not None and c[0] == listed and summable(p, c, k)
                       and all(r.get(k) is not None for r in result)]
         for k in order_cols:
             vals = [r[k] for r in result]
