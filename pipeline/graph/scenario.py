@@ -7,6 +7,10 @@
       \\--an environment (envfoundry verify) ---------------------------------------> tasks
     tasks -> verify_task -> verify_task -> ... (one step per task) -> finish -> END
 
+A task whose fix repaired the environment leaves it with its rules checked again
+(:func:`pipeline.stages.policy.recheck_policy`: a rule that no longer holds is dropped with a rejection), and a
+rule-bound task that exercises a dropped rule is not emitted (:func:`pipeline.stages.finish.rederived`).
+
 Nodes are thin adapters around the stage entry points (``pipeline/stages``) and the per-task subgraph
 (:mod:`pipeline.graph.task`, with the fix loop as edges). The state holds only JSON-able records, so it
 checkpoints (langgraph-checkpoint-sqlite) after every node: a killed run resumes from the last finished
@@ -303,9 +307,13 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
         ahead.start(env, db, [t for t in later if t.env_id == env.env_id], verify)
         o = ahead.take(env, db, task, verify)
         out["outcomes"] = [*s.get("outcomes", []), o.model_dump(mode="json", exclude={"env"})]
-        if o.env_changed:
-            new = o.env.model_dump(mode="json")
-            out |= {"env_changed": True, "tables": new["tables"], "seed": new["seed"], "tools": new["tools"]}  # type: ignore[typeddict-item]
+        if o.env_changed:  # a repair: the rules of the house checked again on its tools and rows
+            checked = st_policy.recheck_policy(o.env)
+            fixed = checked.value or o.env
+            rejections += _dump(checked.rejections)
+            new = fixed.model_dump(mode="json")
+            out |= {"env_changed": True, "tables": new["tables"], "seed": new["seed"], "tools": new["tools"],  # type: ignore[typeddict-item]
+                    "rules": _dump(fixed.rules)}
         if o.status == "rejected":
             rejections.append(ir.Rejection(stage="verify", item=o.task.task_id, reason=o.reason,
                                            evidence={"instruction": o.task.instruction}).model_dump(mode="json"))

@@ -7,7 +7,8 @@ calls, verifier derived and proved again) or dropped with the reason. Then ``[st
 task and, in band mode, drops those outside the band (``verify.difficulty.apply_policy``).
 
 Entry point: :func:`finish_tasks` (accepted tasks -> kept tasks + rejections); :func:`rederived` is the one
-task's step, also taken before a task is verified on a repaired environment.
+task's step, also taken before a task is verified on a repaired environment. A rule-bound task that exercises a
+rule the repaired environment's policy dropped is not emitted (:func:`lost_rules`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,33 @@ STAGE = "verify"
 
 
 def rederived(env: Environment, task: Task, *, initial_db: str | Path | None = None) -> Task | Rejection:
-    """``task`` as it holds on ``env`` (itself when made for ``env``), or why it does not hold any more."""
+    """``task`` as it holds on ``env`` (itself when made for ``env``), or why it does not hold any more: a rule-bound
+    task whose rules (``metadata.rules``) name one ``env`` no longer has, or an alternative its rule no longer
+    offers, is not emitted (the rule was dropped after a repair: :func:`pipeline.stages.policy.recheck_policy`)."""
+    gone = lost_rules(env, task)
+    if gone:
+        return Rejection(stage=STAGE, item=task.task_id, reason=f"exercises {gone}, no longer in the policy")
     if task.env_id == env.env_id:
         return task
     task2, err = rederive_task(env, task, initial_db=initial_db)
     if task2 is None:
         return Rejection(stage=STAGE, item=task.task_id, reason=f"does not hold on the repaired environment: {err}")
     return task2
+
+
+def lost_rules(env: Environment, task: Task) -> str:
+    """What of the policy ``task`` exercises that ``env`` no longer has (empty: nothing): a rule, or the
+    alternative a rule offered for its forbidden write (``instead``)."""
+    rules = {r.id: r for r in env.rules}
+    gone: list[str] = []
+    for v in task.metadata.get("rules") or []:
+        rule = rules.get(v.get("id"))
+        if rule is None:
+            gone.append(f"rule {v.get('id')}")
+        elif v.get("instead") is not None and (rule.alternative is None or rule.alternative.call(
+                dict(v.get("arguments") or {})).model_dump(mode="json") != v["instead"]):
+            gone.append(f"the alternative of rule {rule.id}")
+    return ", ".join(dict.fromkeys(gone))
 
 
 def finish_tasks(env: Environment, accepted: Sequence[Task], policy: DifficultyPolicy, *,

@@ -15,10 +15,17 @@ Exception paths: where code found compliant alternatives to a shortlisted candid
 checks it is offered for that rule, that no other picked rule forbids it, and that the message names its value;
 a message that does not is fed back, and when no better reply comes the rule keeps the alternative with code's
 words. A rule the LLM gives none, and every rule code picks, offers none (``ir.Rule.alternative`` None).
+
+After a repair (the verify loop rewrote a blamed tool or a blamed table's rows), :func:`recheck_policy` checks every
+rule again with the same check on real calls (each rule as the candidate it was, :func:`rule_candidates`): a rule
+that no longer allows some working call and forbids another, or whose alternative no longer works where it
+forbids its write (or is forbidden there by another rule kept), is dropped with a Rejection naming it and why; the
+others keep the calls they now hold on.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -30,7 +37,16 @@ from pipeline.prompts import render_section, sections
 from pipeline.runtime import EnvInstance
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, user
-from pipeline.stages.rulegen import Checked, Option, alternatives, check, propose
+from pipeline.stages.rulegen import (
+    Candidate,
+    Checked,
+    Finder,
+    Option,
+    alternatives,
+    check,
+    offered_conflicts,
+    propose,
+)
 from pipeline.stages.wording import copied_words
 
 STAGE = "policy"
@@ -297,3 +313,102 @@ def make_policy(env: ir.Environment, client: Any, settings: Any, language: str =
         return StageResult(env, (*rejections, ir.Rejection(stage=STAGE, item="policy", reason=why)))
     picked, notes = pick(env, shortlist(checked), client, settings, words)
     return StageResult(env.model_copy(update={"rules": to_rules(picked)}), (*rejections, *notes))
+
+
+# ------------------------------------------------------------------ the rules again, after a repair
+
+_PARAM = re.compile(r"(?<![\w:]):([A-Za-z_]\w*)")
+
+
+def _probe_values(finder: Finder, tool: ir.Tool, probe: str, clock: str) -> list[Any]:
+    """The seeded values a candidate on parameter ``probe`` of ``tool`` is probed with, as :class:`Finder` gives
+    them: the keys of the table of the row it names, else the values of the column it writes (numbers in order;
+    dates with a week before and after today)."""
+    prm = next((q for q in tool.params if q.name == probe), None)
+    if prm is None:
+        return []
+    if (subject := finder.subject(tool, prm)) is not None:
+        return finder.values(*subject)
+    written = finder.written(tool, prm)
+    if written is None:
+        return []
+    values = finder.values(written[0], written[1].name)
+    if all(isinstance(v, int | float) for v in values):
+        return sorted(set(values))
+    if finder.dated(written[0], written[1].name):
+        today = dt.date.fromisoformat(clock[:10])
+        return sorted({str(v) for v in values} | {(today + dt.timedelta(days=d)).isoformat() for d in (-7, 7)})
+    return values
+
+
+def rule_candidates(env: ir.Environment, conn: Any, rule: ir.Rule) -> list[Candidate] | None:
+    """``rule`` as the candidates it is checked as, one per tool it governs (initial state on ``conn``): the first
+    parameter of the tool its condition names is the probe, varied over the seeded values of what it names or
+    writes; the calls the rule was last checked on are tried too. None when it governs a tool ``env`` lacks."""
+    names = {t.name for t in env.tools}
+    if any(t not in names for t in rule.tools):
+        return None
+    finder = Finder(env, conn)
+    named = _PARAM.findall(rule.condition)
+    out = []
+    for name in rule.tools:
+        tool = env.tool(name)
+        probe = next((n for n in named if any(q.name == n for q in tool.params)), "")
+        tried = tuple(dict(c.arguments) for c in [*rule.allowed, *rule.forbidden] if c.tool == name)
+        values = _probe_values(finder, tool, probe, env.clock)
+        values += [a[probe] for a in tried if probe in a and a[probe] not in values]
+        out.append(Candidate(rule.id, rule.kind, name, rule.condition, probe, tuple(values), tried=tried))
+    return out
+
+
+def _dropped(rule: ir.Rule, reason: str, why: str) -> ir.Rejection:
+    return ir.Rejection(stage=STAGE, item=rule.id, reason=f"rule {rule.id} dropped {why}: {reason}",
+                        evidence={"tools": list(rule.tools), "kind": rule.kind, "condition": rule.condition,
+                                  "message": rule.message})
+
+
+def recheck_policy(env: ir.Environment, why: str = "after a repair") -> StageResult[ir.Environment]:
+    """``env`` with the rules that still hold on its tools and rows (see the module docstring), each with the real
+    calls it now allows and forbids (two of each, as :func:`to_rules` keeps), in their order; a Rejection per rule
+    dropped. An environment without rules comes back as it is."""
+    if not env.rules:
+        return StageResult(env)
+    with EnvInstance(env) as inst:
+        per_rule = {r.id: rule_candidates(env, inst.conn, r) for r in env.rules}
+    checked, failed = check(env, [c for cs in per_rule.values() for c in cs or []])
+    held: dict[str, list[Checked]] = {}
+    for c in checked:
+        held.setdefault(c.candidate.key, []).append(c)
+    first_failure: dict[str, str] = {}
+    for r in failed:
+        first_failure.setdefault(r.item, r.reason.removeprefix("rule dropped: "))
+    rejections: list[ir.Rejection] = []
+    kept: list[tuple[ir.Rule, list[Checked]]] = []
+    for rule in env.rules:
+        cands = per_rule[rule.id]
+        if cands is None:
+            missing = ", ".join(t for t in rule.tools if t not in {x.name for x in env.tools})
+            rejections.append(_dropped(rule, f"it governs {missing}, which the environment no longer has", why))
+        elif len(held.get(rule.id, [])) < len(cands):
+            rejections.append(_dropped(rule, first_failure.get(rule.id, "it no longer holds"), why))
+        else:
+            kept.append((rule, held[rule.id]))
+    out: list[ir.Rule] = []
+    for rule, ok in kept:
+        alt = rule.alternative
+        if alt is not None:  # the message offers it: it must still work where the rule forbids, and be allowed
+            others = [c.candidate for r, cs in kept if r.id != rule.id for c in cs if c.candidate.tool == alt.tool]
+            found = [offered_conflicts(env, alt, c, others) for c in ok if c.candidate.tool == rule.tools[0]]
+            if any(f is None for f in found):
+                rejections.append(_dropped(rule, f"its alternative ({alt.tool} with {alt.fixed}) no longer works, "
+                                                 "or changes nothing, where the rule forbids its write", why))
+                continue
+            against = sorted({k for f in found for k in f or ()})
+            if against:
+                rejections.append(_dropped(rule, f"its alternative ({alt.tool} with {alt.fixed}) is forbidden "
+                                                 f"there by rule {', '.join(against)}", why))
+                continue
+        calls = {side: [ir.ToolCall(tool=c.candidate.tool, arguments=a) for c in ok for a in getattr(c, side)[:2]]
+                 for side in ("allowed", "forbidden")}
+        out.append(rule.model_copy(update=calls))
+    return StageResult(env.model_copy(update={"rules": out}), tuple(rejections))

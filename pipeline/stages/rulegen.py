@@ -75,6 +75,9 @@ class Candidate:
     probe: str
     values: tuple[Any, ...]
     words: dict[str, str] = field(default_factory=dict)
+    tried: tuple[dict[str, Any], ...] = ()
+    """Argument sets tried besides the Sampler's and the probes: the calls a rule was last checked on, when it is
+    checked again after a repair (:func:`pipeline.stages.policy.recheck_policy`)."""
 
     def rule(self, rule_id: str, message: str, worded_by: str = "code") -> ir.Rule:
         return ir.Rule(id=rule_id, kind=self.kind, tools=[self.tool], condition=self.condition, message=message,
@@ -393,7 +396,7 @@ def _spread(items: list[Any], k: int) -> list[Any]:
 
 def argument_sets(c: Candidate, tool: ir.Tool, sampler: Sampler, conn: Any, clock: str) -> list[dict[str, Any]]:
     """The Sampler's argument sets for the tool, and its first one with ``c.probe`` set to seeded values the
-    condition holds for and values it does not (``PROBES`` of each, spread over the table)."""
+    condition holds for and values it does not (``PROBES`` of each, spread over the table); then ``c.tried``."""
     sets = sampler.arguments(tool, 3)
     base = sets[0]
     hit: list[Any] = []
@@ -405,7 +408,8 @@ def argument_sets(c: Candidate, tool: ir.Tool, sampler: Sampler, conn: Any, cloc
         except Exception:  # noqa: BLE001 - a condition SQLite refuses is reported by the static check
             break
     probes = [{**base, c.probe: v} for v in _spread(hit, PROBES) + _spread(miss, PROBES)]
-    return [s for i, s in enumerate(probes + sets) if s not in (probes + sets)[:i]]
+    every = probes + sets + [dict(a) for a in c.tried]
+    return [s for i, s in enumerate(every) if s not in every[:i]]
 
 
 def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checked], list[ir.Rejection]]:
@@ -493,6 +497,15 @@ def _spread_tools(options: list[Option]) -> list[Option]:
         seen[o.alternative.tool] = seen.get(o.alternative.tool, -1) + 1
         rank.append(seen[o.alternative.tool])
     return [o for _, o in sorted(zip(rank, options, strict=True), key=lambda e: e[0])]
+
+
+def offered_conflicts(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Candidate]
+                      ) -> frozenset[str] | None:
+    """Whether ``alt`` still holds as ``c``'s alternative, on fresh instances of ``env`` (:func:`_holds`): the keys of
+    ``rules`` that forbid it instead of one of ``c``'s forbidden calls, or None when it fails there or changes
+    nothing on any of them."""
+    with EnvInstance(env) as base, EnvInstance(env) as live:
+        return _holds(env, alt, c, rules, base.conn, live, live.initial("snapshot", reward.snapshot))
 
 
 def _holds(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Candidate], conn: Any,
