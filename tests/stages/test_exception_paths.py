@@ -19,12 +19,13 @@ from pipeline import ir
 from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
+from pipeline.sampler import Want, sample
 from pipeline.server import check_server
 from pipeline.settings import BuildSettings, TaskSettings
 from pipeline.stages.planner import plan_chains
 from pipeline.stages.policy import make_policy, names_value, shortlist
 from pipeline.stages.rulegen import alternatives, check, propose
-from pipeline.stages.tasks import generate_tasks, lint_request
+from pipeline.stages.tasks import generate_tasks, lint_request, rederive_task
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.fixtures.server import http, running_server
@@ -311,3 +312,37 @@ def test_exception_tasks_are_proved_and_every_adversary_scores_0(make, gated: st
         assert forbidden[0] in extra and score(concrete + extra) == 0.0  # doing everything
         assert score(blind_calls(env, t)) == 0.0  # the alternative and the forbidden write, no read
         assert score([*t.reference_solution, *forbidden]) == 0.0 and score([*forbidden, *t.reference_solution]) == 0.0
+
+
+@pytest.mark.parametrize("make", [permit_policy, brewery_policy], ids=["permits", "brewery"])
+def test_every_exception_task_names_its_rule_its_alternative_and_its_evidence(make) -> None:
+    # the request is the forbidden write's own wording; what the task is about is in its metadata, as for a decide
+    # or a compound task: per governed write, the rule and its verdict; for the forbidden one, the alternative
+    env = make()
+    rules = {r.id: r for r in env.rules}
+    settings = TaskSettings(n_tasks=14, rule_tasks=True, max_attempts=1, template_fallback=True)
+    bank = generate_tasks(env, fake_client([{"user_request": "no"}] * 400), settings=settings).value or []
+    sampled = sample(env, 8, seed=0, want=Want(level=5)).tasks
+    ex = [t for t in [*bank, *sampled] if t.metadata.get("shape") == "exception"]
+    assert ex and any(t in sampled for t in ex), [t.metadata.get("shape") for t in [*bank, *sampled]]
+    again, err = rederive_task(env, ex[0])  # as after a repair: the record keeps what it exercises
+    assert again is not None and again.metadata["rules"] == ex[0].metadata["rules"], err
+    for t in ex:
+        verdicts = t.metadata["rules"]
+        named = [v for v in verdicts if v["verdict"] == "forbids" and "instead" in v]
+        assert len(named) == 1, verdicts
+        v = named[0]
+        rule = rules[v["id"]]
+        assert rule.alternative is not None and v["tool"] in rule.tools and rule.message in t.metadata["policy"]
+        alt = t.reference_solution[-1]  # the reference does the alternative the rule names, on the same row
+        assert v["instead"] == {"tool": alt.tool, "arguments": alt.arguments} == \
+            rule.alternative.call(v["arguments"]).model_dump(mode="json")
+        assert {(w["id"], w["tool"]) for w in verdicts if w is not v} == {(r.id, alt.tool) for r in env.rules
+                                                                          if alt.tool in r.tools}
+        assert all(w["verdict"] == "allows" for w in verdicts if w is not v)
+        # the evidence: reads before the alternative, whose results name the row; the fixed values are the policy's
+        evidence = t.reference_solution[:-1]
+        assert evidence and all(env.tool(c.tool).kind == "read" for c in evidence)
+        src = t.metadata["sources"][-1]
+        assert all(src[q].startswith("$") for q in rule.alternative.same)
+        assert all(src[q] == "policy" for q in rule.alternative.fixed)
