@@ -3,7 +3,7 @@
 Tools stay permissive by default (as in tau2-bench: the server does what it is asked and the agent must follow
 the policy). Enforcing turns each rule (``pipeline.ir.Rule``: a ``condition`` that returns a row when a call is
 forbidden, and the clerk's ``message``) into a ``guard`` step with ``must: not_exist`` put first in every tool it
-governs, so the engine runs it like any guard: under the read-only authorizer with ``PRAGMA query_only``, inside
+governs, so the engine runs it like any guard: under the read-only authorizer, inside
 the call's savepoint, refusing with the message (kind ``guard``) before anything is written.
 
 Embedded verbatim into ``server.py`` after the server section, and only when the environment has rules (a server

@@ -63,7 +63,7 @@ def test_every_select_form_is_a_read_at_build_and_at_run_time(conn, sql):
         assert static_checks.check_tool(conn, tool) == []
         out = engine.run_tool(conn, tool, {}, now=NOW)
         assert out["ok"], out
-    assert conn.execute("PRAGMA query_only").fetchone()[0] == 0  # switched off again after each read
+    assert conn.execute("PRAGMA query_only").fetchone()[0] == 0  # never set: the authorizer alone refuses writes
     assert engine.run_tool(conn, dict(ENV.tool("add_book").model_dump(mode="json")),
                            {"title": "T", "author": "A", "genre": "fiction", "year": 2000, "replacement_cost": 1})["ok"]
 
@@ -219,3 +219,154 @@ def test_ddl_may_reference_tables_already_on_the_connection():
     assert [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")] == ["books", "members"]
     assert static_checks.split_statements("CREATE TABLE a (x TEXT DEFAULT ';'); -- c;\nCREATE TABLE b (y)") == [
         "CREATE TABLE a (x TEXT DEFAULT ';');", "-- c;\nCREATE TABLE b (y)"]
+
+
+# ---------------------------------------------------------------- reads never write, by the authorizer alone
+
+# Every kind of statement that writes (rows, the schema, SQLite's own tables, settings, files, the
+# transaction). Reads run with no ``PRAGMA query_only`` (it expired every prepared statement at each
+# toggle): the authorizer alone must refuse each of these in a read.
+WRITES = {
+    "insert": "INSERT INTO members (name, email, tier, joined_on) VALUES ('x', 'x@x', 'basic', '2026-01-01')",
+    "insert_select": "INSERT INTO members (name, email, tier, joined_on) SELECT name, name || '@y', tier, joined_on FROM members",
+    "insert_or_replace": "INSERT OR REPLACE INTO members (id, name, email, tier, joined_on) VALUES (1, 'x', 'x@x', 'basic', 'd')",
+    "replace": "REPLACE INTO members (id, name, email, tier, joined_on) VALUES (1, 'x', 'x@x', 'basic', 'd')",
+    "insert_or_ignore": "INSERT OR IGNORE INTO members (id, name, email, tier, joined_on) VALUES (1, 'x', 'x@x', 'basic', 'd')",
+    "upsert": "INSERT INTO members (id, name, email, tier, joined_on) VALUES (1, 'x', 'x@x', 'basic', 'd') "
+              "ON CONFLICT (id) DO UPDATE SET name = excluded.name",
+    "insert_returning": "INSERT INTO books (title, author, genre, year, replacement_cost) VALUES ('t', 'a', 'fiction', 2000, 1) "
+                        "RETURNING id",
+    "update": "UPDATE books SET replacement_cost = 0",
+    "update_from": "UPDATE loans SET returned_at = m.joined_on FROM members m WHERE m.id = loans.member_id",
+    "update_returning": "UPDATE books SET year = 2001 RETURNING id",
+    "delete": "DELETE FROM loans",
+    "delete_returning": "DELETE FROM loans RETURNING id",
+    "delete_sqlite_sequence": "DELETE FROM sqlite_sequence",
+    "update_sqlite_sequence": "UPDATE sqlite_sequence SET seq = 100",
+    "insert_sqlite_sequence": "INSERT INTO sqlite_sequence (name, seq) VALUES ('x', 1)",
+    "update_sqlite_master": "UPDATE sqlite_master SET sql = '' WHERE name = 'loans'",
+    "insert_through_view": "INSERT INTO open_loans (id) VALUES (99)",  # an INSTEAD OF trigger's write
+    "create_table": "CREATE TABLE extra (x INTEGER)",
+    "create_table_as": "CREATE TABLE extra AS SELECT * FROM books",
+    "create_temp_table": "CREATE TEMP TABLE extra (x INTEGER)",
+    "create_index": "CREATE INDEX books_year ON books (year)",
+    "create_view": "CREATE VIEW v AS SELECT 1",
+    "create_temp_view": "CREATE TEMP VIEW v AS SELECT 1",
+    "create_trigger": "CREATE TRIGGER t AFTER INSERT ON books BEGIN DELETE FROM loans; END",
+    "create_temp_trigger": "CREATE TEMP TRIGGER t AFTER INSERT ON books BEGIN DELETE FROM loans; END",
+    "create_virtual_table": "CREATE VIRTUAL TABLE extra USING fts5 (x)",
+    "drop_table": "DROP TABLE loans",
+    "drop_index": "DROP INDEX loans_book",
+    "drop_view": "DROP VIEW open_loans",
+    "drop_trigger": "DROP TRIGGER open_loans_insert",
+    "alter_rename": "ALTER TABLE loans RENAME TO old_loans",
+    "alter_add_column": "ALTER TABLE books ADD COLUMN extra TEXT",
+    "alter_rename_column": "ALTER TABLE books RENAME COLUMN title TO name",
+    "alter_drop_column": "ALTER TABLE loans DROP COLUMN returned_at",
+    "reindex": "REINDEX",
+    "reindex_index": "REINDEX loans_book",
+    "analyze": "ANALYZE",
+    "vacuum": "VACUUM",
+    "vacuum_into": "VACUUM INTO '/tmp/envfoundry-read-must-not-write.db'",
+    "attach": "ATTACH DATABASE ':memory:' AS other",
+    "detach": "DETACH DATABASE main",
+    "pragma_set": "PRAGMA user_version = 7",
+    "pragma_foreign_keys": "PRAGMA foreign_keys = OFF",
+    "pragma_writable_schema": "PRAGMA writable_schema = ON",
+    "pragma_function": "SELECT * FROM pragma_user_version",
+    "begin": "BEGIN",
+    "commit": "COMMIT",
+    "rollback": "ROLLBACK",
+    "savepoint": "SAVEPOINT s",
+    "release": "RELEASE s",
+    "load_extension": "SELECT load_extension('/tmp/x.so')",
+}
+# The same writes in the forms a read step's verb check lets through (``WITH ...``).
+WITH_WRITES = {k: f"WITH w AS (SELECT 1) {WRITES[k]}" for k in (
+    "insert", "insert_select", "insert_or_replace", "replace", "insert_or_ignore", "upsert", "insert_returning",
+    "update", "update_from", "update_returning", "delete", "delete_returning", "delete_sqlite_sequence",
+    "update_sqlite_sequence", "insert_sqlite_sequence", "update_sqlite_master", "insert_through_view")}
+
+
+@pytest.fixture
+def rich(conn):
+    """The library with an index, a view with an INSTEAD OF trigger and an AUTOINCREMENT table (sqlite_sequence)."""
+    conn.execute("INSERT INTO members (name, email, tier, joined_on) VALUES ('Ann', 'ann@x', 'basic', '2026-01-01')")
+    conn.execute("INSERT INTO books (title, author, genre, year, replacement_cost) VALUES ('B', 'A', 'fiction', 2000, 9)")
+    conn.execute("INSERT INTO loans (member_id, book_id, borrowed_at, due_date) VALUES (1, 1, '2026-01-02', '2026-01-20')")
+    conn.execute("CREATE INDEX loans_book ON loans (book_id)")
+    conn.execute("CREATE VIEW open_loans AS SELECT * FROM loans WHERE returned_at IS NULL")
+    conn.execute("CREATE TRIGGER open_loans_insert INSTEAD OF INSERT ON open_loans BEGIN DELETE FROM loans; END")
+    conn.execute("CREATE TABLE tickets (id INTEGER PRIMARY KEY AUTOINCREMENT, note TEXT) STRICT")
+    conn.execute("INSERT INTO tickets (note) VALUES ('a')")
+    return conn
+
+
+def _state(conn):
+    """Everything a write could change: every row of every table (SQLite's own included), the schema, the
+    settings, the attached databases and the transaction."""
+    temp = conn.execute("SELECT name FROM sqlite_temp_master").fetchall()  # (opens the temp database: first)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    rows = {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in tables}
+    pragmas = {p: conn.execute(f"PRAGMA {p}").fetchall() for p in ("user_version", "foreign_keys", "writable_schema",
+                                                                   "database_list", "query_only")}
+    return rows, conn.execute("SELECT * FROM sqlite_master ORDER BY name").fetchall(), temp, pragmas, conn.in_transaction
+
+
+def test_the_guard_refuses_every_action_but_reading_in_read_mode():
+    guard = engine.Guard()
+    allowed = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+    for action in range(0, 64):  # every action code SQLite has (0-33) and codes it may add
+        for arg1, arg2 in (("books", "title"), ("sqlite_master", "sql"), ("sqlite_sequence", "seq"), (None, None),
+                           ("pragma_table_info", "name")):
+            guard.begin(engine.READ)
+            got = guard(action, arg1, arg2 if action != sqlite3.SQLITE_FUNCTION else "lower", "main", None)
+            if action in allowed and not (arg1 or "").startswith(("sqlite_", "pragma_")) or action in _ALWAYS_ALLOWED:
+                assert got == sqlite3.SQLITE_OK, (action, arg1)
+            else:  # refused now, or (SQLite's schema table read as NULL) refused once prepared: a reason either way
+                assert got in (sqlite3.SQLITE_DENY, sqlite3.SQLITE_IGNORE) and guard.reason(), (action, arg1, got)
+                assert got == sqlite3.SQLITE_DENY or action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE), (action, arg1)
+
+
+_ALWAYS_ALLOWED = (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE, sqlite3.SQLITE_FUNCTION)
+
+
+@pytest.mark.parametrize("sql", WRITES.values(), ids=WRITES.keys())
+def test_no_write_of_any_kind_runs_as_a_read(rich, sql):
+    """Prepared as a read (past the read steps' verb check): refused by the authorizer, nothing changed,
+    with no PRAGMA query_only to fall back on. (A refused function and SQLite's schema table fail as SQLite's
+    own errors, the authorizer having said no: its reason is kept; SQLite refuses to write its schema table
+    itself, before asking the authorizer, unless ``PRAGMA writable_schema``, which is refused.)"""
+    before = _state(rich)
+    with pytest.raises((engine.Denied, sqlite3.DatabaseError)) as refused:
+        engine._statement(rich, rich.guard, sql, {}, engine.READ)
+    assert rich.guard.denied or str(refused.value) == "table sqlite_master may not be modified", refused.value
+    assert rich.guard.mode == engine.OPEN
+    assert _state(rich) == before
+    assert before[3]["query_only"] == [(0,)]
+
+
+@pytest.mark.parametrize("sql", WITH_WRITES.values(), ids=WITH_WRITES.keys())
+def test_no_write_runs_through_any_read_step_of_a_tool(rich, sql):
+    """The read steps of a read tool (returns, guard, query) and of a write tool (guard, query, returns):
+    each refuses the write as a tool definition error, and the database is unchanged."""
+    before = _state(rich)
+    write = {"kind": "write", "sql": "UPDATE books SET year = 1999 WHERE id = 1"}
+    tools = [
+        read_tool(sql),
+        read_tool("SELECT 1 AS v", steps=[{"kind": "guard", "sql": sql, "must": "not_exist", "error": "x"}]),
+        read_tool("SELECT 1 AS v", steps=[{"kind": "query", "bind": "q", "sql": sql}]),
+        {"name": "w", "description": "w", "kind": "write", "params": [], "returns": None,
+         "steps": [{"kind": "guard", "sql": sql, "must": "not_exist", "error": "x"}, write]},
+        {"name": "w", "description": "w", "kind": "write", "params": [], "returns": None,
+         "steps": [write, {"kind": "query", "bind": "q", "sql": sql}]},
+        {"name": "w", "description": "w", "kind": "write", "params": [], "steps": [write],
+         "returns": {"sql": sql, "mode": "all"}},
+    ]
+    for tool in tools:
+        for _ in range(2):  # and again, as a statement seen before
+            out = engine.run_tool(rich, tool, {}, now=NOW)
+            assert out["ok"] is False and out["kind"] == "sql" and "tool definition error" in out["error"], (tool, out)
+            assert "not authorized" not in out["error"] and any(
+                f in out["error"] for f in ("must not modify the database", "internal table", "may not be modified")), out
+            assert _state(rich) == before
