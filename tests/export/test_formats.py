@@ -328,6 +328,47 @@ def test_exported_runtime_is_the_one_reward_and_engine(catalog_dir, tmp_path):
     assert bundle.call(conn, "nope", {})["kind"] == "not_found"
 
 
+def test_a_reused_session_scores_each_episode_as_a_fresh_database(catalog_dir, tmp_path):
+    """``taskrt.Session`` plays episode after episode on one connection (``reset`` rolls back): each episode's
+    reward, read from the tables its own statements may have written, is the reward of a fresh database and of
+    reading every table; ``reset`` empties the write log, and a statement run in an earlier episode is logged
+    again (engine connections cache no statements: each is prepared, so authorized and logged, at every run)."""
+    import importlib
+    import sys
+
+    (root,) = export_catalog(catalog_dir, "verl", tmp_path).paths
+    sys.path.insert(0, str(root))
+    try:
+        for mod in [m for m in sys.modules if m.startswith(root.name)]:
+            del sys.modules[mod]
+        taskrt = importlib.import_module(f"{root.name}.taskrt")
+    finally:
+        sys.path.remove(str(root))
+    assert taskrt.engine.CACHED_STATEMENTS == 0
+    bundle = taskrt.Bundle(next((root / root.name / "data").iterdir()))
+    ids = sorted(bundle.tasks)
+    session = taskrt.Session(bundle)
+    # each task twice, then each again with one more write (a members row: fails the tasks that keep members)
+    extra = {"tool": "update_member_email", "arguments": {"member_id": 2, "email": "other@example.org"}}
+    episodes = [(i, []) for i in ids * 2] + [(i, [extra]) for i in ids]
+    for n, (task_id, more) in enumerate(episodes):
+        if n:
+            session.reset()
+            assert session.conn.writes.tables == set()
+        task = bundle.task(task_id)
+        calls = [*task["reference_solution"], *more]
+        assert all(session.call(c["tool"], c["arguments"])["ok"] for c in calls)
+        reply = bundle.task_info(task_id).get("reference_reply")
+        got = bundle.score(task, session.conn, answer=reply)
+        every_table = taskrt.reward.score(task["verifier"], session.conn, initial=bundle.initial_snapshot(), answer=reply)
+        fresh, _ = bundle.replay(calls)
+        assert got == every_table == bundle.score(task, fresh, answer=reply), (task_id, more)
+        assert got.passed is (not more or "members" in task["verifier"]["mutable_tables"]), (task_id, more, got)
+        if more:
+            assert "members" in session.conn.writes.tables  # a statement run in episodes before, logged again
+    session.close()
+
+
 def digest(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -55,8 +55,8 @@ def load_db(text):
 
 class Session:
     """One connection for a sequence of episodes (a server's session): each episode runs inside one
-    transaction, and ``reset`` puts the initial state back by rolling it back, so nothing is copied and
-    the prepared statements stay valid. Every tool call still behaves as on its own committed database:
+    transaction, and ``reset`` puts the initial state back by rolling it back, so nothing is copied.
+    Every tool call still behaves as on its own committed database:
     when SQLite rolls back the whole transaction itself (a write stopped by the time limit), the
     episode's successful writes are replayed, leaving what a rollback of the failed call alone leaves."""
 
@@ -72,6 +72,11 @@ class Session:
         else:  # not expected: put the initial state back by copying it
             self.bundle.restore(self.conn)
         self._writes = []
+        if not engine.CACHED_STATEMENTS:
+            # The initial state again: no table differs from it. Every statement is prepared (so its writes
+            # logged) again when it next runs, so the log need not carry the past episodes' tables, which
+            # would have a reused session's reward read them all again.
+            self.conn.writes.tables.clear()
         self.conn.execute("BEGIN")
 
     def call(self, name, arguments, timeout=engine.DEFAULT_TIMEOUT_S):
@@ -191,8 +196,8 @@ class Bundle:
 
     def restore(self, conn):
         """Put a database from ``fresh_db`` back in the initial state (a new rollout on the same
-        connection: its prepared statements are kept, and so is its ``WriteLog``, which only ever
-        grows, so it still names every table that may differ from the initial state)."""
+        connection: its ``WriteLog`` is kept, and grows, so it still names every table that may differ
+        from the initial state)."""
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         with self._pristine_lock:
