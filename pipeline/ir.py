@@ -16,7 +16,9 @@ No LLM-written Python runs anywhere in this path.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
 from typing import Any, Literal
 
 from pydantic import (
@@ -29,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipeline.hashing import content_hash
+from pipeline.hashing import canonical_json, content_hash
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 RESERVED_PARAMS = {"now", "today", "last_id", "changes"}
@@ -303,9 +305,15 @@ class Environment(Frozen):
 
     @property
     def env_id(self) -> str:
-        """Readable slug of the scenario name plus a content hash of the IR."""
+        """Readable slug of the scenario name plus a content hash of the IR (remembered per object: see
+        ``_canonical``)."""
+        hit = _ENV_IDS.get(id(self))
+        if hit is not None and hit[0] is self:
+            return hit[1]
         slug = re.sub(r"[^a-z0-9]+", "_", self.scenario.name.lower()).strip("_")[:40] or "env"
-        return f"{slug}_{content_hash(self, 10)}"
+        env_id = f"{slug}_{hashlib.sha256(_canonical(self).encode('utf-8')).hexdigest()[:10]}"
+        _remember(_ENV_IDS, self, env_id)
+        return env_id
 
     def tool(self, name: str) -> Tool:
         for t in self.tools:
@@ -315,6 +323,40 @@ class Environment(Frozen):
 
     def ddl(self) -> str:
         return "\n".join(t.ddl.rstrip().rstrip(";") + ";\n" for t in self.tables)
+
+
+# Identity caches for ``Environment.env_id``: the id hashes the whole IR, seed rows included (thousands of rows at
+# scale), and a build makes many environments that share one seed (``model_copy`` keeps the same ``SeedRows``
+# objects). Models are frozen; an entry holds its object, so its ``id()`` cannot be reused while it is cached.
+_ENV_IDS: dict[int, tuple[Any, str]] = {}
+_SEED_JSON: dict[int, tuple[Any, str]] = {}
+_MAX_REMEMBERED = 512
+_REMEMBER_LOCK = threading.Lock()
+
+
+def _remember(cache: dict[int, tuple[Any, str]], obj: Any, value: str) -> None:
+    with _REMEMBER_LOCK:
+        if len(cache) >= _MAX_REMEMBERED:
+            cache.pop(next(iter(cache)), None)
+        cache[id(obj)] = (obj, value)
+
+
+def _seed_json(rows: SeedRows) -> str:
+    hit = _SEED_JSON.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    out = canonical_json(rows)
+    _remember(_SEED_JSON, rows, out)
+    return out
+
+
+def _canonical(env: Environment) -> str:
+    """``canonical_json(env)``, byte for byte, with each seed table's JSON taken from ``_SEED_JSON``: the top level
+    is written key by key in sorted order, as ``json.dumps(sort_keys=True)`` does."""
+    top = env.model_dump(mode="json", exclude={"seed"})
+    parts = {k: canonical_json(v) for k, v in top.items()}
+    parts["seed"] = "[" + ",".join(_seed_json(s) for s in env.seed) + "]"
+    return "{" + ",".join(f"{canonical_json(k)}:{parts[k]}" for k in sorted(parts)) + "}"
 
 
 # ---------------------------------------------------------------- tasks

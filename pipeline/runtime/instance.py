@@ -67,27 +67,10 @@ _TEMPLATES_LOCK = threading.Lock()
 _MAX_TEMPLATES = 256
 
 
-_ENV_IDS: dict[int, tuple[Environment, str]] = {}
-
-
-def _env_id(env: Environment) -> str:
-    # env.env_id hashes the whole IR (milliseconds for thousands of seed rows); remember it per object.
-    # The cache holds the object itself, so its id() cannot be reused while the entry exists.
-    hit = _ENV_IDS.get(id(env))
-    if hit is not None and hit[0] is env:
-        return hit[1]
-    env_id = env.env_id
-    with _TEMPLATES_LOCK:
-        if len(_ENV_IDS) >= _MAX_TEMPLATES:
-            _ENV_IDS.pop(next(iter(_ENV_IDS)))
-        _ENV_IDS[id(env)] = (env, env_id)
-    return env_id
-
-
 def _template(env: Environment, initial_db: str | Path | None) -> _Template:
     path = None if initial_db is None else Path(initial_db).resolve()
     mtime = path.stat().st_mtime_ns if path is not None and path.exists() else 0
-    key = (_env_id(env), str(path or ""), mtime)
+    key = (env.env_id, str(path or ""), mtime)  # remembered per object (ir.Environment.env_id)
     with _TEMPLATES_LOCK:
         tpl = _TEMPLATES.get(key)
     if tpl is not None:

@@ -147,3 +147,24 @@ def test_context_manager_closes():
     except sqlite3.ProgrammingError:
         return
     raise AssertionError("connection still open after the with block")
+
+
+def test_env_id_is_the_content_hash_of_the_whole_ir_for_every_copy():
+    """``Environment.env_id`` is remembered per object and each seed table's JSON per ``SeedRows``; copies that
+    share the seed but change anything else, or change one seed table, still get the hash of their own content."""
+    from pipeline import ir
+    from pipeline.hashing import content_hash
+
+    def expected(env: ir.Environment) -> str:
+        return env.env_id.rsplit("_", 1)[0] + "_" + content_hash(env, 10)
+
+    env = library_env()
+    assert env.env_id == expected(env) and env.env_id == env.env_id
+    fewer_tools = env.model_copy(update={"tools": env.tools[:2]})
+    rows = env.seed[0].rows[:-1]
+    fewer_rows = env.model_copy(update={"seed": [env.seed[0].model_copy(update={"rows": rows}), *env.seed[1:]]})
+    ids = {env.env_id, fewer_tools.env_id, fewer_rows.env_id}
+    assert len(ids) == 3
+    for e in (fewer_tools, fewer_rows):
+        assert e.env_id == expected(e)
+        assert ir.Environment.model_validate_json(e.model_dump_json()).env_id == e.env_id
