@@ -215,6 +215,7 @@ class SamplingPlanner(Planner):
     def reorder(self, seed: int, rnd: int) -> None:
         self.order = (seed, rnd)
         self._rows: dict[str, list[dict[str, Any]]] = {}
+        self.memo = {}  # what the shapes found over the previous order
 
     def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
         if self.order is None:

@@ -22,6 +22,7 @@ Every ``expect`` is computed by running the assertion on the reference's final s
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -324,7 +325,7 @@ def derive_verifier(
     the reference changes is gated too (:func:`_forbidden_gates`).
     """
     with fresh(env, initial_db) as run:
-        play(run, calls)
+        play(run, calls, changes=False)  # the whole run's changes are what the verifier is derived from
         calls_done = tuple(r.call for r in run.records)
         responses = tuple(r.response for r in run.records)
         if run.error:
@@ -341,10 +342,10 @@ def derive_verifier(
             if err:
                 return Derivation(calls_done, responses, tuple(changes), None, err)
         twins: list[list[Change] | None] = []
-        shifted = env.model_copy(update={"clock": CLOCK_SHIFT})
+        shifted = _shifted(env)
         for twin_env in (env, shifted):
             with fresh(twin_env, initial_db) as twin:
-                play(twin, list(calls_done))
+                play(twin, list(calls_done), changes=False)
                 twins.append(None if twin.error else twin.changes())
         d = _Deriver(env, run, twins)
         found = d.assertions(reads) + _forbidden_gates(env, initial_db, d, list(calls_done), forbidden)
@@ -352,6 +353,26 @@ def derive_verifier(
                             mutable_tables=sorted({c.table for c in changes}), answer=expected)
         return Derivation(calls_done, responses, tuple(changes), verifier, None, tuple(d.notes))
 
+
+
+_SHIFTED: dict[int, tuple[Environment, Environment]] = {}
+_MAX_SHIFTED = 64
+_SHIFTED_LOCK = threading.Lock()
+
+
+def _shifted(env: Environment) -> Environment:
+    """``env`` with its clock at :data:`CLOCK_SHIFT`, the same object for the same ``env`` (an instance's template
+    is found by the environment's id, a hash of the whole IR computed once per object). The cache holds ``env``
+    itself, so its id() cannot be reused while the entry exists."""
+    with _SHIFTED_LOCK:  # the build derives from several threads
+        hit = _SHIFTED.get(id(env))
+        if hit is not None and hit[0] is env:
+            return hit[1]
+        if len(_SHIFTED) >= _MAX_SHIFTED:
+            _SHIFTED.pop(next(iter(_SHIFTED)))
+        shifted = env.model_copy(update={"clock": CLOCK_SHIFT})
+        _SHIFTED[id(env)] = (env, shifted)
+        return shifted
 
 
 def _gate_what_holds_initially(env: Environment, initial_db: str | Path | None,

@@ -44,9 +44,12 @@ def evaluate(
     initial: Snapshot | None = None,
     answer: str | None = None,
     infos: dict[str, TableInfo] | None = None,
+    written: set[str] | None = None,
 ) -> Evaluation:
+    """``written``: the tables a statement on ``conn`` may have written (a :class:`verify.reward.WriteLog`'s, e.g.
+    :attr:`verify.replay.Run.written`); only those of the frozen tables are read. The result is the same."""
     v = verifier_dict(verifier)
-    s = reward.score(v, conn, initial=initial, answer=answer, partial=True)
+    s = reward.score(v, conn, initial=initial, answer=answer, partial=True, written=written)
     return Evaluation(s.passed, s.failures, 1.0 if s.passed else 0.0, s.reward)
 
 

@@ -79,7 +79,8 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         if run.error:
             results.append(ProofResult(name="reference", ok=False, detail=f"reference replay failed: {run.error}"))
         else:
-            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos,
+                          written=run.written)
             detail = "reference replay passes the verifier" if ev.passed else "reference replay fails: " + ev.summary()
             ok = ev.passed
             if ok and v.answer is not None and not _grounded(v.answer, run, task.metadata):
@@ -89,7 +90,8 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         ref_final = run.final()
 
     with fresh(env, initial_db) as run:
-        ev = evaluate(v, run.inst.conn, initial=run.initial, answer=None, infos=run.infos)
+        ev = evaluate(v, run.inst.conn, initial=run.initial, answer=None, infos=run.infos,
+                      written=run.written)
         ok, detail = not ev.passed, "initial state fails the verifier: " + ev.summary()
         if ev.passed:
             detail = "the verifier already holds on the initial state (the task asks for nothing)"
@@ -98,7 +100,8 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
     reads = [c for c in ref_calls if _kind(env, c.tool) == "read"]
     with fresh(env, initial_db) as run:
         play(run, reads, stop_on_error=False, changes=False)
-        ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos)
+        ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos,
+                      written=run.written)
         results.append(ProofResult(
             name="no_op", ok=ev.partial == 0.0,
             detail=("a read-only trajectory earns reward" if ev.partial else "read-only trajectory scores 0: " + ev.summary()),
@@ -109,7 +112,8 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         wrong = wrong_answer(v.answer)
         with fresh(env, initial_db) as run:
             play(run, ref_calls, changes=False)
-            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=wrong, infos=run.infos)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=wrong, infos=run.infos,
+                          written=run.written)
         results.append(ProofResult(name="wrong_answer", ok=not ev.passed,
                                    detail=(f"wrong answer {wrong!r} " + ("passes" if ev.passed else "fails"))))
 
@@ -121,7 +125,8 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         with fresh(env, initial_db) as run:
             play(run, calls, stop_on_error=False, changes=False)
             final = run.final()
-            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos,
+                          written=run.written)
             landed = sum(1 for r in run.records[len(calls) - len(broad):] if r.ok)
         baseline = ref_final if name == "destructive_after_reference" else run.initial
         extra = diff(baseline, final)
@@ -265,7 +270,8 @@ def rule_panel(env: Environment, task: Task, *, initial_db: str | Path | None = 
         with fresh(env, initial_db) as run:
             play(run, calls, stop_on_error=False, changes=False)
             landed = sum(1 for r in run.records[n_base:] if r.ok)
-            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos)
+            ev = evaluate(v, run.inst.conn, initial=run.initial, answer=given, infos=run.infos,
+                          written=run.written)
             changed = diff(ref_final, run.final())
         more = calls[n_base:]
         evidence = {"calls": [describe_call(c) for c in more], "succeeded": landed, "extra_changes": len(changed)}

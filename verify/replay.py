@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.ir import Environment, ToolCall
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, engine
+from verify.reward import WriteLog, track_writes
 from verify.state import Change, Snapshot, TableInfo, diff, snapshot, table_infos
 
 _REF = re.compile(r"^\$(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
@@ -44,6 +45,10 @@ class Run:
     _state: tuple[int, Snapshot] | None = None
     """(``conn.total_changes``, the snapshot taken at that count): the state is re-read only once a
     statement has changed rows since (a read-only call leaves the count, and so the snapshot, as it was)."""
+    writes: WriteLog | None = None
+    """The tables a statement on the instance may have written (:func:`verify.reward.track_writes`, installed
+    by :func:`fresh`): only those are re-read, the others are the initial snapshot's own (same) rows. None:
+    every table is re-read."""
 
     @property
     def calls(self) -> list[ToolCall]:
@@ -53,10 +58,24 @@ class Run:
         """The current state (read-only)."""
         count = self.inst.conn.total_changes
         if self._state is None:
-            self._state = (count, self.initial) if count == 0 else (count, snapshot(self.inst.conn, self.infos))
+            self._state = (count, self.initial) if count == 0 else (count, self._read())
         elif self._state[0] != count:
-            self._state = (count, snapshot(self.inst.conn, self.infos))
+            self._state = (count, self._read())
         return self._state[1]
+
+    @property
+    def written(self) -> set[str] | None:
+        """The tables (lower-cased) a statement may have written since the run began (more, never fewer), or
+        None when not tracked: for :func:`verify.evaluate.evaluate`'s ``written``."""
+        return None if self.writes is None else self.writes.tables
+
+    def _read(self) -> Snapshot:
+        if self.writes is None:
+            return snapshot(self.inst.conn, self.infos)
+        written = self.writes.tables
+        tables = {name: info for name, info in self.infos.items() if name.lower() in written}
+        now = snapshot(self.inst.conn, tables) if tables else {}
+        return {name: now[name] if name in now else self.initial[name] for name in self.infos}
 
     def changes(self) -> list[Change]:
         return diff(self.initial, self.final())
@@ -68,7 +87,10 @@ def fresh(env: Environment, initial_db: str | Path | None = None):
     inst = EnvInstance(env, initial_db)
     try:
         infos = inst.initial("table_infos", table_infos)
-        yield Run(inst, infos, inst.initial("snapshot", lambda conn: snapshot(conn, infos)))
+        guard = getattr(inst.conn, "guard", None)  # the engine's authorizer, which the write log calls in turn
+        writes = track_writes(inst.conn, guard) if isinstance(guard, engine.Guard) else None
+        inst.conn.writes = writes
+        yield Run(inst, infos, inst.initial("snapshot", lambda conn: snapshot(conn, infos)), writes=writes)
     finally:
         inst.close()
 

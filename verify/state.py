@@ -178,18 +178,26 @@ def diff(before: Snapshot, after: Snapshot) -> list[Change]:
     out: list[Change] = []
     for table in sorted(set(before) | set(after)):
         old, new = before.get(table, {}), after.get(table, {})
-        for key in sorted(set(old) | set(new), key=sort_key):
+        if old is new:  # the same rows (a table a run did not write keeps its initial snapshot's)
+            continue
+        found: list[Change] = []
+        for key in set(old) | set(new):
             a, b = old.get(key), new.get(key)
             if a is None and b is not None:
-                out.append(Change(table, "insert", key, None, b))
+                found.append(Change(table, "insert", key, None, b))
             elif b is None and a is not None:
-                out.append(Change(table, "delete", key, a, None))
+                found.append(Change(table, "delete", key, a, None))
             elif a is not None and b is not None and _row_differs(a, b):
-                out.append(Change(table, "update", key, a, b))
+                found.append(Change(table, "update", key, a, b))
+        out += sorted(found, key=lambda c: sort_key(c.key))  # by key: only the changed rows are sorted
     return out
 
 
 def _row_differs(a: Row, b: Row) -> bool:
+    if a is b:
+        return False
+    if a == b:  # equal values, same columns: only a type can differ (1 and 1.0)
+        return any(type(v) is not type(b[c]) for c, v in a.items())
     return any(a.get(c) != b.get(c) or type(a.get(c)) is not type(b.get(c)) for c in set(a) | set(b))
 
 

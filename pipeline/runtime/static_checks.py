@@ -101,7 +101,12 @@ class _Checking:
 
     def __exit__(self, *exc):
         previous = getattr(self.conn, "guard", None)
-        self.conn.set_authorizer(previous if isinstance(previous, Guard) else None)
+        if not isinstance(previous, Guard):
+            previous = None
+        writes = getattr(self.conn, "writes", None)  # a verify.reward.WriteLog in front of the guard: keep it
+        if previous is not None and writes is not None and getattr(writes, "inner", None) is previous:
+            previous = writes
+        self.conn.set_authorizer(previous)
 
 
 def check_tool(conn, tool):

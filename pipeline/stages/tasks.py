@@ -188,9 +188,10 @@ def make_task(env: Environment, d: Derivation, instruction: str, *, answer_field
         metadata["answer_field"] = answer_field
     if d.notes:
         metadata["derivation_notes"] = list(d.notes)
+    env_id = env.env_id  # a hash of the whole IR: once
     return Task(
-        task_id=Task.make_id(env.env_id, instruction, calls, d.verifier),
-        env_id=env.env_id,
+        task_id=Task.make_id(env_id, instruction, calls, d.verifier),
+        env_id=env_id,
         instruction=instruction,
         tools=[t.openai_schema() for t in env.tools],
         reference_solution=calls,

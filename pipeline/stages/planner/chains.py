@@ -167,6 +167,9 @@ class Planner:
         self.env, self.conn, self.infos, self.shapes, self.keys = env, conn, infos, shapes, keys
         self._call = call  # (tool, args) -> response dict, on an instance whose state is the initial one
         self._cache: dict[str, Any] = {}
+        self.memo: dict[Any, Any] = {}
+        """What a shape found for a seed, kept for the shapes that ask for it again (``shapes.writes``,
+        ``rules._governed_writes``): a pure function of the rows the planner hands over."""
 
     # ------------------------------------------------------------ helpers
 

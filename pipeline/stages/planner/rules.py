@@ -79,7 +79,7 @@ def annotate(env: Environment, chain: Chain, initial_db: str | Path | None = Non
                 if found is None or found:
                     return None
                 verdicts += _verdicts(env, call, [])
-            play(run, [call])
+            play(run, [call], changes=False)
             if run.error is not None:
                 return None
     if chain.rules or not verdicts:
@@ -88,7 +88,15 @@ def annotate(env: Environment, chain: Chain, initial_db: str | Path | None = Non
 
 
 def _governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]]:
-    """Single writes of governed tools (the write shape over several seeds), each with the rules forbidding it."""
+    """Single writes of governed tools (the write shape over several seeds), each with the rules forbidding it.
+    Found once per planner and seed (``Planner.memo``): each rule shape asks for them."""
+    key = ("governed_writes", seed)
+    if key not in p.memo:
+        p.memo[key] = list(_find_governed_writes(p, seed))
+    yield from p.memo[key]
+
+
+def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]]:
     seen: set[str] = set()
     per_tool: dict[tuple[str, bool], int] = {}
     for s in range(seed, seed + SEEDS):
@@ -121,7 +129,7 @@ def _said(p: Planner, ch: Chain) -> Goal:
     if goal.values or goal.kind != "update":
         return goal
     with fresh(p.env) as run:
-        play(run, ch.calls)
+        play(run, ch.calls, changes=False)
         changes = run.changes() if run.error is None else []
     values = tuple((col, c.after[col]) for c in changes if c.op == "update" and c.after
                    for col in c.changed_columns if c.table == goal.table)
@@ -132,7 +140,7 @@ def _said(p: Planner, ch: Chain) -> Goal:
 def _still_forbidden(p: Planner, a: Chain, b: Chain) -> bool:
     """Whether ``b``'s write is still forbidden once ``a``'s calls are done (a cap may count ``a``'s new row)."""
     with fresh(p.env) as run:
-        play(run, a.calls)
+        play(run, a.calls, changes=False)
         return run.error is None and bool(against(p.env, run.inst.conn, b.calls[-1]))
 
 

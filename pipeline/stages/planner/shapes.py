@@ -207,6 +207,15 @@ def _subject(p: Planner, shape: Any, tool: Any) -> str | None:
 
 
 def writes(p: Planner, seed: int) -> Iterator[Chain]:
+    """Single writes (``create``, ``update``, ``delete``) of each write tool on rows chosen by ``seed``. Found once
+    per planner and seed (``Planner.memo``): the rule shapes ask for the same seeds again."""
+    key = ("writes", seed)
+    if key not in p.memo:
+        p.memo[key] = list(_writes(p, seed))
+    yield from p.memo[key]
+
+
+def _writes(p: Planner, seed: int) -> Iterator[Chain]:
     for name in sorted(p.shapes):
         shape = p.shapes[name]
         tool = p.env.tool(name)
