@@ -81,6 +81,32 @@ class Run:
         return diff(self.initial, self.final())
 
 
+class Watch:
+    """Row changes of ``inst`` since its initial state, for loops that reset, call and look: ``changes()`` is
+    ``diff(initial, snapshot(inst.conn))``, reading again only the tables a statement prepared on the instance
+    may have written since the watch began (a :class:`verify.reward.WriteLog` in front of the engine's guard).
+    The log is never cleared, across resets too: a statement the connection has cached runs again without being
+    authorized again, so only the union since the start is sure to name every table a call may have written.
+    Start it on an instance that has prepared no write yet."""
+
+    def __init__(self, inst: EnvInstance) -> None:
+        self.inst = inst
+        self.infos = inst.initial("table_infos", table_infos)
+        infos = self.infos
+        self.initial: Snapshot = inst.initial("snapshot", lambda conn: snapshot(conn, infos))
+        guard = getattr(inst.conn, "guard", None)
+        self.writes = track_writes(inst.conn, guard) if isinstance(guard, engine.Guard) else None
+        inst.conn.writes = self.writes
+
+    def changes(self) -> list[Change]:
+        if self.writes is None:
+            return diff(self.initial, snapshot(self.inst.conn, self.infos))
+        tables = {name: info for name, info in self.infos.items() if name.lower() in self.writes.tables}
+        if not tables:
+            return []
+        return diff({name: self.initial[name] for name in tables}, snapshot(self.inst.conn, tables))
+
+
 @contextmanager
 def fresh(env: Environment, initial_db: str | Path | None = None):
     """A fresh instance of ``env`` (closed on exit) with its table infos and initial snapshot."""

@@ -30,8 +30,8 @@ from pipeline.runtime import EnvInstance
 from pipeline.stages.planner.analysis import ParamUse, analyse_tool
 from pipeline.stages.schema import Column, table_columns
 from pipeline.stages.seed_data import variants
-from verify import reward
-from verify.state import Change, diff, table_infos
+from verify.replay import Watch
+from verify.state import Change, table_infos
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
@@ -242,12 +242,12 @@ def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
     calls: list[tuple] = []
     mismatch: str | None = None
     with EnvInstance(env) as inst:
-        columns = {t: list(info.columns) for t, info in table_infos(inst.conn).items()}
+        watch = Watch(inst)
+        columns = {t: list(info.columns) for t, info in watch.infos.items()}
         for args in arg_sets:
             inst.reset()
-            before = reward.snapshot(inst.conn)
             res = inst.call(tool.name, args)
-            changes = diff(before, reward.snapshot(inst.conn)) if res.get("ok") else []
+            changes = watch.changes() if res.get("ok") else []
             calls.append((args, res, bool(changes)))
             if changes and written and mismatch is None:
                 mismatch = stored_mismatch(tool, args, changes, written, columns)

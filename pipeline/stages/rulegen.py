@@ -48,8 +48,8 @@ from pipeline.runtime.schemas import served_tools
 from pipeline.stages.exercise import Sampler
 from pipeline.stages.planner.aggregates import id_named
 from pipeline.stages.schema import Column
-from verify import reward
-from verify.state import diff, qi
+from verify.replay import Watch
+from verify.state import qi
 
 CHECK_MAX = 40
 """Candidates checked per environment (round-robin over the write tools)."""
@@ -419,7 +419,7 @@ def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checke
     tools = served_tools(env)
     with EnvInstance(env) as base, EnvInstance(env) as live:
         sampler = Sampler(base.conn, env.tables, env.clock)
-        initial = live.initial("snapshot", reward.snapshot)
+        watch = Watch(live)
         for c in candidates:
             tool = tools[c.tool]
             rule = {"condition": c.condition, "message": f"rule {c.key}", "tools": [c.tool]}
@@ -434,7 +434,7 @@ def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checke
             for args in sets:
                 live.reset()
                 res = live.call(c.tool, args)
-                if not res.get("ok") or not diff(initial, reward.snapshot(live.conn)):
+                if not res.get("ok") or not watch.changes():
                     continue  # not a call that works: it says nothing about the rule
                 live.reset()
                 ruled = engine.run_tool(live.conn, guarded, args, now=env.clock)
@@ -471,15 +471,15 @@ def alternatives(env: ir.Environment, checked: list[Checked]) -> dict[str, list[
     out: dict[str, list[Option]] = {}
     with EnvInstance(env) as base, EnvInstance(env) as live:
         finder = Finder(env, base.conn)
-        initial = live.initial("snapshot", reward.snapshot)
+        watch = Watch(live)
         governing: dict[str, list[Candidate]] = {}
         for c in checked:
             governing.setdefault(c.candidate.tool, []).append(c.candidate)
         for c in checked:
             found: list[Option] = []
             for opt in finder.options(env.tool(c.candidate.tool)):
-                conflicts = _holds(env, opt.alternative, c, governing.get(opt.alternative.tool, []), base.conn, live,
-                                   initial)
+                conflicts = _holds(env, opt.alternative, c, governing.get(opt.alternative.tool, []), base.conn,
+                                   watch)
                 if conflicts is not None:
                     found.append(replace(opt, conflicts=conflicts))
             live.reset()
@@ -505,11 +505,11 @@ def offered_conflicts(env: ir.Environment, alt: ir.Alternative, c: Checked, rule
     ``rules`` that forbid it instead of one of ``c``'s forbidden calls, or None when it fails there or changes
     nothing on any of them."""
     with EnvInstance(env) as base, EnvInstance(env) as live:
-        return _holds(env, alt, c, rules, base.conn, live, live.initial("snapshot", reward.snapshot))
+        return _holds(env, alt, c, rules, base.conn, Watch(live))
 
 
 def _holds(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Candidate], conn: Any,
-           live: EnvInstance, initial: Any) -> frozenset[str] | None:
+           watch: Watch) -> frozenset[str] | None:
     """The keys of ``rules`` that forbid ``alt`` instead of one of ``c``'s forbidden calls, or None when ``alt``
     fails there (a missing argument, an error) or changes nothing on any of them."""
     tool = env.tool(alt.tool)
@@ -526,9 +526,9 @@ def _holds(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Can
                     conflicts.add(r.key)
             except Exception:  # noqa: BLE001 - a condition that cannot be read on these arguments forbids it
                 conflicts.add(r.key)
-        live.reset()
-        res = live.call(alt.tool, dict(call.arguments))
+        watch.inst.reset()
+        res = watch.inst.call(alt.tool, dict(call.arguments))
         if not res.get("ok"):
             return None
-        changed = changed or bool(diff(initial, reward.snapshot(live.conn)))
+        changed = changed or bool(watch.changes())
     return frozenset(conflicts) if changed else None

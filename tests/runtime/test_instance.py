@@ -168,3 +168,25 @@ def test_env_id_is_the_content_hash_of_the_whole_ir_for_every_copy():
     for e in (fewer_tools, fewer_rows):
         assert e.env_id == expected(e)
         assert ir.Environment.model_validate_json(e.model_dump_json()).env_id == e.env_id
+
+
+def test_watch_sees_what_a_full_read_sees_across_resets():
+    """``verify.replay.Watch`` re-reads only the tables written since it began; after each reset and call its
+    changes are those of a full snapshot's diff, for a tool called again (its statements run once more) and for
+    a read, a failing call and another write in between."""
+    from verify.replay import Watch
+
+    inst = EnvInstance(ENV)
+    watch = Watch(inst)
+    calls = [("borrow_book", BORROW), ("borrow_book", BORROW), ("find_member_by_name", {"name": "Carla"}),
+             ("delete_member", {"member_id": 2}), ("borrow_book", {"member_id": 99, "book_id": 2, "days": 7}),
+             ("borrow_book", BORROW)]
+    seen = []
+    for tool, args in calls:
+        inst.reset()
+        inst.call(tool, args)
+        full = diff(watch.initial, snapshot(inst.conn))
+        assert watch.changes() == full, tool
+        seen.append(bool(full))
+    assert seen == [True, True, False, True, False, True]
+    inst.close()
