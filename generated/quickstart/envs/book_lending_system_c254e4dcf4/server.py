@@ -28,8 +28,10 @@ A tool call is ``run_tool(conn, tool, arguments, now=...)``:
    ``{"changes": n, "last_id": id}``.
 
 SQLite itself decides what a statement may do: every statement of a tool is prepared under a
-``sqlite3`` authorizer (``Guard``). Reads (queries, guards, returns) may not write any table and
-also run with ``PRAGMA query_only``; no statement may read SQLite's internals (``sqlite_master``,
+``sqlite3`` authorizer (``Guard``), prepared again at every run (engine connections cache no
+statements, ``CACHED_STATEMENTS``). Reads (queries, guards, returns) may not write at all: the
+authorizer refuses every action of theirs but reading tables and calling functions (no
+``PRAGMA query_only`` besides); no statement may read SQLite's internals (``sqlite_master``,
 ``pragma_*`` functions), run a PRAGMA, attach a file, load an extension or control the
 transaction. The authorizer also reports every function a statement calls, which the build-time
 checks (``pipeline.runtime.checks``: ``check_tool``, ``check_ddl``) use to reject
@@ -58,6 +60,10 @@ WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
 SAVEPOINT = "envfoundry_tool_call"
 DEFAULT_TIMEOUT_S = 10.0
 BUSY_TIMEOUT_S = 5.0
+# Prepared statements an engine connection keeps: none. A server holds one connection per open session, and
+# the statements of one episode's calls took ~30 KiB of it in the cache, while preparing them at each run
+# did not make an episode measurably slower (issue 32).
+CACHED_STATEMENTS = 0
 MAX_ROWS = 1000
 MAX_STRING_LENGTH = 10_000
 MAX_VALUE_BYTES = 1 << 22
@@ -88,8 +94,9 @@ def failure(kind, error, parameter=None):
 # ---------------------------------------------------------------- the authorizer
 
 OPEN, READ, WRITE, DDL = "open", "read", "write", "ddl"
-# Statements are cached by their text, and a cached statement is not authorized again: each mode
-# gets its own text, so a statement prepared under one mode is never reused under another.
+# A connection that caches statements (by their text; a cached statement is not authorized again: a plain
+# ``sqlite3`` connection given to ``run_tool``) gets each mode's own text, so a statement prepared under one
+# mode is never reused under another.
 _TAGS = {READ: "\n-- envfoundry:read", WRITE: "\n-- envfoundry:write", DDL: ""}
 _WRITES = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE)
 _TABLE_ACTIONS = (sqlite3.SQLITE_READ, *_WRITES)
@@ -245,7 +252,7 @@ def connect(path=":memory:", timeout=BUSY_TIMEOUT_S):
     authorizer and limits installed, and ``timeout`` seconds of waiting on another connection's
     lock before a call fails as ``busy``."""
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False,
-                           cached_statements=512, factory=EngineConnection)
+                           cached_statements=CACHED_STATEMENTS, factory=EngineConnection)
     _apply_limits(conn)
     conn.guard = Guard()
     conn.set_authorizer(conn.guard)
@@ -462,11 +469,12 @@ def _statement(conn, guard, sql, values, mode):
 
 
 def _read(conn, guard, sql, values, where, fetch):
-    """Run a read statement with ``PRAGMA query_only`` on; ``fetch(cursor)`` takes its rows."""
+    """Run a read statement, prepared in ``READ`` mode (the authorizer refuses any write); ``fetch(cursor)``
+    takes its rows. (No ``PRAGMA query_only`` around it: setting it expires every prepared statement of the
+    connection, and the authorizer alone refuses every write.)"""
     verb = leading_keyword(sql)
     if verb not in READ_VERBS:
         raise ToolFailure("sql", f"{where} must be a SELECT statement, not {verb or 'empty'} (tool definition error)")
-    conn.execute("PRAGMA query_only = 1")
     try:
         cur, columns = _statement(conn, guard, sql, values, READ)
         try:
@@ -475,8 +483,6 @@ def _read(conn, guard, sql, values, where, fetch):
             cur.close()
     except Denied as exc:
         raise ToolFailure("sql", f"{where} {exc} (tool definition error)") from None
-    finally:
-        conn.execute("PRAGMA query_only = 0")
 
 
 def _sql_message(exc, where, timeout):
@@ -1499,7 +1505,7 @@ def main(env, schemas, env_id, argv=None, results=None):
 Tools stay permissive by default (as in tau2-bench: the server does what it is asked and the agent must follow
 the policy). Enforcing turns each rule (``pipeline.ir.Rule``: a ``condition`` that returns a row when a call is
 forbidden, and the clerk's ``message``) into a ``guard`` step with ``must: not_exist`` put first in every tool it
-governs, so the engine runs it like any guard: under the read-only authorizer with ``PRAGMA query_only``, inside
+governs, so the engine runs it like any guard: under the read-only authorizer, inside
 the call's savepoint, refusing with the message (kind ``guard``) before anything is written.
 
 Embedded verbatim into ``server.py`` after the server section, and only when the environment has rules (a server
