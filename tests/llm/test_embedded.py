@@ -1,4 +1,4 @@
-"""Embedded model assembly (integrity checks) and the real model end to end."""
+"""Embedded model assembly (integrity checks); the real model end to end: ``test_embedded_real.py``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import hashlib
 
 import pytest
 from click.testing import CliRunner
-from pydantic import BaseModel, Field
 
 from pipeline.cli import main
 from pipeline.llm import embedded
@@ -61,19 +60,3 @@ def test_cli_unreachable_endpoint_is_one_line_error(tmp_path):
     assert r.exit_code == 1
     assert "error: cannot reach LLM endpoint http://127.0.0.1:9/v1" in r.output
     assert "Traceback" not in r.output
-
-
-class Colours(BaseModel):
-    answer: int
-    words: list[str] = Field(min_length=3, max_length=3)
-
-
-@pytest.mark.real_llm
-def test_real_model_structured_reply_and_cache(real_llm):
-    msgs = [{"role": "system", "content": "Reply with JSON: answer (integer), words (three strings)."},
-            {"role": "user", "content": "What is 17 + 25? Also name three colours."}]
-    obj, reply = real_llm.structured_reply(Colours, msgs, stage="test", max_tokens=64)
-    assert obj.answer == 42 and len(obj.words) == 3
-    assert not reply.cached and reply.completion_tokens > 0
-    obj2, reply2 = real_llm.structured_reply(Colours, msgs, stage="test", max_tokens=64)
-    assert reply2.cached and obj2 == obj
