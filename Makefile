@@ -4,7 +4,7 @@ ENV_DIRS := $(wildcard generated/*/envs/*)
 setup:
 	bash scripts/setup.sh
 test:
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2
 check: lint deadcode render-check
 lint:
 	.venv/bin/ruff check pipeline verify tests benchmarks
