@@ -296,6 +296,21 @@ def test_every_format_fills_what_its_readme_promises(any_catalog, tmp_path):
         assert f"task `{plan['reset']['options']['task_id']}`" in next((out / "openenv").glob(f"*{ce.env_id}/README.md")).read_text()
 
 
+
+def _import_taskrt(root):
+    """The exported package's ``taskrt`` module, imported afresh from the export directory ``root``."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(root))
+    try:
+        for mod in [m for m in sys.modules if m.startswith(root.name)]:
+            del sys.modules[mod]
+        return importlib.import_module(f"{root.name}.taskrt")
+    finally:
+        sys.path.remove(str(root))
+
+
 def test_exported_runtime_is_the_one_reward_and_engine(catalog_dir, tmp_path):
     """The exports vendor verify/reward.py and the engine byte for byte; the runtime scores with them."""
     (root,) = export_catalog(catalog_dir, "verl", tmp_path).paths  # its package imports no trainer
@@ -304,17 +319,7 @@ def test_exported_runtime_is_the_one_reward_and_engine(catalog_dir, tmp_path):
     assert (pkg / "engine.py").read_bytes() == Path("pipeline/runtime/engine.py").read_bytes()
     src = (pkg / "taskrt.py").read_text()
     assert "from pipeline" not in src and "import verify" not in src and "from verify" not in src
-    import sys
-
-    sys.path.insert(0, str(root))
-    try:
-        import importlib
-
-        for mod in [m for m in sys.modules if m.startswith(root.name)]:
-            del sys.modules[mod]
-        taskrt = importlib.import_module(f"{root.name}.taskrt")
-    finally:
-        sys.path.remove(str(root))
+    taskrt = _import_taskrt(root)
     bundle = taskrt.Bundle(next((pkg / "data").iterdir()))
     for task_id in bundle.tasks:
         assert bundle.check_reference(task_id).passed
@@ -333,17 +338,8 @@ def test_a_reused_session_scores_each_episode_as_a_fresh_database(catalog_dir, t
     reward, read from the tables its own statements may have written, is the reward of a fresh database and of
     reading every table; ``reset`` empties the write log, and a statement run in an earlier episode is logged
     again (engine connections cache no statements: each is prepared, so authorized and logged, at every run)."""
-    import importlib
-    import sys
-
     (root,) = export_catalog(catalog_dir, "verl", tmp_path).paths
-    sys.path.insert(0, str(root))
-    try:
-        for mod in [m for m in sys.modules if m.startswith(root.name)]:
-            del sys.modules[mod]
-        taskrt = importlib.import_module(f"{root.name}.taskrt")
-    finally:
-        sys.path.remove(str(root))
+    taskrt = _import_taskrt(root)
     assert taskrt.engine.CACHED_STATEMENTS == 0
     bundle = taskrt.Bundle(next((root / root.name / "data").iterdir()))
     ids = sorted(bundle.tasks)
