@@ -22,7 +22,6 @@ Every ``expect`` is computed by running the assertion on the reference's final s
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -342,7 +341,7 @@ def derive_verifier(
             if err:
                 return Derivation(calls_done, responses, tuple(changes), None, err)
         twins: list[list[Change] | None] = []
-        shifted = _shifted(env)
+        shifted = env.model_copy(update={"clock": CLOCK_SHIFT})  # its id is cheap: the seed's JSON is remembered
         for twin_env in (env, shifted):
             with fresh(twin_env, initial_db) as twin:
                 play(twin, list(calls_done), changes=False)
@@ -353,26 +352,6 @@ def derive_verifier(
                             mutable_tables=sorted({c.table for c in changes}), answer=expected)
         return Derivation(calls_done, responses, tuple(changes), verifier, None, tuple(d.notes))
 
-
-
-_SHIFTED: dict[int, tuple[Environment, Environment]] = {}
-_MAX_SHIFTED = 64
-_SHIFTED_LOCK = threading.Lock()
-
-
-def _shifted(env: Environment) -> Environment:
-    """``env`` with its clock at :data:`CLOCK_SHIFT`, the same object for the same ``env`` (an instance's template
-    is found by the environment's id, a hash of the whole IR computed once per object). The cache holds ``env``
-    itself, so its id() cannot be reused while the entry exists."""
-    with _SHIFTED_LOCK:  # the build derives from several threads
-        hit = _SHIFTED.get(id(env))
-        if hit is not None and hit[0] is env:
-            return hit[1]
-        if len(_SHIFTED) >= _MAX_SHIFTED:
-            _SHIFTED.pop(next(iter(_SHIFTED)))
-        shifted = env.model_copy(update={"clock": CLOCK_SHIFT})
-        _SHIFTED[id(env)] = (env, shifted)
-        return shifted
 
 
 def _gate_what_holds_initially(env: Environment, initial_db: str | Path | None,

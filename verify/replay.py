@@ -70,12 +70,7 @@ class Run:
         return None if self.writes is None else self.writes.tables
 
     def _read(self) -> Snapshot:
-        if self.writes is None:
-            return snapshot(self.inst.conn, self.infos)
-        written = self.writes.tables
-        tables = {name: info for name, info in self.infos.items() if name.lower() in written}
-        now = snapshot(self.inst.conn, tables) if tables else {}
-        return {name: now[name] if name in now else self.initial[name] for name in self.infos}
+        return _current(self.inst.conn, self.infos, self.initial, self.writes)
 
     def changes(self) -> list[Change]:
         return diff(self.initial, self.final())
@@ -94,17 +89,29 @@ class Watch:
         self.infos = inst.initial("table_infos", table_infos)
         infos = self.infos
         self.initial: Snapshot = inst.initial("snapshot", lambda conn: snapshot(conn, infos))
-        guard = getattr(inst.conn, "guard", None)
-        self.writes = track_writes(inst.conn, guard) if isinstance(guard, engine.Guard) else None
-        inst.conn.writes = self.writes
+        self.writes = _log_writes(inst)
 
     def changes(self) -> list[Change]:
-        if self.writes is None:
-            return diff(self.initial, snapshot(self.inst.conn, self.infos))
-        tables = {name: info for name, info in self.infos.items() if name.lower() in self.writes.tables}
-        if not tables:
-            return []
-        return diff({name: self.initial[name] for name in tables}, snapshot(self.inst.conn, tables))
+        return diff(self.initial, _current(self.inst.conn, self.infos, self.initial, self.writes))
+
+
+def _log_writes(inst: EnvInstance) -> WriteLog | None:
+    """A write log installed in front of the engine's authorizer (which it calls in turn), as ``conn.writes``;
+    None on a connection without the engine's guard."""
+    guard = getattr(inst.conn, "guard", None)
+    writes = track_writes(inst.conn, guard) if isinstance(guard, engine.Guard) else None
+    inst.conn.writes = writes
+    return writes
+
+
+def _current(conn: Any, infos: dict[str, TableInfo], initial: Snapshot, writes: WriteLog | None) -> Snapshot:
+    """The state on ``conn``: the tables ``writes`` names read again, the others ``initial``'s own (same) rows,
+    which :func:`verify.state.diff` skips; every table read when ``writes`` is None."""
+    if writes is None:
+        return snapshot(conn, infos)
+    tables = {name: info for name, info in infos.items() if name.lower() in writes.tables}
+    now = snapshot(conn, tables) if tables else {}
+    return {name: now[name] if name in now else initial[name] for name in infos}
 
 
 @contextmanager
@@ -113,9 +120,7 @@ def fresh(env: Environment, initial_db: str | Path | None = None):
     inst = EnvInstance(env, initial_db)
     try:
         infos = inst.initial("table_infos", table_infos)
-        guard = getattr(inst.conn, "guard", None)  # the engine's authorizer, which the write log calls in turn
-        writes = track_writes(inst.conn, guard) if isinstance(guard, engine.Guard) else None
-        inst.conn.writes = writes
+        writes = _log_writes(inst)
         yield Run(inst, infos, inst.initial("snapshot", lambda conn: snapshot(conn, infos)), writes=writes)
     finally:
         inst.close()
