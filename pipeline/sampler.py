@@ -64,20 +64,23 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pipeline.catalog import load_env_dir, read_tasks
+from pipeline.catalog.env_dir import TEMPLATES
 from pipeline.ir import Environment, Task
 from pipeline.perturb import METHOD, perturbed_db, sha256
 from pipeline.runtime.database import EnvDirError
-from pipeline.stages.planner import Chain, Planner, candidates, make_planner
+from pipeline.stages.phrasing import Template, fill, read_templates, says_changes, template_key
+from pipeline.stages.planner import Chain, ShuffledPlanner, candidates, shuffled_planner
 from pipeline.stages.planner.keys import surrogate_columns
 from pipeline.stages.tasks import _call_key, _effect_key, build_and_prove, lint_request
 from pipeline.stages.wording import request_from_plan
-from verify.replay import Run, fresh, play
+from verify.replay import fresh, play
 from verify.state import Change
 
 STAGE = "sample"
@@ -206,32 +209,6 @@ class Sample:
                 "levels": {str(k): v for k, v in sorted(Counter(t.metadata.get("level") for t in self.tasks).items())}}
 
 
-class SamplingPlanner(Planner):
-    """The build's planner, with the rows of each table handed over in an order shuffled per round."""
-
-    order: tuple[int, int] | None = None
-    """(seed, round) of the current order; None: the build's order."""
-
-    def reorder(self, seed: int, rnd: int) -> None:
-        self.order = (seed, rnd)
-        self._rows: dict[str, list[dict[str, Any]]] = {}
-        self.memo = {}  # what the shapes found over the previous order
-
-    def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
-        if self.order is None:
-            return super().rows(table, limit)
-        if table not in self._rows:
-            every = super().rows(table, -1)
-            random.Random(f"{self.order[0]}:{self.order[1]}:{table}").shuffle(every)
-            self._rows[table] = every
-        return self._rows[table]
-
-
-def planner_for(env: Environment, run: Run) -> SamplingPlanner:
-    base = make_planner(env, run)
-    return SamplingPlanner(env, base.conn, base.infos, base.shapes, base.keys, run.inst.call)
-
-
 def task_keys(tasks: Iterable[Task]) -> set[str]:
     """The repeat keys of ``tasks``: their reference calls and their effect."""
     out: set[str] = set()
@@ -262,8 +239,12 @@ def distractors(env: Environment, needed: set[str], k: int | None, key: str) -> 
 
 def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | None = None, want: Want | None = None,
            bank: Iterable[Task] = (), exclude: Iterable[Task] = (), language: str = "en",
-           max_rounds: int = MAX_ROUNDS, perturb_dir: str | Path | None = None) -> Sample:
+           max_rounds: int = MAX_ROUNDS, perturb_dir: str | Path | None = None,
+           templates: Mapping[str, Template] = MappingProxyType({})) -> Sample:
     """Up to ``n`` fresh proved tasks of ``env`` (see the module docstring), deterministic for ``seed``.
+
+    ``templates``: the LLM's request templates by kind (``templates.json``, :mod:`pipeline.stages.phrasing`);
+    a chain of a kind with one is worded by filling it when the lint takes the result, else by code.
 
     ``perturb_dir`` (``--perturb``; needs ``initial_db``): each round plans, words and proves its tasks on a
     perturbed copy of ``initial_db`` (:mod:`pipeline.perturb`, key ``"<seed>:<round>"``) written there as
@@ -283,7 +264,7 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
         return out
     stale = 0
     with fresh(env, initial_db) as run:
-        planner = planner_for(env, run)
+        planner = shuffled_planner(env, run)
         ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
         keep = {t: set(k.columns) for t, k in planner.keys.items()}
         for rnd in range(max_rounds):
@@ -298,12 +279,13 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
                 state = {"method": METHOD, "key": key, "db": db.name, "sha256": sha256(db)}
                 with fresh(env, db) as prun:
                     before = len(out.tasks)
-                    _round(env, planner_for(env, prun), out, keys, ids, db, seed, rnd, rules, language, state)
+                    _round(env, shuffled_planner(env, prun), out, keys, ids, db, seed, rnd, rules, language, state,
+                           templates)
                 if len(out.tasks) == before:
                     db.unlink()
             else:
                 before = len(out.tasks)
-                _round(env, planner, out, keys, ids, db, seed, rnd, rules, language, None)
+                _round(env, planner, out, keys, ids, db, seed, rnd, rules, language, None, templates)
             stale = stale + 1 if len(out.tasks) == before else 0
             if stale >= STALE_ROUNDS:
                 out.exhausted = True
@@ -329,9 +311,9 @@ class _Keys:
         return self.effects | self.calls.get(state, set())
 
 
-def _round(env: Environment, planner: SamplingPlanner, out: Sample, keys: _Keys, ids: set[tuple[str, str]],
+def _round(env: Environment, planner: ShuffledPlanner, out: Sample, keys: _Keys, ids: set[tuple[str, str]],
            db: str | Path | None, seed: int, rnd: int, rules: bool, language: str,
-           state: dict[str, Any] | None) -> None:
+           state: dict[str, Any] | None, templates: Mapping[str, Template]) -> None:
     """One round: the planner's chains over rows in this round's order, tried in a shuffled order."""
     planner.reorder(seed, rnd)
     pools = candidates(planner, 3 * rnd, db, spread=True, rules=rules)
@@ -349,7 +331,7 @@ def _round(env: Environment, planner: SamplingPlanner, out: Sample, keys: _Keys,
         axes = axes_of(env, chain)
         if not out.want.takes(chain, axes):
             continue
-        task, why = _instantiate(env, chain, axes, seen, ids, db, seed, rnd, language, state)
+        task, why = _instantiate(env, chain, axes, seen, ids, db, seed, rnd, language, state, templates)
         if why != "repeat":
             out.tried += 1
         if task is None:
@@ -362,37 +344,46 @@ def _round(env: Environment, planner: SamplingPlanner, out: Sample, keys: _Keys,
         out.tasks.append(task)
 
 
-def _says_changes(chain: Chain) -> bool:
-    """Whether the request's words depend on what the calls change (``pipeline.stages.wording``: a write that
-    states no new value says the change its replay made; a delete through another table says which row went)."""
-    return any((g.kind in ("update", "decide_update") and not g.values and not g.refs) or
-               (g.kind == "delete" and g.owner) for g in chain.goals)
+def _words(env: Environment, chain: Chain, ids: set[tuple[str, str]], initial_db: str | Path | None,
+           language: str, templates: Mapping[str, Template]) -> tuple[str | None, str, str]:
+    """The request for ``chain``: the LLM's template of its kind filled (``llm_template``) when there is one and
+    the lint takes the result, else code's words (``template``); (text or None, who worded it, why not)."""
+    key = template_key(chain)
+    if key is not None and key in templates:
+        text = fill(templates[key], chain)
+        if text is not None and not lint_request(env, chain, text, plain=True):
+            return text, "llm_template", ""
+    changes: list[Change] = []
+    if says_changes(chain):  # what the calls change, for a write that states no new value
+        with fresh(env, initial_db) as run:
+            play(run, chain.calls, changes=False)
+            if run.error is not None:
+                return None, "", "replay"
+            changes = run.changes()
+    text = request_from_plan(chain, changes, skip=ids, language=language)
+    if text is None:
+        return None, "", "wording"
+    if lint_request(env, chain, text, plain=True):
+        return None, "", "lint"
+    return text, "template", ""
 
 
 def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids: set[tuple[str, str]],
                  initial_db: str | Path | None, seed: int, rnd: int, language: str,
-                 state: dict[str, Any] | None = None) -> tuple[Task | None, str]:
+                 state: dict[str, Any] | None = None,
+                 templates: Mapping[str, Template] = MappingProxyType({})) -> tuple[Task | None, str]:
     """One chain as a proved task, or why not (``repeat``, ``replay``, ``wording``, ``lint``, ``proof``)."""
     if _call_key(chain.calls) in seen:  # the planner's calls are concrete: the replay records the same
         return None, "repeat"
-    changes: list[Change] = []
-    if _says_changes(chain):  # what the calls change, for a write that states no new value
-        with fresh(env, initial_db) as run:
-            play(run, chain.calls, changes=False)
-            if run.error is not None:
-                return None, "replay"
-            changes = run.changes()
-    text = request_from_plan(chain, changes, skip=ids, language=language)
+    text, worded_by, why = _words(env, chain, ids, initial_db, language, templates)
     if text is None:
-        return None, "wording"
-    if lint_request(env, chain, text, plain=True):
-        return None, "lint"
+        return None, why
     level = axes.level
     provenance = {"stage": STAGE, "sampler": SAMPLER_VERSION, "seed": seed, "round": rnd}
     task, err = build_and_prove(env, chain.calls, text, answer_field=None, initial_db=initial_db,
                                 provenance=provenance, chain=chain,
                                 answer=dict(chain.answer) if chain.answer is not None else None, seen=seen,
-                                extra={"worded_by": "template", "level": level})
+                                extra={"worded_by": worded_by, "level": level})
     if task is None:
         return None, "repeat" if err == "another task already does exactly this" else "proof"
     needed = {c.tool for c in task.reference_solution} | {r["tool"] for r in chain.rules}
@@ -413,5 +404,9 @@ def sample_env_dir(env_dir: str | Path, n: int, *, seed: int = 0, want: Want | N
     db = d / "initial.db"
     if not db.is_file():
         raise EnvDirError(f"{d}: no initial.db")
+    try:
+        templates = read_templates(d / TEMPLATES)
+    except ValueError as e:
+        raise EnvDirError(str(e)) from None
     return sample(env, n, seed=seed, initial_db=db, want=want, bank=bank, exclude=read_excluded(exclude, env.env_id),
-                  max_rounds=max_rounds, perturb_dir=perturb_dir)
+                  max_rounds=max_rounds, perturb_dir=perturb_dir, templates=templates)

@@ -316,6 +316,11 @@ class TaskSettings(BaseModel):
     rule_share: float = Field(default=0.4, ge=0.0, le=1.0)
     """With ``rule_tasks``: the share of the bank asked about rule-bound chains first (compound requests of an
     allowed and a forbidden write before decide tasks) while the bank holds fewer."""
+    sample_templates: int = Field(default=0, ge=0, le=200)
+    """Request templates the LLM writes at the end of an environment's verification for the sampler
+    (``envfoundry sample``; :mod:`pipeline.stages.phrasing`): one per kind of chain the planner instantiates most,
+    up to this many, each checked by code on several real rows (``templates.json``; 0: none, code words every
+    sampled task)."""
     conversations: bool = False
     """Give every task its conversational form (``metadata.conversation``, ``verify.conversation``): the facts
     the user may give when asked (from the plan, by code), what it never says (ids read from tools), and an
@@ -329,7 +334,7 @@ class TaskSettings(BaseModel):
         and one made with them on says so."""
         data: dict[str, Any] = handler(self)
         for name, before in (("template_fallback", False), ("template_language", "en"), ("spread_bank", False),
-                             ("rule_tasks", False), ("conversations", False)):
+                             ("rule_tasks", False), ("conversations", False), ("sample_templates", 0)):
             if getattr(self, name) == before:
                 data.pop(name, None)
         if not self.rule_tasks and self.rule_share == type(self).model_fields["rule_share"].default:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline import atomic
-from pipeline.catalog.env_dir import TRAJECTORIES, load_env_dir, write_env_dir
+from pipeline.catalog.env_dir import TEMPLATES, TRAJECTORIES, load_env_dir, write_env_dir
 from pipeline.catalog.files import BANK, TASKS, jsonl_text, pretty_json
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task
@@ -27,9 +27,10 @@ def write_env_results(
     tasks: list[Task],
     report: dict[str, Any],
     trajectories: Iterable[dict[str, Any]] = (),
+    templates: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``tasks.jsonl``, ``report.json`` (its ``verify`` section; other sections are kept) and
-    ``trajectories.jsonl``. When ``env`` differs from the directory's ``env.json`` (a tool or the data
+    """Write ``tasks.jsonl``, ``report.json`` (its ``verify`` section; other sections are kept),
+    ``trajectories.jsonl`` and ``templates.json`` (none when ``templates`` is empty). When ``env`` differs from the directory's ``env.json`` (a tool or the data
     was repaired) the whole directory is written again."""
     d = Path(env_dir)
     old_env, _, old_report = load_env_dir(d)
@@ -40,7 +41,16 @@ def write_env_results(
         atomic.write_text(d / TASKS, jsonl_text(tasks))
         atomic.write_text(d / "report.json", pretty_json(merged))
     atomic.write_text(d / TRAJECTORIES, jsonl_text(trajectories))
+    write_templates(d, templates)
     return d
+
+
+def write_templates(env_dir: Path, templates: dict[str, Any] | None) -> None:
+    """``templates.json`` from the graph's record (removed when there is none: an earlier run's would not match)."""
+    if templates:
+        atomic.write_text(env_dir / TEMPLATES, pretty_json(templates))
+    elif (env_dir / TEMPLATES).is_file():
+        (env_dir / TEMPLATES).unlink()
 
 
 class ScenarioRecord(Protocol):
@@ -62,6 +72,9 @@ class ScenarioRecord(Protocol):
         """The ``verify`` section of ``report.json``."""
     @property
     def trajectories(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def templates(self) -> dict[str, Any]:
+        """``templates.json`` (empty: none)."""
 
 
 def write_environment(result: ScenarioRecord, envs_dir: str | Path) -> Path | None:
@@ -84,12 +97,14 @@ def write_environment(result: ScenarioRecord, envs_dir: str | Path) -> Path | No
         atomic.write_text(target / TASKS, jsonl_text(result.tasks))
         atomic.write_text(target / "report.json", pretty_json(report))
         atomic.write_text(target / TRAJECTORIES, jsonl_text(result.trajectories))
+        write_templates(target, result.templates)
         return target
     tmp, old = envs / f".{env_id}.tmp", envs / f".{env_id}.old"  # fixed names: a rerun clears a killed write's
     for stale in (tmp, old):
         shutil.rmtree(stale, ignore_errors=True)
     write_env_dir(env, tmp, result.tasks, report)
     atomic.write_text(tmp / TRAJECTORIES, jsonl_text(result.trajectories))
+    write_templates(tmp, result.templates)
     if target.exists():
         target.rename(old)
     tmp.rename(target)

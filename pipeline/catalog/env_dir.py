@@ -32,6 +32,8 @@ from verify.policy import policy_markdown as policy_markdown
 FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "report.json")
 TRAJECTORIES = "trajectories.jsonl"
 POLICY = "policy.md"
+TEMPLATES = "templates.json"
+"""The LLM's request templates for the sampler (:mod:`pipeline.stages.phrasing`); absent: code words every task."""
 
 
 def create_initial_db(env: Environment, path: str | Path) -> Path:

@@ -52,6 +52,8 @@ class ScenarioResult(BaseModel):
     trajectories: tuple[dict[str, Any], ...] = ()
     timings: dict[str, float] = {}
     """Wall seconds per build stage."""
+    templates: dict[str, Any] = {}
+    """``templates.json``: the LLM's request templates for the sampler (:mod:`pipeline.stages.phrasing`)."""
 
     @property
     def rejections(self) -> tuple[Rejection, ...]:
@@ -103,4 +105,5 @@ def scenario_result(state: Mapping[str, Any], clock: str) -> ScenarioResult:
         report=dict(state.get("report", {})),
         trajectories=tuple(trajectories(task_outcomes(state, env))) if env is not None else (),
         timings=dict(state.get("timings", {})),
+        templates=dict(state.get("templates", {})),
     )

@@ -57,6 +57,7 @@ from pipeline.stages import tools as st_tools
 from pipeline.stages.base import StageResult
 from pipeline.stages.finish import finish_tasks, rederived
 from pipeline.stages.intents import Intent
+from pipeline.stages.phrasing import phrase_environment
 from pipeline.stages.repair import repair_data, repair_tool
 from pipeline.stages.tasks import generate_tasks, rederive_task, revise_task
 
@@ -91,6 +92,7 @@ class ScenarioState(TypedDict, total=False):
     env_changed: bool
     kept: list[dict[str, Any]]
     report: dict[str, Any]
+    templates: dict[str, Any]
     status: str  # building | verified | rejected
     stage: str
     """The stage that rejected the environment."""
@@ -329,6 +331,11 @@ def build_scenario_graph(deps: GraphDeps, checkpointer: Any = None, ahead: Ahead
         kept = done.value or ()
         report = build_report(env, c, vs, s.get("planned", 0), outcomes, list(kept), rejections,
                               env_changed=s.get("env_changed", False))
+        if kept and vs.tasks.sample_templates:  # the LLM's request templates for the sampler
+            say(s, "request templates")
+            templates, report["templates"] = phrase_environment(
+                env, c, db_for(s, env), limit=vs.tasks.sample_templates, language=vs.tasks.template_language)
+            return {**finished_state(kept, rejections, report), "templates": templates}  # type: ignore[typeddict-item]
         return finished_state(kept, rejections, report)  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- edges

@@ -41,6 +41,8 @@ class EnvVerification:
     report: dict[str, Any]
     env_changed: bool = False
     trajectories: list[dict[str, Any]] = field(default_factory=list)
+    templates: dict[str, Any] = field(default_factory=dict)
+    """``templates.json`` (:mod:`pipeline.stages.phrasing`; empty: none)."""
 
 
 def verify_env(
@@ -84,7 +86,8 @@ def verify_env(
         ahead.close()
     result = verification_of(final)
     if env_dir is not None:
-        write_env_results(env_dir, result.env, result.tasks, result.report, result.trajectories)
+        write_env_results(env_dir, result.env, result.tasks, result.report, result.trajectories,
+                          result.templates)
     return result
 
 
@@ -95,5 +98,5 @@ def verification_of(state: ScenarioState) -> EnvVerification:
     return EnvVerification(
         env=res.env, tasks=list(res.tasks), rejections=list(res.verify_rejections),
         outcomes=task_outcomes(state, res.env), report=res.report, env_changed=bool(state.get("env_changed")),
-        trajectories=list(res.trajectories),
+        trajectories=list(res.trajectories), templates=res.templates,
     )

@@ -9,9 +9,11 @@ takes next: a write tool no task uses yet first, then the least repeated (shape,
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 from pipeline.ir import Environment
 from pipeline.stages.paging import page_of
@@ -23,8 +25,8 @@ from pipeline.stages.planner.rules import RULE_SHAPES, annotate
 from pipeline.stages.planner.shapes import SHAPES
 from verify.replay import Run, fresh, play
 
-__all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ToolShape", "make_planner", "natural_keys",
-           "next_chain", "plan_chains", "tool_op"]
+__all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
+           "natural_keys", "next_chain", "plan_chains", "shuffled_planner", "tool_op"]
 
 MAX_PER_SHAPE = 24
 SPREAD_PER_KEY = 2
@@ -42,6 +44,34 @@ def make_planner(env: Environment, run: Run) -> Planner:
                   if u.column is not None and u.role == "filter" and (s.name, prm) not in narrowing}
     return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable, partial=True),
                    run.inst.call)
+
+
+class ShuffledPlanner(Planner):
+    """The build's planner, with the rows of each table handed over in an order shuffled per (seed, round):
+    successive rounds reach rows and columns the build's order never looks at (the sampler, the phrasing
+    stage)."""
+
+    order: tuple[int, int] | None = None
+    """(seed, round) of the current order; None: the build's order."""
+
+    def reorder(self, seed: int, rnd: int) -> None:
+        self.order = (seed, rnd)
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+        self.memo = {}  # what the shapes found over the previous order
+
+    def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
+        if self.order is None:
+            return super().rows(table, limit)
+        if table not in self._rows:
+            every = super().rows(table, -1)
+            random.Random(f"{self.order[0]}:{self.order[1]}:{table}").shuffle(every)
+            self._rows[table] = every
+        return self._rows[table]
+
+
+def shuffled_planner(env: Environment, run: Run) -> ShuffledPlanner:
+    base = make_planner(env, run)
+    return ShuffledPlanner(env, base.conn, base.infos, base.shapes, base.keys, run.inst.call)
 
 
 def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bool:
