@@ -35,3 +35,18 @@ def test_a_slow_call_does_not_stall_other_sessions(tmp_path):
     during = [e for e in report["episodes"] if e["during_slow_call"]]
     assert len(during) >= 8 and all(e["done"] for e in during), report["episodes"]  # whole episodes meanwhile
     assert max(max(e["latencies"]) for e in during) < 0.5, during
+
+
+def test_reset_observations_share_the_tools_dumps(tmp_path):
+    """Every session's reset observation lists the same tools: OpenEnv's server serializes them as the same
+    dicts (models.share_tools) instead of a new copy of every schema per reset, byte for byte the JSON pydantic
+    writes; a client's copy parsed from it is equal and dumps its own dicts (issue 32: the copies OpenEnv keeps
+    until each session's next message left ~26 KiB of free blocks per open session)."""
+    env = library_env()
+    write_env_dir(env, tmp_path / "catalog" / "envs" / env.env_id, tasks=library_tasks(env),
+                  report={"source": "tests/export"})
+    (root,) = export_catalog(tmp_path / "catalog", "openenv", tmp_path / "export").paths
+    report = run_report(trainer_python("openenv"), "run_openenv_dumps.py", [str(root)], [], cwd=tmp_path)
+    assert report["tasks"] and report["conversation_tools_same"], report
+    for task in report["tasks"]:
+        assert task["tools"] > 1 and all(v is True for k, v in task.items() if k not in ("task_id", "tools")), task

@@ -11,7 +11,7 @@ import os
 
 from openenv.core.env_server.http_server import create_app
 
-from .environment import ADAPTIVE, EnvFoundryEnvironment, bundle, curriculum
+from .environment import ADAPTIVE, EnvFoundryEnvironment, bundle, curriculum, tool_specs
 
 try:  # installed: <package>.models; served from the environment directory: models
     from ..models import EnvFoundryAction, EnvFoundryState, TaskObservation, ToolObservation
@@ -28,11 +28,12 @@ app = create_app(
     reset_observation_cls=TaskObservation,
 )
 
-# Warm-up: the bundle (tasks, initial snapshot, table layouts, the pristine database) is read now, then
-# everything alive is moved out of the garbage collector's view (gc.freeze), so its collections, which
-# sessions' short-lived objects trigger often, no longer walk these long-lived objects each time
-# (ENVFOUNDRY_GC_FREEZE=0: not frozen).
+# Warm-up: the bundle (tasks, initial snapshot, table layouts, the pristine database) and the tool specs (and
+# their shared dumps) are made now, then everything alive is moved out of the garbage collector's view
+# (gc.freeze), so its collections, which sessions' short-lived objects trigger often, no longer walk these
+# long-lived objects each time (ENVFOUNDRY_GC_FREEZE=0: not frozen).
 bundle().initial_snapshot()
+tool_specs()
 if ADAPTIVE:  # ENVFOUNDRY_ADAPTIVE=1: a bad ENVFOUNDRY_ADAPTIVE_* setting, or no sampled tasks, stops the start
     curriculum()
 if os.environ.get("ENVFOUNDRY_GC_FREEZE", "1") != "0":

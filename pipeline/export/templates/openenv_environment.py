@@ -75,9 +75,9 @@ from . import curriculum as _curriculum
 from . import taskrt, usersim
 
 try:  # installed: <package>.models; served from the environment directory: models
-    from ..models import EnvFoundryState, TaskObservation, ToolObservation
+    from ..models import EnvFoundryState, TaskObservation, ToolObservation, share_tools
 except ImportError:
-    from models import EnvFoundryState, TaskObservation, ToolObservation  # type: ignore[no-redef]
+    from models import EnvFoundryState, TaskObservation, ToolObservation, share_tools  # type: ignore[no-redef]
 
 BUNDLE_DIR = Path(__file__).resolve().parent.parent / "data"
 META = json.loads((BUNDLE_DIR / "export.json").read_text(encoding="utf-8"))
@@ -141,15 +141,18 @@ def tool_specs(conversation: bool = False, offered: set[str] | None = None) -> l
     if offered is not None:
         listed = [t for t in tool_specs(conversation) if t.name in offered or t.name in (SUBMIT, MESSAGE)]
         return listed
-    if not _SPECS:
-        _SPECS.extend(
-            Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
-            for t in bundle().tools.values()
-        )
-        _SPECS.append(Tool(name=SUBMIT, description=META["submit_description"], input_schema=META["submit_schema"]))
-    if conversation:
-        return [*_SPECS, Tool(name=MESSAGE, description=META["message_description"], input_schema=META["message_schema"])]
-    return list(_SPECS)
+    with _LOCK:  # made once, and their dumps shared by every session's observation (models.share_tools)
+        if not _SPECS:
+            specs = [
+                Tool(name=t["name"], description=t["description"], input_schema=META["schemas"][t["name"]])
+                for t in bundle().tools.values()
+            ]
+            specs.append(Tool(name=SUBMIT, description=META["submit_description"], input_schema=META["submit_schema"]))
+            specs.append(Tool(name=MESSAGE, description=META["message_description"],
+                              input_schema=META["message_schema"]))
+            share_tools(specs)
+            _SPECS.extend(specs)
+    return list(_SPECS) if conversation else _SPECS[:-1]
 
 
 # Engine failures that mean the call could not run as sent (or at all): a ToolError. Refusals by the

@@ -9,6 +9,8 @@ return.
 * ``EnvFoundryState``: what ``state`` returns.
 """
 
+from typing import Any
+
 from openenv.core.env_server.mcp_types import (
     CallToolAction,
     CallToolObservation,
@@ -20,6 +22,18 @@ from openenv.core.env_server.types import Observation, State
 from pydantic import Field
 
 EnvFoundryAction = CallToolAction
+
+# id(tool) -> (tool, its dump): the server's tools, dumped once (``share_tools``); the tool is kept so its id stays its.
+_DUMPED: dict[int, tuple[Tool, dict[str, Any]]] = {}
+
+
+def share_tools(tools: list[Tool]) -> None:
+    """Dump ``tools`` (the server's fixed tool specs) once: a ``TaskObservation`` listing only tools shared
+    here reuses these dumps in ``model_dump`` (the same dicts for every session; callers read them, never
+    change them)."""
+    for tool in tools:
+        if id(tool) not in _DUMPED:
+            _DUMPED[id(tool)] = (tool, tool.model_dump())
 
 
 class TaskObservation(Observation):
@@ -38,6 +52,28 @@ class TaskObservation(Observation):
     message_tool: str | None = Field(default=None, description="Conversation mode: the tool that talks to the user")
     level: int | None = Field(default=None, description="A sampled task: its difficulty level (1 to 5)")
     adaptive: bool = Field(default=False, description="Played at the server's adaptive level")
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        """pydantic's dump; the same dict, but when every listed tool was shared (``share_tools``) and the
+        dump is a plain one (``exclude`` at most, as OpenEnv's server serializes an observation), ``tools``
+        holds the shared dumps instead of a new copy of every tool's schema. OpenEnv keeps each session's last
+        response until the session's next message, so a thousand sessions opened at once held a thousand
+        copies (~160 dicts and lists each); freed at their first step, they left ~26 KiB of free blocks per
+        open session between the sessions' live objects (issue 32)."""
+        exclude = kwargs.get("exclude")
+        shared = [_DUMPED.get(id(t)) for t in self.tools]
+        if (set(kwargs) - {"exclude"} or not isinstance(exclude, set | frozenset | None) or "tools" in (exclude or ())
+                or any(s is None or s[0] is not t for s, t in zip(shared, self.tools, strict=True))):
+            return super().model_dump(**kwargs)
+        rest = super().model_dump(exclude={*(exclude or ()), "tools"})
+        out = {}
+        for name in type(self).model_fields:
+            if name == "tools":
+                out[name] = [s[1] for s in shared if s is not None]
+            elif name in rest:
+                out[name] = rest.pop(name)
+        out.update(rest)
+        return out
 
 
 class ToolObservation(CallToolObservation):
