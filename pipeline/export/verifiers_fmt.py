@@ -100,7 +100,9 @@ POOL_USAGE = """`load_environment(level=3)` builds the dataset from level 3's po
 its first 5 tasks in the sampler's order (the same tasks every time; `n` alone takes the bank's first `n`); a
 level with no sampled task, or `n` beyond what the level holds, is an error naming the levels and their sizes. On
 the command line: `--env.taskset.level 3 --env.taskset.n 5`. A sampled task's data carries `level` and
-`difficulty.axes`; `vf-validate` replays its reference as for the bank's."""
+`difficulty.axes`; `vf-validate` replays its reference as for the bank's. A sampled task offers only its own tools
+(its data's `tools`: those it needs and its level's distractors): its rollout's tool server lists only them and refuses
+a call to any other with an error naming them; a task of the bank offers every tool."""
 
 
 def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None) -> Path:

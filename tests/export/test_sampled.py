@@ -23,7 +23,7 @@ from pipeline.export.pools import EnvPools, sample_pools
 from pipeline.stages.tasks import _call_key
 from tests.export.conftest import EXAMPLE, trainer_python
 from tests.export.test_formats import AgentData, import_exported
-from tests.export.test_trainers import run_report
+from tests.export.test_trainers import TRAINER_DIR, run_report
 
 N = 3
 
@@ -185,6 +185,38 @@ def test_verifiers_builds_its_dataset_from_a_level(sampled, exports, tmp_path):
     assert report["bank"] == bank[:2] and report["bank_levels"] == [None, None]
     assert f"level {missing_level(pools)} has no sampled tasks" in report["missing_level"]
     assert f"n={len(ids) + 1} tasks asked of level {level}'s pool, which holds {len(ids)}" in report["too_many"]
+
+
+def test_verifiers_offers_a_sampled_task_only_its_tools(sampled, exports, tmp_path):
+    """A sampled task's rollout with the real verifiers library (its MCP tool server, launched per rollout): a level-1
+    task (the one tool it needs, no distractor) lists only its own tools; a call to another tool of the environment is
+    refused with an error naming them, never reaching the database, and the rollout goes on to score 1."""
+    root, pools = sampled
+    assert pools.levels[1].tasks, pools.describe()
+    task = pools.levels[1].tasks[0]
+    offered = [t["function"]["name"] for t in task.tools]
+    every = [t.name for t in load_catalog(root).envs[pools.env_id].env.tools]
+    other = next(name for name in every if name not in offered)
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({task.task_id: {
+        "calls": [{"tool": other, "arguments": {}}, *(c.model_dump(mode="json") for c in task.reference_solution)],
+        "reply": reference_reply(task.verifier.model_dump(mode="json")), "prompt": task.instruction}}))
+    package = exports["verifiers"]
+    options = {"env": {"level": 1, "n": 1}, "modes": ["reference"]}
+    report = run_report(trainer_python("verifiers"), "run_verifiers.py", [package.name, str(path), json.dumps(options)],
+                        [package, TRAINER_DIR], cwd=tmp_path)
+    (r,) = report["rollouts"]
+    assert r["ok"], r["errors"]
+    assert len(offered) == len({c.tool for c in task.reference_solution}) < len(every)  # level 1: no distractor
+    assert r["info"]["listed_tools"] == sorted(offered)
+    assert (r["task_id"], r["level"], r["tools"]) == (task.task_id, 1, offered)
+    assert set(r["info"]["tool_schemas"]) == set(offered)
+    refused, *played = r["info"]["tool_results"]
+    assert refused == {"tool": other, "is_error": True,
+                       "text": f"tool {other!r} is not offered in this task (its tools: {', '.join(offered)})"}
+    assert len(played) == len(task.reference_solution) and not any(x["is_error"] for x in played), played
+    assert r["state_calls"] == len(task.reference_solution)  # the refused call never ran
+    assert r["reward"] == 1.0, r["info"].get("verifier_failures")
 
 
 def test_verl_gets_a_training_file_per_level(sampled, exports):

@@ -3,16 +3,19 @@
 ``load_environment(**kwargs)`` returns the verifiers ``Env``; the package also exports its
 ``Taskset`` (so ``vf-eval <package>`` finds it) and a tool-calling chat harness as the default.
 Each task's prompt is its instruction; the tools are the environment's tools (an MCP server per
-rollout, see ``toolset.py``); the reward ``task_verified`` is the envfoundry verifier scored by
-``reward.py`` (envfoundry's one reward implementation, vendored) on the rollout's final database
-and last reply: 1.0 when it holds, else 0.0 (``partial_credit=True``: the share of goals met).
+rollout, see ``toolset.py``; a sampled task's own tools only); the reward ``task_verified`` is the
+envfoundry verifier scored by ``reward.py`` (envfoundry's one reward implementation, vendored) on the
+rollout's final database and last reply: 1.0 when it holds, else 0.0 (``partial_credit=True``: the share
+of goals met).
 ``Task.validate`` replays the reference solution, so ``vf-validate <package>`` checks every task's
 ground truth (gold) as well as that doing nothing scores below 1 (noop).
 
 Sampled tasks by level (an export made with ``envfoundry export --sample-per-level N``): ``load_environment(level=L)``
 builds the dataset from level L's pool (``data/pool.jsonl``) instead of the bank, ``n=K`` takes its first K tasks in
 the sampler's order (deterministic; ``n`` alone takes the bank's first K). A level without sampled tasks, or ``n``
-beyond what it holds, is an error naming the levels and how many tasks each holds.
+beyond what it holds, is an error naming the levels and how many tasks each holds. A sampled task offers only its own
+tools (``EnvFoundryData.tools``: those it needs and its level's distractors): its rollout's tool server lists only
+them and refuses a call to any other with an error naming them (``toolset.py``).
 
 Conversations: ``load_environment(conversation=True, user_base_url=..., user_model=...)`` (or
 ``--env.taskset.conversation true --env.taskset.user-base-url URL --env.taskset.user-model NAME``) plays each task
@@ -56,6 +59,9 @@ class EnvFoundryData(vf.TaskData):
     """Share of envfoundry's test rollouts that passed."""
     level: int | None = None
     """A sampled task's difficulty level (1 to 5); None for the bank's tasks."""
+    tools: list[str] | None = None
+    """The tools a sampled task offers (those it needs and its level's distractors, in the environment's order):
+    its rollout's tool server has only these. None for the bank's tasks, which offer every tool."""
     difficulty: dict[str, Any] = {}
     conversation: dict[str, Any] | None = None
     """Hidden from the agent: the task's conversational form (the simulated user's script), in conversation mode."""
@@ -155,6 +161,14 @@ def selected(config: EnvFoundryConfig) -> list[str]:
     return ids[:n] if n is not None else ids
 
 
+def offered_tools(task_id: str) -> list[str] | None:
+    """A sampled task's tools by name (its record's ``tools``); None for a task of the bank (every tool)."""
+    b = bundle()
+    if task_id not in b.pool_tasks:
+        return None
+    return [t["function"]["name"] for t in b.task(task_id).get("tools") or []]
+
+
 class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
     def load(self):
         for task_id in selected(self.config):
@@ -175,6 +189,7 @@ class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
                 tier=info.get("tier"),
                 pass_rate=info.get("pass_rate"),
                 level=info.get("level"),
+                tools=offered_tools(task_id),
                 difficulty={k: v for k, v in info.items() if k not in ("split", "reference_reply", "level", "sampled")},
             )
             yield EnvFoundryTask(data, self.config.task)

@@ -5,6 +5,13 @@ in the rollout's shared ``state`` (``EnvFoundryState.db``): every call restores 
 through the envfoundry engine and, when the tool changed it, writes it back, so each rollout
 starts from its own fresh copy of ``initial.db`` and the reward sees the final state.
 
+The server is task-scoped (``Task.toolsets``): verifiers launches one per rollout and hands it the rollout's
+``TaskData`` (``setup_task``) before it registers its tools. A sampled task (``EnvFoundryData.tools``, from the
+export's ``pool.jsonl``) offers only its own tools, those it needs and its level's distractors: only they are
+registered, and a call to another tool of the environment is refused with an error naming the task's tools
+(what the agent's client gets as the call's error result; the rollout goes on). A task of the bank offers every
+tool.
+
 Tools are registered with the MCP server's public ``add_tool``. Each parameter is annotated
 ``Any`` with the IR's own JSON schema attached (``WithJsonSchema``): clients see the exact types,
 enums, bounds and required parameters, while the values reach the engine as sent, so it validates
@@ -75,6 +82,21 @@ def signature(tool: dict) -> inspect.Signature:
 
 class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
     TOOL_PREFIX = None  # tools keep their own names, the same in every export format
+    offered: list[str] | None = None
+    """The tools the rollout's task offers, in the environment's order (None: every tool; set by ``setup_task``)."""
+
+    async def setup_task(self, task) -> None:
+        """The rollout's task (its ``EnvFoundryData``), before ``register``: a sampled task's own tools."""
+        names = getattr(task, "tools", None)
+        if names is None:
+            self.offered = None
+            return
+        tools, wanted = bundle().tools, set(names)
+        unknown = sorted(wanted - set(tools))
+        if unknown:
+            raise ValueError(f"task {task.task_id!r} offers {unknown!r}, which the environment does not have "
+                             f"(its tools: {', '.join(tools)})")
+        self.offered = [n for n in tools if n in wanted]
 
     def _tool_fn(self, tool: dict):
         name = tool["name"]
@@ -102,8 +124,21 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
         return call
 
     def register(self, mcp) -> None:
+        offered = self.offered
         for tool in bundle().tools.values():
-            mcp.add_tool(self._with_state(self._tool_fn(tool)), name=tool["name"], description=tool["description"])
+            if offered is None or tool["name"] in offered:
+                mcp.add_tool(self._with_state(self._tool_fn(tool)), name=tool["name"], description=tool["description"])
+        if offered is not None:
+            # MCPServer's call handler calls its public ``call_tool`` (verifiers' own toolsets replace it the same
+            # way): a tool the task does not offer gets an error naming the task's tools, not "Unknown tool".
+            call_registered = mcp.call_tool
+
+            async def call_tool(name, arguments, context=None):
+                if name not in offered:
+                    raise ValueError(f"tool {name!r} is not offered in this task (its tools: {', '.join(offered)})")
+                return await call_registered(name, arguments, context)
+
+            mcp.call_tool = call_tool
 
 
 if __name__ == "__main__":

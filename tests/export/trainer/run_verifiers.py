@@ -1,5 +1,8 @@
 """Run inside the verifiers trainer venv: load an exported package with the real verifiers
-library and play two rollouts per task (reference script, no-op). Prints one JSON report."""
+library and play two rollouts per task (reference script, no-op). Prints one JSON report.
+
+``run_verifiers.py PACKAGE SCRIPT [OPTIONS]``: OPTIONS is JSON, ``{"env": {...}, "modes": [...]}``: more
+``load_environment`` keywords (``{"level": 1, "n": 1}``) and the modes played (default both)."""
 
 import asyncio
 import importlib
@@ -38,7 +41,7 @@ async def scripted_model(replies: dict) -> tuple:
     return runner, f"http://127.0.0.1:{port}/v1"
 
 
-async def main(package: str, script_file: str) -> dict:
+async def main(package: str, script_file: str, options: dict) -> dict:
     from verifiers.v1.clients import ModelContext
     from verifiers.v1.configs.client import EvalClientConfig
 
@@ -50,9 +53,10 @@ async def main(package: str, script_file: str) -> dict:
     ctx = ModelContext(
         model="scripted", client=EvalClientConfig(base_url=base_url, api_key_var="EF_SCRIPTED_KEY")
     )
-    for mode in ("reference", "noop"):
+    for mode in options.get("modes", ("reference", "noop")):
         harness = {"id": "ef_scripted_harness", "mode": mode, "script_file": script_file}
-        env = mod.load_environment(agent={"harness": harness, "runtime": {"type": "subprocess"}})
+        env = mod.load_environment(agent={"harness": harness, "runtime": {"type": "subprocess"}},
+                                   **options.get("env", {}))
         report["env_class"] = type(env).__name__
         report["single_agent"] = isinstance(env, __import__("verifiers.v1", fromlist=["SingleAgentEnv"]).SingleAgentEnv)
         report["default_harness"] = mod.load_environment().config.agent_harnesses()["agent"].id
@@ -69,6 +73,8 @@ async def main(package: str, script_file: str) -> dict:
                             "prompt": task.data.prompt,
                             "split": task.data.split,
                             "tier": task.data.tier,
+                            "level": task.data.level,
+                            "tools": getattr(task.data, "tools", None),
                             "pass_rate": task.data.pass_rate,
                             "reward": trace.reward,
                             "rewards": {k: (v.score if v else None) for k, v in trace.rewards.items()},
@@ -85,4 +91,5 @@ async def main(package: str, script_file: str) -> dict:
 
 
 if __name__ == "__main__":
-    print("REPORT " + json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2])), default=str))
+    options = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    print("REPORT " + json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2], options)), default=str))
