@@ -2,11 +2,13 @@
 
 :func:`sample` (``envfoundry sample``) plans chains with the build's planner
 (:func:`pipeline.stages.planner.candidates`, ``spread``; ``rules`` when the environment has rules), words each one
-with the code templates (:func:`pipeline.stages.wording.request_from_plan`, linted by
-:func:`pipeline.stages.tasks.lint_request` as the build's template fallback is) and proves it exactly as the build
-does (:func:`pipeline.stages.tasks.build_and_prove`: the reference replays and passes; the initial state, doing
-nothing and destructive trajectories fail; for a rule-bound task the ``overreach`` and ``blind`` adversaries
-fail). No LLM client is made: a sampled task's ``metadata.worded_by`` is ``template``.
+and proves it exactly as the build does (:func:`pipeline.stages.tasks.build_and_prove`: the reference replays and
+passes; the initial state, doing nothing and destructive trajectories fail; for a rule-bound task the ``overreach``
+and ``blind`` adversaries fail). No LLM client is made. Words: the LLM's template of the chain's kind, written at
+build time (``templates.json``, :mod:`pipeline.stages.phrasing`), filled with the chain's values when the lint
+(:func:`pipeline.stages.tasks.lint_request`) takes the result (``metadata.worded_by`` ``llm_template``); else the
+code templates (:func:`pipeline.stages.wording.request_from_plan`, linted as the build's template fallback is;
+``template``).
 
 Reaching other rows: the planner takes the first rows of a table from a seed-dependent order. The sampler plans in
 rounds; round ``r`` of seed ``S`` hands the planner every row of each table in an order shuffled by ``(S, r,
@@ -206,7 +208,8 @@ class Sample:
                 "writes": self.want.writes, "rounds": self.rounds, "exhausted": self.exhausted, "tried": self.tried,
                 "first_repeat": self.first_repeat,
                 "refused": dict(sorted(self.refused.items())),
-                "levels": {str(k): v for k, v in sorted(Counter(t.metadata.get("level") for t in self.tasks).items())}}
+                "levels": {str(k): v for k, v in sorted(Counter(t.metadata.get("level") for t in self.tasks).items())},
+                "worded_by": dict(sorted(Counter(str(t.metadata.get("worded_by")) for t in self.tasks).items()))}
 
 
 def task_keys(tasks: Iterable[Task]) -> set[str]:

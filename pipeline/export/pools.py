@@ -57,17 +57,24 @@ class EnvPools:
 
 def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0) -> EnvPools:
     """Up to ``n`` proved tasks of ``ce`` at each level, none of the bank's, none repeated across levels."""
+    from pipeline.catalog.env_dir import TEMPLATES
     from pipeline.sampler import LEVELS, Want, sample  # the planner: imported only when sampling
+    from pipeline.stages.phrasing import read_templates
 
     if n < 1:
         raise ExportError(f"sample per level must be 1 or more, not {n}")
     db = ce.path / "initial.db"
     if not db.is_file():
         raise ExportError(f"{db}: missing (needed to sample tasks for environment {ce.env_id})")
+    try:
+        templates = read_templates(ce.path / TEMPLATES)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     levels: dict[int, LevelPool] = {}
     earlier: list[Task] = []
     for level in LEVELS:
-        got = sample(ce.env, n, seed=seed, initial_db=db, want=Want(level=level), bank=ce.tasks, exclude=earlier)
+        got = sample(ce.env, n, seed=seed, initial_db=db, want=Want(level=level), bank=ce.tasks, exclude=earlier,
+                     templates=templates)
         levels[level] = LevelPool(level, tuple(got.tasks), got.exhausted, got.summary())
         earlier += got.tasks
     return EnvPools(ce.env_id, n, seed, levels)
