@@ -26,6 +26,7 @@ from tests.fixtures.library import library_env, library_tasks
 from tests.fixtures.permits import permit_env
 from tests.fixtures.server import free_port
 from verify.proofs import prove
+from verify.replay import fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = sorted(p.parent for p in (ROOT / "generated" / "quickstart" / "envs").glob("*/env.json"))
@@ -165,6 +166,32 @@ def _env_dir(tmp_path: Path) -> Path:
 
     env = library_env()
     return write_env_dir(env, tmp_path / "library", library_tasks(env))
+
+
+def test_cli_fills_the_environment_s_templates_without_any_llm(tmp_path: Path, no_llm: None) -> None:
+    """``templates.json`` beside the environment: a chain of a templated kind is worded by filling its template
+    (``llm_template``), the others by code; still no LLM."""
+    from pipeline.catalog.env_dir import TEMPLATES
+    from pipeline.stages import phrasing as ph
+    from pipeline.stages.planner import shuffled_planner
+
+    d = _env_dir(tmp_path)
+    env = library_env()
+    with fresh(env, d / "initial.db") as run:
+        groups = ph.kinds(env, shuffled_planner(env, run), d / "initial.db")
+    made = [t for g in groups if (t := ph.slotted(g[0])) is not None]
+    (d / TEMPLATES).write_text(json.dumps(ph.to_json([ph.Template(t.key, "Hello, " + t.text, t.slots)
+                                                      for t in made])))
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sample", str(d), "--n", "6", "--seed", "4", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    tasks = [json.loads(x) for x in out.read_text().splitlines()]
+    filled = [t for t in tasks if t["metadata"]["worded_by"] == "llm_template"]
+    assert filled and all(t["instruction"].startswith("Hello, ") for t in filled)
+    assert all(not t["instruction"].startswith("Hello, ") for t in tasks if t not in filled)
+    (d / TEMPLATES).write_text("{not json")
+    bad = CliRunner().invoke(cli, ["sample", str(d), "--n", "1", "--seed", "4"])
+    assert bad.exit_code == 2 and "templates.json: not a templates file" in bad.output
 
 
 @pytest.fixture

@@ -76,11 +76,13 @@ def test_pools_hold_proved_tasks_by_level_and_say_how_many(sampled, exports):
     for level, lp in pools.levels.items():
         assert len(lp.tasks) <= N and (len(lp.tasks) == N or lp.exhausted), lp.summary
         for t in lp.tasks:
-            assert t.metadata["level"] == level and t.metadata["worded_by"] == "template"
+            assert t.metadata["level"] == level and t.metadata["worded_by"] in ("template", "llm_template")
             assert _call_key(t.reference_solution) not in bank_calls  # never a task of the bank
             assert t.task_id not in seen  # never in two levels
             seen.add(t.task_id)
     assert not seen & {t.task_id for t in bank}
+    # the example's templates.json words some of them (the LLM's template of their kind, filled by code)
+    assert any(t.metadata["worded_by"] == "llm_template" for lp in pools.levels.values() for t in lp.tasks)
     # Every format's bundle records how many each level holds, and the sampler's own line when fewer than N.
     for fmt, data in (("openenv", exports["openenv"] / "data"),
                       ("verifiers", exports["verifiers"] / exports["verifiers"].name / "data"),
@@ -133,10 +135,13 @@ def test_openenv_serves_by_seed_and_level_and_moves_the_adaptive_level(sampled, 
     _, pools = sampled
     levels = levels_with_tasks(pools)
     missing = missing_level(pools)
+    every = [t.name for t in load_catalog(sampled[0]).envs[pools.env_id].env.tools]
     report = run_report(trainer_python("openenv"), "run_openenv_sampled.py",
-                        [str(exports["openenv"]), str(script(pools, tmp_path)), json.dumps(levels), str(missing)],
-                        [], cwd=tmp_path)
+                        [str(exports["openenv"]), str(script(pools, tmp_path)), json.dumps(levels), str(missing),
+                         json.dumps(every)], [], cwd=tmp_path)
     by_level = report["by_level"]
+    refused = by_level["not_offered"]  # a tool of the environment the sampled task does not offer: not run
+    assert f"tool {refused['tool']!r} is not offered in this task" in json.dumps(refused["error"]), refused
     for level in levels:
         ids = [t.task_id for t in pools.levels[level].tasks]
         assert by_level["draws"][str(level)] == [ids[s % len(ids)] for s in range(4)]  # seed -> task, in order

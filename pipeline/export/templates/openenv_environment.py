@@ -263,6 +263,9 @@ class EnvFoundryEnvironment(Environment):
         if name == MESSAGE and self._user is not None:
             return self._message(name, arguments)
         self._state.tool_calls += 1
+        if self._offered is not None and name not in self._offered:  # a sampled task offers only its own tools
+            return _error(name, ToolErrorType.TOOL_NOT_FOUND,
+                          f"tool {name!r} is not offered in this task (its tools: {', '.join(sorted(self._offered))})")
         out = self._session.call(name, arguments, timeout=CALL_TIMEOUT_S)
         if not out["ok"]:
             kind = ToolErrorType.TOOL_NOT_FOUND if name not in bundle().tools else ERROR_TYPES.get(out.get("kind"))

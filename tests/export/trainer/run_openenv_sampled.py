@@ -20,7 +20,7 @@ def step(env, name: str, arguments: dict):
     return env.step({"type": "call_tool", "tool_name": name, "arguments": arguments})
 
 
-def by_level(env, levels: list[int], missing: int) -> dict:
+def by_level(env, levels: list[int], missing: int, every: list[str]) -> dict:
     out: dict = {"draws": {}, "again": {}, "observed": {}}
     for level in levels:
         draws = [env.reset(seed=seed, level=level).observation for seed in range(4)]
@@ -28,6 +28,11 @@ def by_level(env, levels: list[int], missing: int) -> dict:
         out["again"][str(level)] = env.reset(seed=1, level=level).observation["task_id"]
         out["observed"][str(level)] = {"level": draws[0].get("level"), "tools": sorted(t["name"] for t in draws[0]["tools"]),
                                        "task_id": draws[0]["task_id"]}
+    # a tool of the environment the task does not offer: refused, not run
+    first = env.reset(seed=0, level=levels[0]).observation
+    other = next(name for name in every if name not in {t["name"] for t in first["tools"]})
+    refused = step(env, other, {}).observation
+    out["not_offered"] = {"tool": other, "error": refused.get("error")}
     try:
         env.reset(seed=0, level=missing)
         out["missing"] = None
@@ -55,6 +60,7 @@ def play(env, script: dict, succeed: bool, episodes: int) -> list[dict]:
 
 def main() -> None:
     root, script_file, levels, missing = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+    every = json.loads(sys.argv[5])
     script = json.loads(open(script_file, encoding="utf-8").read())
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -67,7 +73,7 @@ def main() -> None:
         with urllib.request.urlopen(url + "/state", timeout=5) as r:
             report["state_before"] = json.loads(r.read())
         with GenericEnvClient(base_url=url).sync() as client:
-            report["by_level"] = by_level(client, levels, missing)
+            report["by_level"] = by_level(client, levels, missing, every)
             up = 3 * (len(levels) - 1)  # three successes per level, to the top
             report["succeeding"] = play(client, script, True, up + 3)
             report["failing"] = play(client, script, False, up + 3)
