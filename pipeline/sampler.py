@@ -251,7 +251,8 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
 
     ``perturb_dir`` (``--perturb``; needs ``initial_db``): each round plans, words and proves its tasks on a
     perturbed copy of ``initial_db`` (:mod:`pipeline.perturb`, key ``"<seed>:<round>"``) written there as
-    ``perturb-<seed>-<round>.db``; a task records it in ``metadata.perturb`` (files no task uses are removed)."""
+    ``perturb-<seed>-<round>.db``; a task records it in ``metadata.perturb`` (files this call wrote and no task of
+    it uses are removed; one an earlier sample into the same folder wrote is kept)."""
     want = want or Want()
     if n < 0:
         raise ValueError(f"n must be 0 or more, not {n}")
@@ -278,13 +279,15 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
             if perturb_dir is not None:
                 assert initial_db is not None
                 key = f"{seed}:{rnd}"
-                db = perturbed_db(env, initial_db, key, Path(perturb_dir) / f"perturb-{seed}-{rnd}.db", keep)
+                path = Path(perturb_dir) / f"perturb-{seed}-{rnd}.db"
+                existed = path.is_file()  # an earlier sample into this folder (another level) may use it
+                db = perturbed_db(env, initial_db, key, path, keep)
                 state = {"method": METHOD, "key": key, "db": db.name, "sha256": sha256(db)}
                 with fresh(env, db) as prun:
                     before = len(out.tasks)
                     _round(env, shuffled_planner(env, prun), out, keys, ids, db, seed, rnd, rules, language, state,
                            templates)
-                if len(out.tasks) == before:
+                if len(out.tasks) == before and not existed:
                     db.unlink()
             else:
                 before = len(out.tasks)

@@ -291,6 +291,19 @@ def test_perturbed_samples_prove_on_their_own_database_and_change_answers(tmp_pa
     assert same_text_other_answer >= 1  # the same request, another answer on the fresh state
 
 
+def test_a_second_sample_into_the_same_folder_keeps_the_first_one_s_databases(tmp_path: Path) -> None:
+    from pipeline.perturb import sha256
+
+    env_dir = QUICKSTART[-1]
+    first = sample_env_dir(env_dir, 3, seed=1, want=Want(level=1), perturb_dir=tmp_path)
+    used = {t.metadata["perturb"]["db"]: t.metadata["perturb"]["sha256"] for t in first.tasks}
+    second = sample_env_dir(env_dir, 3, seed=1, want=Want(writes=99), perturb_dir=tmp_path, max_rounds=2)
+    assert not second.tasks
+    for name, digest in used.items():  # the rounds that found nothing leave the first sample's files alone
+        assert (tmp_path / name).is_file() and sha256(tmp_path / name) == digest, name
+    assert {p.name for p in tmp_path.iterdir()} == set(used) | {t.metadata["perturb"]["db"] for t in second.tasks}
+
+
 def test_cli_perturb_writes_the_databases_beside_the_tasks(tmp_path: Path, no_llm: None) -> None:
     if not QUICKSTART:
         pytest.fail("the committed example catalog generated/quickstart has no environment")
