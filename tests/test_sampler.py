@@ -57,7 +57,7 @@ def assert_sampled(env: ir.Environment, tasks: list[ir.Task], initial_db: Path |
         if t.metadata.get("rules"):  # a rule-bound task met the rules' adversaries
             assert "overreach" in names, names
         m = t.metadata
-        assert m["worded_by"] == "template" and m["level"] in (1, 2, 3, 4, 5)
+        assert m["worded_by"] in ("template", "llm_template") and m["level"] in (1, 2, 3, 4, 5)
         assert t.provenance["stage"] == "sample"
         needed = {c.tool for c in t.reference_solution} | {r["tool"] for r in m.get("rules", [])}
         offered = [s["function"]["name"] if "function" in s else s["name"] for s in t.tools]
