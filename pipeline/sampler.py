@@ -78,8 +78,8 @@ from pipeline.ir import Environment, Task
 from pipeline.perturb import METHOD, perturbed_db, sha256
 from pipeline.runtime.database import EnvDirError
 from pipeline.stages.phrasing import Template, fill, read_templates, says_changes, template_key
-from pipeline.stages.planner import Chain, ShuffledPlanner, candidates, shuffled_planner
-from pipeline.stages.planner.keys import surrogate_columns
+from pipeline.stages.planner import Chain, ShuffledPlanner, round_chains, shuffled_planner
+from pipeline.stages.planner.keys import surrogates
 from pipeline.stages.tasks import _call_key, _effect_key, build_and_prove, lint_request
 from pipeline.stages.wording import request_from_plan
 from verify.replay import fresh, play
@@ -269,7 +269,7 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
     stale = 0
     with fresh(env, initial_db) as run:
         planner = shuffled_planner(env, run)
-        ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+        ids = surrogates(run.infos)
         keep = {t: set(k.columns) for t, k in planner.keys.items()}
         for rnd in range(max_rounds):
             if len(out.tasks) >= n:
@@ -321,9 +321,7 @@ def _round(env: Environment, planner: ShuffledPlanner, out: Sample, keys: _Keys,
            db: str | Path | None, seed: int, rnd: int, rules: bool, language: str,
            state: dict[str, Any] | None, templates: Mapping[str, Template]) -> None:
     """One round: the planner's chains over rows in this round's order, tried in a shuffled order."""
-    planner.reorder(seed, rnd)
-    pools = candidates(planner, 3 * rnd, db, spread=True, rules=rules)
-    chains = [ch for shape in sorted(pools) for ch in pools[shape]]
+    chains = round_chains(planner, seed, rnd, db, rules)
     random.Random(f"{seed}:{rnd}").shuffle(chains)
     skey = state["key"] if state is not None else None
     seen = keys.seen(skey)

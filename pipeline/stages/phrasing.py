@@ -39,9 +39,9 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment
 from pipeline.prompts import render_section
 from pipeline.stages.feedback import ask_with_feedback
-from pipeline.stages.planner import Chain, candidates, shuffled_planner
+from pipeline.stages.planner import Chain, round_chains, shuffled_planner
 from pipeline.stages.planner.chains import Goal
-from pipeline.stages.planner.keys import surrogate_columns
+from pipeline.stages.planner.keys import surrogates
 from pipeline.stages.tasks import lint_request
 from pipeline.stages.wording import _Words, request_from_plan, speaks_about_itself
 from verify.replay import fresh
@@ -146,11 +146,6 @@ def _slot_name(chain: Chain, place: str, language: str) -> str:
     return re.sub(r"\W+", "_", label.strip().lower()).strip("_") or "value"
 
 
-def _render(v: Any) -> str:
-    """A value as a filled slot says it (strings without quotes: the template says what they are)."""
-    return str(v)
-
-
 def slotted(chain: Chain, *, skip: Collection[tuple[str, str]] = (), language: str = "en") -> Template | None:
     """The code's request for ``chain`` with each stated value as a named slot, or None (no kind, or a value the
     code's words do not show once as written)."""
@@ -190,7 +185,7 @@ def fill(template: Template, chain: Chain) -> str | None:
         got = {repr(at.get(p)) for p in where}
         if len(got) != 1 or where[0] not in at:
             return None
-        values[name] = _render(at[where[0]])
+        values[name] = str(at[where[0]])  # a string without quotes: the template says what it is
     return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template.text)
 
 
@@ -238,13 +233,10 @@ def kinds(env: Environment, planner: Any, initial_db: str | Path | None, *, rule
     turn across tiers (so deep chains are not crowded out by one-call lookups); chains in the order found."""
     groups: dict[str, list[Chain]] = {}
     for rnd in range(rounds):
-        planner.reorder(0, rnd)
-        pools = candidates(planner, 3 * rnd, initial_db, spread=True, rules=rules)
-        for shape in sorted(pools):
-            for ch in pools[shape]:
-                key = template_key(ch)
-                if key is not None:
-                    groups.setdefault(key, []).append(ch)
+        for ch in round_chains(planner, 0, rnd, initial_db, rules):
+            key = template_key(ch)
+            if key is not None:
+                groups.setdefault(key, []).append(ch)
     by_tier: dict[int, list[str]] = {}
     for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
         by_tier.setdefault(groups[key][0].tier, []).append(key)
@@ -301,7 +293,7 @@ def phrase_environment(env: Environment, client: Any, initial_db: str | Path | N
     (kinds found, asked, kept, and why each failed one failed)."""
     with fresh(env, initial_db) as run:
         planner = shuffled_planner(env, run)
-        ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+        ids = surrogates(run.infos)
         groups = kinds(env, planner, initial_db, rules=bool(env.rules))
     kept, failed = write_templates(env, client, groups, limit=limit, skip=ids, language=language)
     summary = {"kinds": len(groups), "asked": len(kept) + len(failed), "kept": len(kept), "failed": failed}

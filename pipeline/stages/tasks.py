@@ -34,7 +34,7 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.conversation import conversation_form
 from pipeline.stages.feedback import ask_with_feedback, render_section
 from pipeline.stages.planner import Chain, next_chain, plan_chains, tool_op
-from pipeline.stages.planner.keys import surrogate_columns
+from pipeline.stages.planner.keys import surrogates
 from pipeline.stages.wording import (
     copied_words,
     request_from_plan,
@@ -266,7 +266,7 @@ def generate_tasks(
     with fresh(env, initial_db) as run:
         chains = plan_chains(env, run, budget, settings.tiers, initial_db=initial_db, spread=settings.spread_bank,
                              rules=settings.rule_tasks)
-        ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+        ids = surrogates(run.infos)
     writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
     rule_quota = math.ceil(settings.rule_share * want) if settings.rule_tasks and env.rules else 0
     tasks: list[Task] = []

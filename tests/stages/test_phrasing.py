@@ -14,7 +14,7 @@ from pipeline.llm import fake_client
 from pipeline.sampler import Want, sample
 from pipeline.stages import phrasing as ph
 from pipeline.stages.planner import shuffled_planner
-from pipeline.stages.planner.keys import surrogate_columns
+from pipeline.stages.planner.keys import surrogates
 from pipeline.stages.tasks import lint_request
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
@@ -24,7 +24,7 @@ from verify.replay import fresh
 def _kinds(env):
     with fresh(env, None) as run:
         planner = shuffled_planner(env, run)
-        ids = {(t, c) for t, info in run.infos.items() for c in surrogate_columns(info)}
+        ids = surrogates(run.infos)
         return ph.kinds(env, planner, None, rules=bool(env.rules)), ids
 
 

@@ -26,7 +26,7 @@ from pipeline.stages.planner.shapes import SHAPES
 from verify.replay import Run, fresh, play
 
 __all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
-           "natural_keys", "next_chain", "plan_chains", "shuffled_planner", "tool_op"]
+           "natural_keys", "next_chain", "plan_chains", "round_chains", "shuffled_planner", "tool_op"]
 
 MAX_PER_SHAPE = 24
 SPREAD_PER_KEY = 2
@@ -72,6 +72,15 @@ class ShuffledPlanner(Planner):
 def shuffled_planner(env: Environment, run: Run) -> ShuffledPlanner:
     base = make_planner(env, run)
     return ShuffledPlanner(env, base.conn, base.infos, base.shapes, base.keys, run.inst.call)
+
+
+def round_chains(planner: ShuffledPlanner, seed: int, rnd: int, initial_db: str | Path | None,
+                 rules: bool = False) -> list[Chain]:
+    """Round ``rnd`` of ``seed``: the chains :func:`candidates` finds over rows in that round's order (planner seed
+    ``3 * rnd``, spread), shape by shape."""
+    planner.reorder(seed, rnd)
+    pools = candidates(planner, 3 * rnd, initial_db, spread=True, rules=rules)
+    return [ch for shape in sorted(pools) for ch in pools[shape]]
 
 
 def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,11 @@ def surrogate_columns(info: TableInfo) -> set[str]:
     if info.int_pk:
         out.add(info.key[0])
     return out
+
+
+def surrogates(infos: Mapping[str, TableInfo]) -> set[tuple[str, str]]:
+    """Every (table, column) of :func:`surrogate_columns`: what a request written by code must not state."""
+    return {(t, c) for t, info in infos.items() for c in surrogate_columns(info)}
 
 
 def _unique_columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, ...]]:
