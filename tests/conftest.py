@@ -25,6 +25,19 @@ def real_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     print("\nreal-model usage by stage:", client.usage.by_stage())
 
 
+@pytest.fixture(scope="session")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The one uninterrupted run of the committed example's inputs against its recorded replies
+    (``tests.executor.example_run.uninterrupted_run``) that the executor, Ray and kill-point tests compare with:
+    made once per session, in a directory the xdist workers share (the session's, above each worker's own)."""
+    from tests.executor.example_run import uninterrupted_run
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    return uninterrupted_run(root / "example-run")
+
+
 def test_group(nodeid: str) -> str:
     """The unit pytest-xdist schedules a test in (the README's ``-n 2``; see :func:`pytest_xdist_make_scheduler`):
     ``real_llm`` for every real-model test (one worker runs them in turn with one model server: one real-model
@@ -40,16 +53,24 @@ def test_group(nodeid: str) -> str:
     return path
 
 
+@pytest.hookimpl(optionalhook=True)  # unknown to pytest without xdist (`-p no:xdist`, `-n 0` keeps it)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Groups of :func:`test_group`, scheduled whole, in the order collected (real-model tests first). Not
     ``--dist loadgroup``: pytest-xdist 3.8 marks groups by rewriting node ids, which pytest 9 no longer takes
-    (pytest-dev/pytest-xdist#1386), so every test would be scheduled alone."""
+    (pytest-dev/pytest-xdist#1386), so every test would be scheduled alone.
+
+    ``LoadScopeScheduling.schedule`` sorts the groups by their number of tests unless ``--no-loadscope-reorder``
+    (``config.option.loadscopereorder``, on by default): the ``real_llm`` group (~15 long tests) was handed out
+    after ~20 modules of more, shorter tests, so the real-model chain, the run's critical path, started late.
+    This scheduler is ours, so the option is ours to turn off: the work queue keeps the collection's order
+    (tests/test_ci_schedule.py checks it with the real scheduler)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class Groups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return test_group(nodeid)
 
+    config.option.loadscopereorder = False
     return Groups(config, log)
 
 
