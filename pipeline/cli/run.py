@@ -100,6 +100,18 @@ class LogProgress(RunProgress):
             self._line(text)
 
 
+def stage_lines(usage: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
+    """One line per stage of a run's LLM usage, the most tokens first: calls (from cache), prompt and completion
+    tokens, and the seconds its calls took (summed over calls made at once; a reply from the cache takes none)."""
+    def tokens(u: dict[str, float]) -> float:
+        return u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
+
+    return [(stage, f"{int(u.get('calls', 0))} calls ({int(u.get('cached', 0))} from cache), "
+                    f"{int(u.get('prompt_tokens', 0)):,} prompt + {int(u.get('completion_tokens', 0)):,} completion "
+                    f"tokens, {u.get('seconds', 0):.0f} s")
+            for stage, u in sorted(usage.items(), key=lambda kv: (-tokens(kv[1]), kv[0]))]
+
+
 def print_summary(console: Console, s: dict[str, Any]) -> None:
     c = s["counts"]
     t = Table(title=f"envfoundry run: {s['out']}", show_header=False, title_justify="left")
@@ -120,6 +132,8 @@ def print_summary(console: Console, s: dict[str, Any]) -> None:
                                                                      "completion_tokens")}
     t.add_row("LLM", f"{int(tot['calls'])} calls ({int(tot['cached'])} from cache), "
                      f"{int(tot['prompt_tokens']):,} prompt + {int(tot['completion_tokens']):,} completion tokens")
+    for stage, line in stage_lines(s["usage"]):
+        t.add_row(f"  {stage}", line)
     t.add_row("time", f"{s['seconds']:.0f} s")
     t.add_row("task bank", s["task_bank"].get("jsonl", "-"))
     console.print(t)

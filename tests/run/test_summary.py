@@ -47,3 +47,26 @@ def test_a_new_catalog_has_the_column_from_the_start(tmp_path: Path) -> None:
     cat = Catalog(tmp_path)
     assert cat.environments()[0]["stopped_by"] is None
     cat.close()
+
+
+def test_the_printed_summary_gives_tokens_and_seconds_per_stage(tmp_path: Path) -> None:
+    """Issue 42: where a run's tokens and time went, per stage, the most tokens first."""
+    from rich.console import Console
+
+    from pipeline.cli.run import print_summary, stage_lines
+
+    usage = {"tester": {"calls": 62, "cached": 2, "prompt_tokens": 141786, "completion_tokens": 4369, "seconds": 900.5},
+             "phrasing": {"calls": 28, "cached": 0, "prompt_tokens": 11307, "completion_tokens": 1021,
+                          "seconds": 1452.331},
+             "expand": {"calls": 2, "cached": 2, "prompt_tokens": 499, "completion_tokens": 240, "seconds": 0.0}}
+    lines = stage_lines(usage)
+    assert [s for s, _ in lines] == ["tester", "phrasing", "expand"]
+    assert lines[0][1] == "62 calls (2 from cache), 141,786 prompt + 4,369 completion tokens, 900 s"
+    assert lines[1][1].endswith("1,021 completion tokens, 1452 s")
+    summary = summary_dict(RunResult(tmp_path, {}, [], [], usage, 12.0))
+    console = Console(record=True, width=200)
+    print_summary(console, summary)
+    text = console.export_text()
+    assert "153,592 prompt + 5,630 completion tokens" in text  # the total, then each stage
+    for stage, line in lines:
+        assert f"  {stage}" in text and line in text
