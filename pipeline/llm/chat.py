@@ -152,7 +152,6 @@ def chat_tools(
         reply = Reply(stored, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), 0.0, True)
         client.usage.add(stage, reply)
         return _finish(content, calls, finish, reply, opts)
-    client._ensure_started()
     resp, _, seconds = client._send(key, messages, params, extract=_first_choice)  # the client's retries
     try:
         choice = resp.choices[0]

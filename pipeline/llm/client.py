@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import random
 import threading
@@ -27,9 +26,10 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config import LLMSettings, default_home
+from pipeline.config import LLMSettings
 from pipeline.llm.cache import ResponseCache, cache_key
 from pipeline.llm.endpoints import Endpoint, Router, parse_retry_after
+from pipeline.llm.machine_lock import generation_turn
 from pipeline.llm.replies import Reply, Usage, format_validation, inline_refs, schema_of
 from pipeline.prompts import fill_section
 
@@ -263,7 +263,6 @@ class LLMClient:
                 break
             running.wait()  # then read the cache again (a failed first asker leaves it empty: ask ourselves)
         try:
-            self._ensure_started()
             resp, content, seconds = self._send(key, messages, params)
             usage = getattr(resp, "usage", None)
             pt = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -308,16 +307,18 @@ class LLMClient:
         ``extract(response, url)`` reads the content (raising ``_Retry`` on a malformed reply); default: the
         message text."""
         s = self.settings
-        router = self._router()
         tries = s.max_retries + 1
         message = ""
         for attempt in range(tries):
             try:
-                with router.slot() as ep, self._machine_lock():
-                    t0 = time.perf_counter()
-                    resp = self._attempt(ep, router, key, messages, params)
-                    content = (extract or self._content)(resp, ep.url)
-                    return resp, content, time.perf_counter() - t0
+                with self._machine_lock():
+                    self._ensure_started()  # the embedded server starts once this process may generate
+                    router = self._router()
+                    with router.slot() as ep:
+                        t0 = time.perf_counter()
+                        resp = self._attempt(ep, router, key, messages, params)
+                        content = (extract or self._content)(resp, ep.url)
+                        return resp, content, time.perf_counter() - t0
             except _Retry as r:
                 message = str(r)
                 if attempt < tries - 1:
@@ -358,19 +359,14 @@ class LLMClient:
     @contextlib.contextmanager
     def _machine_lock(self) -> Iterator[None]:
         """The embedded model generates for one request at a time on this machine, whichever process asks:
-        several llama.cpp servers decoding at once on a few CPU cores thrash (measured: >10x slower each)."""
+        several llama.cpp servers decoding at once on a few CPU cores thrash (measured: >10x slower each). A
+        process that must wait says so, naming the holder (``pipeline.llm.machine_lock``); its own server
+        starts only once it has the turn (:meth:`_send`)."""
         if not self.embedded:
             yield
             return
-        path = default_home() / "embedded-generation.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-        time.sleep(0.05)  # flock is not fair: give a waiting process the lock before this one asks again
+        with generation_turn():
+            yield
 
     @staticmethod
     def _content(resp: Any, url: str) -> str:

@@ -1,8 +1,9 @@
 """The embedded default LLM: a GGUF assembled from PyPI part packages, served by llama-cpp-python on loopback.
 
 ``ensure_model(name)`` joins the parts once into ``$ENVFOUNDRY_HOME/models/`` and checks the pinned size and
-sha256 (a mismatch is refused with a clear error). ``EmbeddedServer`` starts ``python -m llama_cpp.server``
-on a free loopback port, waits for readiness with a timeout, and stops it when envfoundry exits (normal exit,
+sha256 (a mismatch is refused with a clear error). ``EmbeddedServer`` starts llama-cpp-python's server through
+``python -m pipeline.llm.serve`` (which fits its threads to the cores other processes leave free) on a free
+loopback port, waits for readiness with a timeout, and stops it when envfoundry exits (normal exit,
 Ctrl-C, SIGTERM; on Linux the server also dies with its parent if that is killed with -9).
 """
 
@@ -175,6 +176,17 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 RAM_CACHE_BYTES = 128 << 20
 
 
+def server_env(settings: LLMSettings) -> dict[str, str]:
+    """The server process's environment: ours, and the thread fitting of ``pipeline.llm.serve`` on unless the
+    user set a thread count (``llm.threads``: exactly that many, as llama.cpp does)."""
+    env = dict(os.environ)
+    if settings.threads:
+        env["ENVFOUNDRY_ADAPTIVE_THREADS"] = "0"
+    else:
+        env.setdefault("ENVFOUNDRY_ADAPTIVE_THREADS", "1")
+    return env
+
+
 class EmbeddedServer:
     """A llama.cpp OpenAI-compatible server on loopback for one model, owned by this process."""
 
@@ -204,7 +216,7 @@ class EmbeddedServer:
             path = ensure_model(self.name)
             self.port = _free_port()
             threads = self.settings.threads or os.cpu_count() or 2
-            cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
+            cmd = [sys.executable, "-m", "pipeline.llm.serve", "--model", str(path), "--host", "127.0.0.1",
                    "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", str(threads),
                    "--n_threads_batch", str(threads), "--seed", str(self.settings.seed),
                    "--cache", "true", "--cache_type", "ram", "--cache_size", str(RAM_CACHE_BYTES),
@@ -214,6 +226,7 @@ class EmbeddedServer:
             self.log_path = log_dir / f"llama-server-{self.port}.log"
             log = open(self.log_path, "wb")
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=server_env(self.settings),
                                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
             log.close()
             atexit.register(self.stop)

@@ -1,0 +1,115 @@
+"""The embedded server's process: llama-cpp-python's OpenAI-compatible server, with its thread count fitted to the
+cores other processes leave free, batch by batch.
+
+``python -m pipeline.llm.serve [llama_cpp.server arguments]`` (started by ``pipeline.llm.embedded``). With
+``--n_threads N`` set to the cores of the machine, llama.cpp splits every op over N threads that meet at a
+barrier; when another process takes one core, one thread is descheduled and the others spin at the barrier
+waiting for it: measured 0.17x of the quiet speed beside one busy loop (issue 42,
+``benchmarks/results/embedded.md``). Here, before each decode (one batch of the prompt, or one generated token),
+the server looks at how much CPU the rest of the machine used since it last looked (``/proc/stat`` minus this
+process's own ``/proc/self/stat``) and asks llama.cpp for the cores left free (at least one, at most N): quiet,
+all N; beside a busy process, one thread that keeps its core. A ggml matrix product computes each output
+element in one thread whatever their number, so greedy replies are the same bytes at any thread count (checked
+by ``benchmarks/bench_embedded.py``).
+
+``ENVFOUNDRY_ADAPTIVE_THREADS=0`` turns the fitting off (llama.cpp's fixed ``--n_threads``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: seconds between two looks at the machine's load (a generated token takes ~0.1 s here)
+LOOK_EVERY_S = 0.25
+#: cores the rest of the machine must keep busy before this server gives one of its threads up
+BUSY_CORE = 0.5
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _machine_busy_ticks() -> int | None:
+    """Jiffies every CPU spent on anything but idle and iowait since boot (None where /proc is absent)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != b"cpu":
+        return None
+    values = [int(v) for v in fields[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    guest = sum(values[8:10]) if len(values) > 9 else 0  # guest time is counted in user time already
+    return sum(values) - idle - guest
+
+
+def _own_ticks() -> int | None:
+    try:
+        text = Path("/proc/self/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of stat(5))
+
+
+class ThreadFitter:
+    """Threads to use now: the cores the rest of the machine left free over the last look, in [1, most]."""
+
+    def __init__(self, most: int, clock: Callable[[], float] = time.monotonic,
+                 machine: Callable[[], int | None] = _machine_busy_ticks,
+                 own: Callable[[], int | None] = _own_ticks, ticks_per_s: float = _TICKS):
+        self.most = max(1, most)
+        self._clock, self._machine, self._own, self._hz = clock, machine, own, ticks_per_s
+        self._last: tuple[float, int, int] | None = None
+        self.threads = self.most
+
+    def now(self) -> int:
+        t = self._clock()
+        if self._last is not None and t - self._last[0] < LOOK_EVERY_S:
+            return self.threads
+        machine, own = self._machine(), self._own()
+        if machine is None or own is None:
+            return self.threads
+        if self._last is not None:
+            seconds = t - self._last[0]
+            others = ((machine - self._last[1]) - (own - self._last[2])) / self._hz / seconds
+            taken = max(1, round(others)) if others >= BUSY_CORE else 0
+            self.threads = min(self.most, max(1, self.most - taken))
+        self._last = (t, machine, own)
+        return self.threads
+
+
+def fit_threads(llama_class: Any, most: int) -> None:
+    """Make every ``llama_class`` instance pick its thread count before each decode."""
+    fitter = ThreadFitter(most)
+    original = llama_class.eval
+    state: dict[int, int] = {}
+
+    def eval(self: Any, tokens: Any) -> Any:
+        n = fitter.now()
+        if state.get(id(self)) != n:
+            self._ctx.set_n_threads(n, n)
+            state[id(self)] = n
+        return original(self, tokens)
+
+    llama_class.eval = eval
+
+
+def main() -> None:  # pragma: no cover - the server process (exercised by the embedded-model tests)
+    import sys
+
+    from llama_cpp.llama import Llama
+    from llama_cpp.server.__main__ import main as serve
+
+    if os.environ.get("ENVFOUNDRY_ADAPTIVE_THREADS", "1") != "0":
+        args = sys.argv[1:]
+        most = int(args[args.index("--n_threads") + 1]) if "--n_threads" in args else (os.cpu_count() or 1)
+        fit_threads(Llama, most)
+    serve()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

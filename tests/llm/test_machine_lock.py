@@ -1,0 +1,108 @@
+"""A process waiting for the embedded model's turn says so at once and while it waits, naming who holds it; a
+client with the embedded model starts no server of its own before it has the turn."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import LLMSettings
+from pipeline.llm.client import LLMClient
+from pipeline.llm.machine_lock import describe_holder, generation_turn, read_holder
+
+HOLD = """
+import sys, time
+from pipeline.llm.machine_lock import generation_turn
+with generation_turn():
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+    if len(sys.argv) > 2:
+        open(sys.argv[2], "w").write(repr(time.time()))  # when it lets go (just after this)
+"""
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ENVFOUNDRY_HOME", str(tmp_path))
+    return tmp_path
+
+
+def _holder(seconds: float, released: Path | None = None) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-c", HOLD, str(seconds)] + ([str(released)] if released else [])
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env={**os.environ})
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_an_uncontended_turn_says_nothing_and_records_its_holder(home: Path) -> None:
+    said: list[str] = []
+    with generation_turn(said.append):
+        record = read_holder()
+    assert said == []
+    assert record is not None and record["pid"] == os.getpid()
+    assert "pytest" in str(record["command"]) or "python" in str(record["command"])
+
+
+def test_a_waiting_process_names_the_holder_at_once_and_again_while_it_waits(home: Path) -> None:
+    proc = _holder(1.5)
+    said: list[str] = []
+    t0 = time.monotonic()
+    try:
+        with generation_turn(said.append, repeat_s=0.5):
+            waited = time.monotonic() - t0
+    finally:
+        proc.wait(10)
+    assert waited >= 1.0
+    first = said[0]
+    assert first.startswith("waiting for the embedded model") and f"pid {proc.pid}" in first
+    assert "-c" in first and "generating since" in first
+    assert any(line.startswith("still waiting") and f"pid {proc.pid}" in line for line in said[1:-1])
+    assert said[-1].startswith("the embedded model is free after")
+
+
+def test_threads_of_one_process_queue_without_a_word(home: Path) -> None:
+    said: list[str] = []
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with generation_turn(said.append):
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    inside.wait(5)
+    threading.Timer(0.3, release.set).start()
+    with generation_turn(said.append, repeat_s=0.1):
+        pass
+    t.join()
+    assert said == []
+
+
+def test_a_gone_holder_is_described_as_gone() -> None:
+    text = describe_holder({"pid": 2 ** 22 + 12345, "command": "envfoundry run seeds/x.txt", "since": 0.0},
+                           now=90.0)
+    assert "envfoundry run seeds/x.txt" in text and "now gone" in text and "1 min 30 s ago" in text
+    assert describe_holder(None).startswith("another process")
+
+
+def test_the_embedded_server_starts_only_once_the_turn_is_had(home: Path) -> None:
+    released = home / "released"
+    proc = _holder(1.0, released)
+    started: list[float] = []
+    settings = LLMSettings(cache=False, max_retries=0)  # type: ignore[call-arg]
+    client = LLMClient(settings, base_url="http://127.0.0.1:9/v1", model="m", embedded=True,
+                       on_first_request=lambda: started.append(time.time()))
+    try:
+        with pytest.raises(Exception):  # nothing listens on port 9: the request itself fails
+            client.complete([{"role": "user", "content": "hi"}], stage="test")
+    finally:
+        proc.wait(10)
+    assert started and started[0] >= float(released.read_text())  # after the other process let go, not before

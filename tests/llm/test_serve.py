@@ -1,0 +1,112 @@
+"""The embedded server's thread fitting (``pipeline.llm.serve``): all cores when the machine is quiet, one thread
+given up per core the rest of the machine keeps busy, never fewer than one, looked at no more often than
+``LOOK_EVERY_S``; and the server process is started through it, with the fitting off when the user set a thread
+count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.llm import serve
+from pipeline.llm.embedded import server_env
+from pipeline.settings import LLMSettings
+
+
+class Machine:
+    """Scripted clock and CPU counters: ``others`` and ``own`` cores busy per second, advanced by ``step``."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.machine = 0
+        self.own = 0
+
+    def step(self, seconds: float, others: float, own: float) -> None:
+        self.t += seconds
+        self.own += int(own * seconds * 100)
+        self.machine += int((own + others) * seconds * 100)
+
+
+def fitter(m: Machine, most: int = 2) -> serve.ThreadFitter:
+    return serve.ThreadFitter(most, clock=lambda: m.t, machine=lambda: m.machine, own=lambda: m.own,
+                              ticks_per_s=100)
+
+
+def test_all_cores_while_the_machine_is_quiet() -> None:
+    m = Machine()
+    f = fitter(m)
+    assert f.now() == 2
+    for _ in range(5):
+        m.step(0.5, others=0.1, own=2.0)
+        assert f.now() == 2
+
+
+def test_one_thread_gives_way_to_a_busy_core_and_comes_back_when_it_stops() -> None:
+    m = Machine()
+    f = fitter(m)
+    f.now()
+    m.step(0.5, others=0.67, own=1.33)  # a busy loop takes its share of the two cores
+    assert f.now() == 1
+    m.step(0.5, others=1.0, own=1.0)  # with one thread each has a core: still one
+    assert f.now() == 1
+    m.step(0.5, others=0.0, own=1.0)  # the busy loop ended
+    assert f.now() == 2
+
+
+def test_never_fewer_than_one_and_never_more_than_asked() -> None:
+    m = Machine()
+    f = fitter(m, most=4)
+    f.now()
+    m.step(1.0, others=9.0, own=1.0)
+    assert f.now() == 1
+    m.step(1.0, others=1.2, own=3.0)
+    assert f.now() == 3
+    m.step(1.0, others=0.0, own=3.0)
+    assert f.now() == 4
+
+
+def test_looks_at_most_every_look_interval() -> None:
+    m = Machine()
+    f = fitter(m)
+    f.now()
+    m.step(serve.LOOK_EVERY_S / 5, others=2.0, own=0.0)
+    assert f.now() == 2  # too soon to look again
+    m.step(serve.LOOK_EVERY_S, others=2.0, own=0.0)
+    assert f.now() == 1
+
+
+def test_fit_threads_sets_the_context_threads_before_a_decode_only_when_they_change(monkeypatch: Any) -> None:
+    calls: list[tuple[int, int]] = []
+    evals: list[list[int]] = []
+
+    class Ctx:
+        def set_n_threads(self, n: int, nb: int) -> None:
+            calls.append((n, nb))
+
+    class Llama:
+        def __init__(self) -> None:
+            self._ctx = Ctx()
+
+        def eval(self, tokens: list[int]) -> None:
+            evals.append(tokens)
+
+    answers = iter([2, 2, 1, 1, 2])
+    monkeypatch.setattr(serve.ThreadFitter, "now", lambda self: next(answers))
+    serve.fit_threads(Llama, 2)
+    llama = Llama()
+    for i in range(5):
+        llama.eval([i])
+    assert evals == [[0], [1], [2], [3], [4]]
+    assert calls == [(2, 2), (1, 1), (2, 2)]
+
+
+def test_the_server_is_fitted_unless_the_user_set_its_threads(monkeypatch: Any) -> None:
+    monkeypatch.delenv("ENVFOUNDRY_ADAPTIVE_THREADS", raising=False)
+    assert server_env(LLMSettings())["ENVFOUNDRY_ADAPTIVE_THREADS"] == "1"
+    assert server_env(LLMSettings(threads=2))["ENVFOUNDRY_ADAPTIVE_THREADS"] == "0"
+    monkeypatch.setenv("ENVFOUNDRY_ADAPTIVE_THREADS", "0")
+    assert server_env(LLMSettings())["ENVFOUNDRY_ADAPTIVE_THREADS"] == "0"
+
+
+def test_machine_counters_read_from_proc() -> None:
+    busy, own = serve._machine_busy_ticks(), serve._own_ticks()
+    assert busy is not None and own is not None and busy >= own >= 0
