@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import LLMSettings
-from pipeline.llm.client import LLMClient
+from pipeline.llm.client import LLMClient, LLMUnavailable
 from pipeline.llm.machine_lock import describe_holder, generation_turn, read_holder
 
 HOLD = """
@@ -101,7 +101,7 @@ def test_the_embedded_server_starts_only_once_the_turn_is_had(home: Path) -> Non
     client = LLMClient(settings, base_url="http://127.0.0.1:9/v1", model="m", embedded=True,
                        on_first_request=lambda: started.append(time.time()))
     try:
-        with pytest.raises(Exception):  # nothing listens on port 9: the request itself fails
+        with pytest.raises(LLMUnavailable):  # nothing listens on port 9: the request itself fails
             client.complete([{"role": "user", "content": "hi"}], stage="test")
     finally:
         proc.wait(10)
