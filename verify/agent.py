@@ -70,9 +70,13 @@ TESTER_PAGE = 10
 none (the environment's own default is 20 rows, up to 50). Every row the tester reads is in every later prompt of
 its attempt; it pages with ``offset``, or narrows with a filter, as a trainer's policy would."""
 
-SPEC_NOTE_MAX = 64
+SPEC_NOTE_MAX = 40
 """A parameter's description is shown in the JSON-action tool list when at most this long (the name, type, enum
 and range are always shown; longer notes repeat across the listers: how paging works, date formats)."""
+
+THOUGHT_MAX = 160
+"""The longest ``thought`` of a JSON action (characters): generated at every turn and repeated in every later
+prompt of the attempt."""
 
 _PAGED = re.compile(r"^\s*SELECT\s+COUNT\(\*\)\s+OVER\s*\(\)\s+AS\s+(\w+),.*\bLIMIT\s+COALESCE\(:(\w+),\s*\d+\)\s+"
                     r"OFFSET\s+COALESCE\(:(\w+),\s*0\)\s*$", re.I | re.S)
@@ -515,7 +519,7 @@ def _turn_model(tools: list[Tool], conversation: bool = False) -> type[BaseModel
                               final_answer=(str, Field(..., max_length=400)))
     action_type: Any = Union[tuple(actions + [finish])]  # type: ignore[valid-type]  # noqa: UP007
     return create_model("TesterTurn", __config__=ConfigDict(extra="forbid"),  # type: ignore[call-overload, no-any-return]
-                        thought=(str, Field(..., max_length=300)), action=(action_type, ...))
+                        thought=(str, Field(..., max_length=THOUGHT_MAX)), action=(action_type, ...))
 
 
 def json_system(env: Environment, view: View | None, max_turns: int, conversation: bool = False) -> str:
