@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
@@ -47,7 +51,7 @@ def add_book(title: str) -> dict:
 
 
 def test_100_concurrent_mcp_sessions_each_see_only_their_own_writes(env_dir, tmp_path):
-    server, db = serve(env_dir, tmp_path, "--max-sessions", "128")
+    server, db = serve(env_dir, tmp_path)  # the default cap (1,024) holds them
 
     async def rollout(i: int) -> tuple[list[str], bool]:
         async with streamable_http_client(base + "/mcp") as (read, write):
@@ -112,6 +116,8 @@ def test_session_limit_is_429_and_idle_sessions_expire(env_dir, tmp_path):
             assert http("POST", base + "/tools/get_book", {"book_id": 1}, headers={"X-Session-Id": sid})[0] == 200
         status, body, headers = request("POST", base + "/tools/get_book", {"book_id": 1}, headers={"X-Session-Id": "c"})
         assert status == 429 and body["kind"] == "session" and "all 2 sessions are in use" in body["error"]
+        assert "--max-sessions N or ENVFOUNDRY_MAX_SESSIONS=N" in body["error"], body  # how to raise the cap
+        assert re.search(r"each takes about \d+ KiB", body["error"]), body
         assert headers["retry-after"] == "1"
         assert http("POST", base + "/tools/get_book", {"book_id": 1})[0] == 200  # the default session always works
         # idle sessions are closed after --idle-timeout; then there is room again
@@ -128,6 +134,7 @@ def test_mcp_sessions_over_the_limit_get_429(env_dir, tmp_path):
         assert [o[0] for o in opened] == [200, 200]
         status, body, headers = request("POST", base + "/mcp", init, headers=MCP_HEADERS)
         assert status == 429 and headers["retry-after"] == "1" and "Too many open sessions" in json.dumps(body)
+        assert body["kind"] == "session" and "--max-sessions N or ENVFOUNDRY_MAX_SESSIONS=N" in body["error"], body
         sid = opened[0][2]["mcp-session-id"]
         assert request("DELETE", base + "/mcp", headers={"Mcp-Session-Id": sid, **MCP_HEADERS})[0] == 200
         assert request("POST", base + "/mcp", init, headers=MCP_HEADERS)[0] == 200  # room again
@@ -159,3 +166,41 @@ def test_http_reaches_an_mcp_sessions_database_with_its_header(env_dir, tmp_path
         assert http("POST", base + "/reset", headers={"Mcp-Session-Id": mcp["Mcp-Session-Id"]})[0] == 200
         status, body, _ = request("POST", base + "/mcp", {**call, "id": 3}, headers=mcp)
         assert sse_result(body)["result"]["structuredContent"]["result"]["id"] == 7  # reset: the first new id again
+
+
+def start_up_lines(env_dir, db, environ: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """Start server.py on any free port with ``environ`` set; its stderr up to its sessions line."""
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **environ}
+    proc = subprocess.Popen([sys.executable, str(env_dir / "server.py"), "--db", str(db), "--port", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=db.parent)
+    read = ""
+    while "sessions:" not in read:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        read += line
+    return proc, read
+
+
+def test_start_up_says_the_cap_and_what_a_session_costs(env_dir, tmp_path):
+    db = tmp_path / "live.db"
+    shutil.copyfile(env_dir / "initial.db", db)
+    with sqlite3.connect(db) as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+    for environ, cap in (({}, 1024), ({"ENVFOUNDRY_MAX_SESSIONS": "3"}, 3)):
+        proc, read = start_up_lines(env_dir, db, environ)
+        try:
+            found = re.search(r"sessions: up to (\d+) at once \(--max-sessions or ENVFOUNDRY_MAX_SESSIONS\); one session "
+                              r"measured (\d+) KiB at start-up \(its database copy\), about (\d+) MiB at the cap", read)
+            assert found, read
+            assert int(found.group(1)) == cap
+            assert int(found.group(2)) >= pages // 1024  # at least the database's own pages
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            proc.stderr.close()
+    bad = subprocess.run([sys.executable, str(env_dir / "server.py"), "--db", str(db), "--port", "0"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "ENVFOUNDRY_MAX_SESSIONS": "lots"})
+    assert bad.returncode == 2 and "ENVFOUNDRY_MAX_SESSIONS='lots' is not a positive integer" in bad.stderr
+    assert "Traceback" not in bad.stderr

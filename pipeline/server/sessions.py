@@ -11,12 +11,16 @@ engine above provides); standard library and the engine only.
   (``x:<id>``) or by the MCP session (``mcp:<Mcp-Session-Id>``; HTTP requests may send that header
   too, to reach an MCP session's state). It is created on first use, reset by ``reset``, freed by
   ``close``, by the end of its MCP session, or after ``idle_timeout`` seconds without a call.
-* At most ``max_sessions`` copies exist at once; one more is refused (``SessionsFull``, HTTP 429)
-  until one closes or expires.
+* At most ``max_sessions`` copies exist at once (default 1,024, sized for a training step's rollouts;
+  ``--max-sessions`` or ``ENVFOUNDRY_MAX_SESSIONS``); one more is refused (``SessionsFull``, HTTP 429, with how
+  to raise the cap) until one closes or expires. ``measure`` weighs one session at start-up (the resident memory
+  a few fresh copies add), so the server can say what the cap costs.
 
 Each session has its own lock: calls in one session run one at a time, sessions run in parallel
 (on the server's small pool of worker threads, which queues a session's calls before they take a worker).
 """
+
+import os
 
 # envfoundry:engine-import-begin (render drops this block: the engine above defines these names)
 from pipeline.runtime.engine import (
@@ -34,8 +38,43 @@ from pipeline.runtime.engine import (
 # envfoundry:engine-import-end
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-DEFAULT_MAX_SESSIONS = 256
+DEFAULT_MAX_SESSIONS = 1024
+MAX_SESSIONS_VAR = "ENVFOUNDRY_MAX_SESSIONS"
 DEFAULT_IDLE_TIMEOUT_S = 1800.0
+MEASURE_COPIES = 16
+
+
+def resident_kib():
+    """This process's resident memory in KiB (Linux ``/proc/self/statm``), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def database_kib(conn):
+    """The pages of the database ``conn`` holds, in KiB (what an in-memory copy of it stores at least)."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    return pages * conn.execute("PRAGMA page_size").fetchone()[0] / 1024
+
+
+def max_sessions_default(environ=None):
+    """``ENVFOUNDRY_MAX_SESSIONS`` when set, else ``DEFAULT_MAX_SESSIONS``; ValueError naming the variable when it
+    is not a positive integer."""
+    value = (os.environ if environ is None else environ).get(MAX_SESSIONS_VAR, "").strip()
+    if not value:
+        return DEFAULT_MAX_SESSIONS
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{MAX_SESSIONS_VAR}={value!r} is not a positive integer")
+    return int(value)
+
+
+def raise_cap_hint(max_sessions, session_kib=None):
+    """How to raise the cap, and what one session costs when measured."""
+    cost = f"; each takes about {session_kib:.0f} KiB" if session_kib else ""
+    return (f"start the server with a higher cap: --max-sessions N or {MAX_SESSIONS_VAR}=N (now {max_sessions}"
+            f"{cost})")
 
 
 class SessionsFull(Exception):
@@ -67,6 +106,25 @@ class Sessions:
         self.pristine_lock = threading.Lock()
         self.lock = threading.Lock()
         self.open = {}
+        self.session_kib = None
+
+    def measure(self, copies=MEASURE_COPIES):
+        """What one session costs, in KiB: the resident memory ``copies`` fresh session databases add (measured on
+        real copies, then freed), at least the database's own pages; kept as ``session_kib``."""
+        floor = database_kib(self.pristine)
+        before = resident_kib()
+        conns = []
+        for _ in range(copies):
+            conn = connect(":memory:")
+            self._copy_into(conn)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            conns.append(conn)
+        after = resident_kib()
+        for conn in conns:
+            conn.close()
+        grown = (after - before) / copies if before is not None and after is not None else 0.0
+        self.session_kib = max(grown, floor)
+        return self.session_kib
 
     def __len__(self):
         return len(self.open)
@@ -85,7 +143,8 @@ class Sessions:
             if session is None:
                 if len(self.open) >= self.max_sessions:
                     raise SessionsFull(f"all {self.max_sessions} sessions are in use; close one (POST /close, or end "
-                                       f"its MCP session) or wait until an idle one expires")
+                                       f"its MCP session), wait until an idle one expires, or "
+                                       f"{raise_cap_hint(self.max_sessions, self.session_kib)}")
                 conn = connect(":memory:")
                 self._copy_into(conn)
                 session = self.open[key] = Session(key, conn)

@@ -73,9 +73,12 @@ from pipeline.server.gate import RequestGate
 from pipeline.server.sessions import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_SESSIONS,
+    MAX_SESSIONS_VAR,
     SESSION_ID,
     Sessions,
     SessionsFull,
+    max_sessions_default,
+    raise_cap_hint,
 )
 
 # envfoundry:engine-import-end
@@ -342,9 +345,23 @@ class McpEndpoint:
         sid = headers.get(b"mcp-session-id")
         opening = scope.get("method") == "POST" and sid is None
 
+        full = []
+
         async def send_full(message):
             if opening and message["type"] == "http.response.start" and message["status"] == 503:
-                message = {**message, "status": 429, "headers": [*message.get("headers", []), (b"retry-after", b"1")]}
+                # no room for another MCP session: 429, in the tool-error shape, saying how to raise the cap
+                n = self.sessions.max_sessions
+                text = (f"Too many open sessions: all {n} MCP sessions are in use; end one (DELETE /mcp) or "
+                        f"{raise_cap_hint(n, self.sessions.session_kib)}")
+                body = json.dumps(failure("session", text), ensure_ascii=True).encode("ascii")
+                full.append(body)
+                message = {"type": "http.response.start", "status": 429, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", b"1")]}
+            elif message["type"] == "http.response.body" and full:
+                if full[0] is None:
+                    return  # the transport's own body, already replaced
+                message, full[0] = {"type": "http.response.body", "body": full[0], "more_body": False}, None
             await send(message)
 
         await self.app(scope, receive, send_full if opening else send)
@@ -361,6 +378,7 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
     on ``workers`` threads (None: the number of cores, at least 2)."""
     sessions = Sessions(env, schemas, db_path, max_sessions=max_sessions, idle_timeout=idle_timeout,
                         call_timeout=call_timeout, busy_timeout=busy_timeout)
+    sessions.measure()
     pool = Workers(workers or default_workers())
     results = results or {}
     # The gate enforces Host/Origin on every route, /mcp included, so the MCP transport's own check is off.
@@ -464,7 +482,10 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
         return SafeJSONResponse(failure("not_found", f"unknown tool {name!r} (available: {available})"), status_code=404)
 
     app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(manager, sessions, pool)))
-    return RequestGate(ToolRoutes(app, sessions, pool), allow_hosts=allow_hosts, allow_origins=allow_origins, token=token, max_body=MAX_BODY_BYTES)
+    gate = RequestGate(ToolRoutes(app, sessions, pool), allow_hosts=allow_hosts, allow_origins=allow_origins,
+                       token=token, max_body=MAX_BODY_BYTES)
+    gate.sessions = sessions
+    return gate
 
 
 def listen(host, port):
@@ -506,9 +527,13 @@ def main(env, schemas, env_id, argv=None, results=None):
                              "(repeatable; '*' for any). Loopback origins are always accepted")
     parser.add_argument("--token", default=os.environ.get("ENVFOUNDRY_TOKEN") or None,
                         help="require 'Authorization: Bearer TOKEN' on every route (default: $ENVFOUNDRY_TOKEN)")
-    parser.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
-                        help="isolated sessions (MCP sessions and X-Session-Id values) open at once; one more is "
-                             "answered 429 (default %(default)s)")
+    try:
+        max_sessions = max_sessions_default()
+    except ValueError as exc:
+        parser.error(str(exc))
+    parser.add_argument("--max-sessions", type=int, default=max_sessions, metavar="N",
+                        help=f"isolated sessions (MCP sessions and X-Session-Id values) open at once; one more is "
+                             f"answered 429 (default ${MAX_SESSIONS_VAR} or {DEFAULT_MAX_SESSIONS}: %(default)s)")
     parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
                         help="close a session after this long without a request (default %(default)s)")
     parser.add_argument("--call-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
@@ -544,6 +569,10 @@ def main(env, schemas, env_id, argv=None, results=None):
         return 2
     port = sock.getsockname()[1]
     print(f"serving {env_id} at {url_of(args.host, port)} (MCP: {url_of(args.host, port)}/mcp, database: {args.db})",
+          file=sys.stderr, flush=True)
+    per = app.sessions.session_kib
+    print(f"sessions: up to {args.max_sessions} at once (--max-sessions or {MAX_SESSIONS_VAR}); one session measured "
+          f"{per:.0f} KiB at start-up (its database copy), about {args.max_sessions * per / 1024:.0f} MiB at the cap",
           file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
     uvicorn.Server(config).run(sockets=[sock])

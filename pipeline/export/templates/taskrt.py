@@ -22,6 +22,7 @@ written (a database from ``load_db`` has none: every such table is read). The re
 
 import base64
 import json
+import os
 import sqlite3
 import threading
 import zlib
@@ -58,19 +59,27 @@ class Session:
     transaction, and ``reset`` puts the initial state back by rolling it back, so nothing is copied.
     Every tool call still behaves as on its own committed database:
     when SQLite rolls back the whole transaction itself (a write stopped by the time limit), the
-    episode's successful writes are replayed, leaving what a rollback of the failed call alone leaves."""
+    episode's successful writes are replayed, leaving what a rollback of the failed call alone leaves.
+    ``state``: the initial state the episodes start from (a file of ``states/``, None for ``initial.db``);
+    ``reset(state=...)`` with another one copies that state in."""
 
-    def __init__(self, bundle):
+    def __init__(self, bundle, state=None):
         self.bundle = bundle
-        self.conn = bundle.fresh_db()
+        self.state = state
+        self.conn = bundle.fresh_db(state)
         self._writes = []
         self.conn.execute("BEGIN")
 
-    def reset(self):
+    def reset(self, state=None, switch=False):
+        """Back to the initial state (``switch``: to ``state``'s, copied in when it is not the current one)."""
+        target = state if switch else self.state
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
+            if target != self.state:
+                self.bundle.restore(self.conn, target)
         else:  # not expected: put the initial state back by copying it
-            self.bundle.restore(self.conn)
+            self.bundle.restore(self.conn, target)
+        self.state = target
         self._writes = []
         if not engine.CACHED_STATEMENTS:
             # The initial state again: no table differs from it. Every statement is prepared (so its writes
@@ -92,6 +101,15 @@ class Session:
 
     def close(self):
         self.conn.close()
+
+
+def resident_kib():
+    """This process's resident memory in KiB (Linux ``/proc/self/statm``), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 class BundleError(Exception):
@@ -128,9 +146,9 @@ class Bundle:
         info_path = self.root / "task_info.json"
         self.info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
         self.pool_tasks, self.pool, self.pool_manifest = self._read_pool()
-        self._initial_snapshot = None
+        self._snapshots = {}
         self._layouts = None
-        self._pristine = None
+        self._pristines = {}
         self._pristine_lock = threading.Lock()
 
     def _read_pool(self):
@@ -186,40 +204,75 @@ class Bundle:
         also has its ``level`` and ``axes``."""
         return dict(self.info.get(task_id) or (self.pool_manifest.get("info") or {}).get(task_id) or {})
 
-    def fresh_db(self):
-        """A new in-memory copy of the initial database (one per rollout), with a ``reward.WriteLog``
-        as ``conn.writes`` in front of the engine's authorizer."""
+    def state_of(self, task_id):
+        """The initial state a task starts from: its ``state`` (a database of ``states/`` stored once by content
+        hash, for a task sampled on a perturbed state; ``task_info``), or None for ``initial.db``."""
+        return self.task_info(task_id).get("state") or None
+
+    def state_path(self, state=None):
+        """The database file of ``state`` (None: ``initial.db``); a name outside the bundle is an error."""
+        if state is None:
+            return self.initial_path
+        path = (self.root / state).resolve()
+        if self.root.resolve() not in path.parents or not path.is_file():
+            raise BundleError(f"state {state!r}: no such database in {self.root}")
+        return path
+
+    def fresh_db(self, state=None):
+        """A new in-memory copy of the initial database (of ``state``'s, a file of ``states/``; one per rollout),
+        with a ``reward.WriteLog`` as ``conn.writes`` in front of the engine's authorizer."""
         conn = engine.connect(":memory:")
         conn.writes = reward.track_writes(conn, conn.guard)
-        self.restore(conn)
+        self.restore(conn, state)
         return conn
 
-    def restore(self, conn):
-        """Put a database from ``fresh_db`` back in the initial state (a new rollout on the same
+    def restore(self, conn, state=None):
+        """Put a database from ``fresh_db`` back in the initial state (``state``'s; a new rollout on the same
         connection: its ``WriteLog`` is kept, and grows, so it still names every table that may differ
         from the initial state)."""
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         with self._pristine_lock:
-            if self._pristine is None:
-                src = sqlite3.connect(f"file:{self.initial_path}?mode=ro", uri=True)
+            pristine = self._pristines.get(state)
+            if pristine is None:
+                src = sqlite3.connect(f"file:{self.state_path(state)}?mode=ro", uri=True)
                 try:
-                    self._pristine = sqlite3.connect(":memory:", check_same_thread=False)
-                    src.backup(self._pristine)
+                    pristine = sqlite3.connect(":memory:", check_same_thread=False)
+                    src.backup(pristine)
                 finally:
                     src.close()
-            self._pristine.backup(conn)
+                self._pristines[state] = pristine
+            pristine.backup(conn)
         conn.execute("PRAGMA foreign_keys = ON")
 
-    def initial_snapshot(self):
-        if self._initial_snapshot is None:
-            conn = self.fresh_db()
+    def measure_session_kib(self, copies=16):
+        """What one server session costs, in KiB: the resident memory ``copies`` fresh ``Session`` objects add
+        (each with its own database copy; measured on real ones, then closed), at least the database's own pages."""
+        probe = self.fresh_db()
+        try:
+            floor = probe.execute("PRAGMA page_count").fetchone()[0] * probe.execute("PRAGMA page_size").fetchone()[0]
+        finally:
+            probe.close()
+        before = resident_kib()
+        sessions = [Session(self) for _ in range(copies)]
+        after = resident_kib()
+        for s in sessions:
+            s.close()
+        grown = (after - before) / copies if before is not None and after is not None else 0.0
+        return max(grown, floor / 1024)
+
+    def initial_snapshot(self, state=None):
+        """``reward.snapshot`` of the initial database (``state``'s), read once."""
+        snap = self._snapshots.get(state)
+        if snap is None:
+            conn = self.fresh_db(state)
             try:
-                self._layouts = reward.table_keys(conn)
-                self._initial_snapshot = reward.snapshot(conn, self._layouts)
+                if self._layouts is None:
+                    self._layouts = reward.table_keys(conn)
+                snap = self._snapshots[state] = reward.snapshot(conn, self._layouts)
             finally:
                 conn.close()
-        return self._initial_snapshot
+        return snap
 
     def layouts(self):
         """``reward.table_keys`` of the initial database (every rollout's database has its schema)."""
@@ -236,14 +289,15 @@ class Bundle:
     def score(self, task, conn, answer=None, partial=False):
         """``reward.Score`` of the task's verifier on ``conn`` (and the agent's final ``answer``)."""
         writes = getattr(conn, "writes", None)
+        initial = self.initial_snapshot(self.state_of(task.get("task_id")))
         return reward.score(
-            task["verifier"], conn, initial=self.initial_snapshot(), answer=answer, partial=partial,
+            task["verifier"], conn, initial=initial, answer=answer, partial=partial,
             layouts=self.layouts(), written=writes.tables if isinstance(writes, reward.WriteLog) else None,
         )
 
-    def replay(self, calls):
-        """A fresh database with ``calls`` ([{"tool", "arguments"}]) applied; (conn, outcomes)."""
-        conn = self.fresh_db()
+    def replay(self, calls, state=None):
+        """A fresh database (``state``'s) with ``calls`` ([{"tool", "arguments"}]) applied; (conn, outcomes)."""
+        conn = self.fresh_db(state)
         outcomes = [self.call(conn, c.get("tool"), c.get("arguments") or {}) for c in calls]
         return conn, outcomes
 
@@ -251,7 +305,7 @@ class Bundle:
         """Replay a task's reference solution and score it, the final reply being the one written
         at export time (``task_info.json``'s ``reference_reply``): the ``reward.Score``."""
         task = self.task(task_id)
-        conn, outcomes = self.replay(task.get("reference_solution") or [])
+        conn, outcomes = self.replay(task.get("reference_solution") or [], self.state_of(task_id))
         try:
             failed = [i for i, o in enumerate(outcomes, 1) if not o.get("ok")]
             reply = self.task_info(task_id).get("reference_reply")

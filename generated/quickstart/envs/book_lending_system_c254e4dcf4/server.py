@@ -834,18 +834,57 @@ engine above provides); standard library and the engine only.
   (``x:<id>``) or by the MCP session (``mcp:<Mcp-Session-Id>``; HTTP requests may send that header
   too, to reach an MCP session's state). It is created on first use, reset by ``reset``, freed by
   ``close``, by the end of its MCP session, or after ``idle_timeout`` seconds without a call.
-* At most ``max_sessions`` copies exist at once; one more is refused (``SessionsFull``, HTTP 429)
-  until one closes or expires.
+* At most ``max_sessions`` copies exist at once (default 1,024, sized for a training step's rollouts;
+  ``--max-sessions`` or ``ENVFOUNDRY_MAX_SESSIONS``); one more is refused (``SessionsFull``, HTTP 429, with how
+  to raise the cap) until one closes or expires. ``measure`` weighs one session at start-up (the resident memory
+  a few fresh copies add), so the server can say what the cap costs.
 
 Each session has its own lock: calls in one session run one at a time, sessions run in parallel
 (on the server's small pool of worker threads, which queues a session's calls before they take a worker).
 """
 
+import os
+
 # (the sections above provide what this one imported from them)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-DEFAULT_MAX_SESSIONS = 256
+DEFAULT_MAX_SESSIONS = 1024
+MAX_SESSIONS_VAR = "ENVFOUNDRY_MAX_SESSIONS"
 DEFAULT_IDLE_TIMEOUT_S = 1800.0
+MEASURE_COPIES = 16
+
+
+def resident_kib():
+    """This process's resident memory in KiB (Linux ``/proc/self/statm``), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def database_kib(conn):
+    """The pages of the database ``conn`` holds, in KiB (what an in-memory copy of it stores at least)."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    return pages * conn.execute("PRAGMA page_size").fetchone()[0] / 1024
+
+
+def max_sessions_default(environ=None):
+    """``ENVFOUNDRY_MAX_SESSIONS`` when set, else ``DEFAULT_MAX_SESSIONS``; ValueError naming the variable when it
+    is not a positive integer."""
+    value = (os.environ if environ is None else environ).get(MAX_SESSIONS_VAR, "").strip()
+    if not value:
+        return DEFAULT_MAX_SESSIONS
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{MAX_SESSIONS_VAR}={value!r} is not a positive integer")
+    return int(value)
+
+
+def raise_cap_hint(max_sessions, session_kib=None):
+    """How to raise the cap, and what one session costs when measured."""
+    cost = f"; each takes about {session_kib:.0f} KiB" if session_kib else ""
+    return (f"start the server with a higher cap: --max-sessions N or {MAX_SESSIONS_VAR}=N (now {max_sessions}"
+            f"{cost})")
 
 
 class SessionsFull(Exception):
@@ -877,6 +916,25 @@ class Sessions:
         self.pristine_lock = threading.Lock()
         self.lock = threading.Lock()
         self.open = {}
+        self.session_kib = None
+
+    def measure(self, copies=MEASURE_COPIES):
+        """What one session costs, in KiB: the resident memory ``copies`` fresh session databases add (measured on
+        real copies, then freed), at least the database's own pages; kept as ``session_kib``."""
+        floor = database_kib(self.pristine)
+        before = resident_kib()
+        conns = []
+        for _ in range(copies):
+            conn = connect(":memory:")
+            self._copy_into(conn)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            conns.append(conn)
+        after = resident_kib()
+        for conn in conns:
+            conn.close()
+        grown = (after - before) / copies if before is not None and after is not None else 0.0
+        self.session_kib = max(grown, floor)
+        return self.session_kib
 
     def __len__(self):
         return len(self.open)
@@ -895,7 +953,8 @@ class Sessions:
             if session is None:
                 if len(self.open) >= self.max_sessions:
                     raise SessionsFull(f"all {self.max_sessions} sessions are in use; close one (POST /close, or end "
-                                       f"its MCP session) or wait until an idle one expires")
+                                       f"its MCP session), wait until an idle one expires, or "
+                                       f"{raise_cap_hint(self.max_sessions, self.session_kib)}")
                 conn = connect(":memory:")
                 self._copy_into(conn)
                 session = self.open[key] = Session(key, conn)
@@ -1289,9 +1348,23 @@ class McpEndpoint:
         sid = headers.get(b"mcp-session-id")
         opening = scope.get("method") == "POST" and sid is None
 
+        full = []
+
         async def send_full(message):
             if opening and message["type"] == "http.response.start" and message["status"] == 503:
-                message = {**message, "status": 429, "headers": [*message.get("headers", []), (b"retry-after", b"1")]}
+                # no room for another MCP session: 429, in the tool-error shape, saying how to raise the cap
+                n = self.sessions.max_sessions
+                text = (f"Too many open sessions: all {n} MCP sessions are in use; end one (DELETE /mcp) or "
+                        f"{raise_cap_hint(n, self.sessions.session_kib)}")
+                body = json.dumps(failure("session", text), ensure_ascii=True).encode("ascii")
+                full.append(body)
+                message = {"type": "http.response.start", "status": 429, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", b"1")]}
+            elif message["type"] == "http.response.body" and full:
+                if full[0] is None:
+                    return  # the transport's own body, already replaced
+                message, full[0] = {"type": "http.response.body", "body": full[0], "more_body": False}, None
             await send(message)
 
         await self.app(scope, receive, send_full if opening else send)
@@ -1308,6 +1381,7 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
     on ``workers`` threads (None: the number of cores, at least 2)."""
     sessions = Sessions(env, schemas, db_path, max_sessions=max_sessions, idle_timeout=idle_timeout,
                         call_timeout=call_timeout, busy_timeout=busy_timeout)
+    sessions.measure()
     pool = Workers(workers or default_workers())
     results = results or {}
     # The gate enforces Host/Origin on every route, /mcp included, so the MCP transport's own check is off.
@@ -1411,7 +1485,10 @@ def create_app(env, schemas, db_path, env_id="environment", results=None, allow_
         return SafeJSONResponse(failure("not_found", f"unknown tool {name!r} (available: {available})"), status_code=404)
 
     app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(manager, sessions, pool)))
-    return RequestGate(ToolRoutes(app, sessions, pool), allow_hosts=allow_hosts, allow_origins=allow_origins, token=token, max_body=MAX_BODY_BYTES)
+    gate = RequestGate(ToolRoutes(app, sessions, pool), allow_hosts=allow_hosts, allow_origins=allow_origins,
+                       token=token, max_body=MAX_BODY_BYTES)
+    gate.sessions = sessions
+    return gate
 
 
 def listen(host, port):
@@ -1453,9 +1530,13 @@ def main(env, schemas, env_id, argv=None, results=None):
                              "(repeatable; '*' for any). Loopback origins are always accepted")
     parser.add_argument("--token", default=os.environ.get("ENVFOUNDRY_TOKEN") or None,
                         help="require 'Authorization: Bearer TOKEN' on every route (default: $ENVFOUNDRY_TOKEN)")
-    parser.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
-                        help="isolated sessions (MCP sessions and X-Session-Id values) open at once; one more is "
-                             "answered 429 (default %(default)s)")
+    try:
+        max_sessions = max_sessions_default()
+    except ValueError as exc:
+        parser.error(str(exc))
+    parser.add_argument("--max-sessions", type=int, default=max_sessions, metavar="N",
+                        help=f"isolated sessions (MCP sessions and X-Session-Id values) open at once; one more is "
+                             f"answered 429 (default ${MAX_SESSIONS_VAR} or {DEFAULT_MAX_SESSIONS}: %(default)s)")
     parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
                         help="close a session after this long without a request (default %(default)s)")
     parser.add_argument("--call-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
@@ -1491,6 +1572,10 @@ def main(env, schemas, env_id, argv=None, results=None):
         return 2
     port = sock.getsockname()[1]
     print(f"serving {env_id} at {url_of(args.host, port)} (MCP: {url_of(args.host, port)}/mcp, database: {args.db})",
+          file=sys.stderr, flush=True)
+    per = app.sessions.session_kib
+    print(f"sessions: up to {args.max_sessions} at once (--max-sessions or {MAX_SESSIONS_VAR}); one session measured "
+          f"{per:.0f} KiB at start-up (its database copy), about {args.max_sessions * per / 1024:.0f} MiB at the cap",
           file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
