@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a room is a top-level module of pipeline/ (or a folder of it), or the verify package
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.settings_base", "pipeline.prompts",
-              "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic"}),
+              "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic",
+              "pipeline.meaning"}),  # language-neutral checks of meaning: imports no stage
     ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, and server.py made of it
     ("verify", {"verify"}),
     ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the files on disk: written from verify's results

@@ -1,0 +1,10 @@
+"""Meaning, checked by code against the model's own example rows: language-neutral checks that no stage owns.
+
+A column's example values are its specification (:mod:`pipeline.meaning.profile`: character classes, length and
+word counts, and MiniLM similarity to its own examples against other columns' examples); relations the examples
+show between columns and against the environment's clock (:mod:`pipeline.meaning.relations`); vocabulary lists
+cleaned of placeholders, glued values, repeated words and uniqueness suffixes (:mod:`pipeline.meaning.vocab`); and
+the semantic findings a build could not fix (:mod:`pipeline.meaning.findings`). Nothing here reads a word list of
+any language or a column's name: only characters' Unicode classes, digits, separators and vectors.
+This package imports no stage (tests/test_layers.py places it beside the runtime).
+"""

@@ -1,0 +1,145 @@
+"""Relations a table's example rows show, to hold in every generated row (read from values, never from names).
+
+- :func:`date_orders`: two date columns whose values come in one order in every example (a loan before its due
+  date), with the examples' gaps in days.
+- :func:`clock_side`: a date column whose every example sits on one side of the environment's clock (all loans
+  began by today).
+- :func:`sign`: a numeric column whose every example is positive, or at least zero.
+- :func:`parent_orders`: a child's date column that is never before (or never after) a date of the parent row
+  its reference names, in every example (a renewal after its loan began).
+- :func:`violations`: the rows that break an order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+MIN_PAIRS = 2
+
+
+def as_date(value: Any) -> date | None:
+    if not isinstance(value, str) or not _DATE.match(value):
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def date_columns(examples: Mapping[str, Sequence[Any]]) -> list[str]:
+    """Columns whose every non-null example value is an ISO date or date-time (and that have one)."""
+    out = []
+    for name, values in examples.items():
+        vals = [v for v in values if v is not None]
+        if vals and all(as_date(v) is not None for v in vals):
+            out.append(name)
+    return out
+
+
+@dataclass(frozen=True)
+class DateOrder:
+    """``second`` is ``min_days``..``max_days`` days after ``first`` in every example row holding both."""
+
+    first: str
+    second: str
+    min_days: int
+    max_days: int
+
+
+def date_orders(examples: Mapping[str, Sequence[Any]]) -> list[DateOrder]:
+    """Every ordered pair of date columns the examples show (both set in at least ``MIN_PAIRS`` rows, the second
+    never before the first and after it at least once)."""
+    cols = date_columns(examples)
+    out = []
+    for a in cols:
+        for b in cols:
+            if a == b:
+                continue
+            gaps = [(db - da).days for va, vb in zip(examples[a], examples[b], strict=True)
+                    for da, db in [(as_date(va), as_date(vb))] if da is not None and db is not None]
+            if len(gaps) >= MIN_PAIRS and min(gaps) >= 0 and max(gaps) > 0:
+                out.append(DateOrder(a, b, min(gaps), max(gaps)))
+    return out
+
+
+def nearest_before(orders: Sequence[DateOrder]) -> dict[str, DateOrder]:
+    """For each column that follows another, the order with the closest predecessor (smallest gaps): the one to
+    draw it from, so that a chain (ordered, shipped, delivered) is drawn link by link."""
+    out: dict[str, DateOrder] = {}
+    for o in orders:
+        cur = out.get(o.second)
+        if cur is None or (o.max_days, o.min_days, o.first) < (cur.max_days, cur.min_days, cur.first):
+            out[o.second] = o
+    return out
+
+
+def clock_side(values: Sequence[Any], today: date) -> Literal["past", "future"] | None:
+    """'past' when every example date is on or before ``today``, 'future' when every one is on or after it (and
+    not all equal to it), None when they straddle it or there are none."""
+    days = [d for d in (as_date(v) for v in values) if d is not None]
+    if not days:
+        return None
+    if all(d <= today for d in days):
+        return "past"
+    if all(d >= today for d in days):
+        return "future"
+    return None
+
+
+def sign(values: Sequence[Any]) -> Literal["positive", "non_negative"] | None:
+    nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not nums:
+        return None
+    if all(v > 0 for v in nums):
+        return "positive"
+    if all(v >= 0 for v in nums):
+        return "non_negative"
+    return None
+
+
+@dataclass(frozen=True)
+class ParentOrder:
+    """The child's ``column`` is ``min_days`` or more days after (``after``) or before its parent's
+    ``parent_column``, the parent named by the child's ``via`` column, in every example."""
+
+    column: str
+    via: str
+    parent_column: str
+    after: bool
+    min_days: int
+
+
+def parent_orders(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapping[Any, Mapping[str, Any]]
+                  ) -> list[ParentOrder]:
+    """Orders between the child's date columns and the parent row's date columns that every example shows."""
+    out = []
+    keys = examples.get(via, [])
+    rows = [parents.get(k) for k in keys]
+    names = list(dict.fromkeys(c for r in rows if r for c in r))
+    pcols = date_columns({c: [r.get(c) for r in rows if r] for c in names})
+    for col in date_columns(examples):
+        for pc in pcols:
+            gaps = [(dc - dp).days for v, r in zip(examples[col], rows, strict=True) if r is not None
+                    for dc, dp in [(as_date(v), as_date(r.get(pc)))] if dc is not None and dp is not None]
+            if len(gaps) < MIN_PAIRS:
+                continue
+            if min(gaps) >= 0:
+                out.append(ParentOrder(col, via, pc, True, min(gaps)))
+            elif max(gaps) <= 0:
+                out.append(ParentOrder(col, via, pc, False, -max(gaps)))
+    return out
+
+
+def violations(rows: Sequence[Mapping[str, Any]], order: DateOrder) -> list[Mapping[str, Any]]:
+    """The rows whose ``order.second`` is before their ``order.first``."""
+    out = []
+    for r in rows:
+        a, b = as_date(r.get(order.first)), as_date(r.get(order.second))
+        if a is not None and b is not None and b < a:
+            out.append(r)
+    return out
