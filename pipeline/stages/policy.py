@@ -429,7 +429,8 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
     used: set[int] = set()
     for sim, i, j in pairs:
         if sim >= threshold and i not in by_rule and j not in used:
-            by_rule[i], _ = j, used.add(j)
+            by_rule[i] = j
+            used.add(j)
     notes = []
     for i, text in enumerate(rules):
         if i not in by_rule:
@@ -459,10 +460,10 @@ def make_policy(env: ir.Environment, client: Any, settings: Any, language: str =
     rules, notes = prose(env, client, settings, words)
     if not rules:  # no prose to ground in: code picks from its shortlist and words the rules (module docstring)
         short = shortlist(checked)
-        picked = [(c, message(c, words), "code", None) for c in code_pick(short, min(settings.policy_rules,
-                                                                                        len(short)))]
-        ruled = env.model_copy(update={"rules": to_rules(picked)})
-        return StageResult(ruled, (*rejections, *notes, *rows_breaking(env, ruled.rules, picked)))
+        coded: list[Picked] = [(c, message(c, words), "code", None)
+                               for c in code_pick(short, min(settings.policy_rules, len(short)))]
+        ruled = env.model_copy(update={"rules": to_rules(coded)})
+        return StageResult(ruled, (*rejections, *notes, *rows_breaking(env, ruled.rules, coded)))
     grounded, more = ground(env, rules, checked, words)
     notes += more
     if not grounded:
