@@ -21,6 +21,7 @@ from pipeline.stages.schema import Column
 from pipeline.stages.tasks import lint_request
 from pipeline.stages.wording import COPIED_WORDS, copied_words
 from tests.fixtures.permits import permit_env
+from tests.stages.test_policy import prose_saying
 from verify.replay import fresh
 
 JUDGES_DDL = """CREATE TABLE judges (
@@ -164,10 +165,10 @@ def test_the_policy_feedback_loop_tells_the_model_the_copied_words() -> None:
     env = court_env()
     first = {"rules": [{"id": "r1", "message": "Set the status of a case; returns the case as changed."}]}
     second = {"rules": [{"id": "r1", "message": "A case in this state cannot be changed."}]}
-    client = fake_client([first, second])
+    client = fake_client([prose_saying(env, ["Set the status of a case"]), first, second])
     res = make_policy(env, client, BuildSettings(policy=True, max_attempts=3, policy_rules=1))
-    assert len(client.requests) == 2
-    feedback = client.requests[1][-1]["content"]
+    assert len(client.requests) == 3
+    feedback = client.requests[2][-1]["content"]
     assert "the message of r1 copies the words 'set the status of a case returns the case as changed'" in feedback
     assert [(r.message, r.worded_by) for r in res.value.rules] == [("A case in this state cannot be changed.", "llm")]
 

@@ -256,3 +256,16 @@ def test_the_build_graph_adds_the_policy_after_the_tools(policy: bool) -> None:
     assert len(res.env.rules) >= 3 and {r.worded_by for r in res.env.rules} == {"code"}
     assert res.usage["policy"]["calls"] == 3 and any(r.stage == "policy" for r in res.rejections)
     assert_rules_hold(res.env)
+
+
+def prose_saying(env: ir.Environment, needles: list[str]) -> dict[str, Any]:
+    """A scripted prose reply whose rules ground in the candidates whose prompt lines contain ``needles`` (each the
+    candidate's own gist, so MiniLM grounds it there), padded with prose that grounds in nothing to three rules."""
+    from pipeline.stages.policy import Words, describe, gist
+
+    with EnvInstance(env) as inst:
+        checked, _ = check(env, propose(env, inst.conn))
+    words = Words()
+    rules = [gist(next(c for c in checked if needle in describe(c, "r", env, words)), env, words) for needle in needles]
+    pad = ["Staff must wear safety goggles.", "Visitors sign in at the front desk.", "Umbrellas stay at the door."]
+    return {"rules": rules + pad[:max(0, 3 - len(rules))]}

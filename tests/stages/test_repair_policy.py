@@ -17,7 +17,7 @@ from pipeline.stages.policy import make_policy, recheck_policy
 from pipeline.stages.repair import repair_data
 from pipeline.stages.tasks import generate_tasks
 from tests.fixtures.brewery import brewery_env
-from tests.stages.test_policy import SETTINGS, assert_rules_hold, picking
+from tests.stages.test_policy import SETTINGS, assert_rules_hold, picking, prose_saying
 from tests.verify.test_call_review import all_pass
 from tests.verify.test_tester import finish
 from verify import tester
@@ -36,7 +36,8 @@ def brewery_rules() -> ir.Environment:
     reply = picking({FERMENTING: "A batch still fermenting cannot fill kegs.",
                      RETIRE_20: "A keg of 20 litres is never taken out of service; it goes back to the supplier.",
                      STRONG: "The head brewer must approve any new beer stronger than 6.2 percent."})
-    return make_policy(brewery_env(), fake_client([reply]), SETTINGS).value
+    return make_policy(brewery_env(), fake_client([prose_saying(brewery_env(), [FERMENTING, RETIRE_20, STRONG]), reply]),
+                       SETTINGS).value
 
 
 def retire_rule(env: ir.Environment) -> ir.Rule:
