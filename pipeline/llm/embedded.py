@@ -177,13 +177,11 @@ RAM_CACHE_BYTES = 128 << 20
 
 
 def server_env(settings: LLMSettings) -> dict[str, str]:
-    """The server process's environment: ours, and the thread fitting of ``pipeline.llm.serve`` on unless the
-    user set a thread count (``llm.threads``: exactly that many, as llama.cpp does)."""
+    """The server process's environment: ours, with ``pipeline.llm.serve``'s thread fitting off when the user set
+    a thread count (``llm.threads``: exactly that many, as llama.cpp does)."""
     env = dict(os.environ)
     if settings.threads:
         env["ENVFOUNDRY_ADAPTIVE_THREADS"] = "0"
-    else:
-        env.setdefault("ENVFOUNDRY_ADAPTIVE_THREADS", "1")
     return env
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pipeline.llm import serve
 from pipeline.llm.embedded import server_env
 from pipeline.settings import LLMSettings
@@ -99,12 +101,31 @@ def test_fit_threads_sets_the_context_threads_before_a_decode_only_when_they_cha
     assert calls == [(2, 2), (1, 1), (2, 2)]
 
 
-def test_the_server_is_fitted_unless_the_user_set_its_threads(monkeypatch: Any) -> None:
+def test_a_thread_count_the_user_set_is_kept_fixed(monkeypatch: Any) -> None:
     monkeypatch.delenv("ENVFOUNDRY_ADAPTIVE_THREADS", raising=False)
-    assert server_env(LLMSettings())["ENVFOUNDRY_ADAPTIVE_THREADS"] == "1"
+    assert "ENVFOUNDRY_ADAPTIVE_THREADS" not in server_env(LLMSettings())
     assert server_env(LLMSettings(threads=2))["ENVFOUNDRY_ADAPTIVE_THREADS"] == "0"
-    monkeypatch.setenv("ENVFOUNDRY_ADAPTIVE_THREADS", "0")
-    assert server_env(LLMSettings())["ENVFOUNDRY_ADAPTIVE_THREADS"] == "0"
+
+
+def test_threads_are_fitted_when_the_priority_could_not_be_raised() -> None:
+    assert serve.should_fit("auto", raised=False) and not serve.should_fit("auto", raised=True)
+    assert serve.should_fit("1", raised=True) and not serve.should_fit("0", raised=False)
+    with pytest.raises(SystemExit, match="ENVFOUNDRY_ADAPTIVE_THREADS='yes'"):
+        serve.should_fit("yes", raised=False)
+
+
+def test_raising_the_priority_says_what_happened(monkeypatch: Any) -> None:
+    state = {"nice": 0}
+    monkeypatch.setattr(serve.os, "getpriority", lambda which, who: state["nice"])
+
+    def refuse(which: int, who: int, value: int) -> None:
+        raise PermissionError
+
+    monkeypatch.setattr(serve.os, "setpriority", refuse)
+    assert serve.raise_priority(-10) == (False, "priority: nice 0 (nice -10 is not allowed for this user)")
+    monkeypatch.setattr(serve.os, "setpriority", lambda which, who, value: state.update(nice=value))
+    assert serve.raise_priority(-10) == (True, "priority: nice -10")
+    assert serve.raise_priority(0) == (True, "priority: nice -10 (left as it is)")
 
 
 def test_machine_counters_read_from_proc() -> None:
