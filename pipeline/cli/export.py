@@ -59,10 +59,16 @@ def register(main: click.Group) -> None:
     )
     @click.option("--sample-seed", type=int, default=0, show_default=True,
                   help="The sampler's seed for --sample-per-level (same seed, same pools).")
+    @click.option("--perturb", is_flag=True,
+                  help="With --sample-per-level: sample each round on a perturbed copy of initial.db (fresh values, "
+                  "the same rows named the same way) and ship those states (states/, stored once by content hash); "
+                  "each pool task plays on its own state.")
+    @click.option("--allow-failing", is_flag=True,
+                  help="Ship tasks that fail the integrity audit (marked in audit.json) instead of refusing.")
     @json_option
     def export_cmd(
         catalog: Path, fmt: str, out_dir: Path, val_fraction: float, sft_arguments: str, sample_per_level: int,
-        sample_seed: int, as_json: bool
+        sample_seed: int, perturb: bool, allow_failing: bool, as_json: bool
     ) -> None:
         """Export the task bank of CATALOG (envs/<env_id>/ + task_bank.jsonl) for RL trainers.
 
@@ -84,11 +90,13 @@ def register(main: click.Group) -> None:
             formats = list(FORMATS) if fmt == "all" else [fmt]
             # sampled once, shared by every format
             wanted = sample_per_level > 0 and formats != ["jsonl"]  # the SFT transcripts carry the bank only
-            pools = sample_pools(cat, sample_per_level, sample_seed) if wanted else None
+            if perturb and not sample_per_level:
+                raise click.UsageError("--perturb needs --sample-per-level N (it perturbs the sampled pools)")
+            pools = sample_pools(cat, sample_per_level, sample_seed, perturb) if wanted else None
             results = [
                 export_catalog(
                     cat, f, out_dir / f if fmt == "all" else out_dir,
-                    val_fraction=val_fraction, sft_arguments=sft_arguments, pools=pools,
+                    val_fraction=val_fraction, sft_arguments=sft_arguments, pools=pools, allow_failing=allow_failing,
                 )
                 for f in formats
             ]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pipeline.catalog import Catalog, CatalogEnv, CatalogError, load_catalog
 from pipeline.export import openenv_fmt, sft_fmt, verifiers_fmt, verl_fmt
+from pipeline.export.audit import AuditError, audit_catalog, enforce
 from pipeline.export.common import ExportError, ExportOptions
 from pipeline.export.pools import EnvPools, sample_pools
 
@@ -44,7 +45,8 @@ class ExportResult:
     skipped_envs: tuple[str, ...]
     """Environments with no task in the bank (nothing to export for them)."""
     pools: tuple[str, ...] = ()
-    """Per environment with sampled pools: how many distinct tasks each level holds (one line each)."""
+    """Per environment with sampled pools: how many distinct tasks each level holds (one line each); always empty
+    for ``jsonl``, which ships no pool."""
 
 
 def export_catalog(
@@ -57,12 +59,18 @@ def export_catalog(
     sample_per_level: int = 0,
     sample_seed: int = 0,
     pools: Mapping[str, EnvPools] | None = None,
+    perturb: bool = False,
+    audit: bool = True,
+    allow_failing: bool = False,
 ) -> ExportResult:
     """Export ``catalog`` in format ``fmt`` (one of ``FORMATS``) under ``out``; ``val_fraction`` of
     each environment's tasks form the validation split; ``sft_arguments`` is the form of the SFT
     transcripts' tool-call arguments (``object``, ``string`` or ``both``). ``sample_per_level`` > 0: each
-    environment also carries up to that many sampled tasks per level (seed ``sample_seed``); ``pools``: pools
-    already sampled (:func:`pipeline.export.pools.sample_pools`, e.g. once for several formats)."""
+    environment also carries up to that many sampled tasks per level (seed ``sample_seed``; ``perturb``: each task
+    on its own perturbed state, shipped in ``states/``); ``pools``: pools
+    already sampled (:func:`pipeline.export.pools.sample_pools`, e.g. once for several formats). Every bundle carries
+    the integrity audit (:mod:`pipeline.export.audit`; ``audit=False``: none); a task that fails it stops the export
+    (``AuditError``) unless ``allow_failing``."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
@@ -71,10 +79,16 @@ def export_catalog(
     if sample_per_level < 0:
         raise ExportError(f"sample_per_level must be 0 or more, not {sample_per_level}")
     if pools is None and sample_per_level > 0 and fmt != "jsonl":  # the SFT transcripts carry the bank only
-        pools = sample_pools(cat, sample_per_level, sample_seed)
+        pools = sample_pools(cat, sample_per_level, sample_seed, perturb)
+    if fmt == "jsonl":  # the SFT transcripts carry the bank only: pools given for several formats are not its own
+        pools = None
+    audits = audit_catalog(cat, pools) if audit else None
+    if audits is not None:
+        enforce(audits, allow_failing)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = FORMATS[fmt](cat, out, ExportOptions(val_fraction=val_fraction, sft_arguments=sft_arguments, pools=pools))
+    paths = FORMATS[fmt](cat, out, ExportOptions(val_fraction=val_fraction, sft_arguments=sft_arguments, pools=pools,
+                                                 audits=audits, allow_failing=allow_failing))
     exported = [e for e in cat.envs.values() if e.tasks]
     return ExportResult(
         format=fmt,
@@ -89,6 +103,7 @@ def export_catalog(
 
 __all__ = [
     "FORMATS",
+    "AuditError",
     "Catalog",
     "CatalogEnv",
     "CatalogError",

@@ -125,6 +125,10 @@ class ExportOptions:
     wire format, a JSON string) or ``both`` (objects, plus ``arguments_json`` strings)."""
     pools: Mapping[str, Any] | None = None
     """Sampled tasks by level per environment (``pipeline.export.pools.EnvPools`` by env id; None: no pools)."""
+    audits: Mapping[str, Any] | None = None
+    """The integrity audit per environment (``pipeline.export.audit.EnvAudit`` by env id; None: not audited)."""
+    allow_failing: bool = False
+    """Ship tasks that fail the audit (marked in ``audit.json``) instead of refusing the export."""
 
 
 def reference_reply(verifier: dict[str, Any]) -> str | None:
@@ -142,6 +146,57 @@ def reference_reply(verifier: dict[str, Any]) -> str | None:
     if spec["type"] == "number" and isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+FINAL_REPLY = "Done: the request has been carried out."
+
+
+def _call_text(tool: str, arguments: dict[str, Any] | None) -> str:
+    """``tool(name=value, ...)``: a call as the agent made it (values as JSON), in no natural language."""
+    if arguments is None:
+        return tool
+    return f"{tool}(" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in sorted(arguments.items())) + ")"
+
+
+def refusals(ce: CatalogEnv, task: Task) -> list[dict[str, Any]]:
+    """The writes a rule-bound task's policy forbids (``metadata.rules`` with the verdict ``forbids``), once each, in
+    order: ``{"rule": id, "tool", "arguments", "message"}``, the message being the rule's own (``env.rules``), in the
+    environment's language. Empty for any other task."""
+    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    messages = {r.id: r.message for r in ce.env.rules}
+    out: list[dict[str, Any]] = []
+    for r in meta.get("rules") or []:
+        if not isinstance(r, dict) or r.get("verdict") != "forbids":
+            continue
+        item = {"rule": r.get("id"), "tool": r.get("tool"), "arguments": dict(r.get("arguments") or {}),
+                "message": messages.get(str(r.get("id")))}
+        if item["message"] is None:
+            raise ExportError(f"task {task.task_id}: metadata.rules names rule {r.get('id')!r}, which the environment "
+                              f"{ce.env_id} does not have (env.json rules: {', '.join(sorted(messages)) or 'none'})")
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def final_reply(ce: CatalogEnv, task: Task) -> str:
+    """The reply a reference transcript ends with: for a task whose request the policy refuses in part, what was
+    done (the reference's writes, as calls) and what was not, each refused write with its rule's own message; else
+    the reply stating the expected answer (:func:`reference_reply`), or :data:`FINAL_REPLY`. A question's reply
+    keeps its answer first and names the refused tools without their arguments (whose numbers would be read as
+    answers)."""
+    answer = reference_reply(task.verifier.model_dump(mode="json"))
+    refused = refusals(ce, task)
+    if not refused:
+        return answer or FINAL_REPLY
+    kinds = {t.name: t.kind for t in ce.env.tools}
+    lines = [answer] if answer else []
+    if answer is None:
+        done = [_call_text(c.tool, c.arguments) for c in task.reference_solution if kinds.get(c.tool) == "write"]
+        if done:
+            lines.append("Done: " + "; ".join(done) + ".")
+    for r in refused:
+        lines.append(f"Not done: {_call_text(r['tool'], None if answer else r['arguments'])}: {r['message']}")
+    return "\n".join(lines)
 
 
 def splits(catalog: Catalog, val_fraction: float) -> dict[str, str]:
@@ -204,11 +259,19 @@ def difficulty_info(task: Task) -> dict[str, Any]:
     return out
 
 
-def task_info(task: Task, split: str) -> dict[str, Any]:
+def task_info(task: Task, split: str, ce: CatalogEnv | None = None) -> dict[str, Any]:
     """What every export carries per task besides the record: split, kind, difficulty, and the
-    reply that states the expected answer (the reference checks use it)."""
+    reply that states the expected answer (the reference checks use it). With the task's environment ``ce``, a task
+    whose request the policy refuses in part also carries ``refusals`` (each refused write's ``rule`` id, ``tool``,
+    ``arguments`` and the rule's ``message``) and ``final_reply`` (:func:`final_reply`: what was done, what was
+    refused and why), so the rule ids travel with the task in every format."""
     verifier = task.verifier.model_dump(mode="json")
-    return {"split": split, "kind": task.kind, **difficulty_info(task), "reference_reply": reference_reply(verifier)}
+    out = {"split": split, "kind": task.kind, **difficulty_info(task), "reference_reply": reference_reply(verifier)}
+    refused = refusals(ce, task) if ce is not None else []
+    if refused:
+        out["refusals"] = refused
+        out["final_reply"] = final_reply(ce, task) if ce is not None else None
+    return out
 
 
 def write_bundle(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
@@ -221,7 +284,7 @@ def write_bundle(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     shutil.copyfile(ce.path / "initial.db", out / "initial.db")
     os.chmod(out / "initial.db", 0o644)
     write_text(out / "tasks.jsonl", "".join(canonical_json(exported_record(ce, t)) + "\n" for t in ce.tasks))
-    write_json(out / "task_info.json", {t.task_id: task_info(t, split[t.task_id]) for t in ce.tasks})
+    write_json(out / "task_info.json", {t.task_id: task_info(t, split[t.task_id], ce) for t in ce.tasks})
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.export.audit import readme_of, ship_audit
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
@@ -102,7 +103,9 @@ these. A call that could not run as sent fills `error` (`tool_not_found`, `inval
 parameter, `execution_error`); a refusal by one of the application's rules is the tool's answer:
 `ok` false, `error` null, the message in `result`. Every WebSocket session gets its own copy of the
 database. `ENVFOUNDRY_PARTIAL_CREDIT=1` rewards the share of goals met instead of 1/0;
-`ENVFOUNDRY_MAX_SESSIONS` bounds concurrent sessions (default 64). Sessions own no thread: their tool
+`ENVFOUNDRY_MAX_SESSIONS` bounds concurrent sessions (default 1024, sized for a training step's rollouts; the
+server prints the cap and the memory one session measured at start-up; a session refused at the cap is told to
+raise it). Sessions own no thread: their tool
 calls and rewards run on one pool of `ENVFOUNDRY_WORKERS` threads (default the number of cores, at least
 2), and a call is stopped after `ENVFOUNDRY_CALL_TIMEOUT` seconds (default 10), so a slow call cannot
 stall the other sessions.
@@ -261,7 +264,9 @@ their `means`, `episodes` and the last `moves`; the step that ends an episode th
 move in `metadata.level_move`. The level is the server's, shared by its sessions."""
 
 
-def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None) -> Path:
+def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None,
+               options: ExportOptions | None = None) -> Path:
+    options = options or ExportOptions()
     tasks = tasks_with_tools(ce)
     names = {t.name for t in ce.env.tools}
     clash = names & RESERVED
@@ -283,7 +288,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
          "requires-python": ">=3.10", "dependencies": [OPENENV_REQUIREMENT, "uvicorn"],
          "scripts": {"server": f"{package}.server.app:main"}},
         {"packages": [package, f"{package}.server"], "package-dir": {package: ".", f"{package}.server": "server"},
-         "package-data": {package: ["data/*", "openenv.yaml", "README.md"]}},
+         "package-data": {package: ["data/*", "data/states/*", "openenv.yaml", "README.md"]}},
         {"env_id": ce.env_id, "scenario": title},
     ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
@@ -293,7 +298,8 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
         README.format(
             n=len(tasks), n_val=n_val, submit=submit, tools=", ".join(sorted(names)),
             requirement=OPENENV_REQUIREMENT, plan_task=plan["reset"]["options"]["task_id"], message=message, **fill,
-        ) + (readme_section({ce.env_id: pools}, POOL_USAGE) if pools is not None else ""),
+        ) + (readme_section({ce.env_id: pools}, POOL_USAGE) if pools is not None else "")
+        + readme_of(options, [ce.env_id]),
     )
     write_text(
         root / "__init__.py",
@@ -316,6 +322,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
     write_bundle(ce, root / "data", split)
     if pools is not None:
         write_pool(ce, pools, root / "data")
+    ship_audit(options, ce.env_id, root / "data")
     write_json(
         root / "data" / "export.json",
         {
@@ -338,4 +345,5 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
 
 def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     split = splits(catalog, options.val_fraction)
-    return [export_env(ce, out, split, pool_of(options.pools, ce.env_id)) for ce in catalog.envs.values() if ce.tasks]
+    return [export_env(ce, out, split, pool_of(options.pools, ce.env_id), options)
+            for ce in catalog.envs.values() if ce.tasks]

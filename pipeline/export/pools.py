@@ -15,8 +15,11 @@ holds fewer than ``n``).
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,8 @@ from pipeline.ir import Task
 
 POOL_FILE = "pool.jsonl"
 POOL_MANIFEST = "pool.json"
+STATES_DIR = "states"
+"""Where an export stores the perturbed states its pool tasks play on, each once, named by its SHA-256."""
 POOL_SPLIT = "train"
 """The split a pool task carries (pools are for training; the bank's val split stays the held-out set)."""
 
@@ -46,6 +51,14 @@ class EnvPools:
     n: int
     seed: int
     levels: Mapping[int, LevelPool]
+    states: Mapping[str, Path] = field(default_factory=dict)
+    """With ``perturb``: task_id -> the perturbed database the task was sampled on (its own initial state)."""
+    workdir: Any = None
+    """The temporary directory holding those databases (removed when these pools are dropped)."""
+
+    @property
+    def perturbed(self) -> bool:
+        return bool(self.states)
 
     def describe(self) -> str:
         """One line: how many distinct tasks each level holds."""
@@ -55,8 +68,10 @@ class EnvPools:
         return f"{self.env_id}: {self.n} asked per level (seed {self.seed}); " + ", ".join(parts)
 
 
-def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0) -> EnvPools:
-    """Up to ``n`` proved tasks of ``ce`` at each level, none of the bank's, none repeated across levels."""
+def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0, perturb: bool = False) -> EnvPools:
+    """Up to ``n`` proved tasks of ``ce`` at each level, none of the bank's, none repeated across levels. ``perturb``:
+    each sampler round runs on a perturbed copy of ``initial.db`` (``envfoundry sample --perturb``), and every task
+    plays on the state it was sampled on (``EnvPools.states``)."""
     from pipeline.catalog.env_dir import TEMPLATES
     from pipeline.sampler import LEVELS, Want, sample  # the planner: imported only when sampling
     from pipeline.stages.phrasing import read_templates
@@ -72,17 +87,27 @@ def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0) -> EnvPools:
         raise ExportError(str(e)) from None
     levels: dict[int, LevelPool] = {}
     earlier: list[Task] = []
+    workdir = tempfile.TemporaryDirectory(prefix="envfoundry-states-") if perturb else None
     for level in LEVELS:
         got = sample(ce.env, n, seed=seed, initial_db=db, want=Want(level=level), bank=ce.tasks, exclude=earlier,
-                     templates=templates)
+                     templates=templates, perturb_dir=workdir.name if workdir is not None else None)
         levels[level] = LevelPool(level, tuple(got.tasks), got.exhausted, got.summary())
         earlier += got.tasks
-    return EnvPools(ce.env_id, n, seed, levels)
+    states: dict[str, Path] = {}
+    if workdir is not None:
+        for task in earlier:
+            made = (task.metadata.get("perturb") or {}) if isinstance(task.metadata, dict) else {}
+            path = Path(workdir.name) / str(made.get("db"))
+            if not made.get("db") or not path.is_file():
+                raise ExportError(f"task {task.task_id}: sampled on a perturbed state whose database "
+                                  f"{made.get('db')!r} is missing")
+            states[task.task_id] = path
+    return EnvPools(ce.env_id, n, seed, levels, states, workdir)
 
 
-def sample_pools(catalog: Catalog, n: int, seed: int = 0) -> dict[str, EnvPools]:
+def sample_pools(catalog: Catalog, n: int, seed: int = 0, perturb: bool = False) -> dict[str, EnvPools]:
     """:func:`sample_env_pools` for every environment of ``catalog`` with tasks in the bank (the ones exported)."""
-    return {ce.env_id: sample_env_pools(ce, n, seed) for ce in catalog.envs.values() if ce.tasks}
+    return {ce.env_id: sample_env_pools(ce, n, seed, perturb) for ce in catalog.envs.values() if ce.tasks}
 
 
 def pool_of(pools: Mapping[str, EnvPools] | None, env_id: str) -> EnvPools | None:
@@ -94,11 +119,11 @@ def pool_of(pools: Mapping[str, EnvPools] | None, env_id: str) -> EnvPools | Non
     return pools[env_id]
 
 
-def pool_info(task: Task) -> dict[str, Any]:
+def pool_info(task: Task, ce: CatalogEnv | None = None) -> dict[str, Any]:
     """What the exports carry per pool task (as ``task_info.json`` per bank task), with its ``level`` and
     ``axes``."""
     meta = task.metadata if isinstance(task.metadata, dict) else {}
-    return {**task_info(task, POOL_SPLIT), "level": meta.get("level"), "axes": meta.get("axes"), "sampled": True}
+    return {**task_info(task, POOL_SPLIT, ce), "level": meta.get("level"), "axes": meta.get("axes"), "sampled": True}
 
 
 def write_pool(ce: CatalogEnv, pools: EnvPools, out: Path) -> None:
@@ -106,6 +131,7 @@ def write_pool(ce: CatalogEnv, pools: EnvPools, out: Path) -> None:
     from pipeline.sampler import LEVEL_NAMES, SAMPLER_VERSION
 
     tasks = [t for _, p in sorted(pools.levels.items()) for t in p.tasks]
+    named = ship_states(pools, out)
     write_text(out / POOL_FILE, "".join(canonical_json(exported_record(ce, t)) + "\n" for t in tasks))
     write_json(out / POOL_MANIFEST, {
         "env_id": ce.env_id,
@@ -115,8 +141,42 @@ def write_pool(ce: CatalogEnv, pools: EnvPools, out: Path) -> None:
         "levels": {str(lvl): {"name": LEVEL_NAMES[lvl], "found": len(p.tasks), "exhausted": p.exhausted,
                               "summary": p.summary, "task_ids": [t.task_id for t in p.tasks]}
                    for lvl, p in sorted(pools.levels.items())},
-        "info": {t.task_id: pool_info(t) for t in tasks},
+        "info": {t.task_id: {**pool_info(t, ce), **({"state": named[t.task_id]} if t.task_id in named else {})}
+                 for t in tasks},
+        **({"states": level_sizes(pools)} if pools.perturbed else {}),
     })
+
+
+def state_name(path: Path) -> str:
+    """``states/<sha256>.db``: a state's name in the bundle, by its content."""
+    return f"{STATES_DIR}/{hashlib.sha256(path.read_bytes()).hexdigest()}.db"
+
+
+def ship_states(pools: EnvPools, out: Path) -> dict[str, str]:
+    """Copy each perturbed state the pools' tasks play on into ``out/states/``, once per content hash; task_id ->
+    the state's name (``states/<sha256>.db``), the SHA-256 checked against the one the sampler recorded."""
+    named: dict[str, str] = {}
+    for task_id, path in sorted(pools.states.items()):
+        name = state_name(path)
+        dest = out / name
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+            dest.chmod(0o644)
+        named[task_id] = name
+    return named
+
+
+def level_sizes(pools: EnvPools) -> dict[str, dict[str, int]]:
+    """Per level: its tasks, the distinct states they play on and those states' bytes (each stored once, so levels
+    that share a state both count it)."""
+    out: dict[str, dict[str, int]] = {}
+    for lvl, p in sorted(pools.levels.items()):
+        paths = {state_name(pools.states[t.task_id]): pools.states[t.task_id] for t in p.tasks
+                 if t.task_id in pools.states}
+        out[str(lvl)] = {"tasks": len(p.tasks), "states": len(paths),
+                         "state_bytes": sum(q.stat().st_size for q in paths.values())}
+    return out
 
 
 def readme_section(pools: Mapping[str, EnvPools], usage: str) -> str:
@@ -129,6 +189,25 @@ def readme_section(pools: Mapping[str, EnvPools], usage: str) -> str:
         for p in pools.values())
     first = next(iter(pools.values()))
     levels = sorted(first.levels)
+    perturbed = [p for p in pools.values() if p.perturbed]
+    sizes = ""
+    if perturbed:
+        lines = []
+        for p in perturbed:
+            per = level_sizes(p)
+            total = len({state_name(q) for q in p.states.values()})
+            lines.append(f"| `{p.env_id}` | " + " | ".join(
+                f"{per[str(lvl)]['tasks']} tasks, {per[str(lvl)]['states']} states, "
+                f"{per[str(lvl)]['state_bytes'] / 1024:.0f} KiB" for lvl in levels) + f" | {total} |")
+        sizes = (
+            "\n\nFresh states (`--perturb`): each sampler round ran on its own perturbed copy of `initial.db` (the same "
+            "rows named the same way, their other values drawn again: a memorised answer fails), and each pool task "
+            "plays on the state it was sampled on: `pool.json`'s `info[task_id].state` names it, a database stored "
+            "once by its SHA-256 in `states/` beside `initial.db` (the reward compares against that state too). "
+            "Size per level (a state shared by two levels counts in both; stored once):\n\n"
+            "| environment | " + " | ".join(f"level {lvl}" for lvl in levels) + " | distinct states |\n|---|"
+            + "---|" * (len(levels) + 1) + "\n" + "\n".join(lines))
+
     head = "| environment | " + " | ".join(f"level {lvl}" for lvl in levels) + " |\n|---|" + "---|" * len(levels)
     return (
         "\n## Sampled tasks by level\n\n"
@@ -139,5 +218,5 @@ def readme_section(pools: Mapping[str, EnvPools], usage: str) -> str:
         "Levels: 1 one call; 2 short chain; 3 deep or computed; 4 two goals or implicit intent; 5 refuse part of a "
         "request, or two goals under a rule (a rule over a write adds one level). Distinct tasks per level "
         "(`*`: all the environment holds at that level, as far as the sampler reaches):\n\n"
-        f"{head}\n{rows}\n\n{usage}\n"
+        f"{head}\n{rows}{sizes}\n\n{usage}\n"
     )

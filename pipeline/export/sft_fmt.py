@@ -4,7 +4,9 @@ One line per task: ``{"task_id", "env_id", "split", "tier", "pass_rate", "diffic
 "tools"}``. ``messages`` are chat messages — system, user (the instruction), then per reference
 call an assistant message with one ``tool_calls`` entry and the ``tool`` message with the real
 result (the solution is replayed on a fresh database), and a final assistant message (the reply
-that states the expected answer for questions). Tool-call ``arguments`` are JSON objects, the
+that states the expected answer for questions; for a task the policy refuses in part, what was done and each
+refused write with its rule's own message, :func:`pipeline.export.common.final_reply`, and the record's
+``refusals`` names the rules). Tool-call ``arguments`` are JSON objects, the
 convention Hugging Face chat templates render (``apply_chat_template(messages, tools=tools)``);
 ``sft_arguments="string"`` writes the OpenAI wire form (a JSON string) instead, ``"both"`` adds the
 string as ``arguments_json``. ``tools`` are OpenAI function schemas. A reference solution that
@@ -14,7 +16,7 @@ fails its verifier (the one reward, ``verify/reward.py``) on replay is an error.
 plus ``conversation``, the task's script): system (the conversational prompt), user (the opening line), then per
 fact of the script the assistant asking for it and the user giving it, then the reference calls and results and the
 final message, written by code (:func:`conversation_transcript`); no user turn of it is a user error
-(``verify.usercheck.check_turn``).
+(``verify.usercheck.check_turn``), nor is the user ending the conversation on the final message.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.export.audit import AUDIT_FILE, readme_of
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
@@ -31,16 +34,16 @@ from pipeline.export.common import (
     conversation_form,
     conversation_prompt,
     difficulty_info,
-    reference_reply,
+    final_reply,
+    refusals,
     splits,
     system_prompt,
+    write_json,
     write_text,
 )
 from pipeline.ir import Task
 from pipeline.runtime import EnvInstance
 from verify import reward, usercheck
-
-FINAL_REPLY = "Done: the request has been carried out."
 
 README = """# envfoundry SFT transcripts
 
@@ -51,13 +54,18 @@ reply), replayed on the environment and checked by its verifier. One line per ta
 test attempts that passed, null when none ran), `difficulty`, `messages`, `tools` (OpenAI function
 schemas). Tool-call `arguments` are written {arguments}.
 
+A task whose request the application's policy refuses in part ({n_refusing} of them) skips the refused writes,
+and its final reply says so: a `Done:` line with the writes made (as calls) and one `Not done:` line per
+refused write, ending with its rule's own message (the policy's words, in the environment's language). Its
+line also has `refusals`: per refused write the `rule` id, `tool`, `arguments` and `message`.
+
 `sft_conversation.jsonl`: the same tasks as whole conversations with a user, one line per task (the same
 fields, plus `conversation`: the task's script, see below). The user opens with a vague request (the
 `opening` line); the assistant asks for each detail it needs, one question at a time, and the user gives
 it; then come the tool calls and results and the final message. Written by code from each task's reference
 solution and its script, and checked: no user turn gives a fact before it was asked for, invents a value or
 names a tool or an id (envfoundry's checks of a simulated user, `usercheck.py` in the other exports). Render
-it with `the second command below, or train on it as on `sft.jsonl`. A task's `conversation` holds `opening`,
+it with the second command below, or train on it as on `sft.jsonl`. A task's `conversation` holds `opening`,
 `goal` (the whole request), `facts` (`label`, `value`, `about`: what the user gives when asked), `hidden`
 (values read from tools, which the user never says), `persona`, `question` (the user waits for an answer),
 `pushback` (the user insists once when refused), `derived` and `user_system` (the simulated user's system
@@ -72,11 +80,19 @@ python render_sft.py sft.jsonl --tokenizer ./qwen2.5-tokenizer --out rendered.js
 python render_sft.py sft_conversation.jsonl --tokenizer ./qwen2.5-tokenizer --out rendered_conversation.jsonl
 ```
 
-Make the directory once, on a machine with network: `hf download Qwen/Qwen2.5-7B-Instruct
-tokenizer.json tokenizer_config.json --local-dir qwen2.5-tokenizer` (the chat template is in
-`tokenizer_config.json`), or `AutoTokenizer.from_pretrained(ID).save_pretrained(DIR)`. A directory is
-read without any network access; `--tokenizer Qwen/Qwen2.5-7B-Instruct` (a Hub id) downloads the
-files, or with `HF_HUB_OFFLINE=1` reads them from the Hub cache.
+`./qwen2.5-tokenizer` is a directory you make once, while you have network (the only step that needs
+it), then copy to the training machine with the export:
+
+```bash
+pip install "huggingface_hub[cli]"
+hf download Qwen/Qwen2.5-7B-Instruct tokenizer.json tokenizer_config.json --local-dir qwen2.5-tokenizer
+```
+
+(the chat template is in `tokenizer_config.json`; `AutoTokenizer.from_pretrained(ID).save_pretrained(DIR)`
+makes the same directory). From then on everything runs offline: a directory is read without any network
+access. `--tokenizer Qwen/Qwen2.5-7B-Instruct` (a Hub id) would download the files instead; with
+`HF_HUB_OFFLINE=1` it reads them from the Hub cache of an earlier download, and without one it stops and says
+what to pass.
 
 Or in Python, reading lines with `json` (an Arrow-backed loader such as `datasets` merges the
 `arguments` objects of all lines into one struct and adds null keys):
@@ -132,7 +148,7 @@ def replayed(ce: CatalogEnv, task: Task, form: str) -> tuple[list[dict[str, Any]
                 {"role": "assistant", "content": None, "tool_calls": [tool_call(call_id, call.tool, call.arguments, form)]}
             )
             messages.append({"role": "tool", "tool_call_id": call_id, "name": call.tool, "content": render_result(out)})
-        final = reference_reply(verifier) or FINAL_REPLY
+        final = final_reply(ce, task)
         score = reward.score(verifier, inst.conn, initial=initial, answer=final)
     if not score.passed:
         raise ExportError(
@@ -141,9 +157,11 @@ def replayed(ce: CatalogEnv, task: Task, form: str) -> tuple[list[dict[str, Any]
     return messages, final
 
 
-def record(task: Task, split: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def record(task: Task, split: str, messages: list[dict[str, Any]], ce: CatalogEnv | None = None) -> dict[str, Any]:
     info = difficulty_info(task)
+    refused = refusals(ce, task) if ce is not None else []
     return {
+        **({"refusals": refused} if refused else {}),
         "task_id": task.task_id,
         "env_id": task.env_id,
         "split": split,
@@ -159,7 +177,7 @@ def transcript(ce: CatalogEnv, task: Task, split: str, form: str) -> dict[str, A
     calls, final = replayed(ce, task, form)
     messages = [{"role": "system", "content": system_prompt(ce)}, {"role": "user", "content": task.instruction},
                 *calls, {"role": "assistant", "content": final}]
-    return record(task, split, messages)
+    return record(task, split, messages, ce)
 
 
 def ask(fact: dict[str, Any]) -> str:
@@ -188,19 +206,22 @@ def conversation_transcript(ce: CatalogEnv, task: Task, split: str, form: str) -
                               f"user error: {errors[0].detail}")
         user.append(answer)
         messages += [{"role": "assistant", "content": question}, {"role": "user", "content": answer}]
+    agent.append(final)
+    errors = usercheck.check_turn(facts, conv["hidden"], tools, agent, user, "", True, len(user))
+    if errors:  # the user must be able to end the conversation on the final reply (a refusal included)
+        raise ExportError(f"task {task.task_id}: ending the conversation after the final reply {final!r} is a user "
+                          f"error: {errors[0].detail}")
     messages += [*calls, {"role": "assistant", "content": final}]
-    return {**record(task, split, messages), "conversation": conv}
+    return {**record(task, split, messages, ce), "conversation": conv}
 
 
 def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     if options.sft_arguments not in ARGUMENT_FORMS:
         raise ExportError(f"sft_arguments {options.sft_arguments!r} is not one of {', '.join(ARGUMENT_FORMS)}")
     split = splits(catalog, options.val_fraction)
-    lines = [
-        json.dumps(transcript(ce, task, split[task.task_id], options.sft_arguments), ensure_ascii=False, sort_keys=True)
-        for ce in catalog.envs.values()
-        for task in ce.tasks
-    ]
+    records = [transcript(ce, task, split[task.task_id], options.sft_arguments)
+               for ce in catalog.envs.values() for task in ce.tasks]
+    lines = [json.dumps(r, ensure_ascii=False, sort_keys=True) for r in records]
     path = out / "sft.jsonl"
     write_text(path, "".join(line + "\n" for line in lines))
     conversations = [
@@ -218,6 +239,9 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
             n_envs=sum(1 for ce in catalog.envs.values() if ce.tasks),
             n_val=sum(1 for v in split.values() if v == "val"),
             arguments=ARGUMENT_DOC[options.sft_arguments],
-        ),
+            n_refusing=sum(1 for r in records if r.get("refusals")),
+        ) + readme_of(options, [ce.env_id for ce in catalog.envs.values() if ce.tasks]),
     )
+    if options.audits:  # one file for the catalog: {env_id: audit}
+        write_json(out / AUDIT_FILE, {e: a.to_json(options.allow_failing) for e, a in options.audits.items()})
     return [path]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.export.audit import readme_of, ship_audit
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
@@ -49,7 +50,11 @@ vf-eval {package} -m "$MODEL" --client.base-url "$BASE_URL" --no-push --env.agen
 
 `vf-eval` runs the default harness, a tool-calling chat loop, against any OpenAI-compatible endpoint
 (`$BASE_URL`, e.g. `http://127.0.0.1:8000/v1` for vLLM; the key is read from `$PRIME_API_KEY`, or name
-another variable with `--client.api-key-var`), and writes `outputs/<run>/traces.jsonl`. Offline it needs
+another variable with `--client.api-key-var`), and writes `outputs/<run>/traces.jsonl`. **The endpoint must
+stream**: the harness asks for every turn with `"stream": true` (server-sent events), so an endpoint that
+answers streamed chat completions with an error fails every rollout (vLLM, SGLang, llama.cpp's server and
+Ollama stream; check a proxy or a scripted server with `curl $BASE_URL/chat/completions -d '{{"model": "...",
+"stream": true, "messages": [...]}}'`). Offline it needs
 `--no-push` (else it uploads the run to Prime Intellect and asks for a Prime API key) and
 `--env.agent.runtime.type subprocess` (else each rollout provisions a Prime hosted sandbox). The harness
 runs its chat program as a `uv` script (`uv sync --script` resolves the program's own dependencies
@@ -105,7 +110,9 @@ the command line: `--env.taskset.level 3 --env.taskset.n 5`. A sampled task's da
 a call to any other with an error naming them; a task of the bank offers every tool."""
 
 
-def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None) -> Path:
+def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools | None = None,
+               options: ExportOptions | None = None) -> Path:
+    options = options or ExportOptions()
     tasks = tasks_with_tools(ce)
     package = package_name(ce.env_id, "envfoundry")
     root = out / package
@@ -116,18 +123,20 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
         {"name": fill["dist"], "version": "0.1.0",
          "description": f"envfoundry environment {ce.env_id} for verifiers: {one_line(title)}",
          "requires-python": ">=3.11", "dependencies": [VERIFIERS_REQUIREMENT]},
-        {"packages": [package], "package-data": {package: ["data/*"]}},
+        {"packages": [package], "package-data": {package: ["data/*", "data/states/*"]}},
         {"env_id": ce.env_id, "scenario": title},
     ))
     n_val = sum(1 for t in tasks if split[t.task_id] == "val")
     write_text(root / "README.md", README.format(n=len(tasks), n_val=n_val, uv=UV_VERSION, **fill)
-               + (readme_section({ce.env_id: pools}, POOL_USAGE) if pools is not None else ""))
+               + (readme_section({ce.env_id: pools}, POOL_USAGE) if pools is not None else "")
+               + readme_of(options, [ce.env_id]))
     write_text(pkg / "__init__.py", (TEMPLATES / "verifiers_init.py").read_text(encoding="utf-8"))
     write_text(pkg / "toolset.py", (TEMPLATES / "verifiers_toolset.py").read_text(encoding="utf-8"))
     write_runtime(pkg)
     write_bundle(ce, pkg / "data", split)
     if pools is not None:
         write_pool(ce, pools, pkg / "data")
+    ship_audit(options, ce.env_id, pkg / "data")
     write_json(pkg / "data" / "export.json", {"env_id": ce.env_id, "system_prompt": system_prompt(ce),
                                               "conversation_system_prompt": conversation_prompt(ce)})
     return root
@@ -135,4 +144,5 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
 
 def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
     split = splits(catalog, options.val_fraction)
-    return [export_env(ce, out, split, pool_of(options.pools, ce.env_id)) for ce in catalog.envs.values() if ce.tasks]
+    return [export_env(ce, out, split, pool_of(options.pools, ce.env_id), options)
+            for ce in catalog.envs.values() if ce.tasks]

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline.export.audit import readme_of, ship_audit
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import (
     TEMPLATES,
@@ -41,6 +42,7 @@ from pipeline.export.common import (
     dist_name,
     package_name,
     pyproject,
+    refusals,
     splits,
     system_prompt,
     write_bundle,
@@ -77,7 +79,9 @@ python -m verl.trainer.main_ppo \\
 Qwen3-Coder, ...): the reward does not depend on it. `compute_score` returns `score` (1.0 / 0.0;
 `extra_info.partial_credit=true` for the share of goals met), `acc` and `goals_met`. Rows carry
 `extra_info.split`, `extra_info.tier` (1 to 3) and `extra_info.pass_rate` (the share of envfoundry's
-test attempts that passed, null when none ran) for curricula. Tool arguments that are not a JSON
+test attempts that passed, null when none ran) for curricula, and `extra_info.refusal_rules`: the ids of the
+rules that refuse part of the task's request (empty for most tasks; each refused write, with its rule's message,
+is in `task_info.json`'s `refusals`). Tool arguments that are not a JSON
 object (`"a string"`, a list) are refused with an `Error: ...` result naming what was sent.
 {val_note}
 Environments: {envs}.
@@ -175,6 +179,7 @@ def task_row(ce: CatalogEnv, task: Task, part: str, index: int, selection: list[
                 name: {"create_kwargs": {"task_id": task.task_id, "env_id": task.env_id}} for name in selection
             },
             "tool_selection": selection,
+            "refusal_rules": [r["rule"] for r in refusals(ce, task)],
         },
         "agent_name": "tool_agent",
     }
@@ -285,7 +290,7 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
         {"name": dist_name(package), "version": "0.1.0",
          "description": f"envfoundry environments for veRL: tools and reward ({len(envs)} environments)",
          "requires-python": ">=3.10", "dependencies": []},
-        {"packages": [package], "package-data": {package: ["data/*/*"]}},
+        {"packages": [package], "package-data": {package: ["data/*/*", "data/*/states/*"]}},
     ))
     by_level = level_rows(catalog, options.pools, names) if options.pools is not None else {}
     pool_note = ""
@@ -303,7 +308,7 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
             n_val=len(data["val"]),
             val_note=val_note,
             envs=", ".join(f"`{ce.env_id}` ({ce.env.scenario.name})" for ce in envs),
-        ) + pool_note,
+        ) + pool_note + readme_of(options, [ce.env_id for ce in envs]),
     )
     write_text(pkg / "__init__.py", '"""envfoundry tools and reward for veRL (see tools.py)."""\n')
     write_text(pkg / "tools.py", (TEMPLATES / "verl_tools.py").read_text(encoding="utf-8"))
@@ -314,6 +319,7 @@ def export(catalog: Catalog, out: Path, options: ExportOptions) -> list[Path]:
         env_pools = pool_of(options.pools, ce.env_id)
         if env_pools is not None:
             write_pool(ce, env_pools, pkg / "data" / ce.env_id)
+        ship_audit(options, ce.env_id, pkg / "data" / ce.env_id)
     write_text(
         root / "tool_config.yaml",
         yaml.safe_dump(tool_config(catalog, package, names), sort_keys=False, allow_unicode=True, width=100),

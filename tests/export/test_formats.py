@@ -207,7 +207,9 @@ def test_jsonl_transcripts_round_trip(any_catalog, tmp_path):
     assert sorted(x["task_id"] for x in lines) == sorted(tasks)
     for x in lines:
         task = tasks[x["task_id"]]
-        assert set(x) == {"task_id", "env_id", "split", "tier", "pass_rate", "difficulty", "messages", "tools"}
+        refused = any(r.get("verdict") == "forbids" for r in task.metadata.get("rules") or [])
+        assert set(x) == {"task_id", "env_id", "split", "tier", "pass_rate", "difficulty", "messages", "tools",
+                          *(["refusals"] if refused else [])}
         assert x["tools"] == task.tools and x["split"] in ("train", "val")
         msgs = x["messages"]
         assert msgs[0]["role"] == "system" and msgs[1] == {"role": "user", "content": task.instruction}

@@ -118,7 +118,7 @@ def test_cli_samples_once_for_every_format(sampled, tmp_path, monkeypatch):
     root, pools = sampled
     calls = []
 
-    def fake(cat, n, seed):
+    def fake(cat, n, seed, perturb=False):
         calls.append((n, seed))
         return {pools.env_id: pools}
 

@@ -1,7 +1,8 @@
 """An envfoundry environment as an OpenEnv ``Environment``: tool calls are the actions.
 
 ``reset(task_id=...)`` (or ``seed=`` to pick a task by index) starts an episode on a fresh
-in-memory copy of ``data/initial.db`` and returns a ``TaskObservation`` (instruction, tools, split,
+in-memory copy of ``data/initial.db`` (of the task's own state, ``data/states/<sha256>.db``, for a pool task
+sampled on a perturbed state: ``export --perturb``) and returns a ``TaskObservation`` (instruction, tools, split,
 tier, pass rate). ``step`` takes OpenEnv's MCP actions: ``ListToolsAction`` lists the tools
 (``ListToolsObservation``), ``CallToolAction(tool_name, arguments)`` runs one and returns a
 ``ToolObservation`` whose ``result`` is the text the agent reads (JSON, or ``Error: ...``). A call
@@ -204,10 +205,11 @@ class EnvFoundryEnvironment(Environment):
             task_id = ids[(seed or 0) % len(ids)]
         task = b.task(task_id)
         info = b.task_info(task_id)
+        state = b.state_of(task_id)  # a task sampled on a perturbed state plays on it (data/states/)
         if self._session is None:
-            self._session = taskrt.Session(b)
+            self._session = taskrt.Session(b, state)
         else:
-            self._session.reset()
+            self._session.reset(state, switch=True)
         self._task = task
         self._adaptive_level = episode_level if adapt else None
         sampled = task_id in b.pool_tasks

@@ -59,6 +59,9 @@ class EnvFoundryData(vf.TaskData):
     """Share of envfoundry's test rollouts that passed."""
     level: int | None = None
     """A sampled task's difficulty level (1 to 5); None for the bank's tasks."""
+    refusals: list[dict[str, Any]] = []
+    """Hidden from the agent: for a task whose request the policy refuses in part, each refused write's ``rule`` id,
+    ``tool``, ``arguments`` and the rule's ``message`` (the reference ends by saying them)."""
     tools: list[str] | None = None
     """The tools a sampled task offers (those it needs and its level's distractors, in the environment's order):
     its rollout's tool server has only these. None for the bank's tasks, which offer every tool."""
@@ -77,9 +80,10 @@ class EnvFoundryTaskConfig(vf.TaskConfig):
 def score(data: EnvFoundryData, state: EnvFoundryState, answer: str | None, partial: bool = False):
     """The rollout's ``reward.Score``: its final database (the shared state) and last reply."""
     b = bundle()
-    conn = taskrt.load_db(state.db) if state.db else b.fresh_db()
+    initial = b.state_of(data.task_id)  # the task's own initial state (None: initial.db)
+    conn = taskrt.load_db(state.db) if state.db else b.fresh_db(initial)
     try:
-        return reward.score(data.verifier, conn, initial=b.initial_snapshot(), answer=answer, partial=partial)
+        return reward.score(data.verifier, conn, initial=b.initial_snapshot(initial), answer=answer, partial=partial)
     finally:
         conn.close()
 
@@ -190,7 +194,10 @@ class EnvFoundryTaskset(vf.Taskset[EnvFoundryTask, EnvFoundryConfig]):
                 pass_rate=info.get("pass_rate"),
                 level=info.get("level"),
                 tools=offered_tools(task_id),
-                difficulty={k: v for k, v in info.items() if k not in ("split", "reference_reply", "level", "sampled")},
+                refusals=info.get("refusals") or [],
+                difficulty={k: v for k, v in info.items()
+                            if k not in ("split", "reference_reply", "level", "sampled", "refusals", "final_reply",
+                                         "state")},
             )
             yield EnvFoundryTask(data, self.config.task)
 

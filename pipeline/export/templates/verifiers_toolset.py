@@ -3,7 +3,8 @@
 Launched per rollout by verifiers (``python -m <package>.toolset``). The rollout's database lives
 in the rollout's shared ``state`` (``EnvFoundryState.db``): every call restores it, runs the tool
 through the envfoundry engine and, when the tool changed it, writes it back, so each rollout
-starts from its own fresh copy of ``initial.db`` and the reward sees the final state.
+starts from its own fresh copy of ``initial.db`` (of its task's own state, for a task sampled on a perturbed
+state: ``data/states/``) and the reward sees the final state.
 
 The server is task-scoped (``Task.toolsets``): verifiers launches one per rollout and hands it the rollout's
 ``TaskData`` (``setup_task``) before it registers its tools. A sampled task (``EnvFoundryData.tools``, from the
@@ -85,8 +86,15 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
     offered: list[str] | None = None
     """The tools the rollout's task offers, in the environment's order (None: every tool; set by ``setup_task``)."""
 
+    initial_state: str | None = None
+    """The state the rollout's task starts from (a database of ``data/states/`` for a task sampled on a perturbed
+    state, ``Bundle.state_of``; None: ``initial.db``)."""
+
     async def setup_task(self, task) -> None:
-        """The rollout's task (its ``EnvFoundryData``), before ``register``: a sampled task's own tools."""
+        """The rollout's task (its ``EnvFoundryData``), before ``register``: a sampled task's own tools and its
+        initial state."""
+        task_id = getattr(task, "task_id", None)
+        self.initial_state = bundle().state_of(task_id) if task_id else None
         names = getattr(task, "tools", None)
         if names is None:
             self.offered = None
@@ -105,7 +113,7 @@ class EnvFoundryToolset(vf.Toolset[vf.ToolsetConfig, EnvFoundryState]):
         def call(**arguments):
             b = bundle()
             state = self.state
-            conn = taskrt.load_db(state.db) if state.db else b.fresh_db()
+            conn = taskrt.load_db(state.db) if state.db else b.fresh_db(self.initial_state)
             try:
                 before = conn.total_changes
                 # An optional parameter left out arrives as None: drop it, as if it was not sent.

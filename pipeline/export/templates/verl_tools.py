@@ -150,7 +150,8 @@ class EnvFoundryTool(BaseTool):
             with _LOCK:
                 record = _ORPHANS.setdefault(instance_id, {**meta, "db": None, "calls": 0})
         b = bundle(record["env_id"] or self.env_id)
-        conn = taskrt.load_db(record["db"]) if record["db"] else b.fresh_db()
+        conn = taskrt.load_db(record["db"]) if record["db"] else b.fresh_db(
+            b.state_of(record["task_id"]) if record.get("task_id") else None)
         _OPEN[0] += 1
         try:
             before = conn.total_changes
@@ -211,7 +212,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     record = _take_record(extra_info)
     if not isinstance(record, dict) or record.get("task_id") not in (None, task_id):
         record = None
-    conn = taskrt.load_db(record["db"]) if record and record.get("db") else b.fresh_db()
+    conn = taskrt.load_db(record["db"]) if record and record.get("db") else b.fresh_db(b.state_of(task_id))
     try:
         score = b.score(
             task, conn, answer=final_reply(record, solution_str), partial=bool(extra_info.get("partial_credit"))
