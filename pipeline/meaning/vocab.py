@@ -71,9 +71,10 @@ def glued(text: str, items: Iterable[str] | set[str]) -> str | None:
     return None
 
 
-def clean(items: Iterable[str], known: Sequence[str] = ()) -> list[str]:
+def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str] = ()) -> list[str]:
     """``items`` in order, without blanks, repeats of each other or of ``known`` (the examples, earlier items),
-    numbered placeholders, glued values, suffixed values and words said twice."""
+    numbered placeholders (counting ``refused``, values offered before and left out), glued values, suffixed
+    values and words said twice."""
     seen = {norm(k) for k in known}
     out: list[str] = []
     for raw in items:
@@ -84,7 +85,7 @@ def clean(items: Iterable[str], known: Sequence[str] = ()) -> list[str]:
             continue
         seen.add(norm(item))
         out.append(item)
-    drop = numbered([*known, *out])
+    drop = numbered([*known, *refused, *out])
     return [i for i in out if i not in drop]
 
 

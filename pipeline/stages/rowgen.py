@@ -206,8 +206,8 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
     """Why generator ``g`` cannot fill ``col`` (its SQLite type, CHECK list, ranges, UNIQUE), or None."""
     st, k = storage(col), g.kind
     if k != "enum" and st != "ANY" and st not in FITS.get(k, ()):
-        fit = [m for m in MENU if st in FITS.get(m, ("TEXT", "INTEGER", "REAL"))]
-        return f"{k} makes {'text' if k in TEXT_KINDS else 'numbers'} but the column is {col.type}: pick one of {', '.join(fit)}"
+        return (f"{k} makes {'text' if k in TEXT_KINDS else 'numbers'} but the column is {col.type}: pick a generator "
+                "whose values look like this column's example values")
     if col.enum and k != "enum" and not (k == "boolean" and set(col.enum) <= {0, 1}):
         return f"the column only takes its CHECK list {list(col.enum)}: pick enum with those values"
     if k == "enum":
@@ -484,6 +484,7 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
     :func:`pipeline.meaning.vocab.clean` (no repeats, placeholders, glued or suffixed values), and with ``shape``
     only values that look like the examples (unless that would keep fewer than half). Returns (values, calls)."""
     got: list[str] = []
+    offered: list[str] = []
     calls = 0
     longest = max((len(t) for t in seeds), default=24)
     while len(got) < want and calls < rounds:
@@ -501,7 +502,8 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
             raise
         except LLMError:
             break
-        new = vocab.clean(reply.values, [*seeds, *got])
+        new = vocab.clean(reply.values, [*seeds, *got], offered)
+        offered.extend(reply.values)
         if sep:
             new = [v for v in new if sep.strip() not in v]
         if shape is not None:
@@ -533,6 +535,18 @@ def _code(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator
                                 "note": f"{g.note}; {note}" if g.note else note, **update})
 
 
+def _reaches(gens: dict[str, ir.ColumnGenerator | None], start: str, target: str) -> bool:
+    """Whether ``start``'s dates are drawn (through ``date_after`` links) from ``target``'s."""
+    seen = set()
+    cur = gens.get(start)
+    while cur is not None and cur.kind == "date_after" and cur.after and cur.after not in seen:
+        if cur.after == target:
+            return True
+        seen.add(cur.after)
+        cur = gens.get(cur.after)
+    return False
+
+
 def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
            asked: list[Column], chosen: dict[str, ir.ColumnGenerator | None], ctx: Context, client: Any,
            settings: Any, n_examples: int) -> Settled:
@@ -551,6 +565,11 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             continue
         if g.kind == "date_after" and g.after == o.first and g.min is not None and g.min >= o.min_days:
             continue
+        if _reaches(gens, o.first, second):  # the model drew the first from the second: the first gets its own dates
+            days = sorted(d for d in (relations.as_date(v) for v in ex.get(o.first, [])) if d is not None)
+            gens[o.first] = _code(first, "its own dates, as the examples", kind="date", after=None, min=None,
+                                  max=None, start=(days[0] - timedelta(days=180)).isoformat(),
+                                  end=days[-1].isoformat())
         gens[second] = _code(g, f"{o.min_days}-{o.max_days} days after {o.first}, as every example",
                              kind="date_after", after=o.first, min=float(o.min_days), max=float(o.max_days),
                              start=None, end=None)
@@ -577,7 +596,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             continue
         nums = [v for v in ex.get(name, []) if isinstance(v, int | float) and not isinstance(v, bool)]
         sign = relations.sign(nums)
-        low = (min(nums) if g.kind == "integer" else round(min(nums) / 2, 2)) if sign == "positive" else 0.0
+        low = (1.0 if g.kind == "integer" else 0.01) if sign == "positive" else 0.0
         if sign and g.min < (low if sign == "positive" else 0):
             gens[name] = _code(g, f"{sign.replace('_', '-')} as every example", min=float(low),
                                max=max(float(g.max or low), float(low)))

@@ -415,3 +415,94 @@ def test_self_references_one_to_one_links_and_tables_without_rowid() -> None:
     managers = [r["manager_id"] for r in seed["staff"][3:]]
     assert all(m is None or m < r["staff_id"] for m, r in zip(managers, seed["staff"][3:], strict=True))
     assert next(s.plan for s in res.value if s.table == "staff").locale == "de_DE"
+
+
+def check_meaning(scenario: ir.Scenario, tables: tuple[ir.Table, ...], seed: tuple[ir.SeedRows, ...]) -> None:
+    """Issue 40's rows, on any environment made at scale (the real-model test calls it on the real build's): no
+    column's generated values contradict its examples (``pipeline.meaning.findings``: their shape, words said twice,
+    glued values, date order; a column NULL in every row is reported apart), every continued list is clean of
+    glued and suffixed values, and every pair of dates in the order every example has them keeps it in every row."""
+    from pipeline.meaning import findings, relations, vocab
+
+    env = ir.Environment(scenario=scenario, tables=list(tables), seed=list(seed))
+    found = [f.text() for f in findings.env_findings(env) if f.value is not None]
+    assert found == []
+    for s in seed:
+        if s.plan is None or not s.rows:
+            continue
+        for g in s.plan.generators:
+            if g.kind == "text_pool" and g.pool and not g.pattern:
+                assert vocab.clean(g.pool) == g.pool, (s.table, g.column, g.pool)
+        examples = {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in s.rows[0]}
+        for order in relations.date_orders(examples):
+            assert relations.violations(s.rows, order) == [], (s.table, order)
+
+
+def test_meaning_holds_on_code_rows_of_two_domains() -> None:
+    res, _ = library_seed()
+    check_meaning(SCENARIO, LIBRARY, res.value)
+    check_meaning(BREWERY_SCENARIO, BREWERY, brewery_seed().value)
+
+
+NURSERY = ir.Scenario(name="Plant nursery mail order", description="A nursery ships house plants to customers.")
+NURSERY_TABLES = (
+    ir.Table(name="plants", natural_key=["name"], ddl=(
+        "CREATE TABLE plants (plant_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, care TEXT, supplier_phone TEXT "
+        "NOT NULL, stock INTEGER, added_on TEXT NOT NULL) STRICT")),
+    ir.Table(name="shipments", ddl=(
+        "CREATE TABLE shipments (shipment_id INTEGER PRIMARY KEY, plant_id INTEGER NOT NULL REFERENCES "
+        "plants(plant_id), ordered_on TEXT NOT NULL, shipped_on TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN "
+        "('packed', 'shipped'))) STRICT")))
+NURSERY_REPLIES = [
+    {"rows": [["Monstera", "Water weekly, bright light", "Tom Hale", 4, "2025-10-01"],
+              ["Snake Plant", "Water monthly", "Tom Hale", None, "2025-11-12"],
+              ["Peace Lily", "Shade, water weekly", "Tom Hale", 2, "2025-12-01"],
+              ["Pothos", "Bright light, water monthly", "Tom Hale", None, "2026-01-05"]]},
+    # the model's menu choices contradict its own examples: a person's name for a phone number (its examples are
+    # names here: the model wrote them so), dates of a range running past today, stock below zero
+    {"locale": "en_GB", "columns": {
+        "name": {"kind": "text_pool"}, "care": {"kind": "text_pool"}, "supplier_phone": {"kind": "phone"},
+        "stock": {"kind": "integer", "min": -3, "max": 12}, "added_on": {"kind": "date", "start": "2025-06-01",
+                                                                        "end": "2026-12-31"}}},
+    {"rows": [[1, "2026-01-02", "2026-01-04", "shipped"], [2, "2026-01-08", "2026-01-09", "shipped"],
+              [3, "2026-01-10", "2026-01-13", "packed"], [1, "2026-01-11", "2026-01-12", "packed"]]},
+    # reversed: the order date drawn after the shipping date
+    {"columns": {"ordered_on": {"kind": "date_after", "after": "shipped_on", "min": 1, "max": 5},
+                 "shipped_on": {"kind": "date", "start": "2025-06-01", "end": "2026-01-15"},
+                 "status": {"kind": "enum", "values": ["packed", "shipped"]}}},
+]
+PLANTS = ["Monstera", "Snake Plant", "Peace Lily", "Pothos", "Calathea", "Fiddle Leaf Fig", "Rubber Plant", "Aloe Vera",
+          "Spider Plant", "Jade Plant", "ZZ Plant", "Boston Fern", "String of Pearls", "Bird of Paradise", "Philodendron",
+          "Chinese Evergreen", "Dracaena", "Anthurium", "Begonia", "Hoya", "Peperomia", "Croton", "Alocasia", "Cactus"]
+
+
+def test_the_rows_keep_what_the_examples_show() -> None:
+    pools = {"name": [*PLANTS, "Monstera II", "Pothos Calathea", "Fern 1", "Fern 2", "Fern 3"],
+             "care": ["Water weekly", "Full sun", "Humid air", "Bright light"]}
+    client = scripted(NURSERY_REPLIES, pools)
+    res = generate_seed(NURSERY, NURSERY_TABLES, client, gen_settings(entity_rows=(60, 60)))
+    assert res.ok, res.rejections
+    seed = {s.table: s for s in res.value}
+    plants, ships = seed["plants"].rows, seed["shipments"].rows
+    gens = {g.column: g for g in seed["plants"].plan.generators}
+    # a phone generator for a column whose examples are names is refused; its list comes from the examples
+    assert gens["supplier_phone"].kind == "text_pool" and "do not look like the examples" in (gens["supplier_phone"].note or "")
+    feedback = [m[-1]["content"] for m in client.requests if len(m) > 1]
+    assert any("supplier_phone: phone does not fit" in f for f in feedback)
+    assert not any("person_name" in f for f in feedback)  # no menu in the feedback
+    # a UNIQUE list: no suffix, no glued or numbered values, drawn once each; the table as long as its list
+    names = [p["name"] for p in plants]
+    assert len(names) == len(set(names)) == len(PLANTS)
+    # lists joined by the examples' separator, each item once
+    for p in plants[4:]:
+        items = [i.strip().casefold() for i in p["care"].split(", ")]
+        assert len(items) == len(set(items)) and 1 <= len(items) <= 2
+    # the clock and the sign the examples show
+    assert max(p["added_on"] for p in plants) <= "2026-01-15"
+    assert min(p["stock"] for p in plants[4:]) >= 1  # every example's stock is positive: the model's -3 is not
+    # dates in the examples' order within a row, and a child's after its parent's
+    added = {p["plant_id"]: p["added_on"] for p in plants}
+    for s in ships:
+        assert s["ordered_on"] <= s["shipped_on"], s
+        assert s["ordered_on"] >= added[s["plant_id"]], (s, added[s["plant_id"]])
+    check_meaning(NURSERY, NURSERY_TABLES, res.value)
