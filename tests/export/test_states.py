@@ -77,9 +77,20 @@ def test_states_are_shipped_once_by_content_hash_and_each_task_names_its_own(per
     # the vendored runtime: every pool task's reference scores 1 on its own state
     tools = import_exported(exports["verl"], exports["verl"].name)
     bundle = tools.bundle(pools.env_id)
+    on_initial = []
     for t in tasks:
         assert bundle.state_of(t.task_id).startswith("states/")
         assert bundle.check_reference(t.task_id).passed, t.task_id
+        conn, _ = bundle.replay(bundle.task(t.task_id)["reference_solution"], None)  # the same calls on initial.db
+        try:
+            on_initial.append(tools.taskrt.reward.score(
+                bundle.task(t.task_id)["verifier"], conn, initial=bundle.initial_snapshot(None),
+                answer=bundle.task_info(t.task_id).get("reference_reply")).passed)
+        finally:
+            conn.close()
+    # the states matter: some pool tasks' references fail on initial.db (5 of 8 when measured), so a runtime that
+    # played them there would score them 0
+    assert not all(on_initial), on_initial
     assert bundle.state_of(next(iter(bundle.tasks))) is None  # the bank's tasks stay on initial.db
 
 
