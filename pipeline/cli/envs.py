@@ -42,7 +42,7 @@ def register(main: click.Group) -> None:
                   help="Also accept browser requests from this origin (repeatable; loopback always).")
     @click.option("--token", default=None, help="Require 'Authorization: Bearer TOKEN' on every route "
                                                 "(default: $ENVFOUNDRY_TOKEN).")
-    @click.option("--max-sessions", type=int, default=None, help="Isolated sessions open at once (server default 256).")
+    @click.option("--max-sessions", type=int, default=None, help="Isolated sessions open at once (server default 1024, or $ENVFOUNDRY_MAX_SESSIONS).")
     @click.option("--idle-timeout", type=float, default=None, help="Seconds before an idle session is closed "
                                                                    "(server default 1800).")
     @click.option("--allow-modified", is_flag=True, default=False,
