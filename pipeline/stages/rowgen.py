@@ -4,9 +4,18 @@
 are in ``conn``, one structured request asks, for every column that is neither the generated id nor a foreign key,
 for a generator from a typed menu (``ir.GeneratorKind``: people, companies and places of a locale, dates in a range
 or some days after another date of the row, numbers with a distribution, a CHECK list with weights, a code
-pattern, text drawn from a pool the LLM writes in the domain's own words). The first table's request also picks
+pattern, text drawn from a list continued from the examples in the domain's own words). The first table's request also picks
 the scenario's locale (``LOCALES``, which Faker supports). Foreign keys are references to a parent's keys, chosen
 by code (``pipeline.stages.rowmake``: fan-out from the first parent, skewed popularity for the others).
+
+Meaning is checked against the column's own example values (issue 40, :mod:`pipeline.meaning`): a generator
+whose sample values do not look like them (:func:`unlike_examples`: character classes, words, length, MiniLM
+similarity against other columns' examples) is refused, fed back without a list of options, and replaced by the
+examples' own list if the model insists. Text no generator of people, companies, places, e-mail or phones makes
+comes from a list the LLM continues from the examples (:func:`continue_list`, several short calls, cleaned of
+placeholders, glued and suffixed values); relations the examples show are made to hold by code (:func:`settle`:
+date order, the clock, signs, list separators, a child's dates after its parent's); the model's example people,
+phones and addresses are drawn again (:func:`rewrite_examples`); what remains is recorded as semantic findings.
 
 Nothing here reads meaning into column names: the choice is the LLM's and code checks it against the column's
 SQLite type and constraints (:func:`check_column`: a text generator on an INTEGER column, an enum outside the
