@@ -15,30 +15,25 @@ from tests.executor.example_run import (
     EXAMPLE,
     cache_rows,
     catalog_rows,
-    example_inputs,
     files,
-    no_misses,
     plan,
 )
 
 
-def test_process_executor_writes_the_example_and_keeps_the_endpoint_limit(tmp_path):
-    from pipeline.executor import LocalExecutor, ProcessExecutor
+def test_process_executor_writes_the_example_and_keeps_the_endpoint_limit(tmp_path, example_run):
+    """Against the session's uninterrupted run of the example (``envfoundry run``, the local executor)."""
+    from pipeline.executor import ProcessExecutor
 
     replay = CacheReplay(EXAMPLE / "llm_cache.sqlite")
-    seeds, stages = example_inputs(tmp_path / "inputs")
+    local, local_out = example_run, example_run.out
+    local.no_misses()
     with SimulatedEndpoint(replay, latency=0.05) as ep:
-        local_out, proc_out = tmp_path / "local", tmp_path / "process"
-        local = run_catalog(seeds, local_out, plan(ep.url, local_out / "llm_cache.sqlite", stages),
-                            executor=LocalExecutor(2))
-        n_local = ep.stats()["requests"]
-        ep.reset_stats()
-        no_misses(replay)
+        proc_out = tmp_path / "process"
         # two worker processes, each sending requests ahead (several in flight each): the limit of 2 is the run's
         executor = ProcessExecutor(2)
         try:
-            in_procs = run_catalog(seeds, proc_out, plan(ep.url, proc_out / "llm_cache.sqlite", stages,
-                                                         concurrency=2, prefetch=True, max_retries=0),
+            in_procs = run_catalog(local.seeds, proc_out, plan(ep.url, proc_out / "llm_cache.sqlite", local.stages,
+                                                               concurrency=2, prefetch=True, max_retries=0),
                                    executor=executor)
         finally:
             executor.close()
@@ -47,7 +42,7 @@ def test_process_executor_writes_the_example_and_keeps_the_endpoint_limit(tmp_pa
     assert local.counts == in_procs.counts
     assert files(proc_out) == files(local_out)
     assert catalog_rows(proc_out) == catalog_rows(local_out)
-    assert stats["requests"] >= n_local  # and requests sent ahead that a step then did not need
+    assert stats["requests"] >= len(local.asked)  # and requests sent ahead that a step then did not need
     assert stats["peak_in_flight"] <= 2, stats  # both processes together
     # every reply the run used is in the catalog's one cache file (the workers wrote it)
     assert set(cache_rows(local_out / "llm_cache.sqlite")) <= set(cache_rows(proc_out / "llm_cache.sqlite"))
