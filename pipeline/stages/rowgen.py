@@ -323,6 +323,9 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
 # ------------------------------------------------------------------ meaning: sample values against the examples
 
 SAMPLED = (*FAKER_KINDS, "code")
+REWRITTEN = ("person_name", "first_name", "last_name", "company", "street_address", "email", "phone")
+"""Generators whose values replace the model's example values (where its placeholders live: "John Doe",
+"123-456-7890", "Acme Corp"); a city or a country it wrote stays."""
 
 
 def unlike_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, locale: str, seed: int) -> str | None:
@@ -652,7 +655,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
     # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values
     for c in asked:
         g = gens.get(c.name)
-        if g is not None and (g.kind in FAKER_KINDS or (all(v is None for v in ex.get(c.name, [])) and
+        if g is not None and (g.kind in REWRITTEN or (all(v is None for v in ex.get(c.name, [])) and
                                                          g.kind not in ("date_after",))):
             if c.name not in out.rewrite:
                 out.rewrite.append(c.name)
