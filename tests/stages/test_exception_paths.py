@@ -75,8 +75,8 @@ def permit_policy() -> ir.Environment:
 def brewery_policy() -> ir.Environment:
     reply = picking([(FERMENTING, "conditioning", "A batch still fermenting cannot fill kegs; instead, move it on to "
                                                   "conditioning first."),
-                     (TWO_BATCHES, None, "Only two batches of a beer may be on record at once."),
-                     (STRONG, None, "The head brewer must approve any new beer stronger than 6.2 percent.")])
+                     (TWO_BATCHES, None, "Only 2 batches of a beer may be on record at once."),
+                     (STRONG, None, "The head brewer must approve any new beer with an abv above 6.2 percent.")])
     return make_policy(brewery_env(), fake_client([prose_saying(brewery_env(), [FERMENTING, TWO_BATCHES, STRONG]),
                                                    reply]), SETTINGS).value
 
@@ -181,13 +181,15 @@ def test_an_alternative_of_another_rule_is_fed_back_and_the_rule_kept_without_on
         foreign = re.findall(r"(a\d+) '", "\n".join(lines))
         mine = re.findall(r"(a\d+) '", "\n".join(lines[lines.index(next(x for x in lines if EXPIRED in x)) + 1:][:1]))
         other = next(a for a in foreign if a not in mine)
-        return {"rules": [{"id": expired, "instead": other, "message": "An expired permit cannot be extended."}]}
+        submitted = next(line.split(":")[0] for line in lines if SUBMITTED in line)
+        return {"rules": [{"id": expired, "instead": other, "message": "An expired permit cannot be extended."},
+                          {"id": submitted, "message": "A permit that is only submitted cannot be inspected."}]}
 
-    client = fake_client([prose_saying(permit_env(), [EXPIRED])] + [reply] * 8)
-    res = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2, policy_rules=1))
+    client = fake_client([prose_saying(permit_env(), [EXPIRED, SUBMITTED])] + [reply] * 8)
+    res = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2, policy_rules=2))
     assert "is not an alternative of" in client.requests[2][-1]["content"]
-    # the LLM's pick of rules is kept; that rule offers nothing and is worded by code
-    assert [(r.tools, r.alternative, r.worded_by) for r in res.value.rules] == [(["renew_permit"], None, "code")]
+    # the LLM's rules are kept; the one given another's alternative offers nothing and is worded by code
+    assert [(r.tools, r.alternative, r.worded_by) for r in res.value.rules][0] == (["renew_permit"], None, "code")
     assert not [r for r in res.rejections if r.item == "pick"]
 
 
@@ -217,7 +219,7 @@ def test_a_rule_without_a_valid_alternative_and_an_environment_without_any_stay_
     # no other write takes a permit with only listed values left to fix: the request of old, rules without one
     plain = permit_env()
     plain = plain.model_copy(update={"tools": [t for t in plain.tools if t.name != "set_permit_status"]})
-    client = fake_client([prose_saying(plain, [EXPIRED, FEE, SUBMITTED])] + [{"rules": []}] * 4)
+    client = fake_client([prose_saying(plain, [EXPIRED, FEE])] + [{"rules": []}] * 4)
     rules = make_policy(plain, client, SETTINGS).value.rules
     prompt = client.requests[1][0]["content"]
     assert "instead" not in prompt and prompt.rstrip().endswith('"message": "<the message>"}, ...]}')

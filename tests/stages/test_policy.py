@@ -266,6 +266,7 @@ def prose_saying(env: ir.Environment, needles: list[str]) -> dict[str, Any]:
     with EnvInstance(env) as inst:
         checked, _ = check(env, propose(env, inst.conn))
     words = Words()
-    rules = [gist(next(c for c in checked if needle in describe(c, "r", env, words)), env, words) for needle in needles]
+    rules = [gist(next(c for c in checked if needle in describe(c, "r", env, words)), env, words) + "."
+             for needle in needles]
     pad = ["Staff must wear safety goggles.", "Visitors sign in at the front desk.", "Umbrellas stay at the door."]
     return {"rules": rules + pad[:max(0, 3 - len(rules))]}

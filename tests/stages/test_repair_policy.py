@@ -35,7 +35,7 @@ REPAIR = BuildSettings(rows_per_call=12, max_attempts=1)
 def brewery_rules() -> ir.Environment:
     reply = picking({FERMENTING: "A batch still fermenting cannot fill kegs.",
                      RETIRE_20: "A keg of 20 litres is never taken out of service; it goes back to the supplier.",
-                     STRONG: "The head brewer must approve any new beer stronger than 6.2 percent."})
+                     STRONG: "The head brewer must approve any new beer with an abv above 6.2 percent."})
     return make_policy(brewery_env(), fake_client([prose_saying(brewery_env(), [FERMENTING, RETIRE_20, STRONG]), reply]),
                        SETTINGS).value
 
