@@ -17,25 +17,23 @@ from tests.executor.example_run import (
 )
 
 
-def test_ray_executor_writes_what_the_local_executor_writes(tmp_path, ray_local):
-    from pipeline.executor import LocalExecutor, RayExecutor
+def test_ray_executor_writes_what_the_local_executor_writes(tmp_path, ray_local, example_run):
+    """Against the session's uninterrupted run of the example (``envfoundry run``, the local executor)."""
+    from pipeline.executor import RayExecutor
 
     replay = CacheReplay(EXAMPLE / "llm_cache.sqlite")
-    seeds, stages = example_inputs(tmp_path / "inputs")
+    local, local_out = example_run, example_run.out
     with SimulatedEndpoint(replay) as ep:
-        local_out, ray_out = tmp_path / "local", tmp_path / "ray"
-        local = run_catalog(seeds, local_out, plan(ep.url, local_out / "llm_cache.sqlite", stages),
-                            executor=LocalExecutor(2))
-        n_local = ep.stats()["requests"]
-        ep.reset_stats()
-        on_ray = run_catalog(seeds, ray_out, plan(ep.url, ray_out / "llm_cache.sqlite", stages),
+        ray_out = tmp_path / "ray"
+        on_ray = run_catalog(local.seeds, ray_out, plan(ep.url, ray_out / "llm_cache.sqlite", local.stages),
                              executor=RayExecutor(2))
         n_ray = ep.stats()["requests"]
-    assert local.counts == on_ray.counts and local.failed == on_ray.failed
+    assert local.counts == on_ray.counts
+    assert [f["scenario"] for f in local.failed] == [f["scenario"] for f in on_ray.failed]
     assert files(ray_out) == files(local_out)
     assert catalog_rows(ray_out) == catalog_rows(local_out)
     # the workers' replies went into the driver's cache file, as locally
-    assert n_ray == n_local
+    assert n_ray == len(local.asked)
     assert cache_rows(ray_out / "llm_cache.sqlite") == cache_rows(local_out / "llm_cache.sqlite")
     # usage is accounted from the workers' clients too
     def calls(usage):
@@ -45,6 +43,7 @@ def test_ray_executor_writes_what_the_local_executor_writes(tmp_path, ray_local)
     # nothing of the workers' temporary directories is left in the catalog
     assert not [p for p in (ray_out / "envs").iterdir() if p.name.startswith(".")]
     # and both are the committed example, when its recorded replies still answer every request
+    local.no_misses()
     no_misses(replay)
     assert on_ray.counts["environments_verified"] >= 1 and not on_ray.failed
     assert files(ray_out) == files(EXAMPLE)
