@@ -20,19 +20,9 @@ from pipeline.export.common import reference_reply
 from pipeline.runtime import EnvInstance
 from tests.eval.scripted_server import Replay, instruction_of, noop
 from tests.export import streaming_server
-from tests.export.conftest import subprocess_env, trainer_python
+from tests.export.conftest import install, subprocess_env, trainer_python
 
 TRAINER_DIR = Path(__file__).parent / "trainer"
-
-
-def install(python: Path, project: Path, target: Path) -> None:
-    """``pip install <export>`` into a target directory of the trainer venv (no index round-trip)."""
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-build-isolation", "--target", str(target), str(project)],
-        capture_output=True, text=True, timeout=300, env=subprocess_env(), cwd=target.parent,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def run_report(python: Path, script: str, args: list[str], path: list[Path], cwd: Path, timeout: int = 900) -> dict:
