@@ -4,7 +4,10 @@ Several llama.cpp servers decoding at once on a few cores thrash, so every proce
 takes one ``flock`` (``$ENVFOUNDRY_HOME/embedded-generation.lock``) around each request. The holder writes who
 it is beside the lock (``embedded-generation.holder``: process id, command, since when); a process that finds
 the lock taken says so at once on stderr, naming the holder, and again every ``REPEAT_S`` while it waits, so a
-wait never looks like a hang.
+wait never looks like a hang. ``flock`` is not fair: a process asking back to back would keep the turn for as long
+as it has requests. So a waiter leaves its process id in ``embedded-waiters/`` and a holder that lets go while
+another process waits pauses until that one has the turn (``YIELD_S`` at most) before asking again: processes
+take turns request by request.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from pipeline.config import default_home
 
 #: seconds between two "still waiting" lines
 REPEAT_S = 30.0
+#: seconds a holder that lets go waits before asking again when another process waits (waiters look every POLL_S)
+YIELD_S = 0.5
+POLL_S = 0.05
 
 _first_turn: float | None = None  # when this process first generated (the holder's "since")
 _first_turn_lock = threading.Lock()
@@ -37,6 +43,19 @@ def lock_path() -> Path:
 
 def holder_path() -> Path:
     return default_home() / "embedded-generation.holder"
+
+
+def waiters_dir() -> Path:
+    return default_home() / "embedded-waiters"
+
+
+def others_waiting() -> bool:
+    """Does a live process other than this one wait for the turn?"""
+    try:
+        names = [p.name for p in waiters_dir().iterdir()]
+    except OSError:
+        return False
+    return any(n.isdigit() and int(n) != os.getpid() and _alive(int(n)) for n in names)
 
 
 def _command() -> str:
@@ -121,18 +140,26 @@ def _wait(f: IO[str], say: Callable[[str], None], repeat_s: float) -> None:
     say(f"waiting for the embedded model: {describe_holder(read_holder())} is using it; this process starts "
         f"its own model server only when it may generate (lock: {lock_path()})")
     next_say = start + repeat_s
-    while True:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            pass
-        now = time.monotonic()
-        if now >= next_say:
-            say(f"still waiting for the embedded model ({_duration(now - start)} so far): "
-                f"{describe_holder(read_holder())} is using it")
-            next_say = now + repeat_s
-        time.sleep(0.1)
+    mark = waiters_dir() / str(os.getpid())
+    with contextlib.suppress(OSError):
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    try:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            now = time.monotonic()
+            if now >= next_say:
+                say(f"still waiting for the embedded model ({_duration(now - start)} so far): "
+                    f"{describe_holder(read_holder())} is using it")
+                next_say = now + repeat_s
+            time.sleep(POLL_S)
+    finally:
+        with contextlib.suppress(OSError):
+            mark.unlink()
     say(f"the embedded model is free after {_duration(time.monotonic() - start)} of waiting; generating")
 
 
@@ -152,4 +179,8 @@ def generation_turn(say: Callable[[str], None] = _say, repeat_s: float = REPEAT_
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-    time.sleep(0.05)  # flock is not fair: give a waiting process the lock before this one asks again
+    # flock is not fair: let a waiting process have the next turn (until it has it, YIELD_S at most) before
+    # this one asks again
+    deadline = time.monotonic() + YIELD_S
+    while others_waiting() and time.monotonic() < deadline:
+        time.sleep(POLL_S / 2)

@@ -106,3 +106,29 @@ def test_the_embedded_server_starts_only_once_the_turn_is_had(home: Path) -> Non
     finally:
         proc.wait(10)
     assert started and started[0] >= float(released.read_text())  # after the other process let go, not before
+
+
+def test_a_process_that_lets_go_lets_a_waiting_process_have_the_next_turn(home: Path) -> None:
+    """Two processes asking back to back take turns, request by request (flock alone would let one keep it)."""
+    script = """
+import os, sys, time
+from pipeline.llm.machine_lock import generation_turn
+while not os.path.exists(sys.argv[2]):  # both start together
+    time.sleep(0.01)
+for i in range(4):
+    with generation_turn(lambda text: None):
+        print(sys.argv[1], flush=True)
+        time.sleep(0.2)
+"""
+    log, go = home / "turns.log", home / "go"
+    with open(log, "w") as out:
+        procs = [subprocess.Popen([sys.executable, "-c", script, name, str(go)], stdout=out, env={**os.environ})
+                 for name in ("a", "b")]
+        time.sleep(3.0)  # both imported and looking for the go file
+        go.touch()
+        for proc in procs:
+            proc.wait(30)
+    turns = log.read_text().split()
+    assert sorted(turns) == ["a"] * 4 + ["b"] * 4
+    switches = sum(1 for x, y in zip(turns, turns[1:], strict=False) if x != y)
+    assert switches >= 5, turns  # interleaved, not aaaabbbb
