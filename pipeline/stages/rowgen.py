@@ -58,7 +58,7 @@ STAGE = "seed_data"
 LOCALES = ("en_US", "en_GB", "en_CA", "en_AU", "en_IE", "de_DE", "fr_FR", "es_ES", "es_MX", "it_IT", "nl_NL",
            "pt_BR", "pt_PT", "pl_PL", "sv_SE")
 DEFAULT_LOCALE = "en_US"
-POOL_MIN, POOL_MAX, VALUES_MAX = 8, 20, 20
+POOL_MAX, VALUES_MAX = 20, 20
 TRIAL_ROWS = 24
 FAKER_KINDS = ("person_name", "first_name", "last_name", "company", "street_address", "city", "postcode",
                "country", "email", "phone")
