@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from pipeline.catalog.files import read_tasks
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.ir import Environment, Task
+from pipeline.meaning.findings import env_findings
 from pipeline.runtime import engine, static_checks
 from pipeline.server import check_server, render_server
 from pipeline.settings import format_validation_error
@@ -52,6 +53,9 @@ class EnvCheck:
     problems: list[Problem] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
     """How many of each were checked: tables, seed rows, tools, tasks."""
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    """Semantic findings (``pipeline.meaning.findings``): generated values that contradict their column's own
+    example rows (table, column, value, what it contradicts). Reported, not problems: the environment works."""
 
     @property
     def ok(self) -> bool:
@@ -62,7 +66,7 @@ class EnvCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"env_dir": self.env_dir, "ok": self.ok, "checked": self.checked,
-                "problems": [p.to_json() for p in self.problems]}
+                "problems": [p.to_json() for p in self.problems], "findings": self.findings}
 
 
 def _dump(conn: sqlite3.Connection) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -154,6 +158,7 @@ def check_env_dir(env_dir: str | Path, *, proofs: bool = True) -> EnvCheck:
         return report
     report.checked = {"tables": len(env.tables), "seed_rows": sum(len(s.rows) for s in env.seed),
                       "tools": len(env.tools), "tasks": len(tasks)}
+    report.findings = [f.as_dict() for f in env_findings(env)]
     conn = _check_database(d, env, report)
     if conn is None:
         return report

@@ -21,8 +21,9 @@ def register(main: click.Group) -> None:
         and initial.db match env.json, every tool passes the static checks, server.py is a fresh render of
         env.json, and every task's reference solution replays and its verifier holds.
 
-        Each problem names where it is (table, tool, task, file). Exit 0: clean; 1: problems found; 2: an
-        ENV_DIR cannot be used (not a directory, no env.json).
+        Each problem names where it is (table, tool, task, file). Semantic findings (generated values that
+        contradict their column's own example rows) are listed too, without failing the check. Exit 0: clean;
+        1: problems found; 2: an ENV_DIR cannot be used (not a directory, no env.json).
         """
         from pipeline.envcheck import Unusable, check_env_dir
 
@@ -39,8 +40,11 @@ def register(main: click.Group) -> None:
             for r in reports:
                 for p in r.problems:
                     click.echo(f"{r.env_dir}: {p.where}: {p.message}")
+                for f in r.findings:
+                    click.echo(f"{r.env_dir}: finding: {f['table']}.{f['column']} = {f['value']!r}: {f['contradicts']}")
                 counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in r.checked.items())
-                state = "ok" if r.ok else f"{len(r.problems)} problem(s)"
+                state = ("ok" if r.ok else f"{len(r.problems)} problem(s)") + (
+                    f", {len(r.findings)} semantic finding(s)" if r.findings else "")
                 click.echo(f"{r.env_dir}: {state}" + (f" ({counts} checked)" if counts else ""))
             for u in unusable:
                 click.echo(f"error: {u}", err=True)
