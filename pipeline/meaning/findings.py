@@ -4,8 +4,8 @@
 with those examples: values that do not look like a column's examples (:mod:`pipeline.meaning.profile`), values
 closer to another column's examples (MiniLM, when vectors are given), words said twice, values glued from two
 values of the column, dates in an order no example has, a column NULL in every row. :func:`env_findings` does it
-for every table of an environment whose rows were made at scale; ``report.json`` lists the build's findings
-(``build.rejections``, evidence kind ``semantic_finding``) and ``envfoundry check`` can list them.
+for every table of an environment whose rows were made at scale; ``envfoundry check`` lists them
+(``pipeline.envcheck``). The row stage does not call these checks yet (that change was held back, e329ccc).
 """
 
 from __future__ import annotations
