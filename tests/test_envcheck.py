@@ -97,10 +97,19 @@ def test_a_clean_environment_passes(copy: Path) -> None:
     assert code == 0, out
     env = Environment.model_validate_json((copy / "env.json").read_text(encoding="utf-8"))
     rows = sum(len(s.rows) for s in env.seed)
-    assert out.strip() == f"{copy}: ok ({len(env.tables)} tables, {rows} seed rows, {len(env.tools)} tools, 1 tasks checked)"
-    code, out = run(copy, "--json")
-    data = json.loads(out)
-    assert code == 0 and data["ok"] and data["envs"][0]["problems"] == [] and data["unusable"] == []
+    code_json, out_json = run(copy, "--json")
+    data = json.loads(out_json)
+    assert code_json == 0 and data["ok"] and data["envs"][0]["problems"] == [] and data["unusable"] == []
+    # semantic findings (values that contradict their column's examples) are listed, one line each, and do not
+    # fail the check
+    findings = data["envs"][0]["findings"]
+    assert all(set(f) == {"table", "column", "value", "contradicts"} for f in findings)
+    lines = out.strip().splitlines()
+    said = f", {len(findings)} semantic finding(s)" if findings else ""
+    assert lines[-1] == (f"{copy}: ok{said} ({len(env.tables)} tables, {rows} seed rows, {len(env.tools)} tools, "
+                         f"1 tasks checked)")
+    assert len(lines) - 1 == len(findings)
+    assert all(line.startswith(f"{copy}: finding: {f['table']}.{f['column']} = ") for line, f in zip(lines, findings, strict=False))
 
 
 def test_a_bad_env_json_is_named_by_its_key(copy: Path) -> None:
