@@ -20,8 +20,6 @@ Each session has its own lock: calls in one session run one at a time, sessions 
 (on the server's small pool of worker threads, which queues a session's calls before they take a worker).
 """
 
-import os
-
 # envfoundry:engine-import-begin (render drops this block: the engine above defines these names)
 from pipeline.runtime.engine import (
     BUSY_TIMEOUT_S,
@@ -46,6 +44,8 @@ MEASURE_COPIES = 16
 
 def resident_kib():
     """This process's resident memory in KiB (Linux ``/proc/self/statm``), or None where it cannot be read."""
+    import os  # here, not at the top: server.py's own imports (after this section) import os too
+
     try:
         with open("/proc/self/statm", encoding="ascii") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
@@ -62,6 +62,8 @@ def database_kib(conn):
 def max_sessions_default(environ=None):
     """``ENVFOUNDRY_MAX_SESSIONS`` when set, else ``DEFAULT_MAX_SESSIONS``; ValueError naming the variable when it
     is not a positive integer."""
+    import os  # as in resident_kib
+
     value = (os.environ if environ is None else environ).get(MAX_SESSIONS_VAR, "").strip()
     if not value:
         return DEFAULT_MAX_SESSIONS
