@@ -9,6 +9,14 @@ from collections.abc import Iterator
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every embedded server the tests start (the ``real_llm`` fixture's, and those of the CLI commands real-model
+    tests run) keeps the usual priority, its threads fitted to the free cores (``pipeline.llm.serve``): the other
+    xdist worker keeps its core. At the product's default nice -10 the server would take both cores whenever it
+    generates and starve the other worker's tests, whose timeouts are wall-clock."""
+    os.environ.setdefault("ENVFOUNDRY_SERVER_NICE", "0")
+
+
 @pytest.fixture(scope="session")
 def real_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from pipeline.config import LLMSettings
@@ -17,18 +25,11 @@ def real_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     cache = tmp_path_factory.mktemp("llm-cache") / "cache.sqlite"
     model = os.environ.get("ENVFOUNDRY_TEST_MODEL", "qwen2.5-coder-1.5b")
     settings = LLMSettings(cache_path=cache, embedded_model=model)  # type: ignore[arg-type]
-    # The usual priority, threads fitted to the free cores (pipeline.llm.serve): the other xdist worker keeps its
-    # core. At the product's default nice -10 the server would take both cores whenever it generates and starve
-    # the other worker's tests (their timeouts are wall-clock).
-    saved = os.environ.get("ENVFOUNDRY_SERVER_NICE")
-    os.environ.setdefault("ENVFOUNDRY_SERVER_NICE", "0")
     client = embedded_client(settings)
     yield client
     from pipeline.llm.embedded import shared_server
 
     shared_server(settings).stop()
-    if saved is None:
-        os.environ.pop("ENVFOUNDRY_SERVER_NICE", None)
     print("\nreal-model usage by stage:", client.usage.by_stage())
 
 
