@@ -27,12 +27,13 @@ from verify import tester
 from verify.difficulty import DifficultyPolicy
 
 REPLIES = [
-    # the planner's first two chains: how many loans Carla Diaz has (tier 3), Alice Park borrows a book (tier 2)
+    # the planner's first two chains: how many loans Carla Diaz has (tier 3), Bob Stone borrows Emma (tier 2; the
+    # planner's rows are drawn through the whole table since a38e3df)
     {"user_request": "How many books does Carla Diaz have on loan from us?"},
-    {"user_request": "Alice Park would like to borrow A Brief History of Time for 7 days."},
+    {"user_request": "Bob Stone would like to borrow Emma for 7 days."},
     call("find_member_by_name", name="Carla Diaz"), call("list_loans_for_member", member_id=3),
     finish("Carla Diaz has 2 loans."), all_pass(2),
-    call("find_member_by_name", name="Alice Park"), finish("Done."),  # stops before borrowing the book
+    call("find_member_by_name", name="Bob Stone"), finish("Done."),  # stops before borrowing the book
     all_pass(1, "agent", "none", "", "never called borrow_book"),
 ]
 # The planner's plain order (a question, then a write): the spread bank's order has its own tests (test_bank)
