@@ -193,7 +193,9 @@ def test_code_rows_at_scale_keep_every_key_and_look_real(domain: str) -> None:
     for name in entities:  # a UNIQUE column's list shorter than the table: as many rows as the list holds
         pool = next((g.pool for g in seed[name].plan.generators if g.kind == "text_pool"), None)
         assert 100 <= len(seed[name].rows) <= 300 or (pool and len(seed[name].rows) == len(pool) >= 60)
-    assert sum("short_list" in str(r.evidence) for r in res.rejections) == 1
+    # twelve continuation calls of twelve new titles cover the books (five calls made a short list, one rejection);
+    # the scripted beer names end at 64: the beers stay a short list, recorded once
+    assert sum("short_list" in str(r.evidence) for r in res.rejections) == (domain == "brewery")
     check_database(tables, res.value, scenario)
     values = texts(res.value)
     share = sum(bool(rowgen.PLACEHOLDER.search(v.strip())) for v in values) / len(values)
