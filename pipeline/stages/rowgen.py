@@ -665,6 +665,18 @@ def _examples_range(g: ir.ColumnGenerator, values: Sequence[Any]) -> ir.ColumnGe
                  end=hi.isoformat())
 
 
+def elsewhere(column: str, table: str, others: dict[str, list[str]], gens: dict[str, ir.ColumnGenerator | None]
+              ) -> set[str]:
+    """Values (normalised) of the scenario's other text columns: their examples (``Context.others``) and this
+    table's other lists. A continued value among them belongs to another column (the authors' list continued with
+    the titles "Moby Dick" and "The Great Gatsby", 2026-11-28)."""
+    out = {vocab.norm(t) for k, texts in others.items() if k not in (column, f"{table}.{column}") for t in texts}
+    for name, g in gens.items():
+        if name != column and g is not None and g.kind == "text_pool" and g.pool and not g.pattern:
+            out.update(vocab.norm(t) for t in g.pool)
+    return out
+
+
 def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
            asked: list[Column], chosen: dict[str, ir.ColumnGenerator | None], ctx: Context, client: Any,
            settings: Any, n_examples: int, locale: str = DEFAULT_LOCALE, seed: int = 0) -> Settled:
@@ -758,6 +770,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         shape = prof.profile(seeds) if len(seeds) >= 2 else None
         more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape)
         out.calls += calls
+        taken = elsewhere(c.name, table.name, ctx.others, gens)
+        more = [v for v in more if vocab.norm(v) not in taken]  # another column's value: "Moby Dick" as an author
         pool = [*seeds, *more]
         if not pool:
             gens[c.name] = None

@@ -151,3 +151,16 @@ def test_a_date_range_no_example_falls_in_takes_the_examples() -> None:
     assert out.start <= "1990-01-01" and "1996-03-15" <= out.end < "2005"
     kept = ir.ColumnGenerator(column="loan_date", kind="date", start="2025-06-01", end="2026-01-15")
     assert rowgen._examples_range(kept, ["2026-01-15", "2025-12-16"]) == kept
+
+
+def test_a_continued_value_of_another_column_is_left_out() -> None:
+    # the model's real continuation of the authors: half of it titles
+    authors = ["J.K. Rowling", "Moby Dick", "The Great Gatsby", "To Kill a Mockingbird", "Pride and Prejudice",
+               "War and Peace", "1984", "Brave New World", "The Catcher in the Rye", "The Hobbit"]
+    titles = ir.ColumnGenerator(column="title", kind="text_pool", pool=[*TITLE_SEEDS, "Moby Dick", "The Hobbit"])
+    others = {"books.title": TITLE_SEEDS, "title": TITLE_SEEDS, "books.author": ["Harper Lee"],
+              "author": ["Harper Lee"], "members.name": ["John Doe"]}
+    taken = rowgen.elsewhere("author", "books", others, {"title": titles, "author": None})
+    kept = [a for a in authors if rowgen.vocab.norm(a) not in taken]
+    assert kept == ["J.K. Rowling", "War and Peace", "Brave New World", "The Catcher in the Rye"]
+    assert rowgen.vocab.norm("Harper Lee") not in taken  # the column's own examples stay its own
