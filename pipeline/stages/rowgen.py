@@ -562,7 +562,7 @@ def digit_pattern(texts: Sequence[str], unique_rows: int | None) -> str | None:
     """The code pattern every example shares (each digit a '#', the examples' common beginning kept: "9780" of
     four ISBNs), or None when they differ in shape or hold fewer than three digits. For a UNIQUE column the kept
     beginning shrinks until the pattern gives ten values per row."""
-    if len(texts) < 2:
+    if len(texts) < 2 or relations.date_columns({"c": list(texts)}):  # dates have their own generators
         return None
     shapes = {re.sub(r"\d", "#", t) for t in texts}
     if len(shapes) != 1:

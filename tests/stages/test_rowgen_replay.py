@@ -96,6 +96,7 @@ def test_a_digit_code_gets_the_tokens_it_needs_and_the_examples_shape() -> None:
     assert rowgen.digit_pattern(["BK-0001", "BK-0002", "BK-0003"], None) == "BK-000#"
     assert rowgen.digit_pattern(TITLE_SEEDS, 250) is None  # "1984" alone is digits: the shapes differ
     assert rowgen.digit_pattern(["A1", "B2"], None) is None
+    assert rowgen.digit_pattern(["2026-01-15", "2026-01-12"], None) is None  # a date is no code
 
 
 def test_members_from_the_models_real_replies_are_people_at_scale() -> None:
