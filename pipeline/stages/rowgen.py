@@ -133,11 +133,15 @@ class Context:
 def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
     """The generators of the menu that can fill ``col``: those whose values its SQLite type stores (a CHECK list
     takes only ``enum``), and for a column no two rows may share, those that give enough different values for
-    the table's rows (no pool, list or yes/no). The LLM picks among them; nothing is read from names."""
+    the table's rows (no pool, list or yes/no); ``date_after`` only where another column's examples are dates
+    (a books table with one date: the model chose date_after for it three times, 2026-11-28). The LLM picks among
+    them; nothing is read from names."""
     st = storage(col)
     if col.enum:
         return ("enum", "boolean") if set(col.enum) <= {0, 1} else ("enum",)
     fits = [k for k in MENU if k != "enum" and (st == "ANY" or st in FITS.get(k, ()))]
+    if ctx.examples and not [c for c in relations.date_columns(ctx.examples) if c != col.name]:
+        fits = [k for k in fits if k != "date_after"]  # no other date in the row to count days from
     if col.name in ctx.singles:
         small = {"boolean": 2, **CAPACITY}
         fits = [k for k in fits if small.get(k, ctx.rows) >= ctx.rows]

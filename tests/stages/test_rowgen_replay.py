@@ -165,3 +165,17 @@ def test_a_continued_value_of_another_column_is_left_out() -> None:
     kept = [a for a in authors if rowgen.vocab.norm(a) not in taken]
     assert kept == ["J.K. Rowling", "War and Peace", "Brave New World", "The Catcher in the Rye"]
     assert rowgen.vocab.norm("Harper Lee") not in taken  # the column's own examples stay its own
+
+
+def test_date_after_is_offered_only_where_the_row_has_another_date() -> None:
+    from tests.stages.test_rowgen import _cols
+
+    books = _cols(BOOKS.ddl, "books")
+    examples = {"title": TITLE_SEEDS, "publication_date": ["1925-04-10", "1960-07-11", "1949-06-25", "1813-01-28"],
+                "isbn": ISBN_SEEDS}
+    ctx = rowgen.Context(rows=246, singles=frozenset({"title", "isbn"}), examples=examples)
+    assert "date_after" not in rowgen.kinds_for(books["publication_date"], ctx)  # the model's pick three times
+    assert "date" in rowgen.kinds_for(books["publication_date"], ctx)
+    loans = {"loan_date": ["2026-01-15"], "due_date": ["2026-02-15"]}
+    due = Column("due_date", "TEXT", True, 0, False, None, None)
+    assert "date_after" in rowgen.kinds_for(due, rowgen.Context(rows=10, singles=frozenset(), examples=loans))
