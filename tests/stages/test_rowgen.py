@@ -105,9 +105,10 @@ VOCAB = {"title": [f"The {a} {b}" for a in _FIRST for b in _SECOND],
 """What the scripted model continues a column's list with: real-looking values, 12 a call, none shown before."""
 
 
-TITLE_LISTS = [{"values": VOCAB["title"][:12]}, {"values": ["Emma"]}]
-"""The model's continuation of the books' titles in a scripted build: twelve new titles, then one it had already
-(a call that adds fewer than three ends the list: books get their 4 examples and 12 more rows)."""
+TITLE_LISTS = [{"values": VOCAB["title"][:12]}, {"values": ["Emma"]}, {"values": ["Emma"]}]
+"""The model's continuation of the books' titles in a scripted build: twelve new titles, then twice one it had
+already (two calls in a row that add fewer than three end the list: books get their 4 examples and 12 more
+rows)."""
 
 
 def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None) -> Any:
