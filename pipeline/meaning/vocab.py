@@ -98,8 +98,24 @@ def list_separator(values: Sequence[str]) -> str | None:
             continue
         items = [i.strip() for t in texts for i in t.split(sep)]
         if all(i and len(i.split()) <= MAX_ITEM_WORDS and (i[-1].isalnum() or i[-1] == ")") for i in items):
-            return sep
+            return None if positional(texts, sep) else sep
     return None
+
+
+def positional(texts: Sequence[str], sep: str) -> bool:
+    """Whether ``texts`` split by ``sep`` are parts in fixed places rather than a list of like items: every example
+    has the same number of parts (two or more) and some place holds one value in all of them (three examples or
+    more), or digits in all of them where another place never does ("123 Main St, Anytown, USA": a street, a town, a country; taken as a
+    list, its parts were shuffled into "USA, 789 Oak St, Anytown")."""
+    parts = [[i.strip() for i in t.split(sep)] for t in texts]
+    if len(parts) < 2 or len({len(p) for p in parts}) != 1 or len(parts[0]) < 2:
+        return False
+    places = list(zip(*parts, strict=True))
+    if len(parts) >= 3 and any(len({norm(v) for v in place}) == 1 for place in places):
+        return True
+    digits = [all(any(ch.isdigit() for ch in v) for v in place) for place in places]
+    bare = [not any(ch.isdigit() for v in place for ch in v) for place in places]
+    return any(digits) and any(bare)
 
 
 def list_items(values: Sequence[str], sep: str) -> list[str]:

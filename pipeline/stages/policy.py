@@ -152,10 +152,29 @@ def unsaid(text: str, c: Checked) -> str | None:
     if w.get("section") in ("state", "parent_state"):
         return None  # a listed value names its state ("a submitted permit")
     for key in ("label", "items") if w.get("section", "").startswith("limit") else ("label",):
-        names = [x for x in _WORD.findall(w.get(key, "")) if len(x) > 2]
-        if names and not any(y.startswith(_stem(x)) for x in names for y in said):
+        if not _names(said, w.get(key, "")):
             return w[key]
     return None
+
+
+def _names(said: Sequence[str], label: str) -> bool:
+    """Whether the words ``said`` (case-folded) name a word of ``label`` (the schema's own name), as
+    :func:`unsaid` reads them; a label without a word of three letters is named by anything."""
+    names = [x for x in _WORD.findall(label) if len(x) > 2]
+    return not names or any(y.startswith(_stem(x)) for x in names for y in said)
+
+
+DATED = ("row_past", "row_future", "value_past")
+"""Conditions on a date against today: a prose rule grounds in one only if it names the date it reads."""
+
+
+def may_ground(text: str, c: Checked) -> bool:
+    """Whether prose ``text`` may ground in ``c`` beyond MiniLM's say: a condition on a date against today needs
+    the prose to name that date's column (seen 2026-11-28: "A book cannot be returned before it is due." grounded
+    at MiniLM's word in "adding a book is forbidden when the publication date given is before today"). Other
+    conditions are said in too many ways ("stronger than 6.2 percent" for an abv) to ask for the column's word."""
+    w = c.candidate.words
+    return w.get("section") not in DATED or _names([x.casefold() for x in _WORD.findall(text)], w.get("label", ""))
 
 
 def _shape(c: Checked) -> tuple[str, str, str]:
@@ -427,15 +446,15 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
            threshold: float = GROUND_MIN) -> tuple[list[tuple[str, Checked]], list[ir.Rejection]]:
     """Each prose rule with the checked candidate it grounds in: the pairs by MiniLM similarity of the prose to the
     candidates' :func:`gist`, best first, each prose rule and each candidate used once, a pair below ``threshold``
-    never. Prose that grounds in nothing is dropped with a Rejection; a candidate no prose rule supports is not
-    used (one Rejection lists them). In the prose's order."""
+    or one :func:`may_ground` refuses never. Prose that grounds in nothing is dropped with a Rejection; a candidate
+    no prose rule supports is not used (one Rejection lists them). In the prose's order."""
     sims = similarities(rules, [gist(c, env, words) for c in checked])
     pairs = sorted(((sims[i][j], i, j) for i in range(len(rules)) for j in range(len(checked))),
                    key=lambda e: (-e[0], e[1], e[2]))
     by_rule: dict[int, int] = {}
     used: set[int] = set()
     for sim, i, j in pairs:
-        if sim >= threshold and i not in by_rule and j not in used:
+        if sim >= threshold and i not in by_rule and j not in used and may_ground(rules[i], checked[j]):
             by_rule[i] = j
             used.add(j)
     notes = []

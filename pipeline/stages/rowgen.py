@@ -32,6 +32,7 @@ import math
 import random
 import re
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal, get_args
@@ -40,6 +41,7 @@ from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.sampling import sampled
 from pipeline.meaning import findings as semantic
 from pipeline.meaning import profile as prof
 from pipeline.meaning import relations, vocab
@@ -131,11 +133,15 @@ class Context:
 def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
     """The generators of the menu that can fill ``col``: those whose values its SQLite type stores (a CHECK list
     takes only ``enum``), and for a column no two rows may share, those that give enough different values for
-    the table's rows (no pool, list or yes/no). The LLM picks among them; nothing is read from names."""
+    the table's rows (no pool, list or yes/no); ``date_after`` only where another column's examples are dates
+    (a books table with one date: the model chose date_after for it three times, 2026-11-28). The LLM picks among
+    them; nothing is read from names."""
     st = storage(col)
     if col.enum:
         return ("enum", "boolean") if set(col.enum) <= {0, 1} else ("enum",)
     fits = [k for k in MENU if k != "enum" and (st == "ANY" or st in FITS.get(k, ()))]
+    if ctx.examples and not [c for c in relations.date_columns(ctx.examples) if c != col.name]:
+        fits = [k for k in fits if k != "date_after"]  # no other date in the row to count days from
     if col.name in ctx.singles:
         small = {"boolean": 2, **CAPACITY}
         fits = [k for k in fits if small.get(k, ctx.rows) >= ctx.rows]
@@ -480,36 +486,56 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
 
 VOCAB_ASK = 12
 """Values asked per continuation call (several short calls rather than one long one)."""
-VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 5
+VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 12
 VOCAB_WANT = 24
+VOCAB_SHOWN = 8
+"""Values shown per continuation call after the first: the examples' first two and the newest kept. Shown the
+whole list so far, the embedded model copies it back (2026-11-28: a third call on the books' titles returned the
+11 values it was shown and no new one)."""
+VOCAB_DRY = 2
+"""Calls in a row that add fewer than three new values before the list ends."""
 
 
 class Values(BaseModel):
     values: list[str] = Field(min_length=1, max_length=VOCAB_ASK)
 
 
+def value_tokens(seeds: Sequence[str]) -> int:
+    """A generous token budget for one value like ``seeds`` in a JSON list: a digit is a token of its own in
+    Qwen's vocabulary (a 13-digit code is ~15 tokens, where the old budget of a third of its characters cut the
+    reply off at max_tokens), other text ~3 characters a token, plus quotes and comma."""
+    longest = max(seeds, key=len, default="x" * 24)
+    digits = sum(ch.isdigit() for ch in longest)
+    return digits + (len(longest) - digits) // 3 + 8
+
+
 def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: list[str], want: int, rounds: int,
                   client: Any, settings: Any, sep: str | None = None, shape: prof.Profile | None = None
                   ) -> tuple[list[str], int]:
     """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
-    most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept; each call shows the list so far. Kept:
-    :func:`pipeline.meaning.vocab.clean` (no repeats, placeholders, glued or suffixed values), and with ``shape``
-    only values that look like the examples (unless that would keep fewer than half). Returns (values, calls)."""
+    most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
+    later ones show two of them and the newest values kept (``VOCAB_SHOWN``), and a call after one that added
+    fewer than three samples (``retry_temperature``, a seed per call) rather than repeat the greedy reply; the list
+    ends after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
+    value so far, placeholders, glued or suffixed values), and with ``shape`` only values that look like the
+    examples (unless that would keep fewer than half). Returns (values, calls)."""
     got: list[str] = []
     offered: list[str] = []
-    calls = 0
-    longest = max((len(t) for t in seeds), default=24)
+    calls = dry = 0
+    budget = VOCAB_ASK * value_tokens(seeds) + 40
     while len(got) < want and calls < rounds:
-        shown = [*seeds, *got][-30:]
+        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *got[-(VOCAB_SHOWN - len(seeds[:2])):]]
+        shown = shown[-30:]
         what = render_section("seed_data", "continue_items", sep=json.dumps(sep, ensure_ascii=False)) if sep else ""
         prompt = render_section(
             "seed_data", "continue", name=scenario.name, description=scenario.description, table=table.name,
             ddl=table.ddl, column=column, items=what, n=VOCAB_ASK,
             values="\n".join(f"- {v}" for v in shown) if shown else render_section("seed_data", "continue_none"))
+        asker = client if dry == 0 else sampled(client, settings.retry_temperature,
+                                                 getattr(getattr(client, "settings", None), "seed", 0) + calls)
         calls += 1
         try:
-            reply, _ = client.structured_reply(Values, user(prompt), stage=STAGE,
-                                               max_tokens=VOCAB_ASK * (longest // 3 + 8) + 40)
+            reply, _ = asker.structured_reply(Values, user(prompt), stage=STAGE, max_tokens=budget)
         except LLMUnavailable:
             raise
         except LLMError:
@@ -522,9 +548,71 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
             fit = [v for v in new if prof.misfit(shape, v) is None]
             new = fit if 2 * len(fit) >= len(new) else new
         got.extend(new)
-        if len(new) < 3:
+        dry = dry + 1 if len(new) < 3 else 0
+        if dry >= VOCAB_DRY:
             break
     return got, calls
+
+
+PERSON_SIM, PERSON_MARGIN = 0.38, 0.08
+"""How close (MiniLM, mean cosine to the examples' centroid) a person generator's samples must sit to a column's
+examples, and by how much closer than the samples of a company, a street or a city, for a list the model chose to
+be people instead (measured 2026-11-28: names 0.48, authors 0.42, German names 0.43; book titles 0.28, vehicles
+0.23, medicines 0.12)."""
+PERSON_RIVALS: tuple[ir.GeneratorKind, ...] = ("company", "street_address", "city")
+
+
+def digit_pattern(texts: Sequence[str], unique_rows: int | None) -> str | None:
+    """The code pattern every example shares (each digit a '#', the examples' common beginning kept: "9780" of
+    four ISBNs), or None when they differ in shape or hold fewer than three digits. For a UNIQUE column the kept
+    beginning shrinks until the pattern gives ten values per row."""
+    if len(texts) < 2 or relations.date_columns({"c": list(texts)}):  # dates have their own generators
+        return None
+    shapes = {re.sub(r"\d", "#", t) for t in texts}
+    if len(shapes) != 1:
+        return None
+    shape = next(iter(shapes))
+    if shape.count("#") < 3:
+        return None
+    keep = 0
+    while keep < len(shape) and len({t[keep] for t in texts}) == 1:
+        keep += 1
+    keep = min(keep, len(shape) - 1)
+
+    def made(k: int) -> str:
+        return texts[0][:k] + shape[k:]
+
+    while unique_rows and keep > 0 and 10 ** made(keep).count("#") < 10 * unique_rows:
+        keep -= 1
+    return made(keep) if "#" in made(keep) else None
+
+
+def shown_kind(col: Column, texts: list[str], ctx: Context, locale: str, seed: int) -> ir.GeneratorKind | None:
+    """The generator the column's example values show when the model chose a list for them: e-mail addresses
+    (each one local part, '@' and a dotted domain) or people (a person generator's samples close in meaning to
+    the examples, :data:`PERSON_SIM`, and closer than other generators' samples). None: a list it is."""
+    if len(texts) < 2:
+        return None
+    if all(_EMAIL.fullmatch(t) for t in texts):
+        return "email"
+    if ctx.vectors is None:
+        return None
+    p = prof.profile(texts)
+    if p is None:
+        return None
+    loc = locale if locale in LOCALES else DEFAULT_LOCALE
+    sims: dict[str, float] = {}
+    kinds: tuple[ir.GeneratorKind, ...] = ("person_name", *PERSON_RIVALS)
+    for kind in kinds:
+        g = ir.ColumnGenerator(column=col.name, kind=kind)
+        maker = ValueMaker(loc, seed + 13, [g], [col], ctx.examples)
+        samples = [str(maker.value(g, {}, {})) for _ in range(TRIAL_ROWS)]
+        if kind == "person_name" and prof.contradiction(p, samples):
+            return None
+        sims[kind] = float((ctx.vectors(samples) @ ctx.vectors.centroid(texts)).mean())
+    rival = max(sims[k] for k in PERSON_RIVALS)
+    return "person_name" if sims["person_name"] >= PERSON_SIM and sims["person_name"] >= rival + PERSON_MARGIN \
+        else None
 
 
 @dataclass
@@ -559,9 +647,43 @@ def _reaches(gens: dict[str, ir.ColumnGenerator | None], start: str, target: str
     return False
 
 
+def _examples_range(g: ir.ColumnGenerator, values: Sequence[Any]) -> ir.ColumnGenerator:
+    """``g`` (date or datetime) with the examples' format (no time where no example writes one) and, when none of
+    the example dates falls in its range (birth dates drawn from the coming year where the examples were born in
+    the 1990s), the examples' own range widened by its span (at least 180 days) on each side."""
+    texts = [v for v in values if isinstance(v, str)]
+    days = sorted(d for d in (relations.as_date(v) for v in texts) if d is not None)
+    if not days:
+        return g
+    if g.kind == "datetime" and all(len(t) == 10 for t in texts):
+        g = _code(g, "dates without a time, as every example", kind="date")
+    try:
+        start, end = date.fromisoformat((g.start or "")[:10]), date.fromisoformat((g.end or "")[:10])
+    except ValueError:
+        return g
+    if any(start <= d <= end for d in days):
+        return g
+    span = timedelta(days=max(180, (days[-1] - days[0]).days))
+    lo, hi = max(days[0] - span, date(1900, 1, 1)), min(days[-1] + span, date(2100, 12, 31))
+    return _code(g, f"no example falls in {start}..{end}: the examples' range widened", start=lo.isoformat(),
+                 end=hi.isoformat())
+
+
+def elsewhere(column: str, table: str, others: dict[str, list[str]], gens: dict[str, ir.ColumnGenerator | None]
+              ) -> set[str]:
+    """Values (normalised) of the scenario's other text columns: their examples (``Context.others``) and this
+    table's other lists. A continued value among them belongs to another column (the authors' list continued with
+    the titles "Moby Dick" and "The Great Gatsby", 2026-11-28)."""
+    out = {vocab.norm(t) for k, texts in others.items() if k not in (column, f"{table}.{column}") for t in texts}
+    for name, g in gens.items():
+        if name != column and g is not None and g.kind == "text_pool" and g.pool and not g.pattern:
+            out.update(vocab.norm(t) for t in g.pool)
+    return out
+
+
 def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
            asked: list[Column], chosen: dict[str, ir.ColumnGenerator | None], ctx: Context, client: Any,
-           settings: Any, n_examples: int) -> Settled:
+           settings: Any, n_examples: int, locale: str = DEFAULT_LOCALE, seed: int = 0) -> Settled:
     """Make every relation the examples show hold, by code: date order, the clock, signs, lists; fill text
     lists by continuation; bound a child's dates by its parent's."""
     out = Settled(dict(chosen))
@@ -585,6 +707,11 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         gens[second] = _code(g, f"{o.min_days}-{o.max_days} days after {o.first}, as every example",
                              kind="date_after", after=o.first, min=float(o.min_days), max=float(o.max_days),
                              start=None, end=None)
+    for name in asked_names:  # a range none of the examples falls in, a time the examples never write
+        g = gens.get(name)
+        if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
+            continue
+        gens[name] = _examples_range(g, ex.get(name, []))
     for name in asked_names:
         g = gens.get(name)
         if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
@@ -618,8 +745,16 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if g is None or g.kind != "text_pool" or storage(c) not in ("TEXT", "ANY"):
             continue
         texts = prof.texts_of(ex.get(c.name, []))
-        sep = vocab.list_separator(texts)
         unique = c.name in ctx.singles
+        pattern = digit_pattern(texts, ctx.rows if unique else None)
+        if pattern is not None:  # phones, ISBNs, codes: the examples' shape, not a list the model continues
+            gens[c.name] = _code(g, f"the examples' shape {pattern!r}", kind="code", pattern=pattern, pool=None)
+            continue
+        kind = shown_kind(c, texts, ctx, locale, seed)
+        if kind is not None:  # people and e-mail addresses: thousands from the generator, not a short list
+            gens[c.name] = _code(g, f"{kind}, as the examples show", kind=kind, pool=None, pattern=None)
+            continue
+        sep = vocab.list_separator(texts)
         if sep:
             items = vocab.list_items(texts, sep)
             more, calls = continue_list(scenario, table, c.name, items, VOCAB_WANT, VOCAB_ROUNDS, client,
@@ -639,6 +774,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         shape = prof.profile(seeds) if len(seeds) >= 2 else None
         more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape)
         out.calls += calls
+        taken = elsewhere(c.name, table.name, ctx.others, gens)
+        more = [v for v in more if vocab.norm(v) not in taken]  # another column's value: "Moby Dick" as an author
         pool = [*seeds, *more]
         if not pool:
             gens[c.name] = None
@@ -736,7 +873,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
         chosen, locale, attempts = choose(scenario, table, conn, cols, asked, ctx, shape, refs, client, settings,
                                           locale, seed)
     locale = locale or DEFAULT_LOCALE
-    done = settle(scenario, table, conn, cols, asked, chosen, ctx, client, settings, len(rows))
+    done = settle(scenario, table, conn, cols, asked, chosen, ctx, client, settings, len(rows), locale, seed)
     attempts += done.calls
     by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
     gens = [by_col[c.name] for c in cols if c.name in by_col]

@@ -275,23 +275,31 @@ class ValueMaker:
 
     def bound(self, column: str, value: Any, row: dict[str, Any], g: ir.ColumnGenerator) -> Any:
         """``value`` moved to respect the parent dates the examples show (:attr:`bounds`): a child's date not
-        before (or not after) its parent row's date."""
+        before (or not after) its parent row's dates, all of them at once (a renewal between its loan's start and
+        its due date; moved one bound after another, a date pushed before the due date fell before the start)."""
+        got = _maybe_date(value)
+        if got is None:
+            return value
+        lows: list[date] = []
+        highs: list[date] = []
         for col, via, dates, after, days in self.bounds:
-            if col != column or value is None:
-                continue
-            base = dates.get(row.get(via))
-            got = _maybe_date(value)
-            if base is None or got is None:
-                continue
-            rest = str(value)[10:]
-            if after and got < base + timedelta(days=days):
-                low = base + timedelta(days=days)
-                end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
-                span = (end - low).days if end is not None and end > low else 30
-                value = (low + timedelta(days=self.rng.randint(0, span))).isoformat() + rest
-            elif not after and got > base - timedelta(days=days):
-                value = (base - timedelta(days=days + self.rng.randint(0, 30))).isoformat() + rest
-        return value
+            base = dates.get(row.get(via)) if col == column else None
+            if base is not None:
+                (lows if after else highs).append(base + timedelta(days=days) if after else base - timedelta(days=days))
+        low, high = max(lows, default=None), min(highs, default=None)
+        if (low is None or got >= low) and (high is None or got <= high):
+            return value
+        rest = str(value)[10:]
+        if low is not None and high is not None:
+            day = low + timedelta(days=self.rng.randint(0, (high - low).days)) if high >= low else low
+        elif low is not None:
+            end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
+            span = (end - low).days if end is not None and end > low else 30
+            day = low + timedelta(days=self.rng.randint(0, span))
+        else:
+            assert high is not None
+            day = high - timedelta(days=self.rng.randint(0, 30))
+        return day.isoformat() + rest
 
     def _with_time(self, column: str, day: date, minutes: int) -> str:
         sep, seconds = self.formats.get(column, ("T", True))

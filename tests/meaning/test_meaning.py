@@ -69,6 +69,11 @@ def test_a_list_valued_column_is_found_by_its_separator_and_short_items() -> Non
     assert vocab.list_counts(allergies, ", ") == (1, 2) and vocab.later_lower(allergies, ", ")
     sentences = ["A pain reliever for mild pain, taken with food.", "An anti-inflammatory, for swelling."]
     assert vocab.list_separator(sentences) is None
+    # parts in fixed places are no list (2026-11-28: addresses shuffled into "USA, 789 Oak St, Anytown")
+    addresses = ["123 Main St, Anytown, USA", "456 Elm St, Anytown, USA", "789 Oak St, Anytown, USA"]
+    assert vocab.list_separator(addresses) is None
+    assert vocab.list_separator(["12 Rue Cler, Lyon", "3 Via Roma, Milano", "8 Calle Mayor, Sevilla"]) is None
+    assert vocab.list_separator(["Aspirin, ibuprofen", "Penicillin, latex"]) == ", "  # like items, none fixed
 
 
 def test_relations_come_from_the_examples_values_not_their_names() -> None:

@@ -270,3 +270,23 @@ def prose_saying(env: ir.Environment, needles: list[str]) -> dict[str, Any]:
              for needle in needles]
     pad = ["Staff must wear safety goggles.", "Visitors sign in at the front desk.", "Umbrellas stay at the door."]
     return {"rules": rules + pad[:max(0, 3 - len(rules))]}
+
+
+def test_a_date_condition_grounds_only_prose_that_names_its_date() -> None:
+    """The library of 2026-11-28 (meaning-wip): the model's "A book cannot be returned before it is due." grounded,
+    at MiniLM's word, in "adding a book is forbidden when the publication date given is before today"."""
+    from types import SimpleNamespace
+
+    from pipeline.stages.policy import may_ground
+
+    def cand(section: str, label: str) -> Any:
+        return SimpleNamespace(candidate=SimpleNamespace(words={"section": section, "label": label}))
+
+    published = cand("value_past", "publication date")
+    assert not may_ground("A book cannot be returned before it is due.", published)
+    assert may_ground("A book cannot be added before its publication date.", published)
+    assert may_ground("Un livre ne peut être ajouté avant sa date de publication.", published)  # the schema's word
+    assert may_ground("A renewal request must be made within 30 days of the original loan date.",
+                      cand("row_past", "loan date"))
+    # other conditions are said in many ways: MiniLM alone decides ("stronger" for an abv)
+    assert may_ground("The head brewer must approve a new beer stronger than 6.2 percent.", cand("value_over", "abv"))
