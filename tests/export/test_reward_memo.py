@@ -1,8 +1,10 @@
 """The exported task runtime reuses a verifier's checks (``reward.db_checks``) for an episode that made the same
-write calls from the same state as an earlier one of the same task (``taskrt.Bundle.score(..., session=)``): the
-score is always the one the database gives, any write makes another key, and nothing is reused where the
-database might not be a function of the writes (SQLite rolled the episode back, SQL that is not deterministic,
-arguments that are not plain JSON)."""
+write calls from the same state as an earlier one of the same task (``taskrt.Bundle.score(..., session=)``), and
+takes an assertion's outcome on the initial state when its query reads only tables no statement wrote
+(``Bundle.initial_checks``): the score is always the one the whole database gives (``reward.score`` reading every
+table), any write makes another key or runs the query again, and nothing is reused where the database might not
+be a function of the writes (SQLite rolled the episode back, SQL that is not deterministic, arguments that are
+not plain JSON)."""
 
 from __future__ import annotations
 
@@ -55,8 +57,8 @@ def _answers(task):
 
 
 def test_reused_checks_score_what_the_database_scores(runtime):
-    """Random episodes (writes, refused writes, reads) on sessions reused across episodes: each score with the
-    memo equals the score computed on the database, and the memo was hit."""
+    """Random episodes (writes, refused writes, reads) on sessions reused across episodes: each score, with the
+    memo and without, equals ``reward.score`` reading every table of the database, and the memo was hit."""
     taskrt, data = runtime
     b = taskrt.Bundle(data)
     tasks = [b.task(t) for t in b.tasks]
@@ -80,13 +82,15 @@ def test_reused_checks_score_what_the_database_scores(runtime):
             for task in tasks:
                 for answer in _answers(task):
                     for partial in (False, True):
+                        whole = taskrt.reward.score(task["verifier"], s.conn, answer=answer, partial=partial,
+                                                    initial=b.initial_snapshot())
                         fresh = b.score(task, s.conn, answer=answer, partial=partial)  # no session: computed
                         memo = b.score(task, s.conn, answer=answer, partial=partial, session=s)
-                        assert memo == fresh, (task["task_id"], s.memo_key(), answer)
+                        assert memo == fresh == whole, (task["task_id"], s.memo_key(), answer)
                         scored += 1
     finally:
         taskrt.reward.db_checks = real
-    assert len(computed) < 2 * scored - scored // 2  # the memo answered many of them
+    assert len(computed) < 3 * scored - scored // 2  # the memo answered many of them
     assert len(b._memo) < 120 * len(tasks)
 
 
@@ -153,3 +157,40 @@ def test_nothing_reused_where_the_database_may_not_follow_from_the_writes(runtim
     assert len(b._memo) == 1
     s.close()
     s2.close()
+
+
+def test_an_assertion_on_unwritten_tables_is_answered_from_the_initial_state(runtime):
+    """An assertion whose query reads only tables no statement wrote takes its outcome on the initial state; a
+    write to one of its tables (even one that changes nothing) makes it run again, on the rollout's database."""
+    taskrt, data = runtime
+    b = taskrt.Bundle(data)
+    task = next(t for t in b.tasks.values() if any(c["tool"] == "borrow_book" for c in t["reference_solution"]))
+    known = b.initial_checks(task["verifier"])
+    assert set(known) == {1, 2, 3} and all(reads == {"loans"} for reads, _, _ in known.values())
+    assert known[3][1:] == (False, "expected 5, got 4")  # SELECT COUNT(*) FROM loans, on the initial state
+    ran = []
+    real = taskrt.reward.query_value
+
+    def counting(conn, sql):
+        ran.append(sql)
+        return real(conn, sql)
+
+    taskrt.reward.query_value = counting
+    try:
+        s = taskrt.Session(b)
+        s.call("update_member_email", {"member_id": 2, "email": "bo@example.net"})  # members only
+        assert b.score(task, s.conn).failures[0].startswith("goal 1") and not ran
+        assert s.call("borrow_book", {"member_id": 4, "book_id": 2, "days": 14})["ok"]  # loans: 14 days, not 7
+        score = b.score(task, s.conn)
+        assert len(ran) == 3 and score.goals == (True, False, True), score
+        s.reset()
+        ran.clear()
+        for c in task["reference_solution"]:
+            s.call(c["tool"], dict(c["arguments"]))
+        assert b.score(task, s.conn).reward == 1.0 and len(ran) == 3
+        s.close()
+    finally:
+        taskrt.reward.query_value = real
+    # A query through a view, or of SQLite's own tables, is always run.
+    view = {"assertions": [{"sql": "SELECT COUNT(*) FROM sqlite_master", "expect": 3}], "mutable_tables": []}
+    assert b.initial_checks(view) == {}

@@ -198,6 +198,7 @@ class Bundle:
         self._memo_lock = threading.Lock()
         self._deterministic = None
         self._verifiers = {}
+        self._initial_checks = {}
 
     def _read_pool(self):
         """The sampled tasks (``pool.jsonl``), ``{level: [task_id, ...]}`` and the manifest (``pool.json``);
@@ -268,7 +269,8 @@ class Bundle:
 
     def fresh_db(self, state=None):
         """A new in-memory copy of the initial database (of ``state``'s, a file of ``states/``; one per rollout),
-        with a ``reward.WriteLog`` as ``conn.writes`` in front of the engine's authorizer."""
+        with a ``reward.WriteLog`` as ``conn.writes`` in front of the engine's authorizer (and ``conn.state``, the
+        state it was copied from: the writes it logs are relative to that state)."""
         conn = engine.connect(":memory:")
         conn.writes = reward.track_writes(conn, conn.guard)
         self.restore(conn, state)
@@ -292,6 +294,8 @@ class Bundle:
                 self._pristines[state] = pristine
             pristine.backup(conn)
         conn.execute("PRAGMA foreign_keys = ON")
+        if isinstance(getattr(conn, "writes", None), reward.WriteLog):
+            conn.state = state
 
     def measure_session_kib(self, copies=16):
         """What one server session costs, in KiB: the resident memory ``copies`` fresh ``Session`` objects add
@@ -359,6 +363,41 @@ class Bundle:
                 verifier, self.deterministic() and not any(NONDETERMINISTIC.search(q) for q in sql))
         return known[1]
 
+    def initial_checks(self, verifier, state=None):
+        """Per assertion number (from 1): ``(tables it reads, held, problem)`` on ``state``'s initial database, for
+        each assertion whose query is deterministic (:meth:`_reusable`) and reads only user tables (SQLite's
+        authorizer names them when it prepares the query); decided once per verifier and state. Such an
+        assertion holds on a rollout's database as on the initial one when none of its tables was written."""
+        found = self._initial_checks.get((state, id(verifier)))
+        if found is not None and found[0] is verifier:
+            return found[1]
+        out = {}
+        if self._reusable(verifier):
+            tables = {t.lower() for t in self.layouts()}
+            conn = self.fresh_db(state)
+            try:
+                for i, a in enumerate(verifier.get("assertions") or [], 1):
+                    reads, other = set(), []
+
+                    def collect(action, arg1, arg2, db, source, reads=reads, other=other):
+                        if action == sqlite3.SQLITE_READ:
+                            reads.add((arg1 or "").lower())
+                        elif action not in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE):
+                            other.append(action)
+                        return sqlite3.SQLITE_OK
+
+                    conn.set_authorizer(collect)
+                    try:
+                        (_, _, _, held, problem), = reward.db_checks({"assertions": [a]}, conn).assertions
+                    finally:
+                        conn.set_authorizer(None)
+                    if not other and reads <= tables:
+                        out[i] = (frozenset(reads), held, problem)
+            finally:
+                conn.close()
+        self._initial_checks[(state, id(verifier))] = (verifier, out)
+        return out
+
     def score(self, task, conn, answer=None, partial=False, session=None):
         """``reward.Score`` of the task's verifier on ``conn`` (and the agent's final ``answer``). With
         ``session`` (whose connection ``conn`` is), the verifier's checks of an earlier episode of the task that
@@ -374,9 +413,15 @@ class Bundle:
                 checks = self._memo.get(key)
                 if checks is not None and checks[0] is verifier:
                     return reward.score_checks(verifier, checks[1], answer=answer, partial=partial)
-        initial = self.initial_snapshot(self.state_of(task.get("task_id")))
-        checks = reward.db_checks(verifier, conn, initial=initial, layouts=self.layouts(),
-                                  written=writes.tables if isinstance(writes, reward.WriteLog) else None)
+        state = self.state_of(task.get("task_id"))
+        initial = self.initial_snapshot(state)
+        written = writes.tables if isinstance(writes, reward.WriteLog) else None
+        known = None
+        if written is not None and getattr(conn, "state", False) == state:  # the log is relative to this state
+            known = {i: (held, problem) for i, (reads, held, problem) in self.initial_checks(verifier, state).items()
+                     if not reads & written}
+        checks = reward.db_checks(verifier, conn, initial=initial, layouts=self.layouts(), written=written,
+                                  known=known)
         if key is not None:
             with self._memo_lock:
                 if len(self._memo) >= MEMO_SIZE:
