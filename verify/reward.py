@@ -198,24 +198,50 @@ def frozen_moved(verifier: dict, conn: sqlite3.Connection, initial: Snapshot, *,
     return changed_tables(initial, now, frozen)
 
 
-def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None = None,
-          answer: str | None = None, partial: bool = False, layouts: Layouts | None = None,
-          written: set[str] | None = None) -> Score:
-    """Score a final database (``conn``) and final answer against ``verifier`` (see the module docstring).
-    ``layouts`` and ``written`` only make the check of tables outside ``mutable_tables`` cheaper
-    (:func:`frozen_moved`); the score is the same."""
-    failures: list[str] = []
-    goals: list[bool] = []
-    gates_ok = True
+@dataclass(frozen=True)
+class Checks:
+    """What the database says of a verifier: per assertion ``(gate, number, what, held, problem)`` in order, and
+    the tables outside ``mutable_tables`` that changed (None when no initial snapshot was given). With the
+    answer, it decides the :class:`Score` (:func:`score_checks`). It depends on the database's content only, so
+    a caller that knows two databases hold the same content may reuse one's checks for the other (the
+    exports' task runtime does, for episodes that made the same writes from the same state)."""
+
+    assertions: tuple[tuple[bool, int, str, bool, str | None], ...]
+    moved: tuple[str, ...] | None = None
+
+
+def db_checks(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None = None,
+              layouts: Layouts | None = None, written: set[str] | None = None,
+              known: dict[int, tuple[bool, str | None]] | None = None) -> Checks:
+    """Run the verifier's assertions on ``conn`` and, with ``initial``, find the tables outside
+    ``mutable_tables`` that changed (:func:`frozen_moved`; ``layouts`` and ``written`` only make that cheaper).
+    ``known``: assertion number (from 1) -> ``(held, problem)`` already known for this database (e.g. on the
+    initial state, for a deterministic query reading only tables no statement wrote); those are not run."""
+    out = []
     for i, a in enumerate(verifier.get("assertions") or [], 1):
-        gate = a.get("name") == "gate"
         what = a.get("description") or a.get("sql", "")
+        if known and i in known:
+            out.append((a.get("name") == "gate", i, what, *known[i]))
+            continue
         try:
             got = query_value(conn, a["sql"])
             held = _same(got, a.get("expect"))
             problem = None if held else f"expected {_short(a.get('expect'))}, got {_short(got)}"
         except sqlite3.Error as e:
             held, problem = False, f"errored: {e}"
+        out.append((a.get("name") == "gate", i, what, held, problem))
+    moved = None
+    if initial is not None:
+        moved = tuple(frozen_moved(verifier, conn, initial, layouts=layouts, written=written))
+    return Checks(tuple(out), moved)
+
+
+def score_checks(verifier: dict, checks: Checks, *, answer: str | None = None, partial: bool = False) -> Score:
+    """The :class:`Score` of ``checks`` (:func:`db_checks` of the verifier on a database) and the final answer."""
+    failures: list[str] = []
+    goals: list[bool] = []
+    gates_ok = True
+    for gate, i, what, held, problem in checks.assertions:
         if gate:
             if not held:
                 gates_ok = False
@@ -224,11 +250,9 @@ def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None 
             goals.append(held)
             if not held:
                 failures.append(f"goal {i} ({what}) {problem}")
-    if initial is not None:
-        moved = frozen_moved(verifier, conn, initial, layouts=layouts, written=written)
-        if moved:
-            gates_ok = False
-            failures.append(f"tables outside mutable_tables changed: {', '.join(moved)}")
+    if checks.moved:
+        gates_ok = False
+        failures.append(f"tables outside mutable_tables changed: {', '.join(checks.moved)}")
     if verifier.get("answer") is not None:
         ok, why = check_answer(verifier["answer"], answer)
         goals.append(ok)
@@ -245,6 +269,16 @@ def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None 
     if not goals:
         failures.append("the verifier has no goal: nothing can earn the reward")
     return Score(reward, passed, gates_ok, tuple(goals), tuple(failures))
+
+
+def score(verifier: dict, conn: sqlite3.Connection, *, initial: Snapshot | None = None,
+          answer: str | None = None, partial: bool = False, layouts: Layouts | None = None,
+          written: set[str] | None = None) -> Score:
+    """Score a final database (``conn``) and final answer against ``verifier`` (see the module docstring).
+    ``layouts`` and ``written`` only make the check of tables outside ``mutable_tables`` cheaper
+    (:func:`frozen_moved`); the score is the same."""
+    checks = db_checks(verifier, conn, initial=initial, layouts=layouts, written=written)
+    return score_checks(verifier, checks, answer=answer, partial=partial)
 
 
 # ---------------------------------------------------------------- answers
