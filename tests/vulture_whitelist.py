@@ -16,7 +16,6 @@ _._band
 _._plan_if_set
 _._ranges
 _._rules_if_set
-_._personal_if_set
 _._set_only
 _._unique_params
 _.get_field_value

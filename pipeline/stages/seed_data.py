@@ -36,7 +36,6 @@ import sqlite_utils
 from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
-from pipeline.meaning import findings as semantic
 from pipeline.stages import rowgen
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
@@ -324,7 +323,6 @@ def generate_seed(
     attempts = 0
     sent: set[str] = set()
     plans: dict[str, ir.RowPlan] = {}
-    known: dict[str, list[str]] = {}  # every table's example texts so far, to compare a column's values with
     try:
         for i, table in enumerate(tables):
             prefetch_first_rows(scenario, tables[i:], {t.name for t in tables[:i]}, by_name, conn, client,
@@ -339,7 +337,7 @@ def generate_seed(
                 return StageResult(None, tuple(rejections), attempts)
             if settings.row_generators:
                 locale = next((p.locale for p in plans.values()), None)
-                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known)
+                made = rowgen.fill_table(scenario, table, conn, client, settings, locale)
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
@@ -399,11 +397,7 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         if not settings.row_generators:
             return _rows_of(conn, table)
         locale = next((s.plan.locale for s in env.seed if s.plan is not None), None)
-        known = {f"{s.table}.{c}": texts for s in env.seed if s.plan is not None and s.table != table.name
-                 for c, texts in semantic.text_columns(
-                     {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in (s.rows[0] if s.rows else {})
-                      if not any(g.column == c and g.kind == "reference" for g in s.plan.generators)}).items()}
-        return _rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan)
+        return _rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale).plan)
     finally:
         conn.close()
 

@@ -6,9 +6,6 @@ planned sum adds up ids, and no planned decision chooses a row by one."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 import pytest
 
 from pipeline.ir import Environment, Param, Returns, Scenario, SeedRows, Step, Table, Tool
@@ -24,7 +21,6 @@ from pipeline.stages.schema import Column
 from pipeline.stages.tasks import lint_request
 from pipeline.stages.wording import COPIED_WORDS, copied_words
 from tests.fixtures.permits import permit_env
-from tests.stages.test_policy import prose_saying
 from verify.replay import fresh
 
 JUDGES_DDL = """CREATE TABLE judges (
@@ -167,17 +163,13 @@ def test_check_pick_takes_a_rule_that_names_its_action_in_the_description_words_
 def test_the_policy_feedback_loop_tells_the_model_the_copied_words() -> None:
     env = court_env()
     first = {"rules": [{"id": "r1", "message": "Set the status of a case; returns the case as changed."}]}
-    def second(messages: list[dict[str, Any]]) -> dict[str, Any]:  # the message names the state its rule checks
-        state = re.search(r"^r1: .*? '([^']+)'", messages[0]["content"], re.M).group(1)  # type: ignore[union-attr]
-        return {"rules": [{"id": "r1", "message": f"A case that is {state} cannot be changed."}]}
-
-    client = fake_client([prose_saying(env, ["Set the status of a case"]), first, second])
+    second = {"rules": [{"id": "r1", "message": "A case in this state cannot be changed."}]}
+    client = fake_client([first, second])
     res = make_policy(env, client, BuildSettings(policy=True, max_attempts=3, policy_rules=1))
-    assert len(client.requests) == 3
-    feedback = client.requests[2][-1]["content"]
+    assert len(client.requests) == 2
+    feedback = client.requests[1][-1]["content"]
     assert "the message of r1 copies the words 'set the status of a case returns the case as changed'" in feedback
-    assert [r.worded_by for r in res.value.rules] == ["llm"]
-    assert re.fullmatch(r"A case that is \S+ cannot be changed\.", res.value.rules[0].message)
+    assert [(r.message, r.worded_by) for r in res.value.rules] == [("A case in this state cannot be changed.", "llm")]
 
 
 # ------------------------------------------------------------------ 2. candidate rules
