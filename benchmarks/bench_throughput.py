@@ -295,11 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     expected = outputs(catalog)
 
     from pipeline.embed import get_embedder
+    from pipeline.run import git_revision
 
     get_embedder(None).encode(["warm-up"])  # load the dedup model before timing anything
     out: dict[str, Any] = {"catalog": str(args.catalog), "copies": args.copies, "concurrency": args.concurrency,
                            "workers": workers, "latency_s": args.latency, "executor": args.executor,
-                           "cores": os.cpu_count(), "load_1min_before": round(os.getloadavg()[0], 2)}
+                           "cores": os.cpu_count(), "git_revision": git_revision()[:12],
+                           "load_1min_before": round(os.getloadavg()[0], 2)}
     problems: list[str] = []
     with RemoteEndpoint(catalog, args.latency) as ep, tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         conc = one_run(ep.url, Path(tmp) / "concurrent", rec, args.copies, args.concurrency, workers, args.executor,
