@@ -1,13 +1,13 @@
 """Throughput against a slow remote endpoint: how busy does a run of many scenarios keep it?
 
-    .venv/bin/python benchmarks/bench_throughput.py                     # 8 copies of the example, 16 in flight, 2 s
+    .venv/bin/python benchmarks/bench_throughput.py --copies 8 --concurrency 8 --workers 16 --latency 2 --stagger 10
     .venv/bin/python benchmarks/bench_throughput.py --json              # one JSON line for machines
     .venv/bin/python benchmarks/bench_throughput.py --copies 2 --latency 0.5 --serial
 
 A simulated OpenAI-compatible endpoint on loopback (``pipeline.llm.simulated``), in a process of its own as a
 remote endpoint is, answers every request after ``--latency`` seconds with the reply recorded for it in a recorded
 catalog's LLM cache (``--catalog``, default ``generated/quickstart``; its seeds, stage settings and model name come
-from its catalog.db), and counts the requests it is serving at every moment.
+from its catalog.db), and counts the requests it is answering at every moment (:class:`Meter`).
 
 The recorded catalog holds one run of its seeds. To give the endpoint many scenarios, the run is copied: ``--copies``
 catalogs, each built from the recorded seeds and settings into a directory of its own with an empty LLM cache of its
@@ -15,7 +15,10 @@ own, so every copy is really built and verified by the pipeline and asks the end
 copy reads another's cache). The copies keep the scenarios' identity (a scenario's rows are seeded from its id,
 ``pipeline.stages.rowmake.derive_seed``, so a renamed copy would ask other questions than the recorded ones) and run
 at once, their scenarios on one executor (``--executor process``: ``--workers`` processes) under one run-wide limit of
-``--concurrency`` requests in flight, which the copies' seed expansion in this process takes slots of too.
+``--concurrency`` requests in flight, which the copies' seed expansion in this process takes slots of too. Being the
+same scenarios, copies started together reach their CPU-bound phases (proofs, task sampling) together and leave the
+endpoint idle meanwhile, as distinct scenarios would not: ``--stagger`` starts copy k k x that many seconds later
+(the wall time counts from the first start).
 
 Reported: the endpoint's mean and peak requests in flight over the run's wall time and the mean's share of
 ``--concurrency`` (the busy share), requests, wall time, scenarios verified, the load average; each copy's verified
@@ -144,20 +147,86 @@ class RemoteEndpoint:
             self.proc.join(10)
 
 
+class Meter:
+    """Requests being answered over time: the time average, the peak and the mean of each second since ``reset``.
+
+    Counted while a reply is being prepared (the latency), not while it is written: the client frees its slot
+    when the reply has arrived, and a count that ended only after the write could see the slot's next request
+    arrive first (a transient one over the limit that the client never had; seen under load)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.now = self.peak = 0
+            self.area = 0.0
+            self.t0 = self.last = time.monotonic()
+            self.seconds: list[float] = []
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self.area += self.now * (now - self.last)
+        t = self.last
+        while t < now:  # spread the interval over the seconds it covers
+            second = int(t - self.t0)
+            end = min(now, self.t0 + second + 1)
+            while len(self.seconds) <= second:
+                self.seconds.append(0.0)
+            self.seconds[second] += self.now * (end - t)
+            t = end
+        self.last = now
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self._tick()
+            self.now += n
+            self.peak = max(self.peak, self.now)
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            self._tick()
+            secs = self.last - self.t0
+            return {"mean_in_flight": self.area / secs if secs > 0 else 0.0, "peak_in_flight": self.peak,
+                    "per_second": [round(a, 1) for a in self.seconds]}
+
+
+class SlowReplay:
+    """The recorded reply after ``latency`` seconds (a miss at once: HTTP 400), metered."""
+
+    def __init__(self, cache: Path, latency: float):
+        self.replay = CacheReplay(cache)
+        self.latency = latency
+        self.meter = Meter()
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        reply = self.replay(body)
+        if isinstance(reply, str):
+            self.meter.add(1)
+            try:
+                time.sleep(self.latency)
+            finally:
+                self.meter.add(-1)
+        return reply
+
+
 def _serve(conn: Any, catalog: str, latency: float) -> None:
-    answer = CacheReplay(Path(catalog) / "llm_cache.sqlite")
-    with SimulatedEndpoint(answer, latency=latency) as ep:
+    answer = SlowReplay(Path(catalog) / "llm_cache.sqlite", latency)
+    with SimulatedEndpoint(answer) as ep:
         while True:
             what = conn.recv()
             if what == "url":
                 conn.send(ep.url)
             elif what == "reset":
                 ep.reset_stats()
+                answer.meter.reset()
                 conn.send(None)
             elif what == "stats":
-                conn.send(ep.stats())
+                st = ep.stats()
+                conn.send({"requests": st["requests"], "outcomes": st["outcomes"], **answer.meter.stats()})
             elif what == "misses":
-                conn.send(len(answer.misses))
+                conn.send(len(answer.replay.misses))
             elif what == "stop":
                 conn.send(None)
                 return
@@ -206,9 +275,11 @@ def copy_plan(url: str, rec: dict[str, Any], cache: Path, concurrency: int) -> A
 
 
 def one_run(url: str, workdir: Path, rec: dict[str, Any], copies: int, concurrency: int, workers: int,
-            executor: str, ep: RemoteEndpoint, expected: dict[str, bytes], *, serial: bool = False) -> dict[str, Any]:
-    """``copies`` copies of the recorded run at once under one limit of ``concurrency`` requests in flight (with
-    ``serial``: one after another, each scenario after the other)."""
+            executor: str, ep: RemoteEndpoint, expected: dict[str, bytes], *, serial: bool = False,
+            stagger: float = 0.0) -> dict[str, Any]:
+    """``copies`` copies of the recorded run at once under one limit of ``concurrency`` requests in flight, copy k
+    starting ``k * stagger`` seconds after the first (with ``serial``: one after another, each scenario after the
+    other)."""
     from pipeline.executor import LocalExecutor
     from pipeline.run import run_catalog
 
@@ -222,6 +293,8 @@ def one_run(url: str, workdir: Path, rec: dict[str, Any], copies: int, concurren
 
     def build(k: int) -> None:
         d = workdir / f"copy-{k + 1}"
+        if not serial:
+            time.sleep(k * stagger)
         try:
             plan = copy_plan(url, rec, d / "catalog" / "llm_cache.sqlite", concurrency)
             r = run_catalog(write_seeds(d / "seeds.txt", rec["seeds"]), d / "catalog", plan, executor=ex)
@@ -277,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None,
                     help="scenarios at once (worker processes or threads; default: --concurrency)")
     ap.add_argument("--latency", type=float, default=2.0, help="seconds the endpoint takes per request")
+    ap.add_argument("--stagger", type=float, default=0.0,
+                    help="seconds between the copies' starts (the copies are the same scenarios: started together "
+                    "they reach their CPU-bound phases together, which distinct scenarios do not)")
     ap.add_argument("--catalog", type=Path, default=EXAMPLE,
                     help="a recorded catalog: its llm_cache.sqlite answers, its catalog.db gives seeds and settings")
     ap.add_argument("--executor", choices=["local", "process"], default="process",
@@ -299,13 +375,14 @@ def main(argv: list[str] | None = None) -> int:
 
     get_embedder(None).encode(["warm-up"])  # load the dedup model before timing anything
     out: dict[str, Any] = {"catalog": str(args.catalog), "copies": args.copies, "concurrency": args.concurrency,
-                           "workers": workers, "latency_s": args.latency, "executor": args.executor,
+                           "workers": workers, "latency_s": args.latency, "stagger_s": args.stagger,
+                           "executor": args.executor,
                            "cores": os.cpu_count(), "git_revision": git_revision()[:12],
                            "load_1min_before": round(os.getloadavg()[0], 2)}
     problems: list[str] = []
     with RemoteEndpoint(catalog, args.latency) as ep, tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         conc = one_run(ep.url, Path(tmp) / "concurrent", rec, args.copies, args.concurrency, workers, args.executor,
-                       ep, expected)
+                       ep, expected, stagger=args.stagger)
         problems += problems_of("concurrent", conc, rec, args.concurrency)
         st = conc["stats"]
         ok_copies = [c for c in conc["copies"] if "error" not in c]
