@@ -26,7 +26,8 @@ rollout whose writes no earlier one made.
 Printed per run: sessions, wall time, episodes per second, server and driver CPU seconds, server RSS before and
 with every session open (per session; for the export also per session on top of its database's own size in
 memory, ``db_in_memory_kib``: what one in-memory copy takes, measured here), and how many episodes earned reward
-1 (every one should: they replay the reference solution).
+1 (every one should: they replay the reference solution). Exit 1, the reasons on stderr, when a run fails: a
+session that raised, an episode that did not finish, or one not rewarded.
 """
 
 from __future__ import annotations
@@ -364,12 +365,32 @@ def main() -> None:
                                                          "rss_per_session_kib")}
         if args.baseline:
             out["no_memo_ratio"] = round(out["no_memo"]["episodes_per_s"] / out["baseline"]["episodes_per_s"], 3)
+    out["problems"] = problems_of(runs, args.sessions)
     if args.json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            if k != "runs":
+            if k not in ("runs", "problems"):
                 print(f"{k:>10}: {v}")
+    for p in out["problems"]:
+        print(f"FAILED: {p}", file=sys.stderr)
+    if out["problems"]:
+        sys.exit(f"bench_rollouts: FAILED ({len(out['problems'])} problem(s)); the figures above measure failed runs")
+
+
+def problems_of(runs: dict[str, list[dict]], sessions: int) -> list[str]:
+    """Why the runs failed: a session that raised, did not finish, or was not rewarded (each replays its task's
+    reference solution, so every episode should earn reward 1)."""
+    out = []
+    for kind, rs in runs.items():
+        for i, r in enumerate(rs, start=1):
+            if r.get("errors"):
+                out.append(f"{kind} run {i}: {r['errors']} session(s) failed (first: {r.get('first_error')})")
+            if r.get("finished", 0) < sessions:
+                out.append(f"{kind} run {i}: {r.get('finished', 0)} of {sessions} episodes finished")
+            if r.get("rewarded", 0) < r.get("finished", 0):
+                out.append(f"{kind} run {i}: {r['finished'] - r.get('rewarded', 0)} finished episode(s) not rewarded")
+    return out
 
 
 if __name__ == "__main__":

@@ -200,6 +200,8 @@ def main() -> None:
     for env_json in sorted((args.catalog / "envs").glob("*/env.json")):
         env, _, _ = load_env_dir(env_json.parent)
         results.extend(bench_env(env, cache, build))
+    if not results:
+        sys.exit(f"bench_seed_data: FAILED: no environment with tables under {args.catalog / 'envs'}")
     summary = {
         key: {"rows": sum(r[key]["rows"] for r in results),
               "llm_tokens": sum(r[key]["llm_tokens"] for r in results),
