@@ -79,7 +79,7 @@ GeneratorKind = Literal[
     "phone", "date", "datetime", "date_after", "integer", "amount", "enum", "boolean", "code", "text_pool",
     "text_combo", "reference",
 ]
-"""The menu of column generators (``pipeline.stages.rowgen``); ``reference`` is chosen by code only."""
+"""The menu of column generators (``pipeline.stages.rows.generators``); ``reference`` is chosen by code only."""
 
 
 class ColumnGenerator(Frozen):
@@ -267,7 +267,7 @@ class Rule(Frozen):
     allowed: list[ToolCall] = Field(default_factory=list)
     forbidden: list[ToolCall] = Field(default_factory=list)
     alternative: Alternative | None = None
-    """The compliant alternative the message names (``pipeline.stages.rulegen``); absent from the JSON when None,
+    """The compliant alternative the message names (``pipeline.stages.policy.candidates``); absent from the JSON when None,
     so rules without one (and environments written before alternatives existed) keep their bytes and ids."""
 
     @field_validator("id")
@@ -380,7 +380,7 @@ class Assertion(Frozen):
     description: str = ""
     name: str | None = None
     """``"gate"`` marks a gate (what must not change: row counts, untouched rows): it never earns the reward,
-    a failing one scores 0; every other assertion is a goal and earns it (``verify.reward``)."""
+    a failing one scores 0; every other assertion is a goal and earns it (``pipeline.runtime.reward``)."""
 
 
 class Verifier(Frozen):
@@ -388,7 +388,7 @@ class Verifier(Frozen):
     mutable_tables: list[str] = Field(default_factory=list)
     answer: dict[str, Any] | str | None = None
     """For questions: the typed expected answer ``{"type", "value", "others", "stated"}`` (a plain string is
-    a text answer); checked by ``verify.reward.check_answer``."""
+    a text answer); checked by ``pipeline.runtime.reward.check_answer``."""
 
 
 class Difficulty(Frozen):

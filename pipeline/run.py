@@ -139,8 +139,8 @@ def run_catalog(
         executor.warm_up(llm)  # worker processes start while the seeds are expanded
 
     # ---- seeds -> scenarios -> dedup (against everything already in the catalog)
-    from pipeline.stages.dedup import DedupIndex
-    from pipeline.stages.expand import expand_and_dedup
+    from pipeline.scenarios.dedup import DedupIndex
+    from pipeline.scenarios.expand import expand_and_dedup
 
     prog.stage("seeds", len(seeds))
     exp_client = new_client()

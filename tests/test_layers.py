@@ -1,4 +1,4 @@
-"""The layers only point down: cli -> run -> executor -> graph -> stages -> envdir / catalog -> verify -> runtime ->
+"""The layers only point down: cli -> run -> executor -> graph -> scenarios -> stages -> envdir / catalog -> verify -> dbmodel -> runtime ->
 ir / llm / config / settings. (The catalog owns the files on disk, environment directories included, so ``envdir``
 sits with it; it writes what ``verify`` proved, the task bank with verify's difficulty tags, so it sits above it.)
 
@@ -18,10 +18,12 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.settings_base", "pipeline.prompts",
               "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic",
               "pipeline.meaning"}),  # language-neutral checks of meaning: imports no stage
-    ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, and server.py made of it
+    ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, replay, state and reward, server.py
+    ("dbmodel", {"pipeline.dbmodel"}),  # what every stage reads about a database and its tools; imports no stage
     ("verify", {"verify"}),
     ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the files on disk: written from verify's results
-    ("stages", {"pipeline.stages"}),
+    ("stages", {"pipeline.stages"}),  # one package per graph node; they share only dbmodel and base/feedback
+    ("scenarios", {"pipeline.scenarios"}),  # expand and dedup, with the stages' ask-with-feedback loop
     ("graph", {"pipeline.graph"}),
     ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers
     ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.envcheck", "pipeline.export", "pipeline.report",

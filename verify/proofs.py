@@ -33,12 +33,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Environment, Task, ToolCall
-from pipeline.runtime import engine
-from verify import reward
+from pipeline.runtime import engine, reward
+from pipeline.runtime.replay import Run, call_once, describe_call, fresh, play
+from pipeline.runtime.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
 from verify.derive import COUNT, forbidden_calls, tables_used
 from verify.evaluate import evaluate, render_answer
-from verify.replay import Run, call_once, describe_call, fresh, play
-from verify.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
 
 ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference",
                     "overreach", "blind"]

@@ -32,6 +32,7 @@ from typing import Any
 
 from pipeline.graph import GraphDeps, ScenarioResult, run_scenario
 from pipeline.ir import Scenario
+from pipeline.llm.protocol import LLMClientProtocol
 
 
 @dataclass
@@ -57,7 +58,7 @@ class ScenarioOutcome:
         return tot
 
 
-def invoke_scenario_graph(scn: Scenario, client: Any, plan: Any, envs_dir: Path, thread_id: str,
+def invoke_scenario_graph(scn: Scenario, client: LLMClientProtocol, plan: Any, envs_dir: Path, thread_id: str,
                           checkpointer: Any, progress: Callable[[str], None] | None = None) -> ScenarioResult:
     """The per-scenario unit of work: run the scenario's graph, or resume it from its last checkpoint."""
     deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
@@ -75,7 +76,7 @@ def endpoint_limits(llm: Any) -> dict[str, int]:
     return {u.rstrip("/"): int(llm.concurrency) for u in [llm.base_url, *(llm.endpoints or [])]}
 
 
-def _failed(scenario: Scenario, e: BaseException, t: float, client: Any, *, remote: bool) -> ScenarioOutcome:
+def _failed(scenario: Scenario, e: BaseException, t: float, client: LLMClientProtocol, *, remote: bool) -> ScenarioOutcome:
     return ScenarioOutcome(scenario.scenario_id, error=f"{type(e).__name__}: {e}".splitlines()[0][:500],
                            error_type=type(e).__name__, seconds=time.perf_counter() - t,
                            usage=client.usage.by_stage(), remote=remote)

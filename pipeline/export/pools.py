@@ -74,7 +74,7 @@ def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0, perturb: bool = Fals
     plays on the state it was sampled on (``EnvPools.states``)."""
     from pipeline.catalog.env_dir import TEMPLATES
     from pipeline.sampler import LEVELS, Want, sample  # the planner: imported only when sampling
-    from pipeline.stages.phrasing import read_templates
+    from pipeline.stages.tasks.templates import read_templates
 
     if n < 1:
         raise ExportError(f"sample per level must be 1 or more, not {n}")

@@ -32,6 +32,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Difficulty, Environment, Task
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import fill_section
 from verify.call_review import CheckerSettings, Fault, Review, review_attempt, rule_review
 from verify.conversation import UserSettings
@@ -47,7 +48,7 @@ Rederive = Callable[[Environment, Task], "tuple[Task | None, str | None]"]
 class VerifyDeps:
     """What the subgraph needs besides the task: the LLM client, settings and the fixers."""
 
-    client: Any
+    client: LLMClientProtocol
     tester: TesterSettings = field(default_factory=TesterSettings)
     checker: CheckerSettings = field(default_factory=CheckerSettings)
     fix_rounds: int = 2

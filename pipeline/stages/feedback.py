@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
 from pipeline.prompts import render_section as render_section
 from pipeline.prompts import sections as sections
@@ -41,7 +42,7 @@ class Outcome(Generic[V]):
 
 
 def ask_with_feedback(
-    client: Any,
+    client: LLMClientProtocol,
     model: type[M],
     messages: list[dict[str, Any]],
     check: Callable[[M], tuple[V | None, str | None]],

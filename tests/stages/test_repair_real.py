@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.build import BuildSettings
 from pipeline.runtime import EnvInstance
-from pipeline.stages.repair import repair_data, repair_tool
-from pipeline.stages.tools import Sampler, exercise
+from pipeline.stages.tools.repair import repair_data, repair_tool
+from pipeline.stages.tools.toolset import Sampler, exercise
 from tests.fixtures.library import library_env
 
 SETTINGS = BuildSettings(max_attempts=2, rows_per_call=6, rows_min=3, sample_calls=3)
