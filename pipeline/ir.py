@@ -422,3 +422,11 @@ class Rejection(Frozen):
     item: str
     reason: str
     evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Intent(Frozen):
+    """One user goal: what to get done, and whether it only reads or also writes (the intents stage's output,
+    which the schema and tools stages read)."""
+
+    goal: str
+    kind: Literal["read", "write"]

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
+from pipeline.dbmodel.arguments import Sampler
 from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import scratch_db
 from pipeline.envcheck import check_env_dir
@@ -20,7 +21,6 @@ from pipeline.envdir import create_initial_db, write_env_dir
 from pipeline.ir import Environment, Task
 from pipeline.runtime import EnvInstance
 from pipeline.server import render_server
-from pipeline.stages.tools.exercise import Sampler
 from tests.fixtures.library import library_env
 from verify.derive import derive_verifier
 

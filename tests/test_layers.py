@@ -89,3 +89,35 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from pipeline.graph import verify_env\n")
     assert [RANK[_room(t)] for t, _ in _imports("verify.bad", bad)] == [RANK["pipeline.graph"]]
     assert RANK["pipeline.graph"] > RANK["verify"]
+
+
+SHARED_STAGE_MODULES = {"pipeline.stages", "pipeline.stages.base", "pipeline.stages.feedback"}
+"""The root of the stages package: what every stage shares (a stage's result, the ask-with-feedback loop)."""
+
+
+def _stage(module: str) -> str | None:
+    """The stage package of a module (``pipeline.stages.tools.toolset`` -> ``tools``); None outside one."""
+    parts = module.split(".")
+    if parts[:2] != ["pipeline", "stages"] or ".".join(parts[:3]) in SHARED_STAGE_MODULES:
+        return None
+    return parts[2] if len(parts) > 2 else None
+
+
+def test_no_stage_imports_another_stage() -> None:
+    """A stage reads what others also need from ``pipeline.dbmodel`` (or the stages' root), never from a peer."""
+    across = []
+    for name, path in sorted(_modules().items()):
+        mine = _stage(name)
+        if mine is None:
+            continue
+        for target, line in _imports(name, path):
+            theirs = _stage(target)
+            if theirs is not None and theirs != mine:
+                across.append(f"{path.relative_to(ROOT)}:{line}: {mine} imports {target}")
+    assert across == []
+
+
+def test_the_stage_check_sees_a_peer_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from pipeline.stages.rows.populate import generate_seed_for\nfrom pipeline.stages import feedback\n")
+    assert [_stage(t) for t, _ in _imports("pipeline.stages.tools.bad", bad)] == ["rows", None]

@@ -186,3 +186,21 @@ def scratch_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
     for t in tables:
         conn.execute(t.ddl)
     return conn
+
+
+def row_order(conn: sqlite3.Connection, table: str) -> str:
+    """The ``ORDER BY`` that reads ``table``'s rows in insertion order: rowid, else its primary key."""
+    has_rowid = conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table,)).fetchone()[0]
+    if has_rowid:
+        return "rowid"
+    pks = [r[1] for r in sorted(conn.execute(f'PRAGMA table_info("{table}")').fetchall(), key=lambda r: r[5])
+           if r[5]]
+    return ", ".join(f'"{c}"' for c in pks) or "1"
+
+
+def rows_of(conn: sqlite3.Connection, table: ir.Table, plan: ir.RowPlan | None = None) -> ir.SeedRows:
+    """``table``'s rows in ``conn`` as seed rows (in :func:`row_order`), with the plan that made them."""
+    cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {row_order(conn, table.name)}')
+    cols = [d[0] for d in cur.description]
+    return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur], plan=plan)

@@ -171,3 +171,23 @@ def _renamed(tables: list[ir.Table], renames: dict[str, dict[str, str]]) -> bool
     finally:
         conn.close()
     return True
+
+
+_ID_NAME = re.compile(r"(?:^|_)id$", re.I)
+
+
+def id_named(column: str) -> bool:
+    """Whether a column's name says it holds an id (``id``, ``court_id``): a key or a reference even where the
+    schema declares none (a foreign key dropped with the table it named), never a quantity."""
+    return bool(_ID_NAME.search(column))
+
+
+def singular(word: str) -> str:
+    """An English plural's singular by its ending ("batches" -> "batch", "categories" -> "category")."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline import ir
 from pipeline.ir import Environment
 from pipeline.runtime.state import TableInfo, qi
 
@@ -177,3 +178,28 @@ def describe(conn: sqlite3.Connection, infos: dict[str, TableInfo], keys: dict[s
         else:
             out.append((f"{table}.{col}", row.get(col)))
     return out
+
+
+def settle_natural_keys(tables: Sequence[ir.Table], seed: Sequence[ir.SeedRows]
+                        ) -> tuple[tuple[ir.Table, ...], tuple[ir.Rejection, ...]]:
+    """Keep each declared natural key that the seeded rows make unique (no two rows share its values, none
+    is null); clear the others, with the reason recorded (the task planner then finds a key in the data). The
+    rejections are the rows stage's (``seed_data``): its rows make a key unique or not."""
+    rows = {s.table: s.rows for s in seed}
+    out: list[ir.Table] = []
+    rejections: list[ir.Rejection] = []
+    for t in tables:
+        key = list(t.natural_key)
+        if key:
+            values = [tuple(r.get(c) for c in key) for r in rows.get(t.name, [])]
+            nulls = sum(1 for v in values if any(x is None for x in v))
+            repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)
+            if nulls or repeated:
+                why = (f"{len(repeated)} value(s) of ({', '.join(key)}) name more than one row, e.g. "
+                       f"{list(repeated[0])}" if repeated else f"{nulls} row(s) have no value in ({', '.join(key)})")
+                rejections.append(ir.Rejection(stage="seed_data", item=t.name,
+                                               reason=f"natural key {key} cleared: {why}",
+                                               evidence={"natural_key": key, "repeated": [list(v) for v in repeated[:5]]}))
+                t = t.model_copy(update={"natural_key": []})
+        out.append(t)
+    return tuple(out), tuple(rejections)

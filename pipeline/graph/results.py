@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph.report import trajectories
 from pipeline.graph.task import TaskOutcome
-from pipeline.ir import Environment, Rejection, Scenario, Task
-from pipeline.stages.schema.intents import Intent
+from pipeline.ir import Environment, Intent, Rejection, Scenario, Task
 
 ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version", "rules")
 

@@ -48,19 +48,20 @@ from pipeline.graph.results import (
 )
 from pipeline.graph.task import EnvFixer, TaskOutcome, VerifyDeps, build_verify_graph, verify_task
 from pipeline.hashing import content_hash
+from pipeline.ir import Intent
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import BuildSettings, VerifySettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.policy import house_rules as st_policy
 from pipeline.stages.rows import populate as st_seed
+from pipeline.stages.rows.repair import repair_data
 from pipeline.stages.schema import intents as st_intents
 from pipeline.stages.schema import tables as st_schema
-from pipeline.stages.schema.intents import Intent
 from pipeline.stages.tasks.bank import generate_tasks, rederive_task, revise_task
 from pipeline.stages.tasks.finish import finish_tasks, rederived
 from pipeline.stages.tasks.templates import phrase_environment
 from pipeline.stages.tools import toolset as st_tools
-from pipeline.stages.tools.repair import repair_data, repair_tool
+from pipeline.stages.tools.repair import repair_tool
 
 DONE = ("verified", "rejected")
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 import pytest
 
 from pipeline.dbmodel.columns import Column
+from pipeline.dbmodel.keynames import id_named
 from pipeline.ir import Environment, Param, Returns, Scenario, SeedRows, Step, Table, Tool
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
 from pipeline.runtime.replay import fresh
 from pipeline.settings import BuildSettings
+from pipeline.stages.feedback import COPIED_WORDS, copied_words
 from pipeline.stages.policy.candidates import check, key_column, propose
 from pipeline.stages.policy.house_rules import check_pick, make_policy, reply_model
 from pipeline.stages.tasks.bank import lint_request
-from pipeline.stages.tasks.code_wording import COPIED_WORDS, copied_words
 from pipeline.stages.tasks.planner import Chain, make_planner, plan_chains
-from pipeline.stages.tasks.planner.aggregates import aggregates, id_named, summable
+from pipeline.stages.tasks.planner.aggregates import aggregates, summable
 from pipeline.stages.tasks.planner.shapes import decide_writes
 from tests.fixtures.permits import permit_env
 

@@ -9,11 +9,11 @@ from pipeline import ir
 from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import scratch_db
 from pipeline.dbmodel.keynames import fix_key_names, key_column_name, key_name_ok, rewrite_ddl
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
 from pipeline.runtime.state import table_infos
 from pipeline.settings import BuildSettings
-from pipeline.stages.schema.intents import Intent
 from pipeline.stages.schema.tables import check_tables, generate_schema
 from pipeline.stages.tools.param_names import fix_param_names, misnamed, name_fits
 

@@ -9,8 +9,8 @@ import pytest
 from pipeline import ir
 from pipeline.dbmodel.columns import check_enums, table_columns
 from pipeline.dbmodel.ddl import normalise_ddl, scratch_db
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
-from pipeline.stages.schema.intents import Intent
 from pipeline.stages.schema.tables import (
     check_tables,
     drop_dangling_references,

@@ -6,10 +6,10 @@ import pytest
 
 from pipeline import ir
 from pipeline.dbmodel.ddl import scratch_db
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance, static_checks
 from pipeline.stages.rows.populate import generate_seed
-from pipeline.stages.schema.intents import Intent
 from pipeline.stages.tools.toolset import (
     Sampler,
     ToolPlanItem,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from pipeline import ir
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
 from pipeline.stages.rows.populate import generate_seed
-from pipeline.stages.schema.intents import Intent
 from pipeline.stages.tools.toolset import PLAN_CHUNK, generate_tools
 from tests.stages.library_replies import small_settings
 

@@ -42,14 +42,14 @@ import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
+from pipeline.dbmodel.arguments import Sampler
 from pipeline.dbmodel.columns import Column
+from pipeline.dbmodel.keynames import id_named, singular
 from pipeline.runtime import EnvInstance, engine, policy
 from pipeline.runtime import static_checks as checks
 from pipeline.runtime.replay import Watch
 from pipeline.runtime.schemas import served_tools
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner.aggregates import id_named
-from pipeline.stages.tools.exercise import Sampler
 
 CHECK_MAX = 40
 """Candidates checked per environment (round-robin over the write tools)."""
@@ -109,8 +109,6 @@ def label(name: str) -> str:
 
 
 def thing(table: str) -> str:
-    from pipeline.stages.tasks.code_wording import singular
-
     return singular(label(table))
 
 

@@ -37,7 +37,7 @@ from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import EnvInstance
 from pipeline.stages.base import StageResult
-from pipeline.stages.feedback import ask_with_feedback, user
+from pipeline.stages.feedback import ask_with_feedback, copied_words, user
 from pipeline.stages.policy.candidates import (
     Candidate,
     Checked,
@@ -48,7 +48,6 @@ from pipeline.stages.policy.candidates import (
     offered_conflicts,
     propose,
 )
-from pipeline.stages.tasks.code_wording import copied_words
 
 STAGE = "policy"
 PROMPT = "policy"

@@ -25,6 +25,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from pipeline import ir
+from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column
 from pipeline.hashing import content_hash
 
@@ -33,7 +34,6 @@ STOP_AFTER = 40
 """Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
 NULL_SHARE = 0.1
 """Share of nulls in a nullable reference other than the first parent (an optional link is sometimes unset)."""
-_DIGITS = re.compile(r"\d+")
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -52,30 +52,6 @@ def unique_sets(conn: sqlite3.Connection, table: str) -> list[tuple[str, ...]]:
             if cols and all(cols):
                 out.append(cols)
     return out
-
-
-def variants(value: Any) -> Any:
-    """Values close to ``value``, in order: a number counts up; a text with digits counts its last digits
-    up (same width: a phone number stays a phone number); an address with '@' gets a digit before it; any
-    other text gets a digit appended. No words of any language are involved."""
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, int | float):
-        for k in range(1, 1000):
-            yield value + k
-        return
-    text = str(value)
-    runs = list(_DIGITS.finditer(text))
-    if runs:
-        m = runs[-1]
-        width, start = len(m.group(0)), int(m.group(0))
-        for k in range(1, 1000):
-            digits = str(start + k).zfill(width)
-            yield text[: m.start()] + digits + text[m.end():]
-        return
-    at = text.find("@")
-    for k in range(2, 1000):
-        yield f"{text[:at]}{k}{text[at:]}" if at > 0 else f"{text} {k}"
 
 
 def key_sets(conn: sqlite3.Connection, table: ir.Table, names: list[str]) -> list[tuple[str, ...]]:

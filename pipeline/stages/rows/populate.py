@@ -36,13 +36,14 @@ import sqlite_utils
 from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
+from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column, table_columns
-from pipeline.dbmodel.ddl import scratch_db
+from pipeline.dbmodel.ddl import row_order, rows_of, scratch_db
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import generators as rowgen
-from pipeline.stages.rows.maker import unique_sets, variants
+from pipeline.stages.rows.maker import unique_sets
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
@@ -89,23 +90,13 @@ def _short(v: Any) -> str:
     return s if len(s) <= MAX_LABEL else s[: MAX_LABEL - 3] + "..."
 
 
-def _order(conn: sqlite3.Connection, table: str) -> str:
-    has_rowid = conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
-                             (table,)).fetchone()[0]
-    if has_rowid:
-        return "rowid"
-    pks = [r[1] for r in sorted(conn.execute(f'PRAGMA table_info("{table}")').fetchall(), key=lambda r: r[5])
-           if r[5]]
-    return ", ".join(f'"{c}"' for c in pks) or "1"
-
-
 def parent_choices(conn: sqlite3.Connection, parent: ir.Table, key: str) -> tuple[tuple[Any, ...], str]:
     """The first ``MAX_REF_VALUES`` keys of ``parent`` and a prompt line labelling each."""
     pcols = table_columns(conn, parent)
     text, flags = _label_columns(pcols)
     extra = [c for c in [text, *flags] if c and c != key]
     sel = ", ".join(f'"{c}"' for c in [key, *extra])
-    rows = conn.execute(f'SELECT {sel} FROM "{parent.name}" ORDER BY {_order(conn, parent.name)} '
+    rows = conn.execute(f'SELECT {sel} FROM "{parent.name}" ORDER BY {row_order(conn, parent.name)} '
                         f"LIMIT {MAX_REF_VALUES}").fetchall()
     values = tuple(dict.fromkeys(r[0] for r in rows if r[0] is not None))
     parts = []
@@ -343,34 +334,10 @@ def generate_seed(
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
-        seed = [_rows_of(conn, table, plans.get(table.name)) for table in tables]
+        seed = [rows_of(conn, table, plans.get(table.name)) for table in tables]
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
-
-
-def settle_natural_keys(tables: Sequence[ir.Table], seed: Sequence[ir.SeedRows]
-                        ) -> tuple[tuple[ir.Table, ...], tuple[ir.Rejection, ...]]:
-    """Keep each declared natural key that the seeded rows make unique (no two rows share its values, none
-    is null); clear the others, with the reason recorded (the task planner then finds a key in the data)."""
-    rows = {s.table: s.rows for s in seed}
-    out: list[ir.Table] = []
-    rejections: list[ir.Rejection] = []
-    for t in tables:
-        key = list(t.natural_key)
-        if key:
-            values = [tuple(r.get(c) for c in key) for r in rows.get(t.name, [])]
-            nulls = sum(1 for v in values if any(x is None for x in v))
-            repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)
-            if nulls or repeated:
-                why = (f"{len(repeated)} value(s) of ({', '.join(key)}) name more than one row, e.g. "
-                       f"{list(repeated[0])}" if repeated else f"{nulls} row(s) have no value in ({', '.join(key)})")
-                rejections.append(ir.Rejection(stage=STAGE, item=t.name,
-                                               reason=f"natural key {key} cleared: {why}",
-                                               evidence={"natural_key": key, "repeated": [list(v) for v in repeated[:5]]}))
-                t = t.model_copy(update={"natural_key": []})
-        out.append(t)
-    return tuple(out), tuple(rejections)
 
 
 def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Table, client: LLMClientProtocol,
@@ -397,9 +364,9 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         if count < settings.rows_min:
             return None
         if not settings.row_generators:
-            return _rows_of(conn, table)
+            return rows_of(conn, table)
         locale = next((s.plan.locale for s in env.seed if s.plan is not None), None)
-        return _rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale).plan)
+        return rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale).plan)
     finally:
         conn.close()
 
@@ -410,7 +377,3 @@ def _empty_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
     return conn
 
 
-def _rows_of(conn: sqlite3.Connection, table: ir.Table, plan: ir.RowPlan | None = None) -> ir.SeedRows:
-    cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {_order(conn, table.name)}')
-    cols = [d[0] for d in cur.description]
-    return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur], plan=plan)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
+from pipeline.ir import Intent
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
@@ -21,13 +22,6 @@ if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
 
 STAGE = "intents"
-
-
-class Intent(ir.Frozen):
-    """One user goal: what to get done, and whether it only reads or also writes."""
-
-    goal: str
-    kind: Literal["read", "write"]
 
 
 class IntentItem(BaseModel):

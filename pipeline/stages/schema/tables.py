@@ -5,7 +5,7 @@
 One call writes every table's ``CREATE TABLE`` and its natural key (the column(s) a user names a row by:
 a code, a number, a plate, a name, or a combination such as name + date; never the generated id, never only
 references), which fills ``ir.Table.natural_key`` (an unusable declaration is left empty and recorded; the
-seeded rows must then make it unique, see ``seed_data.settle_natural_keys``). Each statement gets
+seeded rows must then make it unique, see ``dbmodel.keys.settle_natural_keys``). Each statement gets
 deterministic repairs that need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/
 ``BOOLEAN`` become ``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended; CHECKs against calendar
 dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped;
@@ -36,11 +36,11 @@ from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
-from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
 
 if TYPE_CHECKING:
+    from pipeline.ir import Intent
     from pipeline.settings import BuildSettings
-    from pipeline.stages.schema.intents import Intent
 
 STAGE = "schema"
 
@@ -189,12 +189,6 @@ def order_tables(tables: list[ir.Table]) -> list[ir.Table]:
 # ------------------------------------------------------------------ the stage
 
 
-def ask_min(minimum: int, maximum: int) -> int:
-    """Ask for one more item than is needed (within the maximum), so that one may fail. The 1.5B
-    model writes the fewest items the schema allows, so this minimum is what it writes."""
-    return min(minimum + 1, maximum)
-
-
 def _valid_listing(current: dict[str, str], errors: dict[str, str | None]) -> str:
     ok = [ddl for n, ddl in current.items() if errors.get(n) is None]
     return "\n".join(ok) if ok else "(none yet)"
@@ -313,11 +307,6 @@ def declare_natural_keys(tables: list[ir.Table], declared: dict[str, list[str]]
     finally:
         conn.close()
     return out, rejections
-
-
-def budget(base: int, per_item: int, items: int) -> int:
-    """An output budget that grows with the number of items asked for (never below the configured one)."""
-    return max(base, per_item * items)
 
 
 def generate_schema(

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.dbmodel.keynames import singular
 from pipeline.dbmodel.keys import surrogates
 from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task, ToolCall
@@ -35,11 +36,9 @@ from pipeline.runtime import reward
 from pipeline.runtime.replay import describe_call, fresh
 from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
-from pipeline.stages.feedback import ask_with_feedback, render_section
+from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
 from pipeline.stages.tasks.code_wording import (
-    copied_words,
     request_from_plan,
-    singular,
     speaks_about_itself,
     stated,
     without,

@@ -19,6 +19,7 @@ import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from pipeline.dbmodel.keynames import singular
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import reward
 from pipeline.runtime.state import Change
@@ -37,32 +38,6 @@ def speaks_about_itself(text: str) -> str | None:
     written"), in whatever language the rest is; None when it does not."""
     m = _SELF.search(reward.normalize_text(text))
     return m.group(0) if m else None
-
-
-COPIED_WORDS = 8
-"""Consecutive words a text written by the LLM (a rule's message, a request) may not share with a tool's
-description: that many in a row were copied from the prompt, not said the way a user or a clerk would. (Six
-refused plain phrasing: "a new order to the database", "set the status of a case to ..."; the copies seen on
-new domains ran ten words and more.)"""
-_WORD = re.compile(r"\w+")
-
-
-def copied_words(text: str, source: str, n: int = COPIED_WORDS) -> str | None:
-    """The longest run of ``n`` or more consecutive words ``text`` shares with ``source`` (case, punctuation and
-    spacing ignored), as ``text`` writes it in normalized form; None when they share no such run."""
-    a = _WORD.findall(reward.normalize_text(text))
-    b = _WORD.findall(reward.normalize_text(source))
-    best, end = 0, 0
-    prev = [0] * (len(b) + 1)
-    for i, word in enumerate(a, 1):
-        row = [0] * (len(b) + 1)
-        for j, other in enumerate(b, 1):
-            if word == other:
-                row[j] = prev[j - 1] + 1
-                if row[j] > best:
-                    best, end = row[j], i
-        prev = row
-    return " ".join(a[end - best:end]) if best >= n else None
 
 
 # ---------------------------------------------------------------- writing a request
@@ -129,17 +104,6 @@ class _Words:
         if owner:
             return self("what_of", thing=self.thing(table), owner=self.thing(owner), named=self.named(named, owner))
         return self("what", thing=self.thing(table), named=self.named(named, table))
-
-
-def singular(word: str) -> str:
-    """An English plural's singular by its ending ("batches" -> "batch", "categories" -> "category")."""
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "xes", "ches", "shes", "zes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def _changes(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[tuple[str, str]],

@@ -3,7 +3,7 @@
 ``generate_tools(scenario, intents, tables, seed, client, settings) -> StageResult[ir.Environment]``: the
 environment with its tools, and with the schema and seeded rows as the tools needed them (see below).
 
-First the declared natural keys are checked against the seeded rows (``seed_data.settle_natural_keys``). Then the
+First the declared natural keys are checked against the seeded rows (``dbmodel.keys.settle_natural_keys``). Then the
 tools are planned (name, read/write, purpose, the tables each uses, the goals each serves) over the schema and
 its natural keys: read tools that find a row by what users know and give its id, read tools that list the rows
 of another row, write tools that take ids. With many tools asked for (``tools_max`` above ``PLAN_CHUNK``) the
@@ -34,20 +34,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from pipeline import ir
-from pipeline.dbmodel.ddl import scratch_db
+from pipeline.dbmodel.arguments import Sampler
+from pipeline.dbmodel.ddl import rows_of, scratch_db
+from pipeline.dbmodel.keys import settle_natural_keys
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.runtime import EnvInstance, engine
 from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
-from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.rows.populate import _rows_of, settle_natural_keys
-from pipeline.stages.schema.tables import ask_min, budget
+from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
-from pipeline.stages.tools.exercise import Sampler, exercise, written_columns
+from pipeline.stages.tools.exercise import exercise, written_columns
 from pipeline.stages.tools.replies import (
     GuardSpec,
     ParamSpec,
@@ -60,8 +60,8 @@ from pipeline.stages.tools.replies import (
 )
 
 if TYPE_CHECKING:
+    from pipeline.ir import Intent
     from pipeline.settings import BuildSettings
-    from pipeline.stages.schema.intents import Intent
 
 __all__ = ["GuardSpec", "ParamSpec", "ReadToolReply", "ReturnsSpec", "Sampler", "ToolPlanItem", "WriteToolReply",
            "exercise", "generate_tools", "plan_model", "to_tool"]
@@ -153,7 +153,7 @@ class Workspace:
         try:
             build_database(env, conn)
             plans = {s.table: s.plan for s in self.seed}  # the row generators' choice is kept
-            seed = [_rows_of(conn, t, plans.get(t.name)) for t in tables]
+            seed = [rows_of(conn, t, plans.get(t.name)) for t in tables]
         except (EnvDirError, sqlite3.Error) as e:
             return f"the seeded rows do not fit the amended schema: {e}"
         finally:

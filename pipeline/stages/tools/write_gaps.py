@@ -34,11 +34,11 @@ from pipeline import ir
 from pipeline.dbmodel import paging
 from pipeline.dbmodel.analysis import analyse
 from pipeline.dbmodel.columns import check_enums, table_columns
+from pipeline.dbmodel.keynames import singular
 from pipeline.dbmodel.keys import natural_keys
 from pipeline.runtime import EnvInstance
 from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import TableInfo, qi, table_infos
-from pipeline.stages.tasks.code_wording import singular
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools.param_names import fix_param_names
 

@@ -14,12 +14,12 @@ many of its rows have it. Listers that are not paged plan as before.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pipeline.dbmodel import paging
 from pipeline.dbmodel.analysis import Col, ToolShape
+from pipeline.dbmodel.keynames import id_named
 from pipeline.ir import ToolCall
 from pipeline.runtime import reward
 from pipeline.runtime.state import qi
@@ -28,13 +28,6 @@ from pipeline.stages.tasks.planner.values import rotate
 
 MAX_PAGES = 3
 """Pages of ``PAGE_MAX`` rows a sum or a choice reads at most."""
-_ID_NAME = re.compile(r"(?:^|_)id$", re.I)
-
-
-def id_named(column: str) -> bool:
-    """Whether a column's name says it holds an id (``id``, ``court_id``): a key or a reference even where the
-    schema declares none (a foreign key dropped with the table it named), never a quantity."""
-    return bool(_ID_NAME.search(column))
 
 
 def summable(p: Planner, col: Col | None, name: str) -> bool:
