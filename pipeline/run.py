@@ -21,29 +21,10 @@ from typing import Any
 
 from pipeline.catalog import Catalog
 from pipeline.config import Config, LLMSettings, with_flags
-from pipeline.hashing import content_hash
 from pipeline.ir import Task
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.settings import RunPlan as RunPlan
 from pipeline.settings import RunSettings as RunSettings
-
-
-@dataclass
-class RunPlan:
-    config: Config
-    run: RunSettings
-    scenarios: Any  # ScenarioSettings
-    build: Any  # BuildSettings
-    verify: Any  # VerifySettings
-
-    def fingerprint(self) -> str:
-        """What decides the outputs: model identity, sampling, stage settings (not concurrency or timeouts)."""
-        llm = self.config.llm
-        model = llm.model if llm.base_url else llm.embedded_model
-        return content_hash({
-            "model": model, "base_url": llm.base_url, "temperature": llm.temperature, "top_p": llm.top_p,
-            "seed": llm.seed, "scenarios": self.scenarios.model_dump(mode="json"),
-            "build": self.build.model_dump(mode="json"), "verify": self.verify.model_dump(mode="json"),
-            "tasks_per_env": self.run.tasks_per_env, "max_scenarios": self.run.max_scenarios,
-        })
 
 
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
@@ -99,7 +80,7 @@ def run_catalog(
     *,
     allow_other_config: bool = False,
     progress: Progress | None = None,
-    client_factory: Callable[[LLMSettings], Any] | None = None,
+    client_factory: Callable[[LLMSettings], LLMClientProtocol] | None = None,
     executor: Any = None,
 ) -> RunResult:
     """``executor``: where the per-scenario graphs run (``pipeline.executor``; default: a thread pool of

@@ -14,6 +14,7 @@ is shown to a user.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.hashing import content_hash
 from pipeline.settings_base import (  # noqa: F401 (re-exported: callers import them from here)
     ConfigError,
     Section,
@@ -544,3 +546,29 @@ class Config(Section):
         """This configuration with ``values`` (tables as in the TOML file; None means "not given") on top,
         validated again (raises ``ValidationError``)."""
         return Config.model_validate(merge_values(set_values(self), values))
+
+
+# ---------------------------------------------------------------- a run's settings, passed down to the stages
+
+
+@dataclass
+class RunPlan:
+    """What a run reads from its configuration (``pipeline.run.plan_from_config``): passed down from
+    ``run_catalog`` through the executor and the graph to the stages, typed all the way."""
+
+    config: Config
+    run: RunSettings
+    scenarios: ScenarioSettings
+    build: BuildSettings
+    verify: VerifySettings
+
+    def fingerprint(self) -> str:
+        """What decides the outputs: model identity, sampling, stage settings (not concurrency or timeouts)."""
+        llm = self.config.llm
+        model = llm.model if llm.base_url else llm.embedded_model
+        return content_hash({
+            "model": model, "base_url": llm.base_url, "temperature": llm.temperature, "top_p": llm.top_p,
+            "seed": llm.seed, "scenarios": self.scenarios.model_dump(mode="json"),
+            "build": self.build.model_dump(mode="json"), "verify": self.verify.model_dump(mode="json"),
+            "tasks_per_env": self.run.tasks_per_env, "max_scenarios": self.run.max_scenarios,
+        })

@@ -36,6 +36,7 @@ from pipeline import ir
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import EnvInstance
+from pipeline.settings import BuildSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, user
 from pipeline.stages.policy.candidates import (
@@ -273,7 +274,7 @@ def offer(by_id: dict[str, Checked], options: dict[str, list[Option]],
     return out
 
 
-def pick(env: ir.Environment, short: Sequence[Checked], client: LLMClientProtocol, settings: Any,
+def pick(env: ir.Environment, short: Sequence[Checked], client: LLMClientProtocol, settings: BuildSettings,
          words: Words) -> tuple[list[Picked], list[ir.Rejection]]:
     """The LLM's pick among ``short`` with its messages and, where code found some, the alternatives they name;
     code's pick and words (with no alternative: which one makes sense is the LLM's judgement) when its reply
@@ -302,7 +303,7 @@ def pick(env: ir.Environment, short: Sequence[Checked], client: LLMClientProtoco
     return [(c, message(c, words), "code", None) for c in code_pick(short, k)], [note]
 
 
-def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: Any, language: str = "en") -> StageResult[ir.Environment]:
+def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildSettings, language: str = "en") -> StageResult[ir.Environment]:
     """``env`` with its rules (none when no candidate holds; the environment is never rejected here)."""
     words = Words(language)
     with EnvInstance(env) as inst:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field, create_model
 from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows.maker import Shape, ValueMaker, derive_seed, fill, key_sets, table_shape
 
@@ -362,7 +363,7 @@ def _describe(col: Column, ctx: Context) -> str:
     return f"{col.name} ({', '.join(parts)})"
 
 
-def _prompt(scenario: ir.Scenario, table: ir.Table, asked: list[Column], ctx: Context, settings: Any,
+def _prompt(scenario: ir.Scenario, table: ir.Table, asked: list[Column], ctx: Context, settings: BuildSettings,
             with_locale: bool) -> str:
     n_examples = len(ctx.examples[asked[0].name])
     shown = [{c.name: ctx.examples[c.name][i] for c in asked} for i in range(min(3, n_examples))]
@@ -378,7 +379,7 @@ def _prompt(scenario: ir.Scenario, table: ir.Table, asked: list[Column], ctx: Co
 
 
 def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column], asked: list[Column],
-           ctx: Context, shape: Shape, refs: list[ir.ColumnGenerator], client: LLMClientProtocol, settings: Any,
+           ctx: Context, shape: Shape, refs: list[ir.ColumnGenerator], client: LLMClientProtocol, settings: BuildSettings,
            locale: str | None, seed: int) -> tuple[dict[str, ir.ColumnGenerator | None], str, int]:
     """One request (with feedback) for the generators of ``asked``; returns (column -> generator, or None for a
     column left empty), the locale and the LLM attempts. Columns never chosen well fall back."""
@@ -428,7 +429,7 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         out.attempts
 
 
-def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: Any,
+def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
                locale: str | None = None) -> Made:
     """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled)."""
     cols = table_columns(conn, table)

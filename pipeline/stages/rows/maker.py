@@ -28,6 +28,7 @@ from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column
 from pipeline.hashing import content_hash
+from pipeline.settings import BuildSettings
 
 RETRIES = 6
 STOP_AFTER = 40
@@ -87,7 +88,7 @@ def fanout(rng: random.Random, low: int, high: int) -> int:
 
 
 def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], sets: list[tuple[str, ...]],
-                examples: int, settings: Any, rng: random.Random) -> Shape:
+                examples: int, settings: BuildSettings, rng: random.Random) -> Shape:
     """How many rows code adds and, for a table with foreign keys, to which row of the first parent each
     belongs. A first parent named alone by a UNIQUE set or the natural key gets at most one row."""
     refs = {c.name: parent_keys(conn, c.ref[0], c.ref[1]) for c in cols
