@@ -17,14 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.catalog import Catalog
 from pipeline.config import Config, LLMSettings, with_flags
 from pipeline.ir import Task
-from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import RunPlan as RunPlan
 from pipeline.settings import RunSettings as RunSettings
+
+if TYPE_CHECKING:
+    from pipeline.llm.client import LLMClient
 
 
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
@@ -80,7 +82,7 @@ def run_catalog(
     *,
     allow_other_config: bool = False,
     progress: Progress | None = None,
-    client_factory: Callable[[LLMSettings], LLMClientProtocol] | None = None,
+    client_factory: Callable[[LLMSettings], LLMClient] | None = None,
     executor: Any = None,
 ) -> RunResult:
     """``executor``: where the per-scenario graphs run (``pipeline.executor``; default: a thread pool of
@@ -109,9 +111,9 @@ def run_catalog(
     }
     catalog.record_run(run_row)
     catalog.add_seeds(seeds)
-    clients: list[Any] = []
+    clients: list[LLMClient] = []
 
-    def new_client() -> Any:
+    def new_client() -> LLMClient:
         c = make(llm)
         clients.append(c)
         return c

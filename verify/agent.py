@@ -144,7 +144,7 @@ def context_budget(client: LLMClientProtocol, settings: AgentSettings) -> int | 
     return None
 
 
-def for_attempt(client: LLMClientProtocol, attempt: int, settings: AgentSettings) -> Any:
+def for_attempt(client: LLMClientProtocol, attempt: int, settings: AgentSettings) -> LLMClientProtocol:
     """Attempt 1 decodes with the client's settings (greedy by default); later ones sample with
     ``settings.temperature`` and seed + attempt - 1, so k attempts differ and reruns reproduce them."""
     if attempt == 1 or not hasattr(client, "settings"):

@@ -272,7 +272,7 @@ class SimUser:
         return UserTurn(text, stop, errors, reply.prompt_tokens, reply.completion_tokens)
 
 
-def user_client(client: LLMClientProtocol, settings: UserSettings) -> Any:
+def user_client(client: LLMClientProtocol, settings: UserSettings) -> LLMClientProtocol:
     """The client the simulated user talks to: ``client`` itself, or one for ``[stages.user]``'s endpoint with the
     other LLM settings of ``client`` (cache, retries, seed) and the same usage ledger."""
     return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.user")

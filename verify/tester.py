@@ -27,7 +27,7 @@ __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficult
            "run_conversations", "tester_client", "turn_model"]
 
 
-def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> Any:
+def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMClientProtocol:
     """The client the tester talks to: ``client`` itself, or one for ``[stages.tester]``'s endpoint with the
     generator's other LLM settings (cache, retries, seed) and the same usage ledger."""
     return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.tester")

@@ -324,7 +324,7 @@ def _decide(text: str, cands: list[tuple[float, IndexEntry, str]], settings: Ded
 
 def dedup_scenarios(
     scenarios: Sequence[Scenario], index: DedupIndex, settings: DedupSettings | None = None,
-    *, client: Any = None,
+    *, client: LLMClientProtocol | None = None,
 ) -> DedupResult:
     """Keep scenarios that are not near duplicates of the index or of earlier kept ones; add them to
     ``index`` (in memory: call ``index.save()`` to persist). A scenario whose id is already in the index
