@@ -75,7 +75,7 @@ from typing import Any
 from pipeline.catalog import load_env_dir, read_tasks
 from pipeline.catalog.env_dir import TEMPLATES
 from pipeline.dbmodel.keys import surrogates
-from pipeline.ir import Environment, Task
+from pipeline.ir import Environment, Task, TaskMetadata
 from pipeline.perturb import METHOD, perturbed_db, sha256
 from pipeline.runtime.database import EnvDirError
 from pipeline.runtime.replay import fresh, play
@@ -396,7 +396,7 @@ def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids
     metadata = {**task.metadata, "axes": axes.to_json(len(extra)), "distractors": extra}
     if state is not None:
         metadata["perturb"] = state
-    return task.model_copy(update={"tools": offered, "metadata": metadata}), ""
+    return task.model_copy(update={"tools": offered, "metadata": TaskMetadata.model_validate(metadata)}), ""
 
 
 def sample_env_dir(env_dir: str | Path, n: int, *, seed: int = 0, want: Want | None = None,

@@ -74,8 +74,8 @@ def annotate(task: Task, attempts: Sequence[Any] | None = None) -> Task:
     d = task.difficulty
     rate = pass_rate(task)
     ci = wilson(d.passes, d.attempts)
-    meta = {**task.metadata, "difficulty_tag": tag(rate), "pass_rate": None if rate is None else round(rate, 4),
-            "pass_rate_ci": list(ci) if ci else None, "hard_pool": in_hard_pool(task)}
+    meta = task.metadata.with_values({"difficulty_tag": tag(rate), "pass_rate": None if rate is None else round(rate, 4),
+                                      "pass_rate_ci": list(ci) if ci else None, "hard_pool": in_hard_pool(task)})
     return task.model_copy(update={"metadata": meta})
 
 

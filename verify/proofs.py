@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.ir import Environment, Task, ToolCall
+from pipeline.ir import Environment, Task, TaskMetadata, ToolCall
 from pipeline.runtime import engine, reward
 from pipeline.runtime.replay import Run, call_once, describe_call, fresh, play
 from pipeline.runtime.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
@@ -289,7 +289,7 @@ def _kind(env: Environment, tool: str) -> str:
         return "unknown"
 
 
-def _grounded(answer: Any, run: Run, metadata: dict[str, Any]) -> bool:
+def _grounded(answer: Any, run: Run, metadata: TaskMetadata) -> bool:
     """A looked-up answer appears in what the reference read; a computed one (count, sum: the planner
     computed it from these very results) is checked by the verifier alone."""
     spec = reward.expected_answer(answer)

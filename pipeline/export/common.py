@@ -162,7 +162,7 @@ def refusals(ce: CatalogEnv, task: Task) -> list[dict[str, Any]]:
     """The writes a rule-bound task's policy forbids (``metadata.rules`` with the verdict ``forbids``), once each, in
     order: ``{"rule": id, "tool", "arguments", "message"}``, the message being the rule's own (``env.rules``), in the
     environment's language. Empty for any other task."""
-    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    meta = task.metadata.as_dict()
     messages = {r.id: r.message for r in ce.env.rules}
     out: list[dict[str, Any]] = []
     for r in meta.get("rules") or []:
@@ -234,7 +234,7 @@ def difficulty_info(task: Task) -> dict[str, Any]:
     ``pass_rate`` (None when the tester did not run), ``attempts``/``passes``, and ``pass_rate_ci``,
     ``hard_pool`` and ``difficulty_tag`` when recorded. Read defensively: ``metadata`` fields are
     optional and added by later pipeline stages."""
-    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    meta = task.metadata.as_dict()
     diff = getattr(task, "difficulty", None)
     attempts = getattr(diff, "attempts", 0) if diff is not None else 0
     passes = getattr(diff, "passes", 0) if diff is not None else 0

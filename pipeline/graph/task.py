@@ -31,7 +31,7 @@ from typing import Any, Literal, TypedDict
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.ir import Difficulty, Environment, Task
+from pipeline.ir import Difficulty, Environment, Task, TaskMetadata
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import fill_section
 from verify.call_review import CheckerSettings, Fault, Review, review_attempt, rule_review
@@ -257,7 +257,7 @@ def outcome(state: VerifyState) -> TaskOutcome:
     talks = state.get("talks") or []
     if talks:
         meta["conversation_difficulty"] = conversation_difficulty(talks)
-    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes), "metadata": meta})
+    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes), "metadata": TaskMetadata.model_validate(meta)})
     reason = "proofs hold" + (f"; checker flag left: {fault.kind} {fault.target}: {fault.reason}" if fault else "")
     return make("accepted", reason, task)
 

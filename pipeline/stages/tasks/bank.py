@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.dbmodel.keynames import singular
 from pipeline.dbmodel.keys import surrogates
 from pipeline.hashing import canonical_json
-from pipeline.ir import Environment, Rejection, Task, ToolCall
+from pipeline.ir import Environment, Rejection, Task, TaskMetadata, ToolCall
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes
@@ -197,7 +197,7 @@ def make_task(env: Environment, d: Derivation, instruction: str, *, answer_field
         reference_solution=calls,
         verifier=d.verifier,
         kind=classify(env, calls, d.changes),
-        metadata=metadata,
+        metadata=TaskMetadata.model_validate(metadata),
         provenance=provenance,
     )
 
@@ -408,8 +408,8 @@ def generate_tasks(
         tasks.append(task)
         bank.append(chain)
     if settings.conversations:  # each task's conversational form, from its plan (the LLM writes the opening)
-        tasks = [t.model_copy(update={"metadata": {**t.metadata, "conversation": conversation_form(
-            env, client, t, c, language=settings.template_language)}}) for t, c in zip(tasks, bank, strict=True)]
+        tasks = [t.model_copy(update={"metadata": t.metadata.with_values({"conversation": conversation_form(
+            env, client, t, c, language=settings.template_language)})}) for t, c in zip(tasks, bank, strict=True)]
     return StageResult(tasks, tuple(rejections), attempts=replies)
 
 
@@ -462,7 +462,7 @@ def revise_task(
                             max_attempts=settings.max_attempts, max_tokens=settings.max_tokens,
                             feedback=_feedback(plain))
     if out.value is not None and "plan" in task.metadata:
-        out_task = out.value.model_copy(update={"metadata": {**out.value.metadata, "plan": task.metadata["plan"]}})
+        out_task = out.value.model_copy(update={"metadata": out.value.metadata.with_values({"plan": task.metadata["plan"]})})
         return out_task, None
     return out.value, out.error
 
@@ -474,7 +474,8 @@ def rederive_task(env: Environment, task: Task, *, initial_db: str | Path | None
                                  provenance={**task.provenance, "rederived": True}, answer=_typed(task),
                                  extra=_kept_metadata(task))
     if task2 is not None:
-        task2 = task2.model_copy(update={"metadata": {**task.metadata, **task2.metadata}, "difficulty": task.difficulty})
+        task2 = task2.model_copy(update={"metadata": task.metadata.with_values(task2.metadata.as_dict()),
+                                         "difficulty": task.difficulty})
     return task2, err
 
 
