@@ -136,7 +136,7 @@ def derive_script(env: Environment, task: Task) -> Script:
                     facts.append(Fact(label=humanize(name), value=value, about=about))
             elif (isinstance(how, str) and how.startswith("$")) or (how is None and not sources):
                 hidden.append(value)
-    tables = task.metadata.get("tables_changed") or list(task.verifier.mutable_tables)
+    tables = task.metadata.tables_changed or list(task.verifier.mutable_tables)
     kind = task.kind if task.kind in ("lookup", "create", "update", "delete") else "update" if tables else "lookup"
     thing = _thing(tables[0]) if tables else _thing(_table_of(env, task))
     wants = render_section(PROMPT, f"opening_{kind}_en", thing=thing, items=humanize(thing) + "s",

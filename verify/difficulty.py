@@ -103,7 +103,7 @@ def apply_policy(tasks: list[Task], policy: DifficultyPolicy) -> tuple[list[Task
                 stage="difficulty", item=t.task_id,
                 reason=f"pass rate {rate} outside [{policy.min_pass_rate}, {policy.max_pass_rate}]",
                 evidence={"attempts": t.difficulty.attempts, "passes": t.difficulty.passes,
-                          "pass_rate_ci": t.metadata.get("pass_rate_ci")},
+                          "pass_rate_ci": t.metadata.pass_rate_ci},
             ))
             continue
         kept.append(t)
