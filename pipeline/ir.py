@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
+    ValidationError,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -404,9 +405,10 @@ class TaskMetadata(BaseModel):
 
     It dumps exactly what the untyped ``dict`` it replaces dumped: only the keys that were given (a key given as
     None is written as null, one never given is absent), in the order they were given, then any other key an
-    older or newer file carries (kept as is, so every file loads and writes back the same bytes). Readers that
-    took it as a mapping still may (``meta.get("tier")``, ``"rules" in meta``, ``{**meta, "k": v}``); a change is a
-    new one: :meth:`with_values`.
+    older or newer file carries (kept as is, so every file loads and writes back the same bytes). A value a file
+    holds that its key's type does not take (``"tier": "medium"``) is kept as written too, for the readers that check
+    what they read (the exports), and its attribute is None. Readers that took it as a mapping still may
+    (``meta.get("tier")``, ``"rules" in meta``, ``{**meta, "k": v}``); a change is a new one: :meth:`with_values`.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -453,19 +455,31 @@ class TaskMetadata(BaseModel):
     """The perturbed database a sampled task runs on (``method``, ``key``, ``db``, ``sha256``)."""
 
     _order: tuple[str, ...] = PrivateAttr(default=())
+    _untyped: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """Given values their key's type does not take, as given."""
 
     @model_validator(mode="wrap")
     @classmethod
     def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> TaskMetadata:
-        made: TaskMetadata = handler(data)
-        if isinstance(data, dict):
-            made._order = tuple(data)
+        if not isinstance(data, dict):
+            made: TaskMetadata = handler(data)
+            return made
+        untyped: dict[str, Any] = {}
+        try:
+            made = handler(data)
+        except ValidationError as e:
+            untyped = {k: data[k] for k in {str(err["loc"][0]) for err in e.errors() if err["loc"]} if k in data}
+            if not untyped:
+                raise
+            made = handler({k: v for k, v in data.items() if k not in untyped})
+        made._order = tuple(data)
+        made._untyped = untyped
         return made
 
     @model_serializer(mode="wrap")
     def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        given = self.model_fields_set | set(self.__pydantic_extra__ or {})
+        out: dict[str, Any] = {**handler(self), **self._untyped}
+        given = self.model_fields_set | set(self.__pydantic_extra__ or {}) | set(self._untyped)
         keys = [k for k in self._order if k in given and k in out]
         keys += [k for k in out if k in given and k not in keys]
         return {k: out[k] for k in keys}
