@@ -64,7 +64,7 @@ def rss(pid_file=rss_path):
     return None
 
 def resolve(arguments, results):
-    """``$N.field``: the field of call N's result (a row, or the first row of a list), as verify/replay.py."""
+    """``$N.field``: the field of call N's result (a row, or the first row of a list), as pipeline/runtime/replay.py."""
     out = {}
     for k, v in arguments.items():
         m = REF.match(v) if isinstance(v, str) else None
@@ -226,7 +226,7 @@ def reward_ms(pkg: Path, script: dict, repeat: int = 20) -> dict:
         from server import taskrt  # type: ignore[import-not-found]  # the export's vendored runtime
     finally:
         sys.path.remove(str(pkg))
-    from verify.replay import resolve
+    from pipeline.runtime.replay import resolve
 
     reward = taskrt.reward
     b = taskrt.Bundle(pkg / "data")

@@ -8,7 +8,7 @@ CATALOG defaults to the committed example (generated/quickstart). Each task is p
 facts, one question per turn, then replays the reference solution with the values it was given and says the
 answer), so every mistake counted is the user's; the user is the embedded model (or ``--base-url``), through the
 LLM client and its cache, exactly as ``envfoundry eval --conversation`` runs it. Reported: conversations with a user
-error (the user error rate), errors by kind (``verify.usercheck``: leak, invented, tool_or_id, early_stop, empty),
+error (the user error rate), errors by kind (``pipeline.runtime.usercheck``: leak, invented, tool_or_id, early_stop, empty),
 user turns, how many conversations the scripted agent still solved (a user that answers wrong or ends early makes
 it fail), and seconds per user turn. A table goes to stdout; with --json, one JSON object as the last line. Exit 1,
 the reasons on stderr, when a run fails: a conversation stopped by an endpoint error or by the scripted agent

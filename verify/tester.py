@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.ir import Environment, Task
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import TesterSettings as TesterSettings
 from verify.agent import Attempt, Step, turn_model
 from verify.agent import run_attempt as _run_attempt
@@ -26,14 +27,14 @@ __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficult
            "run_conversations", "tester_client", "turn_model"]
 
 
-def tester_client(client: Any, settings: TesterSettings) -> Any:
+def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMClientProtocol:
     """The client the tester talks to: ``client`` itself, or one for ``[stages.tester]``'s endpoint with the
     generator's other LLM settings (cache, retries, seed) and the same usage ledger."""
     return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.tester")
 
 
 def run_attempt(
-    client: Any,
+    client: LLMClientProtocol,
     env: Environment,
     task: Task,
     *,
@@ -48,7 +49,7 @@ def run_attempt(
 
 
 def run_attempts(
-    client: Any, env: Environment, task: Task, *, initial_db: str | Path | None = None,
+    client: LLMClientProtocol, env: Environment, task: Task, *, initial_db: str | Path | None = None,
     settings: TesterSettings | None = None,
 ) -> list[Attempt]:
     settings = settings or TesterSettings()
@@ -63,7 +64,7 @@ def run_attempts(
 
 
 def run_conversations(
-    client: Any, env: Environment, task: Task, *, initial_db: str | Path | None = None,
+    client: LLMClientProtocol, env: Environment, task: Task, *, initial_db: str | Path | None = None,
     settings: TesterSettings | None = None, user: UserSettings | None = None,
 ) -> list[Attempt]:
     """``settings.conversations`` attempts at ``task``'s conversational form (``verify.conversation``) against the

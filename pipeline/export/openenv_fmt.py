@@ -41,7 +41,7 @@ from pipeline.export.common import (
 )
 from pipeline.export.pools import EnvPools, pool_of, readme_section, write_pool
 from pipeline.runtime import EnvInstance
-from verify.replay import resolve
+from pipeline.runtime.replay import resolve
 
 OPENENV_REQUIREMENT = "openenv>=0.10,<0.11"
 RESERVED = {"reset", "step", "state", "close"}
@@ -69,7 +69,7 @@ README = """# {package}
 
 envfoundry environment `{env_id}` ({title}) as an OpenEnv environment: {n} tasks ({n_val} in the
 validation split). The only dependency is `openenv` (0.10.x); the tool engine and the reward
-(envfoundry's `verify/reward.py`) are vendored in `server/`.
+(envfoundry's `pipeline/runtime/reward.py`) are vendored in `server/`.
 
 ```bash
 pip install "{requirement}" uvicorn

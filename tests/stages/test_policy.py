@@ -14,14 +14,13 @@ from pipeline import ir
 from pipeline.build import build_environment
 from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.llm import fake_client
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, reward
 from pipeline.settings import BuildSettings, TaskSettings
-from pipeline.stages.policy import make_policy
-from pipeline.stages.rulegen import Candidate, check
+from pipeline.stages.policy.candidates import Candidate, check
+from pipeline.stages.policy.house_rules import make_policy
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.stages.library_replies import SCENARIO, all_replies, small_settings
-from verify import reward
 
 SETTINGS = BuildSettings(policy=True, max_attempts=3)
 

@@ -18,8 +18,8 @@ import pytest
 
 from pipeline import ir
 from pipeline.settings import BuildSettings
-from pipeline.stages import rowgen
-from pipeline.stages.seed_data import generate_seed
+from pipeline.stages.rows import generators as rowgen
+from pipeline.stages.rows.populate import generate_seed
 from tests.stages.test_rowgen import check_database, texts
 
 SETTINGS = BuildSettings(max_attempts=2, rows_per_table=6, rows_per_call=6, rows_min=3, row_generators=True)

@@ -2,7 +2,7 @@
 
 Copied verbatim into every exported artefact (the verifiers package, the OpenEnv server, the veRL
 tool module), next to two other files copied verbatim: ``engine.py`` (the tool engine) and
-``reward.py`` (the one reward implementation, envfoundry's ``verify/reward.py``). All three use only
+``reward.py`` (the one reward implementation, envfoundry's ``pipeline/runtime/reward.py``). All three use only
 the standard library and import each other relatively, so the export runs in a trainer's Python
 where envfoundry is not installed. This file evaluates nothing itself: scores come from ``reward``.
 
