@@ -11,7 +11,10 @@ Its generator choice is the catalog's cached real reply when the cache holds tha
 with ``row_generators``); else the scripted choice below for the example's tables (source ``scripted``), or none
 (every column falls back, source ``fallback``). Scripted and fallback choices count tokens at the cache's measured
 characters per token and seconds at the embedded model's measured speed (``est``). Placeholder share: the share of text
-values that look like placeholders (``rowgen.PLACEHOLDER``, issue 26's measure).
+values that look like placeholders (``rowgen.PLACEHOLDER``, issue 26's measure). Contradicting columns (issue 40):
+the share of judged columns (neither id nor reference) with a semantic finding (``pipeline.meaning.findings``:
+values unlike the column's example values, words said twice, glued values, dates in an order no example has, NULL in
+every row); before: the catalog's rows as built; after: this run's rows.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pipeline.envdir import load_env_dir  # noqa: E402
 from pipeline.hashing import canonical_json  # noqa: E402
 from pipeline.llm import fake_client  # noqa: E402
 from pipeline.llm.client import completion_json  # noqa: E402
+from pipeline.meaning import findings as semantic  # noqa: E402
 from pipeline.settings import BuildSettings  # noqa: E402
 from pipeline.stages.rows import generators as rowgen  # noqa: E402
 from pipeline.stages.rows.populate import _empty_db  # noqa: E402
@@ -58,6 +62,8 @@ SCRIPTED: dict[str, dict[str, Any]] = {
                                                            "weights": [3, 2]},
               "publication_year": {"kind": "integer", "min": 1950, "max": 2025, "distribution": "skewed"}},
     "members": {"name": {"kind": "person_name"}, "email": {"kind": "email"}, "phone_number": {"kind": "phone"}},
+    # the scripted text_combo choices below are kept as written before issue 40: the menu no longer offers
+    # text_combo, so a reply holding one is refused, fed back, and the column falls back to the examples' list
     "loans": {"loan_date": {"kind": "date", "start": "2025-09-01", "end": "2026-01-15"},
               "due_date": {"kind": "date_after", "after": "loan_date", "min": 14, "max": 28},
               "status": {"kind": "enum", "values": ["open", "closed"], "weights": [1, 3]}},
@@ -125,6 +131,30 @@ class Cache:
                 "seconds": round(sum(u["seconds"] for u in mine), 1)}
 
 
+def _continuation(messages: list[dict[str, Any]]) -> str | None:
+    """A scripted reply to a vocabulary continuation request: the column's scripted pool, items not yet shown."""
+    m = re.search(r"Write \d+ more values for (\w+)", messages[0]["content"])
+    if m is None:
+        return None
+    pools = [c.get("pool") or [] for t in SCRIPTED.values() for n, c in t.items() if n == m.group(1)]
+    fresh = [v for p in pools for v in p if f"- {v}\n" not in messages[0]["content"]][:12]
+    return json.dumps({"values": fresh or [""]})
+
+
+def judged_columns(env: ir.Environment, table: str) -> list[str]:
+    seed = next((s for s in env.seed if s.table == table), None)
+    if seed is None or not seed.rows:
+        return []
+    refs = {g.column for g in (seed.plan.generators if seed.plan else []) if g.kind == "reference"}
+    ddl = next(t.ddl for t in env.tables if t.name == table)
+    return [c for c in seed.rows[0] if c not in refs and not semantic._is_auto_id(ddl, c)]
+
+
+def contradicting(env: ir.Environment, table: str) -> list[str]:
+    """Columns of ``table`` with a semantic finding in ``env`` (rows as stored)."""
+    return sorted({f.column for f in semantic.env_findings(env) if f.table == table})
+
+
 def bench_env(env: ir.Environment, cache: Cache, settings: BuildSettings) -> list[dict[str, Any]]:
     conn = _empty_db(env.tables)
     out = []
@@ -144,6 +174,10 @@ def bench_env(env: ir.Environment, cache: Cache, settings: BuildSettings) -> lis
             def reply(messages: list[dict[str, Any]], name: str = table.name, used: list[str] = source,
                       seconds: list[float] = spent) -> Any:
                 hit = cache.by_messages.get(canonical_json(messages))
+                vocab_reply = _continuation(messages)
+                if hit is None and vocab_reply is not None:
+                    used.append("scripted")
+                    return httpx.Response(200, json=completion_json(vocab_reply, 50, 50))
                 if hit is not None:
                     used.append("cache")
                     seconds.append(float(hit[1].get("seconds", 0.0)))
@@ -169,11 +203,15 @@ def bench_env(env: ir.Environment, cache: Cache, settings: BuildSettings) -> lis
             cur = conn.execute(f'SELECT * FROM "{table.name}"')
             names = [d[0] for d in cur.description]
             rows = [dict(zip(names, r, strict=True)) for r in cur]
+            judged = judged_columns(env, table.name)
+            after_env = ir.Environment(scenario=env.scenario, tables=env.tables, seed=[
+                ir.SeedRows(table=table.name, rows=rows, plan=made.plan)])
             out.append({
                 "env": env.env_id, "table": table.name,
                 "before": {"rows": len(examples), "llm_tokens": before["tokens"], "llm_seconds": before["seconds"],
                            "rows_per_s": round(len(examples) / before["seconds"], 2) if before["seconds"] else None,
-                           "placeholder_share": placeholder_share(examples)},
+                           "placeholder_share": placeholder_share(examples),
+                           "columns": len(judged), "contradicting": contradicting(env, table.name)},
                 "after": {"rows": len(rows), "code_rows": len(rows) - len(examples),
                           "llm_tokens": before["tokens"] + choice_tokens, "choice_tokens": choice_tokens,
                           "choice_source": source[-1] if source else "none", "choice_estimated": not real,
@@ -181,6 +219,7 @@ def bench_env(env: ir.Environment, cache: Cache, settings: BuildSettings) -> lis
                           "rows_per_s": round(len(rows) / (before["seconds"] + choice_s + code_s), 2),
                           "code_rows_per_s": round((len(rows) - len(examples)) / code_s, 1),
                           "placeholder_share": placeholder_share(rows),
+                          "columns": len(judged), "contradicting": contradicting(after_env, table.name),
                           "fallbacks": [r.item for r in made.rejections if "fell back" in r.reason]},
             })
     finally:
@@ -207,20 +246,25 @@ def main() -> None:
               "llm_tokens": sum(r[key]["llm_tokens"] for r in results),
               "llm_tokens_per_table": round(sum(r[key]["llm_tokens"] for r in results) / max(1, len(results)), 1),
               "placeholder_share": round(sum(r[key]["placeholder_share"] * r[key]["rows"] for r in results)
-                                         / max(1, sum(r[key]["rows"] for r in results)), 4)}
+                                         / max(1, sum(r[key]["rows"] for r in results)), 4),
+              "contradicting_columns": sum(len(r[key]["contradicting"]) for r in results),
+              "judged_columns": sum(r[key]["columns"] for r in results),
+              "contradicting_share": round(sum(len(r[key]["contradicting"]) for r in results)
+                                           / max(1, sum(r[key]["columns"] for r in results)), 3)}
         for key in ("before", "after")}
     if args.json:
         print(json.dumps({"tables": results, "summary": summary}, sort_keys=True))
         return
     print("| env / table | rows before -> after | LLM tokens before -> after (choice) | rows/s before -> after | "
-          "code rows/s | placeholders before -> after |")
-    print("|---|---|---|---|---|---|")
+          "code rows/s | placeholders before -> after | contradicting columns before -> after |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         b, a = r["before"], r["after"]
         est = " est" if a["choice_estimated"] else ""
         print(f"| {r['env'][:24]} / {r['table']} | {b['rows']} -> {a['rows']} | {b['llm_tokens']} -> {a['llm_tokens']} "
               f"({a['choice_tokens']}{est}, {a['choice_source']}) | {b['rows_per_s']} -> {a['rows_per_s']} | "
-              f"{a['code_rows_per_s']} | {b['placeholder_share']:.1%} -> {a['placeholder_share']:.1%} |")
+              f"{a['code_rows_per_s']} | {b['placeholder_share']:.1%} -> {a['placeholder_share']:.1%} | "
+              f"{','.join(b['contradicting']) or '-'} -> {','.join(a['contradicting']) or '-'} |")
     print(json.dumps(summary, sort_keys=True))
 
 

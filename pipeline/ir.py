@@ -71,11 +71,22 @@ class Table(Frozen):
     description: str = ""
     natural_key: list[str] = Field(default_factory=list)
     """The columns a user names a row by (a code, a plate, a name, or name + date); empty: found by code."""
+    personal: list[str] = Field(default_factory=list)
+    """Columns that record a personal characteristic of someone (gender, ethnicity, religion, nationality, marital
+    status, disability, pregnancy), as the LLM classified them when it wrote the schema: no rule turns on one
+    (``pipeline.stages.policy.candidates``). Absent from the JSON when empty, so older environments keep their bytes."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         return _ident(v, "table name")
+
+    @model_serializer(mode="wrap")
+    def _personal_if_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if not self.personal:
+            out.pop("personal", None)
+        return out
 
 
 GeneratorKind = Literal[

@@ -34,6 +34,15 @@ def real_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def real_build(real_llm: object) -> object:
+    """The real build test's builds with rows at scale (``tests.test_build_real.build_domains``), made once:
+    tests/test_build_real.py checks the environment, tests/stages/test_rowgen_real.py its rows."""
+    from tests.test_build_real import build_domains
+
+    return build_domains(real_llm)
+
+
+@pytest.fixture(scope="session")
 def example_run(tmp_path_factory: pytest.TempPathFactory) -> object:
     """The one uninterrupted run of the committed example's inputs against its recorded replies
     (``tests.executor.example_run.uninterrupted_run``) that the executor, Ray and kill-point tests compare with:

@@ -19,7 +19,7 @@ from pipeline.llm import fake_client
 from pipeline.llm.client import completion_json, encode_reply
 from pipeline.runtime import EnvInstance
 from tests.stages.library_replies import MEMBER_ROWS, SCENARIO, SCHEMA, all_replies, small_settings
-from tests.stages.test_rowgen import BOOKS_GEN, LOANS_GEN, MEMBERS_GEN
+from tests.stages.test_rowgen import BOOKS_GEN, LOANS_GEN, MEMBERS_GEN, TITLE_LISTS
 
 BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT", "natural_key": ["email"]},
                     *SCHEMA["tables"][1:]]}
@@ -27,9 +27,10 @@ BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id
 
 def build_replies() -> list[Any]:
     """Every reply of a build with ``small_settings()`` and the default switches: each table's example rows are
-    followed by its generator choice (``row_generators``); the tools the LLM misses are written by code."""
+    followed by its generator choice (``row_generators``), the books' titles by the list continued from the
+    examples (issue 40); the tools the LLM misses are written by code."""
     intents, schema, members, books, loans, *tools = all_replies()
-    return [intents, schema, members, MEMBERS_GEN, books, BOOKS_GEN, loans, LOANS_GEN, *tools]
+    return [intents, schema, members, MEMBERS_GEN, books, BOOKS_GEN, *TITLE_LISTS, loans, LOANS_GEN, *tools]
 
 
 ADDED = ["create_books", "update_loans_status", "update_books_copies_available", "list_loans_by_book_id",
@@ -42,23 +43,26 @@ def test_build_produces_a_working_environment() -> None:
     # nothing rejected: the records are what code fixed or added (parameter descriptions, paging, the creates,
     # updates, listers and finders the written tools lacked)
     assert res.ok and [r.reason.split(":")[0] for r in res.rejections] == [
-        "names fixed by code"] * 3 + ["paged by code", "tool added by code (create)"] + \
+        "a UNIQUE column's list holds 16 values"] + ["names fixed by code"] * 3 + ["paged by code", "tool added by code (create)"] + \
         ["tool added by code (update)"] * 2 + ["tool added by code (lister)"] * 4 + ["tool added by code (finder)"] * 2
     env = res.env
     assert [t.name for t in env.tables] == ["members", "books", "loans"]
     # the LLM's four example rows first, then code's rows at scale (a plan per table records how)
     rows = {s.table: s.rows for s in env.seed}
-    assert [r["name"] for r in rows["members"][:4]] == [r[0] for r in MEMBER_ROWS["rows"]]
-    assert all(100 <= len(rows[t]) <= 300 for t in ("members", "books")) and 4 < len(rows["loans"]) <= 1000
+    # (the example members' names and e-mail addresses are drawn again by their generators: issue 40)
+    assert [r["status"] for r in rows["members"][:4]] == [r[2] for r in MEMBER_ROWS["rows"]]
+    assert 100 <= len(rows["members"]) <= 300 and 4 < len(rows["loans"]) <= 1000
+    assert len(rows["books"]) == 16  # titles are UNIQUE: as many books as the continued list holds
     assert all(s.plan is not None and s.plan.examples == 4 for s in env.seed)
     assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book", *ADDED]
     assert set(res.timings) == {"intents", "schema", "seed_data", "tools", "total"}
     assert set(res.usage) == {"intents", "schema", "seed_data", "tools"}
-    assert res.usage["seed_data"]["calls"] == 6 and res.usage["tools"]["calls"] == 5
+    assert res.usage["seed_data"]["calls"] == 8 and res.usage["tools"]["calls"] == 5
     s = res.summary()
-    assert s["ok"] and s["llm"]["calls"] == 13 and s["rows"]["loans"] == len(rows["loans"])
+    assert s["ok"] and s["llm"]["calls"] == 15 and s["rows"]["loans"] == len(rows["loans"])
     with EnvInstance(env) as inst:
-        assert inst.call("find_member", {"email": "bob@example.org"})["result"]["name"] == "Bob Stone"
+        bob = rows["members"][1]
+        assert inst.call("find_member", {"email": bob["email"]})["result"]["name"] == bob["name"]
         page = inst.call("list_members", {"status": "active"})["result"]
         active = sum(r["status"] == "active" for r in rows["members"])
         assert len(page) == 20 and {r["total_matched"] for r in page} == {active}
@@ -144,7 +148,7 @@ def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_pa
     rows = {s.table: len(s.rows) for s in env.seed}
     assert f"tables:     3 (members {rows['members']}, books {rows['books']}, loans {rows['loans']} rows)" in res.output
     assert f"tools:      13 (find_member, list_member_loans, lend_book, return_book, {', '.join(ADDED)})" in res.output
-    assert "13 calls" in res.output
+    assert "15 calls" in res.output
     assert env.scenario.name == SCENARIO.name and len(env.tools) == 13 and tasks == []
     assert report["build"]["settings"]["rows_per_table"] == 4
     assert {p.name for p in out.iterdir()} >= {"env.json", "schema.sql", "initial.db", "server.py", "report.json"}

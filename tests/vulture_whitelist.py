@@ -16,6 +16,7 @@ _._band
 _._plan_if_set
 _._ranges
 _._rules_if_set
+_._personal_if_set
 _._set_only
 _._keep_order
 _._given_only

@@ -29,6 +29,7 @@ caller asks (the tester does: a run retries such an item later rather than judge
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from pipeline.ir import Environment, Task, ToolCall
+from pipeline.ir import Environment, Task, Tool, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.chat import ChatOptions, chat_tools
 from pipeline.llm.protocol import LLMClientProtocol
@@ -46,7 +47,7 @@ from pipeline.runtime import engine, reward
 from pipeline.runtime.replay import Run, call_once, fresh
 from pipeline.settings import AgentSettings as AgentSettings
 from verify.conversation import SimUser, UserError, UserSettings, script_of
-from verify.models import args_model, camel, catalog, clean_args
+from verify.models import args_model, camel, clean_args
 from verify.policy import with_policy
 
 Protocol = Literal["native", "json_action"]
@@ -63,6 +64,22 @@ JSON action always parses."""
 
 CHARS_PER_TOKEN = 3.0
 """A conservative estimate for the context budget (JSON and ids tokenise densely)."""
+
+TESTER_PAGE = 10
+"""The page the tester's calls of a paged lister get: its ``limit`` at most this, and this when the model gives
+none (the environment's own default is 20 rows, up to 50). Every row the tester reads is in every later prompt of
+its attempt; it pages with ``offset``, or narrows with a filter, as a trainer's policy would."""
+
+SPEC_NOTE_MAX = 40
+"""A parameter's description is shown in the JSON-action tool list when at most this long (the name, type, enum
+and range are always shown; longer notes repeat across the listers: how paging works, date formats)."""
+
+THOUGHT_MAX = 160
+"""The longest ``thought`` of a JSON action (characters): generated at every turn and repeated in every later
+prompt of the attempt."""
+
+_PAGED = re.compile(r"^\s*SELECT\s+COUNT\(\*\)\s+OVER\s*\(\)\s+AS\s+(\w+),.*\bLIMIT\s+COALESCE\(:(\w+),\s*\d+\)\s+"
+                    r"OFFSET\s+COALESCE\(:(\w+),\s*0\)\s*$", re.I | re.S)
 
 
 class Frozen(BaseModel):
@@ -101,6 +118,9 @@ class Attempt(Frozen):
     user_turns: int = 0
     user_errors: list[dict[str, Any]] = Field(default_factory=list)
     """The simulated user's mistakes caught by code (``verify.conversation.check_turn``), apart from the agent's."""
+    offered: list[str] = Field(default_factory=list)
+    """The tools the attempt was offered when a view narrowed them (the tester's), in the environment's order;
+    empty: every tool of the task."""
 
     @property
     def tool_calls(self) -> int:
@@ -152,9 +172,98 @@ def for_attempt(client: LLMClientProtocol, attempt: int, settings: AgentSettings
     return sampled(client, settings.temperature, client.settings.seed + attempt - 1)
 
 
-def tool_specs(env: Environment, task: Task) -> list[dict[str, Any]]:
-    """The OpenAI function schemas the model is given: the task's own (as exported), else the env's."""
-    return list(task.tools) or [t.openai_schema() for t in env.tools]
+def tool_specs(env: Environment, task: Task, view: View | None = None) -> list[dict[str, Any]]:
+    """The OpenAI function schemas the model is given: the task's own (as exported), else the env's; with a
+    ``view``, those of the tools it offers, their page parameter narrowed to its page."""
+    if view is None:
+        return list(task.tools) or [t.openai_schema() for t in env.tools]
+    return [t.openai_schema() for t in view.tools(env)]
+
+
+def page_params(tool: Tool) -> tuple[str, str, str] | None:
+    """(count field, limit parameter, offset parameter) of a paged lister (``pipeline.dbmodel.paging`` writes its
+    SQL; read back from it here, below that layer), else None."""
+    if tool.returns is None or tool.returns.mode != "all":
+        return None
+    m = _PAGED.match(tool.returns.sql)
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+class View(Frozen):
+    """What an attempt shows the model beyond the task: which tools (None: every tool of the task) and the page
+    its paged listers return (None: the tool's own default). The tester's view is the task's tools plus its level's
+    distractors (:func:`verify.difficulty.offered_tools`) and :data:`TESTER_PAGE`; ``envfoundry eval`` has none."""
+
+    names: list[str] | None = None
+    page: int | None = None
+
+    def tools(self, env: Environment) -> list[Tool]:
+        out = []
+        for t in env.tools:
+            if self.names is not None and t.name not in self.names:
+                continue
+            paged = page_params(t)
+            if self.page is not None and paged is not None:
+                t = t.model_copy(update={"params": [p.model_copy(update={"maximum": float(self.page)})
+                                                    if p.name == paged[1] else p for p in t.params]})
+            out.append(t)
+        return out
+
+    def refusal(self, env: Environment, name: str) -> dict[str, Any] | None:
+        """The tool error for a call of a tool the view does not offer (as a trainer's tool server refuses it)."""
+        if self.names is None or name in self.names:
+            return None
+        offered = [t.name for t in env.tools if t.name in self.names]
+        return engine.failure("not_found", f"unknown tool {name!r} (available: {', '.join(offered)})")
+
+    def paged_args(self, env: Environment, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` of a call of ``name`` with the view's page as its limit when the model gave none."""
+        if self.page is None or name not in {t.name for t in env.tools}:
+            return args
+        paged = page_params(env.tool(name))
+        if paged is None or args.get(paged[1]) is not None:
+            return args
+        return {**args, paged[1]: self.page}
+
+
+def compact_signature(tool: Tool) -> str:
+    """``name(a: integer, b?: string one of x|y, limit?: integer 1..10): description``: :func:`verify.models.signature`
+    with only the short parameter notes (:data:`SPEC_NOTE_MAX`) and none for the page parameters."""
+    paged = page_params(tool)
+    parts = []
+    for p in tool.params:
+        s = f"{p.name}{'' if p.required else '?'}: {p.type}"
+        if p.enum:
+            s += " one of " + "|".join(str(e) for e in p.enum)
+        if p.minimum is not None or p.maximum is not None:
+            lo = "" if p.minimum is None else f"{p.minimum:g}"
+            hi = "" if p.maximum is None else f"{p.maximum:g}"
+            s += f" {lo}..{hi}"
+        if p.description and len(p.description) <= SPEC_NOTE_MAX and not (paged and p.name in paged[1:]):
+            s += f" ({p.description})"
+        parts.append(s)
+    return f"{tool.name}({', '.join(parts)}): {tool.description}"
+
+
+def compact_result(response: dict[str, Any], tool: Tool | None) -> str:
+    """A tool result as the JSON-action protocol shows it: a list of two or more rows with the same columns as
+    ``columns`` once and ``rows`` of values (a paged lister's match count, the same on every row, once), else the
+    result's JSON whole. Same values, about a third of the characters of a list of row objects."""
+    rows = response.get("result")
+    if not (response.get("ok") and isinstance(rows, list) and len(rows) >= 2
+            and all(isinstance(r, dict) for r in rows)):
+        return json.dumps(response, ensure_ascii=False)
+    cols = list(rows[0])
+    if any(list(r) != cols for r in rows):
+        return json.dumps(response, ensure_ascii=False)
+    head = {k: v for k, v in response.items() if k != "result"}
+    paged = page_params(tool) if tool is not None else None
+    if paged is not None and paged[0] in cols and len({json.dumps(r[paged[0]]) for r in rows}) == 1:
+        head[paged[0]] = rows[0][paged[0]]
+        cols.remove(paged[0])
+    head["columns"] = cols
+    head["rows"] = [[r[c] for c in cols] for r in rows]
+    return json.dumps(head, ensure_ascii=False)
 
 
 def parse_arguments(name: str, text: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -233,12 +342,14 @@ def run_attempt(
     raise_endpoint_errors: bool = False,
     user: Any | None = None,
     user_settings: UserSettings | None = None,
+    view: View | None = None,
 ) -> Attempt:
     """One attempt at ``task`` on a fresh instance, scored afterwards. With ``user`` (a client for the simulated
     user, :func:`verify.conversation.user_client`) the task runs in its conversational form: the agent gets the
     opening line, and each message it writes without a tool call goes to the user, whose reply comes back as a
     ``user`` message; the attempt ends when the user ends the conversation (``stop="user_stop"``), and the final
-    answer is the agent's last message to the user."""
+    answer is the agent's last message to the user. ``view``: which tools the model is offered and the page its
+    paged listers return (:class:`View`; the tester's); the default offers the task's tools as exported."""
     settings = settings or AgentSettings()
     llm = for_attempt(client, attempt, settings)
     protocol = resolve_protocol(client, settings)
@@ -250,7 +361,7 @@ def run_attempt(
     with fresh(env, initial_db) as run:
         initial = run.initial
         state = loop(llm, env, task, run, settings, stage, context_budget(client, settings), raise_endpoint_errors,
-                     sim)
+                     sim, view)
         scored = score(task, run, initial, state["final"])
     if sim is not None and scored.passed and state["stop"] == "max_turns":
         sim.errors.append(UserError(sim.turns, "no_stop", "never ended the conversation, though its task was done"))
@@ -260,6 +371,7 @@ def run_attempt(
         turns=state["turns"], protocol=protocol, messages=state["messages"], prompt_tokens=state["pt"],
         completion_tokens=state["ct"], seconds=round(time.perf_counter() - t0, 3), conversation=sim is not None,
         user_turns=sim.turns if sim else 0, user_errors=[e.to_json() for e in sim.errors] if sim else [],
+        offered=[t.name for t in view.tools(env)] if view is not None and view.names is not None else [],
     )
 
 
@@ -299,8 +411,9 @@ def _to_user(st: dict[str, Any], sim: SimUser, text: str, raise_endpoint: bool) 
 
 
 def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
-            budget: int | None, raise_endpoint: bool, sim: SimUser | None = None) -> dict[str, Any]:
-    tools = tool_specs(env, task)
+            budget: int | None, raise_endpoint: bool, sim: SimUser | None = None,
+            view: View | None = None) -> dict[str, Any]:
+    tools = tool_specs(env, task, view)
     prompt = ("user", "native_system") if sim is not None else ("tester", "native_system")
     system = render_section(*prompt, max_turns=settings.max_turns)
     st = _state([{"role": "system", "content": with_policy(system, env)},
@@ -343,10 +456,12 @@ def _native(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSet
         for call in reply.tool_calls:
             args, error = parse_arguments(call.name, call.arguments)
             changes: list[dict[str, Any]] = []
+            error = error or (view.refusal(env, call.name) if view is not None else None)
             if error is not None:
                 response = error
             else:
                 assert args is not None
+                args = view.paged_args(env, call.name, args) if view is not None else args
                 response, changes = run_call(run, call.name, args)
             steps.append(Step(index=len(steps) + 1, thought=reply.content, tool=call.name, arguments=args or {},
                               response=response, changes=changes, call_id=call.id))
@@ -368,27 +483,29 @@ _TURN_MODELS: dict[str, type[BaseModel]] = {}
 _TURN_MODELS_LOCK = threading.Lock()
 
 
-def turn_model(env: Environment, conversation: bool = False) -> type[BaseModel]:
-    """The schema of one JSON action: a call of one of the tools (typed arguments) or a final answer.
+def turn_model(env: Environment, conversation: bool = False, view: View | None = None) -> type[BaseModel]:
+    """The schema of one JSON action: a call of one of the tools (typed arguments) or a final answer; with a
+    ``view``, of the tools it offers (a page parameter at most its page).
 
     One class per tool set (the last 64 remembered): every turn of every attempt asks with it, and the
     client builds a class's JSON schema once. Keyed by the tools' content, not the object: the scenario
     graph hands each task's node its own copy of the environment."""
-    key = json.dumps([t.model_dump(mode="json") for t in env.tools], sort_keys=True) + ("talk" if conversation else "")
+    tools = (view or View()).tools(env)
+    key = json.dumps([t.model_dump(mode="json") for t in tools], sort_keys=True) + ("talk" if conversation else "")
     with _TURN_MODELS_LOCK:
         hit = _TURN_MODELS.get(key)
     if hit is not None:
         return hit
-    model = _turn_model(env, conversation)
+    model = _turn_model(tools, conversation)
     with _TURN_MODELS_LOCK:
         if len(_TURN_MODELS) >= 64:
             _TURN_MODELS.pop(next(iter(_TURN_MODELS)))
         return _TURN_MODELS.setdefault(key, model)
 
 
-def _turn_model(env: Environment, conversation: bool = False) -> type[BaseModel]:
+def _turn_model(tools: list[Tool], conversation: bool = False) -> type[BaseModel]:
     actions: list[Any] = []
-    for tool in env.tools:
+    for tool in tools:
         name_type: Any = Literal[tool.name]  # type: ignore[valid-type]
         actions.append(create_model(
             f"Call{camel(tool.name)}", __config__=ConfigDict(extra="forbid"),
@@ -402,15 +519,23 @@ def _turn_model(env: Environment, conversation: bool = False) -> type[BaseModel]
                               final_answer=(str, Field(..., max_length=400)))
     action_type: Any = Union[tuple(actions + [finish])]  # type: ignore[valid-type]  # noqa: UP007
     return create_model("TesterTurn", __config__=ConfigDict(extra="forbid"),  # type: ignore[call-overload, no-any-return]
-                        thought=(str, Field(..., max_length=300)), action=(action_type, ...))
+                        thought=(str, Field(..., max_length=THOUGHT_MAX)), action=(action_type, ...))
+
+
+def json_system(env: Environment, view: View | None, max_turns: int, conversation: bool = False) -> str:
+    """The JSON-action system prompt, ordered for llama.cpp's prefix cache: the instructions (the same for every
+    task), the environment's policy (the same for its tasks), then the tools offered (the same for every attempt and
+    turn of a task); the request and the turns follow it."""
+    system = render_section("user" if conversation else "tester", "system", max_turns=max_turns)
+    tools = "\n".join(f"- {compact_signature(t)}" for t in (view or View()).tools(env))
+    return with_policy(system, env) + "\n\n" + render_section("tester", "tools", tools=tools)
 
 
 def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: AgentSettings, stage: str,
-                 budget: int | None, raise_endpoint: bool, sim: SimUser | None = None) -> dict[str, Any]:
-    model = turn_model(env, conversation=sim is not None)
-    prompt = ("user", "system") if sim is not None else ("tester", "system")
-    system = render_section(*prompt, tools=catalog(env), max_turns=settings.max_turns)
-    st = _state([{"role": "system", "content": with_policy(system, env)},
+                 budget: int | None, raise_endpoint: bool, sim: SimUser | None = None,
+                 view: View | None = None) -> dict[str, Any]:
+    model = turn_model(env, conversation=sim is not None, view=view)
+    st = _state([{"role": "system", "content": json_system(env, view, settings.max_turns, sim is not None)},
                  {"role": "user", "content": _opening(task, sim)}])
     messages: list[dict[str, Any]] = st["messages"]
     steps: list[Step] = st["steps"]
@@ -449,6 +574,7 @@ def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: Age
             st["final"], st["stop"] = action.final_answer, "answer"
             break
         args = clean_args(action.arguments)
+        args = view.paged_args(env, action.tool, args) if view is not None else args
         response, changes = run_call(run, action.tool, args)
         steps.append(Step(index=len(steps) + 1, thought=reply.thought, tool=action.tool,  # type: ignore[attr-defined]
                           arguments=args, response=response, changes=changes))
@@ -457,5 +583,5 @@ def _json_action(llm: Any, env: Environment, task: Task, run: Run, settings: Age
             break
         results.append(len(messages))
         messages.append({"role": "user", "content": render_section(
-            "tester", "result", tool=action.tool, result=json.dumps(response, ensure_ascii=False))})
+            "tester", "result", tool=action.tool, result=compact_result(response, env.tool(action.tool)))})
     return st

@@ -133,7 +133,10 @@ def review_attempt(
     """Rules, then (if enabled) the LLM; returns per-call verdicts and the blame for the attempt."""
     settings = settings or CheckerSettings()
     calls = [ToolCall(tool=s.tool, arguments=s.arguments) for s in attempt.steps]
-    verdicts, faults = rule_review(env, calls, initial_db=initial_db)
+    # replayed on the tools the attempt was offered (the tester's view): a call of another tool was refused, not run
+    offered = env.model_copy(update={"tools": [t for t in env.tools if t.name in attempt.offered]}) \
+        if attempt.offered else env
+    verdicts, faults = rule_review(offered, calls, initial_db=initial_db)
     notes: list[str] = []
     llm_reply: Any = None
     if settings.use_llm and client is not None:

@@ -17,10 +17,11 @@ rate lies in a band (``mode="band"``, default 0.1-0.9; the hard pool is kept fla
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.ir import Difficulty, Rejection, Task
+from pipeline.ir import Difficulty, Environment, Rejection, Task
 from pipeline.settings import DifficultyPolicy as DifficultyPolicy
 
 BINS = ((0.0, 0.0, "0"), (0.0, 0.25, "(0,0.25]"), (0.25, 0.5, "(0.25,0.5]"), (0.5, 0.75, "(0.5,0.75]"),
@@ -124,3 +125,41 @@ def histogram(tasks: list[Task]) -> dict[str, int]:
                 out[label] += 1
                 break
     return out
+
+
+# ---------------------------------------------------------------- the tools a tester is offered
+
+LADDER_DISTRACTORS: dict[int, int | None] = {1: 0, 2: 2, 3: 4, 4: 8, 5: None}
+"""Tools offered beyond those a task needs, by its level (``pipeline.sampler``'s ladder; None: every tool)."""
+
+
+def task_level(env: Environment, task: Task) -> int:
+    """A task's level on the sampler's ladder (1 one call, 2 a short chain, 3 deep or computed, 4 two writes or
+    implicit, 5 a refusal), read from its reference solution and metadata (``shape``, ``rules``) as
+    ``pipeline.sampler.Axes`` reads a chain; a rule governing a write is one level up."""
+    names = {t.name: t.kind for t in env.tools}
+    calls = len(task.reference_solution)
+    writes = sum(1 for c in task.reference_solution if names.get(c.tool) == "write")
+    rules = [r for r in task.metadata.get("rules") or [] if isinstance(r, dict)]
+    shape = task.metadata.get("shape")
+    if any(r.get("verdict") == "forbids" for r in rules):
+        return 5
+    structure = 4 if writes >= 2 or shape == "decide_write" else 3 if calls >= 4 or shape == "aggregate" \
+        else 2 if calls >= 2 else 1
+    return min(5, structure + bool(rules))
+
+
+def offered_tools(env: Environment, task: Task) -> list[str]:
+    """The tools the tester is offered for ``task``, in the environment's order: a task that already offers a
+    subset (a sampled task's ``tools``) keeps it; else the tools of its reference (and of the writes its rules
+    judge) plus the distractors of its level, drawn by the task's id, as the sampler draws them."""
+    order = [t.name for t in env.tools]
+    own = [s.get("function", s).get("name") for s in task.tools]
+    if own and set(own) < set(order):
+        return [n for n in order if n in own]
+    needed = {c.tool for c in task.reference_solution} | {
+        r["tool"] for r in task.metadata.get("rules") or [] if isinstance(r, dict) and r.get("tool")}
+    k = LADDER_DISTRACTORS[task_level(env, task)]
+    others = [n for n in order if n not in needed]
+    extra = others if k is None or k >= len(others) else random.Random(f"tester:{task.task_id}").sample(others, k)
+    return [n for n in order if n in needed or n in extra]

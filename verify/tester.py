@@ -6,6 +6,13 @@ its pass rate describes the interface the trainer uses. ``[stages.tester]`` may 
 ``api_key``); by default it uses the generator's client. The first attempt decodes greedily, later
 ones sample (``temperature``, seed = attempt) so they differ. An endpoint failure is raised, not
 recorded as a failed attempt: it says nothing about the task, and the run retries the item.
+
+What the tester is offered (:func:`view_of`): the tools of the task's reference solution (and of the writes its
+rules judge) plus the distractors of its level on the sampler's ladder (:func:`verify.difficulty.offered_tools`:
+0, 2, 4 or 8, every tool for a task that must refuse part of its request), and pages of
+:data:`verify.agent.TESTER_PAGE` rows. Its pass rate is therefore the difficulty of the task as a sampled task of
+that level offers it, not with every tool of the environment in view (which is how the export's ``tools`` offer a
+build task). Every attempt and turn of a task starts with the same system prompt, so a prefix cache serves them.
 """
 
 from __future__ import annotations
@@ -16,21 +23,27 @@ from typing import Any
 from pipeline.ir import Environment, Task
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import TesterSettings as TesterSettings
-from verify.agent import Attempt, Step, turn_model
+from verify.agent import TESTER_PAGE, Attempt, Step, View, turn_model
 from verify.agent import run_attempt as _run_attempt
 from verify.clients import endpoint_client
 from verify.conversation import UserSettings, script_of, user_client
+from verify.difficulty import offered_tools
 
 STAGE = "tester"
 
 __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficulty", "run_attempt", "run_attempts",
-           "run_conversations", "tester_client", "turn_model"]
+           "run_conversations", "tester_client", "turn_model", "view_of"]
 
 
 def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMClientProtocol:
     """The client the tester talks to: ``client`` itself, or one for ``[stages.tester]``'s endpoint with the
     generator's other LLM settings (cache, retries, seed) and the same usage ledger."""
     return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.tester")
+
+
+def view_of(env: Environment, task: Task) -> View:
+    """What the tester is offered for ``task``: its tools and their level's distractors, short pages."""
+    return View(names=offered_tools(env, task), page=TESTER_PAGE)
 
 
 def run_attempt(
@@ -45,7 +58,7 @@ def run_attempt(
     """One tester attempt at ``task`` on a fresh instance, judged by the verifier afterwards."""
     settings = settings or TesterSettings()
     return _run_attempt(tester_client(client, settings), env, task, attempt=attempt, initial_db=initial_db,
-                        settings=settings, stage=STAGE, raise_endpoint_errors=True)
+                        settings=settings, stage=STAGE, raise_endpoint_errors=True, view=view_of(env, task))
 
 
 def run_attempts(
@@ -74,8 +87,9 @@ def run_conversations(
     facts = len(script_of(env, task).facts)
     talk = settings.model_copy(update={"max_turns": min(50, settings.max_turns + 2 * facts)})
     agent, sim = tester_client(client, settings), user_client(client, user)
+    view = view_of(env, task)
     return [_run_attempt(agent, env, task, attempt=i, initial_db=initial_db, settings=talk, stage=STAGE,
-                         raise_endpoint_errors=True, user=sim, user_settings=user)
+                         raise_endpoint_errors=True, user=sim, user_settings=user, view=view)
             for i in range(1, settings.conversations + 1)]
 
 

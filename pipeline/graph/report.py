@@ -26,6 +26,7 @@ def outcome_entry(o: TaskOutcome) -> dict[str, Any]:
         "proofs": [{"name": p.name, "ok": p.ok, "detail": p.detail[:300], **({"evidence": p.evidence} if "destructive" in p.name else {})}
                    for p in (o.proofs.results if o.proofs else [])],
         "difficulty": o.task.difficulty.model_dump(),
+        **({"tester_tools": o.attempts[0].offered} if o.attempts and o.attempts[0].offered else {}),
         "attempts": [
             {"attempt": a.attempt, "passed": a.passed, "stop": a.stop, "calls": len(a.steps),
              "final_answer": a.final_answer, "failures": a.failures[:3],

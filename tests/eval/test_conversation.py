@@ -237,8 +237,10 @@ def test_opening_lines_that_state_values_or_speak_as_the_desk_are_refused_then_w
     env = brewery_env()
     words = ["Please brew it, quickly please.", "A request about the system, handled in due time by staff."]
     tasks = generate_tasks(env, fake_client([{"user_request": "no"}] * 60 + [
-        # every reply repeats the task's own request (its values), or greets as the desk would
-        *[lambda msgs: {"persona": "a brewer", "opening": msgs[-1]["content"].split("in full: ", 1)[-1]}] * 2,
+        # the model is shown no value of the request (issue 42: the code's opening, in general words); every reply
+        # names an identifier, or greets as the desk would
+        *[lambda msgs: {"persona": "a brewer", "opening": "I need to change batch_status: "
+                        + msgs[-1]["content"].split("What they want: ", 1)[-1]}] * 2,
         *[{"persona": "a brewer", "opening": "Hello, how can I assist you today?"}] * 2,
         *[{"persona": "a brewer", "opening": w} for w in words] * 20,
     ]), settings=TaskSettings(n_tasks=3, max_attempts=1, conversations=True)).value or []

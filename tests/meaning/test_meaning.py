@@ -116,12 +116,3 @@ def test_the_committed_example_catalog_loads_into_the_findings() -> None:
         env, _, _ = load_env_dir(d)
         for f in findings.env_findings(env):
             assert f.table in {t.name for t in env.tables} and f.contradicts
-
-
-def test_a_chain_of_dates_is_drawn_link_by_link_from_its_closest_predecessor() -> None:
-    examples = {"ordered": ["2026-01-01", "2026-01-05"], "shipped": ["2026-01-03", "2026-01-06"],
-                "delivered": ["2026-01-08", "2026-01-09"]}
-    orders = relations.date_orders(examples)
-    nearest = relations.nearest_before(orders)
-    assert nearest["delivered"].first == "shipped" and nearest["shipped"].first == "ordered"
-    assert "ordered" not in nearest

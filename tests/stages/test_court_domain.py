@@ -6,6 +6,9 @@ planned sum adds up ids, and no planned decision chooses a row by one."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from pipeline.dbmodel.columns import Column
@@ -23,6 +26,7 @@ from pipeline.stages.tasks.planner import Chain, make_planner, plan_chains
 from pipeline.stages.tasks.planner.aggregates import aggregates, summable
 from pipeline.stages.tasks.planner.shapes import decide_writes
 from tests.fixtures.permits import permit_env
+from tests.stages.test_policy import prose_saying
 
 JUDGES_DDL = """CREATE TABLE judges (
   judge_id INTEGER PRIMARY KEY,
@@ -164,13 +168,17 @@ def test_check_pick_takes_a_rule_that_names_its_action_in_the_description_words_
 def test_the_policy_feedback_loop_tells_the_model_the_copied_words() -> None:
     env = court_env()
     first = {"rules": [{"id": "r1", "message": "Set the status of a case; returns the case as changed."}]}
-    second = {"rules": [{"id": "r1", "message": "A case in this state cannot be changed."}]}
-    client = fake_client([first, second])
+    def second(messages: list[dict[str, Any]]) -> dict[str, Any]:  # the message names the state its rule checks
+        state = re.search(r"^r1: .*? '([^']+)'", messages[0]["content"], re.M).group(1)  # type: ignore[union-attr]
+        return {"rules": [{"id": "r1", "message": f"A case that is {state} cannot be changed."}]}
+
+    client = fake_client([prose_saying(env, ["Set the status of a case"]), first, second])
     res = make_policy(env, client, BuildSettings(policy=True, max_attempts=3, policy_rules=1))
-    assert len(client.requests) == 2
-    feedback = client.requests[1][-1]["content"]
+    assert len(client.requests) == 3
+    feedback = client.requests[2][-1]["content"]
     assert "the message of r1 copies the words 'set the status of a case returns the case as changed'" in feedback
-    assert [(r.message, r.worded_by) for r in res.value.rules] == [("A case in this state cannot be changed.", "llm")]
+    assert [r.worded_by for r in res.value.rules] == ["llm"]
+    assert re.fullmatch(r"A case that is \S+ cannot be changed\.", res.value.rules[0].message)
 
 
 # ------------------------------------------------------------------ 2. candidate rules

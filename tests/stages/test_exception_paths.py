@@ -30,6 +30,7 @@ from pipeline.stages.tasks.planner import plan_chains
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.fixtures.server import http, running_server
+from tests.stages.test_policy import prose_saying
 from verify.proofs import blind_calls, overreach_calls, prove
 
 SETTINGS = BuildSettings(policy=True, max_attempts=3)
@@ -62,19 +63,21 @@ def picking(wanted: list[tuple[str, str | None, str]]) -> Callable[[list[dict[st
 
 
 def permit_policy() -> ir.Environment:
-    reply = picking([(SUBMITTED, None, "A permit still waiting for approval cannot be inspected."),
+    reply = picking([(SUBMITTED, None, "A permit that is only submitted cannot be inspected."),
                      (EXPIRED, "submitted", "An expired permit cannot be extended; instead, it goes back to submitted "
                                             "for a new review."),
                      (FEE, None, "Fees above 1200 need a supervisor.")])
-    return make_policy(permit_env(), fake_client([reply]), SETTINGS).value
+    return make_policy(permit_env(), fake_client([prose_saying(permit_env(), [SUBMITTED, EXPIRED, FEE]), reply]),
+                       SETTINGS).value
 
 
 def brewery_policy() -> ir.Environment:
     reply = picking([(FERMENTING, "conditioning", "A batch still fermenting cannot fill kegs; instead, move it on to "
                                                   "conditioning first."),
-                     (TWO_BATCHES, None, "Only two batches of a beer may be on record at once."),
-                     (STRONG, None, "The head brewer must approve any new beer stronger than 6.2 percent.")])
-    return make_policy(brewery_env(), fake_client([reply]), SETTINGS).value
+                     (TWO_BATCHES, None, "Only 2 batches of a beer may be on record at once."),
+                     (STRONG, None, "The head brewer must approve any new beer with an abv above 6.2 percent.")])
+    return make_policy(brewery_env(), fake_client([prose_saying(brewery_env(), [FERMENTING, TWO_BATCHES, STRONG]),
+                                                   reply]), SETTINGS).value
 
 
 # ------------------------------------------------------------------ candidates, checked on real rows
@@ -149,19 +152,20 @@ def test_the_pick_names_an_alternative_and_policy_md_env_json_and_the_enforced_r
 def test_a_message_that_does_not_name_its_alternative_is_fed_back_then_worded_by_code() -> None:
     unnamed = picking([(EXPIRED, "submitted", "An expired permit cannot be extended."),
                        (FEE, None, "Fees above 1200 need a supervisor."),
-                       (SUBMITTED, None, "A permit still waiting for approval cannot be inspected.")])
+                       (SUBMITTED, None, "A permit that is only submitted cannot be inspected.")])
     named = picking([(EXPIRED, "submitted", "An expired permit cannot be extended; it is set back to submitted."),
                      (FEE, None, "Fees above 1200 need a supervisor."),
-                     (SUBMITTED, None, "A permit still waiting for approval cannot be inspected.")])
-    client = fake_client([unnamed, named])
+                     (SUBMITTED, None, "A permit that is only submitted cannot be inspected.")])
+    said = prose_saying(permit_env(), [EXPIRED, FEE, SUBMITTED])
+    client = fake_client([said, unnamed, named])
     rules = make_policy(permit_env(), client, SETTINGS).value.rules
-    assert len(client.requests) == 2
-    feedback = client.requests[1][-1]["content"]
+    assert len(client.requests) == 3
+    feedback = client.requests[2][-1]["content"]
     assert "must say what to do instead" in feedback and "'submitted'" in feedback
     assert (rules[0].message, rules[0].worded_by) == (
         "An expired permit cannot be extended; it is set back to submitted.", "llm")
     # no better reply: the rule keeps its alternative with code's words, which name it
-    client = fake_client([unnamed] * 6)
+    client = fake_client([said] + [unnamed] * 6)
     rules = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2)).value.rules
     assert rules[0].worded_by == "code" and rules[0].alternative is not None
     assert rules[0].message == ("Not allowed once the permit's expires on date has passed. Instead, the permit's "
@@ -176,13 +180,15 @@ def test_an_alternative_of_another_rule_is_fed_back_and_the_rule_kept_without_on
         foreign = re.findall(r"(a\d+) '", "\n".join(lines))
         mine = re.findall(r"(a\d+) '", "\n".join(lines[lines.index(next(x for x in lines if EXPIRED in x)) + 1:][:1]))
         other = next(a for a in foreign if a not in mine)
-        return {"rules": [{"id": expired, "instead": other, "message": "An expired permit cannot be extended."}]}
+        submitted = next(line.split(":")[0] for line in lines if SUBMITTED in line)
+        return {"rules": [{"id": expired, "instead": other, "message": "An expired permit cannot be extended."},
+                          {"id": submitted, "message": "A permit that is only submitted cannot be inspected."}]}
 
-    client = fake_client([reply] * 8)
-    res = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2, policy_rules=1))
-    assert "is not an alternative of" in client.requests[1][-1]["content"]
-    # the LLM's pick of rules is kept; that rule offers nothing and is worded by code
-    assert [(r.tools, r.alternative, r.worded_by) for r in res.value.rules] == [(["renew_permit"], None, "code")]
+    client = fake_client([prose_saying(permit_env(), [EXPIRED, SUBMITTED])] + [reply] * 8)
+    res = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2, policy_rules=2))
+    assert "is not an alternative of" in client.requests[2][-1]["content"]
+    # the LLM's rules are kept; the one given another's alternative offers nothing and is worded by code
+    assert [(r.tools, r.alternative, r.worded_by) for r in res.value.rules][0] == (["renew_permit"], None, "code")
     assert not [r for r in res.rejections if r.item == "pick"]
 
 
@@ -194,9 +200,9 @@ def test_an_alternative_that_another_picked_rule_forbids_is_fed_back_and_dropped
                      (past, None, "A batch brewed in the past stays where it is.")])
     second = picking([(FERMENTING, None, "A batch still fermenting cannot fill kegs."),
                       (past, None, "A batch brewed in the past stays where it is.")])
-    client = fake_client([first, second])
+    client = fake_client([prose_saying(brewery_env(), [FERMENTING, past]), first, second])
     rules = make_policy(brewery_env(), client, BuildSettings(policy=True, max_attempts=3, policy_rules=2)).value.rules
-    feedback = client.requests[1][-1]["content"]
+    feedback = client.requests[2][-1]["content"]
     assert re.search(r"the alternative a\d+ of r\d+ breaks rule r\d+, which you also picked", feedback), feedback
     assert [(r.message, r.alternative, r.worded_by) for r in rules] == [
         ("A batch still fermenting cannot fill kegs.", None, "llm"),
@@ -212,9 +218,9 @@ def test_a_rule_without_a_valid_alternative_and_an_environment_without_any_stay_
     # no other write takes a permit with only listed values left to fix: the request of old, rules without one
     plain = permit_env()
     plain = plain.model_copy(update={"tools": [t for t in plain.tools if t.name != "set_permit_status"]})
-    client = fake_client([{"rules": []}] * 4)
+    client = fake_client([prose_saying(plain, [EXPIRED, FEE])] + [{"rules": []}] * 4)
     rules = make_policy(plain, client, SETTINGS).value.rules
-    prompt = client.requests[0][0]["content"]
+    prompt = client.requests[1][0]["content"]
     assert "instead" not in prompt and prompt.rstrip().endswith('"message": "<the message>"}, ...]}')
     assert rules and all(r.alternative is None for r in rules)
     assert all("alternative" not in r.model_dump(mode="json") for r in rules)

@@ -16,8 +16,8 @@ from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance, reward
 from pipeline.settings import BuildSettings, TaskSettings
-from pipeline.stages.policy.candidates import Candidate, check
-from pipeline.stages.policy.house_rules import make_policy
+from pipeline.stages.policy.candidates import Candidate, check, propose
+from pipeline.stages.policy.house_rules import make_policy, unsaid, whole
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.stages.library_replies import SCENARIO, all_replies, small_settings
@@ -61,15 +61,28 @@ def assert_rules_hold(env: ir.Environment) -> None:
                     assert reward.snapshot(ruled.conn) == initial
 
 
-def test_brewery_rules_are_picked_and_worded_by_the_llm_and_hold_on_real_calls() -> None:
+BREWERY_PROSE = {"rules": ["A batch that is still fermenting cannot fill kegs.",
+                           "A beer may have at most two batches on record at a time.",
+                           "The head brewer must approve a new beer stronger than 6.2 percent.",
+                           "Staff must wear safety goggles."]}
+PERMIT_PROSE = {"rules": ["A permit that is only submitted cannot be inspected.",
+                          "A permit gets at most three inspections.",
+                          "Fees above 1200 need a supervisor.",
+                          "Applicants must be over 18."]}
+
+
+def test_brewery_rules_are_the_llms_prose_grounded_in_checked_candidates_and_worded_by_it() -> None:
+    """The LLM writes its rules in prose first; each grounds in the checked candidate that says it (MiniLM), prose
+    that grounds in nothing is dropped with a Rejection, candidates no prose supports are not used; the LLM then
+    words the grounded rules (one request listing them with its own prose), and each holds on real calls."""
     env = brewery_env()
-    client = fake_client([picking({
+    client = fake_client([BREWERY_PROSE, picking({
         "\"Record a keg filled from a batch\" is forbidden when the batch's status is 'fermenting'":
-            "A batch still fermenting cannot fill kegs.",
+            "A batch whose status is fermenting cannot fill kegs.",
         "\"Record a new batch of a beer as brewed (it starts fermenting)\" is forbidden when the beer already has":
-            "Only two batches of a beer may be on record at once.",
+            "A beer may have at most 2 batches on record at once.",
         "\"Add a beer to the brewery's range\" is forbidden when the abv given is above":
-            "The head brewer must approve any new beer stronger than 6.2 percent.",
+            "The head brewer must approve any new beer with an abv above 6.2 percent.",
     })])
     res = make_policy(env, client, SETTINGS)
     rules = res.value.rules
@@ -77,60 +90,107 @@ def test_brewery_rules_are_picked_and_worded_by_the_llm_and_hold_on_real_calls()
         ("state", ["fill_keg"], "llm"), ("limit", ["start_batch"], "llm"), ("approval", ["add_beer"], "llm")]
     assert rules[0].condition == ('SELECT 1 FROM "batches" WHERE "batches"."id" = :batch_id AND "status" = '
                                   "'fermenting'")
-    assert rules[1].message == "Only two batches of a beer may be on record at once."
+    assert rules[1].message == "A beer may have at most 2 batches on record at once."
     assert_rules_hold(res.value)
-    # one request: a shortlist of at most ten candidates, each an id, the action in words and when it is forbidden
-    assert len(client.requests) == 1
-    prompt = client.requests[0][0]["content"]
-    assert len(re.findall(r"^r\d+: ", prompt, re.M)) == 10 and "fill_keg" not in prompt
-    # the candidates that do not hold are recorded with their reason
-    assert all(r.stage == "policy" and r.reason.startswith("rule dropped: ") for r in res.rejections)
+    assert len(client.requests) == 2
+    prose_prompt, word_prompt = client.requests[0][0]["content"], client.requests[1][0]["content"]
+    assert "Craft brewery production" in prose_prompt and "r1" not in prose_prompt  # no candidate shown yet
+    # the wording request lists the three grounded rules, each with the prose it grounds, and nothing else
+    assert len(re.findall(r"^r\d+: ", word_prompt, re.M)) == 3 and "fill_keg" not in word_prompt
+    assert '(your rule: "A batch that is still fermenting cannot fill kegs.")' in word_prompt
+    notes = {r.item: r for r in res.rejections if not r.reason.startswith("rule dropped: ")}
+    assert notes["prose"].evidence["prose"] == "Staff must wear safety goggles."
+    assert notes["prose"].evidence["similarity"] < 0.45
+    assert "fill_keg_batches_status_conditioning" in notes["unsupported"].evidence["candidates"]
 
 
-def test_permit_office_pick_is_fed_back_until_its_messages_are_plain_words() -> None:
+def test_permit_office_messages_are_fed_back_until_plain_whole_and_saying_their_condition() -> None:
     env = permit_env()
-    limit = "\"Book an inspection of a permit on a date\" is forbidden when the permit already has 2"
+    limit = "\"Book an inspection of a permit on a date\" is forbidden when the permit already has 3"
     fee = "\"Correct the fee charged for a permit\" is forbidden when the fee given is above 1200"
     status = "\"Book an inspection of a permit on a date\" is forbidden when the permit's status is 'submitted'"
-    expired = "\"Extend a permit to a new expiry date\" is forbidden when the permit's expires on is before today"
-    first = picking({limit: "Use book_inspection at most twice per permit.", fee: "Fees above 1200 need a supervisor.",
-                     status: "A permit still waiting for approval cannot be inspected."})
-    second = picking({limit: "A permit gets at most two inspections.", fee: "Fees above 1200 need a supervisor.",
-                      status: "A permit still waiting for approval cannot be inspected.",
-                      expired: "An expired permit cannot be extended; apply for a new one."})
-    client = fake_client([first, second])
+    first = picking({status: "A permit still waiting for approval cannot be inspected.",
+                     limit: "Use book_inspection at most three times per permit.",
+                     fee: "Fees above 1200 need a supervisor."})
+    second = picking({status: "A submitted permit cannot be inspected until it is approved.",
+                      limit: "A permit gets at most three inspections.",  # its cap not said as the check has it
+                      fee: "Any fee above 1200 needs a supervisor, and"})  # cut mid-sentence
+    third = picking({status: "A submitted permit cannot be inspected until it is approved.",
+                     limit: "A permit gets at most three inspections.",
+                     fee: "Any fee above 1200 needs a supervisor."})
+    client = fake_client([PERMIT_PROSE, first, second, third])
     res = make_policy(env, client, SETTINGS)
-    assert len(client.requests) == 2
-    assert "names book_inspection; say it in plain words" in client.requests[1][-1]["content"]
+    assert len(client.requests) == 4
+    assert "names book_inspection; say it in plain words" in client.requests[2][-1]["content"]
+    assert "is not one whole sentence" in client.requests[3][-1]["content"]
     rules = res.value.rules
-    assert [(r.kind, r.tools[0]) for r in rules] == [("limit", "book_inspection"), ("approval", "correct_fee"),
-                                                     ("state", "book_inspection"), ("precondition", "renew_permit")]
-    assert rules[1].condition == "SELECT 1 WHERE :fee > 1200"
-    assert rules[3].condition == ('SELECT 1 FROM "permits" WHERE "permits"."permit_id" = :permit_id AND '
-                                  '"expires_on" < :today')
+    assert [(r.kind, r.tools[0], r.worded_by) for r in rules] == [
+        ("state", "book_inspection", "llm"), ("limit", "book_inspection", "code"), ("approval", "correct_fee", "llm")]
+    # a message that leaves out what its condition checks is code's wording of the rule
+    assert rules[1].message == "A permit may have at most 3 inspections."
+    assert rules[2].condition == "SELECT 1 WHERE :fee > 1200"
     assert_rules_hold(res.value)
     with EnvInstance(res.value, enforce_policy=True) as inst:  # the message, not the tool's own words
         out = inst.call("book_inspection", {"permit_id": 2, "inspected_on": "2026-02-02"})  # SG-2025-101, submitted
-        assert out["error"] == "A permit still waiting for approval cannot be inspected."
-        assert inst.call("book_inspection", {"permit_id": 7, "inspected_on": "2026-02-02"})["ok"]  # approved, 1 so far
-        assert inst.call("book_inspection", {"permit_id": 1, "inspected_on": "2026-02-02"})["error"] == \
-            "A permit gets at most two inspections."
-        assert inst.call("renew_permit", {"permit_id": 3, "expires_on": "2026-12-31"})["error"].startswith(
-            "An expired permit")
+        assert out["error"] == "A submitted permit cannot be inspected until it is approved."
+        assert inst.call("book_inspection", {"permit_id": 7, "inspected_on": "2026-02-02"})["ok"]  # approved
         assert inst.call("correct_fee", {"permit_id": 99, "fee": 200})["error"] == "permit 99 not found"
 
 
-def test_code_picks_and_words_the_rules_when_the_llm_reply_fails() -> None:
+def test_code_picks_and_words_the_rules_when_the_llm_writes_no_prose() -> None:
     env = permit_env()
-    client = fake_client([{"rules": [{"id": "r1", "message": "x"}]}] * 9)
+    client = fake_client([{"rules": []}] * 9)
     res = make_policy(env, client, SETTINGS)
     rules = res.value.rules
     assert len(rules) == SETTINGS.policy_rules and {r.worded_by for r in rules} == {"code"}
     assert len({r.tools[0] for r in rules}) == 4  # every write tool before one twice
     assert {r.kind for r in rules} >= {"state", "limit", "approval", "precondition"}
-    assert any(r.message == "A permit may have at most 2 inspections." for r in rules)
-    assert [r.item for r in res.rejections if not r.reason.startswith("rule dropped")] == ["pick"]
+    assert [r.item for r in res.rejections if not r.reason.startswith("rule dropped")] == ["prose"]
+    # no pick: without prose the LLM does not choose among code's candidates (the requests: the prose, retried)
+    assert all(r[0]["content"].startswith('You know how a real "City permit office"') for r in client.requests)
     assert_rules_hold(res.value)
+
+
+def test_no_rule_turns_on_a_personal_characteristic_or_a_whole_category() -> None:
+    """A column the schema stage's LLM classified as personal carries no candidate; nor does a CHECK-listed column
+    no tool changes (a beer's style is what the beer is, not a state it is in)."""
+    env = brewery_env()
+    with EnvInstance(env) as inst:
+        before = {c.key for c in propose(env, inst.conn)}
+    assert any("status_fermenting" in k for k in before) and not any("style" in k for k in before)
+    tables = [t.model_copy(update={"personal": ["status"]}) if t.name == "batches" else t for t in env.tables]
+    marked = env.model_copy(update={"tables": tables})
+    with EnvInstance(marked) as inst:
+        after = {c.key for c in propose(marked, inst.conn)}
+    assert not any("status" in k for k in after - before) and not any("batches_status" in k for k in after)
+    assert {k for k in before if "batches_status" not in k} >= after - {k for k in after if k not in before}
+
+
+def test_whole_and_unsaid_read_any_script() -> None:
+    assert whole("Ein Antrag, der nur eingereicht ist, wird nicht geprüft.") and whole("申請は審査できません。")
+    assert not whole("Any fee above 1200 needs a supervisor, and") and not whole("Instead, set it to non-")
+    env = permit_env()
+    with EnvInstance(env) as inst:
+        cands = {c.key: c for c in propose(env, inst.conn)}
+    checked, _ = check(env, [cands["correct_fee_fee_over_1200"]])
+    c = checked[0]
+    assert unsaid("Fees above 1200 need a supervisor.", c) is None
+    assert unsaid("Large fees need a supervisor.", c) == "'1200'"
+    assert unsaid("Anything above 1200 needs a supervisor.", c) == "fee"
+
+
+def test_seeded_rows_that_break_a_kept_rule_are_reported() -> None:
+    env = brewery_env()
+    client = fake_client([BREWERY_PROSE, picking({
+        "\"Add a beer to the brewery's range\" is forbidden when the abv given is above":
+            "The head brewer must approve any new beer with an abv above 6.2 percent.",
+        "'fermenting'": "A batch whose status is fermenting cannot fill kegs.",
+        "already has": "A beer may have at most 2 batches on record at once."})])
+    res = make_policy(env, client, SETTINGS)
+    found = [r for r in res.rejections if "seeded rows break the rule" in r.reason]
+    with EnvInstance(env) as inst:
+        strong = inst.conn.execute("SELECT COUNT(*) FROM beers WHERE abv > 6.2").fetchone()[0]
+    assert strong and [(r.item, r.evidence["rows"]) for r in found] == [("add_beer_abv_over_6_2", strong)]
 
 
 def test_a_rule_that_no_working_call_breaks_is_dropped_with_its_reason() -> None:
@@ -195,3 +255,17 @@ def test_the_build_graph_adds_the_policy_after_the_tools(policy: bool) -> None:
     assert len(res.env.rules) >= 3 and {r.worded_by for r in res.env.rules} == {"code"}
     assert res.usage["policy"]["calls"] == 3 and any(r.stage == "policy" for r in res.rejections)
     assert_rules_hold(res.env)
+
+
+def prose_saying(env: ir.Environment, needles: list[str]) -> dict[str, Any]:
+    """A scripted prose reply whose rules ground in the candidates whose prompt lines contain ``needles`` (each the
+    candidate's own gist, so MiniLM grounds it there), padded with prose that grounds in nothing to three rules."""
+    from pipeline.stages.policy.house_rules import Words, describe, gist
+
+    with EnvInstance(env) as inst:
+        checked, _ = check(env, propose(env, inst.conn))
+    words = Words()
+    rules = [gist(next(c for c in checked if needle in describe(c, "r", env, words)), env, words) + "."
+             for needle in needles]
+    pad = ["Staff must wear safety goggles.", "Visitors sign in at the front desk.", "Umbrellas stay at the door."]
+    return {"rules": rules + pad[:max(0, 3 - len(rules))]}

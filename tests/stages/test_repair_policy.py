@@ -17,26 +17,27 @@ from pipeline.stages.rows.repair import repair_data
 from pipeline.stages.tasks.bank import generate_tasks
 from pipeline.stages.tasks.finish import finish_tasks, lost_rules
 from tests.fixtures.brewery import brewery_env
-from tests.stages.test_policy import SETTINGS, assert_rules_hold, picking
+from tests.stages.test_policy import SETTINGS, assert_rules_hold, picking, prose_saying
 from tests.verify.test_call_review import all_pass
 from tests.verify.test_tester import finish
 from verify import tester
 
 FERMENTING = "\"Record a keg filled from a batch\" is forbidden when the batch's status is 'fermenting'"
-RETIRE_20 = "\"Take a damaged keg out of service for good\" is forbidden when the keg's size liters is '20'"
+RETIRE = "\"Take a damaged keg out of service for good\" is forbidden when the keg's batch has status 'conditioning'"
 STRONG = "\"Add a beer to the brewery's range\" is forbidden when the abv given is above"
-# the kegs as the seed-data agent writes them again: the same kegs, none of 20 litres any more
+# the kegs as the seed-data agent writes them again: none filled from the batch still conditioning any more
 KEGS = {"rows": [[1, "K-1001", 50, "cold room"], [1, "K-1002", 30, "taproom"], [4, "K-1003", 50, "loading dock"],
-                 [4, "K-1004", 30, "cold room"], [2, "K-1005", 30, "cold room"]]}
-FAULT = SimpleNamespace(kind="data", target="kegs", reason="the kegs of 20 litres were retired last year")
+                 [4, "K-1004", 30, "cold room"], [1, "K-1005", 30, "cold room"]]}
+FAULT = SimpleNamespace(kind="data", target="kegs", reason="the kegs of the conditioning batch were emptied back")
 REPAIR = BuildSettings(rows_per_call=12, max_attempts=1)
 
 
 def brewery_rules() -> ir.Environment:
     reply = picking({FERMENTING: "A batch still fermenting cannot fill kegs.",
-                     RETIRE_20: "A keg of 20 litres is never taken out of service; it goes back to the supplier.",
-                     STRONG: "The head brewer must approve any new beer stronger than 6.2 percent."})
-    return make_policy(brewery_env(), fake_client([reply]), SETTINGS).value
+                     RETIRE: "A keg of a batch still conditioning is never taken out of service.",
+                     STRONG: "The head brewer must approve any new beer with an abv above 6.2 percent."})
+    return make_policy(brewery_env(), fake_client([prose_saying(brewery_env(), [FERMENTING, RETIRE, STRONG]), reply]),
+                       SETTINGS).value
 
 
 def retire_rule(env: ir.Environment) -> ir.Rule:
@@ -85,11 +86,12 @@ def test_verify_drops_the_rule_and_its_tasks_after_a_data_repair_and_policy_md_f
     tasks = generate_tasks(env, fake_client([{"user_request": "no"}] * 400), settings=TaskSettings(
         n_tasks=14, rule_tasks=True, max_attempts=1, template_fallback=True)).value or []
     ids = [{r["id"] for r in t.metadata.get("rules", [])} for t in tasks]
-    # a count of batches (no keg in it), a compound of the keg rule, a keg filled under the other rule
+    # a count of batches (no keg in it), a compound of the keg rule, another task the keg rule does not bind (the
+    # bank holds few rule-bound tasks: decide tasks, which a blind writer passes, are held back)
     plain = next(t for t, i in zip(tasks, ids, strict=True) if not i and t.metadata["shape"] == "aggregate"
                  and "list_batches_for_beer" in t.metadata["tools_used"])
     doomed = next(t for t, i in zip(tasks, ids, strict=True) if rule.id in i)
-    other = next(t for t, i in zip(tasks, ids, strict=True) if i and rule.id not in i)
+    other = next(t for t, i in zip(tasks, ids, strict=True) if t is not plain and rule.id not in i)
     d = write_env_dir(env, tmp_path / "env", [plain, doomed, other])
     assert rule.message in (d / POLICY).read_text(encoding="utf-8")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -42,11 +43,7 @@ MEMBERS_GEN = {"locale": "en_GB", "columns": {
     "name": {"kind": "person_name"}, "email": {"kind": "email"},
     "status": {"kind": "enum", "values": ["active", "suspended"], "weights": [9, 1]}}}
 BOOKS_GEN = {"columns": {
-    "title": {"kind": "text_combo",
-              "pool": ["Silent", "Golden", "Hidden", "Northern", "Last", "Broken", "Winter", "Distant", "Crimson",
-                       "Quiet", "Burning", "Paper"],
-              "pool2": ["Harbour", "Garden", "Letters", "River", "Kingdom", "Orchard", "Lantern", "Voyage", "Tides",
-                        "Mirror", "Shadows", "Island", "Season", "Promise", "Bridge", "Meadow"]},
+    "title": {"kind": "text_pool"},
     "author": {"kind": "person_name"},
     "copies_available": {"kind": "integer", "min": 0, "max": 6, "distribution": "skewed"}}}
 LOANS_GEN = {"columns": {
@@ -75,11 +72,7 @@ BREWERY_REPLIES = [
     {"rows": [["Harbour Haze", "ipa", 6.2, 140.0], ["Night Shift", "stout", 5.4, 130.0],
               ["Pale Morning", "lager", 4.6, 110.0]]},
     {"locale": "en_GB", "columns": {
-        "name": {"kind": "text_combo",
-                 "pool": ["Harbour", "Copper", "Amber", "Foggy", "Wild", "Old", "Iron", "Velvet", "Salt", "Pine",
-                          "Hop", "Stone", "Smoked", "Golden", "Black", "Morning"],
-                 "pool2": ["Haze", "Stout", "Pilsner", "Porter", "Gose", "Ale", "Lager", "Bitter", "Brew", "Draft",
-                           "Saison", "Red", "Weisse", "Mild", "Tripel", "Dubbel", "Kolsch", "Bock", "Sour", "Pale"]},
+        "name": {"kind": "text_pool"},
         "style": {"kind": "enum", "values": ["lager", "ipa", "stout", "porter", "sour"], "weights": [3, 4, 2, 1, 1]},
         "abv": {"kind": "amount", "min": 3.5, "max": 9.5, "distribution": "normal"},
         "keg_price": {"kind": "amount", "min": 90, "max": 220, "distribution": "uniform"}}},
@@ -103,6 +96,45 @@ BREWERY_REPLIES = [
 ]
 
 
+_FIRST = ["Silent", "Golden", "Hidden", "Northern", "Last", "Broken", "Winter", "Distant", "Crimson", "Quiet", "Burning",
+          "Paper"]
+_SECOND = ["Harbour", "Garden", "Letters", "River", "Kingdom", "Orchard", "Lantern", "Voyage", "Tides", "Mirror",
+           "Shadows", "Island", "Season", "Promise", "Bridge", "Meadow"]
+VOCAB = {"title": [f"The {a} {b}" for a in _FIRST for b in _SECOND],
+         "name": [f"{a} {b}" for a in ("Harbour", "Copper", "Amber", "Foggy", "Wild", "Iron", "Velvet", "Salt")
+                  for b in ("Haze", "Pilsner", "Porter", "Gose", "Bitter", "Saison", "Weisse", "Tripel")]}
+"""What the scripted model continues a column's list with: real-looking values, 12 a call, none shown before."""
+
+
+TITLE_LISTS = [{"values": VOCAB["title"][:12]}, {"values": ["Emma"]}]
+"""The model's continuation of the books' titles in a scripted build: twelve new titles, then one it had already
+(a call that adds fewer than three ends the list: books get their 4 examples and 12 more rows)."""
+
+
+def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None) -> Any:
+    """A fake LLM answering the scripted ``replies`` in order, and every vocabulary continuation request (which
+    ``rowgen`` sends after a column's generator is settled) from ``pools``; a feedback turn on a generator choice
+    gets the previous reply again (the loop then ends and the column falls back to its examples)."""
+    queue = list(replies)
+    pools = VOCAB if pools is None else pools
+    given: set[str] = set()
+
+    def reply(messages: list[dict[str, Any]]) -> Any:
+        first = messages[0]["content"]
+        m = re.search(r"Write \d+ more values for (\w+)", first)
+        if m:
+            fresh = [v for v in pools.get(m.group(1), []) if f"- {v}\n" not in first and v not in given][:12]
+            given.update(fresh)
+            shown = re.findall(r"^- (.+)$", first, re.M)
+            return {"values": fresh or shown[:1] or ["Quarry"]}  # a value already shown adds nothing: the list ends
+        last = messages[-1]["content"]
+        if len(messages) > 1 and ("does not fit:" in last or "closer in meaning" in last):
+            return json.loads(messages[-2]["content"])
+        return queue.pop(0)
+
+    return fake_client([reply] * 400)
+
+
 def small_settings(**overrides: Any) -> BuildSettings:
     """``library_replies.small_settings`` (which these replies satisfy), without importing the build."""
     values: dict[str, Any] = dict(intents_min=4, intents_max=6, tables_min=2, tables_max=4, rows_per_table=4,
@@ -115,12 +147,12 @@ def gen_settings(**overrides: Any) -> BuildSettings:
 
 
 def library_seed(**overrides: Any) -> tuple[Any, Any]:
-    client = fake_client([MEMBER_ROWS, MEMBERS_GEN, BOOK_ROWS, BOOKS_GEN, LOAN_ROWS, LOANS_GEN])
+    client = scripted([MEMBER_ROWS, MEMBERS_GEN, BOOK_ROWS, BOOKS_GEN, LOAN_ROWS, LOANS_GEN])
     return generate_seed(SCENARIO, LIBRARY, client, gen_settings(**overrides)), client
 
 
 def brewery_seed() -> Any:
-    return generate_seed(BREWERY_SCENARIO, BREWERY, fake_client(BREWERY_REPLIES), gen_settings(rows_per_table=3))
+    return generate_seed(BREWERY_SCENARIO, BREWERY, scripted(BREWERY_REPLIES), gen_settings(rows_per_table=3))
 
 
 def texts(seed: tuple[ir.SeedRows, ...]) -> list[str]:
@@ -159,8 +191,10 @@ def test_code_rows_at_scale_keep_every_key_and_look_real(domain: str) -> None:
         tables, scenario, entities = BREWERY, BREWERY_SCENARIO, ("beers", "customers")
     assert res.ok, res.rejections
     seed = {s.table: s for s in res.value}
-    for name in entities:
-        assert 100 <= len(seed[name].rows) <= 300
+    for name in entities:  # a UNIQUE column's list shorter than the table: as many rows as the list holds
+        pool = next((g.pool for g in seed[name].plan.generators if g.kind == "text_pool"), None)
+        assert 100 <= len(seed[name].rows) <= 300 or (pool and len(seed[name].rows) == len(pool) >= 60)
+    assert sum("short_list" in str(r.evidence) for r in res.rejections) == 1
     check_database(tables, res.value, scenario)
     values = texts(res.value)
     share = sum(bool(rowgen.PLACEHOLDER.search(v.strip())) for v in values) / len(values)
@@ -196,14 +230,19 @@ def test_same_inputs_same_rows_byte_for_byte() -> None:
     b = canonical_json([s.model_dump(mode="json") for s in brewery_seed().value])
     assert a == b
     other = BREWERY_SCENARIO.model_copy(update={"name": "Another brewery"})
-    c = generate_seed(other, BREWERY, fake_client(BREWERY_REPLIES), gen_settings(rows_per_table=3))
+    c = generate_seed(other, BREWERY, scripted(BREWERY_REPLIES), gen_settings(rows_per_table=3))
     assert canonical_json([s.model_dump(mode="json") for s in c.value]) != a  # the seed follows the scenario
 
 
 def test_examples_come_first_and_the_settings_bound_the_counts() -> None:
     res, _ = library_seed(entity_rows=(20, 20), child_fanout=(1, 1))
     seed = {s.table: s.rows for s in res.value}
-    assert [r["name"] for r in seed["members"][:4]] == [r[0] for r in MEMBER_ROWS["rows"]]
+    # the example rows come first; their people and e-mail addresses are drawn again (a model's example person is
+    # a placeholder more often than not), the rest as the model wrote it
+    assert [r["status"] for r in seed["members"][:4]] == [r[2] for r in MEMBER_ROWS["rows"]]
+    assert not {r["name"] for r in seed["members"][:4]} & {r[0] for r in MEMBER_ROWS["rows"]}
+    assert all("@" in r["email"] for r in seed["members"][:4])
+    assert [r["title"] for r in seed["books"][:4]] == [r[0] for r in BOOK_ROWS["rows"]]
     assert len(seed["members"]) == 20 and len(seed["books"]) == 20
     assert len(seed["loans"]) == 4 + 20  # one per member after the LLM's four
     with pytest.raises(ValidationError, match="entity_rows"):
@@ -241,7 +280,8 @@ def test_check_column_refuses_what_does_not_fit_the_column() -> None:
     assert "another date column" in (check(loans["due_date"], kind="date_after", after="status", min=1, max=3) or "")
     assert "pattern" in (check(books["title"], kind="code", pattern="BOOK") or "")
     assert "at most 3" in (check(members["email"], kind="enum", values=["a", "b", "c"]) or "")
-    assert "person_name" in (check(members["email"], kind="text_pool", pool=[f"{c}@x.org" for c in "abcdefgh"]) or "")
+    assert "at most 8" in (check(members["email"], kind="text_pool", pool=[f"{c}@x.org" for c in "abcdefgh"]) or "")
+    assert check(members["email"], kind="text_pool") is None  # its list is continued later, then counted
     phones = ["123-456-7890", "098-765-4321", "111-222-3333", "222-333-4444", "333-444-5555", "444-555-6666",
               "555-666-7777", "666-777-8888"]  # differ only by digits, and are no placeholder: no words in them
     assert "differ only by a number" not in (check(books["title"], kind="text_pool", pool=phones) or "")
@@ -258,12 +298,13 @@ def test_refused_choices_are_fed_back_and_a_good_reply_is_kept() -> None:
     bad = {"locale": "en_US", "columns": {
         "name": {"kind": "person_name"}, "email": {"kind": "code", "pattern": "M-#"},
         "status": {"kind": "enum", "values": ["active", "away"]}}}
-    client = fake_client([MEMBER_ROWS, bad, MEMBERS_GEN])
+    client = scripted([MEMBER_ROWS, bad, MEMBERS_GEN])
     conn = _seeded([MEMBERS_DDL], "members", MEMBER_ROWS)
     made = rowgen.fill_table(SCENARIO, LIBRARY[0], conn, client, gen_settings())
     assert made.attempts == 2 and made.rejections == []
     feedback = client.requests[2][-1]["content"]
-    assert "- email: no two rows may share a value here" in feedback and "person_name" in feedback
+    assert "- email: no two rows may share a value here" in feedback
+    assert "person_name" not in feedback  # no list of options: the first one listed would be picked for all
     assert "- status: enum values ['away'] are not its CHECK list ['active', 'suspended']" in feedback
     assert "name" not in feedback.split("\n")[1].split(":")[0]
     assert made.plan.locale == "en_GB" and [g.kind for g in made.plan.generators] == ["person_name", "email", "enum"]
@@ -274,8 +315,8 @@ def test_the_menu_offered_per_column_holds_only_generators_that_can_fill_it() ->
     ctx = rowgen.Context(rows=250, singles=frozenset({"email"}), examples={})
     assert rowgen.kinds_for(members["status"], ctx) == ("enum",)  # a CHECK list: its values, weighted
     unique = rowgen.kinds_for(members["email"], ctx)
-    assert "person_name" in unique and "text_combo" in unique and "code" in unique
-    assert not {"text_pool", "integer", "boolean", "country"} & set(unique)  # too few values, or numbers
+    assert "person_name" in unique and "text_pool" in unique and "code" in unique  # a list can be continued
+    assert not {"text_combo", "integer", "boolean", "country"} & set(unique)  # glued values, too few, or numbers
     assert "text_pool" in rowgen.kinds_for(members["name"], ctx)  # repeats allowed
     assert set(rowgen.kinds_for(books["copies_available"], ctx)) == {"integer", "amount", "boolean"}
     model = rowgen.reply_model("members", ["email", "status"], False,
@@ -287,23 +328,26 @@ def test_the_menu_offered_per_column_holds_only_generators_that_can_fill_it() ->
 
 def test_sample_rows_catch_a_check_the_choice_breaks() -> None:
     negative = {"columns": {**BOOKS_GEN["columns"], "copies_available": {"kind": "integer", "min": -5, "max": -1}}}
-    client = fake_client([BOOK_ROWS, negative, BOOKS_GEN])
+    client = scripted([BOOK_ROWS, negative, BOOKS_GEN])
     conn = _seeded([BOOKS_DDL], "books", BOOK_ROWS)
     made = rowgen.fill_table(SCENARIO, LIBRARY[1], conn, client, gen_settings(), "en_US")
     assert "SQLite refused 24 of 24 sample rows: CHECK constraint failed: copies_available >= 0" in \
         client.requests[2][-1]["content"]
-    assert made.attempts == 2 and conn.execute("SELECT MIN(copies_available) FROM books").fetchone()[0] >= 0
+    lists = sum("more values for" in r[0]["content"] for r in client.requests)
+    assert lists >= 2 and made.attempts == 2 + lists  # two choices, then the title list continued
+    assert conn.execute("SELECT MIN(copies_available) FROM books").fetchone()[0] >= 0
     assert "locale" not in client.requests[1][-1]["content"].split("Reply with")[-1]  # asked once per scenario
 
 
 def test_a_choice_that_keeps_failing_falls_back_and_is_recorded() -> None:
     wrong = [{"columns": {**BOOKS_GEN["columns"], "title": {"kind": "code", "pattern": p}}} for p in ("BOOK", "TITLE")]
-    client = fake_client([BOOK_ROWS, *wrong])
+    client = scripted([BOOK_ROWS, *wrong])
     conn = _seeded([BOOKS_DDL], "books", BOOK_ROWS)
     made = rowgen.fill_table(SCENARIO, LIBRARY[1], conn, client, gen_settings(max_attempts=2), "en_US")
     title = next(g for g in made.plan.generators if g.column == "title")
     assert title.by == "fallback" and title.kind == "text_pool" and "pattern" in (title.note or "")
-    assert set(title.pool or []) == {r[0] for r in BOOK_ROWS["rows"]}  # the examples' values, nothing from names
+    pool = title.pool or []  # the examples' values, then the model's continuation of them; nothing from names
+    assert pool[:4] == [r[0] for r in BOOK_ROWS["rows"]] and set(pool[4:]) <= set(VOCAB["title"]) and pool[4:]
     assert [r.item for r in made.rejections if "fell back" in r.reason] == ["books.title"]
     assert next(g for g in made.plan.generators if g.column == "author").by == "llm"
 
@@ -337,7 +381,7 @@ def test_envs_without_a_plan_keep_their_bytes_and_ids() -> None:
 def test_the_data_fixer_writes_examples_then_code_rows_again() -> None:
     res, _ = library_seed()
     env = ir.Environment(scenario=SCENARIO, tables=list(LIBRARY), seed=list(res.value))
-    client = fake_client([LOAN_ROWS, LOANS_GEN])
+    client = scripted([LOAN_ROWS, LOANS_GEN])
     rows = generate_seed_for(SCENARIO, env, LIBRARY[2], client,
                              small_settings().model_copy(update={"rows_per_table": len(env.seed[2].rows)}))
     assert rows is not None and rows.plan is not None and rows.plan.examples == 4
@@ -357,7 +401,7 @@ def test_self_references_one_to_one_links_and_tables_without_rowid() -> None:
                                     "UNIQUE REFERENCES staff(staff_id), colour TEXT NOT NULL CHECK (colour IN "
                                     "('red', 'blue'))) STRICT"))
     crafts = ["Welding", "Plumbing", "Wiring", "Tiling", "Roofing", "Painting", "Glazing", "Joinery"]
-    client = fake_client([
+    client = scripted([
         {"rows": [["SK-01", "Welding"], ["SK-02", "Plumbing"], ["SK-03", "Wiring"]]},
         {"locale": "de_DE", "columns": {"code": {"kind": "code", "pattern": "SK-###"},
                                         "label": {"kind": "text_pool", "pool": crafts}}},
@@ -377,3 +421,94 @@ def test_self_references_one_to_one_links_and_tables_without_rowid() -> None:
     managers = [r["manager_id"] for r in seed["staff"][3:]]
     assert all(m is None or m < r["staff_id"] for m, r in zip(managers, seed["staff"][3:], strict=True))
     assert next(s.plan for s in res.value if s.table == "staff").locale == "de_DE"
+
+
+def check_meaning(scenario: ir.Scenario, tables: tuple[ir.Table, ...], seed: tuple[ir.SeedRows, ...]) -> None:
+    """Issue 40's rows, on any environment made at scale (the real-model test calls it on the real build's): no
+    column's generated values contradict its examples (``pipeline.meaning.findings``: their shape, words said twice,
+    glued values, date order; a column NULL in every row is reported apart), every continued list is clean of
+    glued and suffixed values, and every pair of dates in the order every example has them keeps it in every row."""
+    from pipeline.meaning import findings, relations, vocab
+
+    env = ir.Environment(scenario=scenario, tables=list(tables), seed=list(seed))
+    found = [f.text() for f in findings.env_findings(env) if f.value is not None]
+    assert found == []
+    for s in seed:
+        if s.plan is None or not s.rows:
+            continue
+        for g in s.plan.generators:
+            if g.kind == "text_pool" and g.pool and not g.pattern:
+                assert vocab.clean(g.pool) == g.pool, (s.table, g.column, g.pool)
+        examples = {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in s.rows[0]}
+        for order in relations.date_orders(examples):
+            assert relations.violations(s.rows, order) == [], (s.table, order)
+
+
+def test_meaning_holds_on_code_rows_of_two_domains() -> None:
+    res, _ = library_seed()
+    check_meaning(SCENARIO, LIBRARY, res.value)
+    check_meaning(BREWERY_SCENARIO, BREWERY, brewery_seed().value)
+
+
+NURSERY = ir.Scenario(name="Plant nursery mail order", description="A nursery ships house plants to customers.")
+NURSERY_TABLES = (
+    ir.Table(name="plants", natural_key=["name"], ddl=(
+        "CREATE TABLE plants (plant_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, care TEXT, supplier_phone TEXT "
+        "NOT NULL, stock INTEGER, added_on TEXT NOT NULL) STRICT")),
+    ir.Table(name="shipments", ddl=(
+        "CREATE TABLE shipments (shipment_id INTEGER PRIMARY KEY, plant_id INTEGER NOT NULL REFERENCES "
+        "plants(plant_id), ordered_on TEXT NOT NULL, shipped_on TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN "
+        "('packed', 'shipped'))) STRICT")))
+NURSERY_REPLIES = [
+    {"rows": [["Monstera", "Water weekly, bright light", "Tom Hale", 4, "2025-10-01"],
+              ["Snake Plant", "Water monthly", "Tom Hale", None, "2025-11-12"],
+              ["Peace Lily", "Shade, water weekly", "Tom Hale", 2, "2025-12-01"],
+              ["Pothos", "Bright light, water monthly", "Tom Hale", None, "2026-01-05"]]},
+    # the model's menu choices contradict its own examples: a person's name for a phone number (its examples are
+    # names here: the model wrote them so), dates of a range running past today, stock below zero
+    {"locale": "en_GB", "columns": {
+        "name": {"kind": "text_pool"}, "care": {"kind": "text_pool"}, "supplier_phone": {"kind": "phone"},
+        "stock": {"kind": "integer", "min": -3, "max": 12}, "added_on": {"kind": "date", "start": "2025-06-01",
+                                                                        "end": "2026-12-31"}}},
+    {"rows": [[1, "2026-01-02", "2026-01-04", "shipped"], [2, "2026-01-08", "2026-01-09", "shipped"],
+              [3, "2026-01-10", "2026-01-13", "packed"], [1, "2026-01-11", "2026-01-12", "packed"]]},
+    # reversed: the order date drawn after the shipping date
+    {"columns": {"ordered_on": {"kind": "date_after", "after": "shipped_on", "min": 1, "max": 5},
+                 "shipped_on": {"kind": "date", "start": "2025-06-01", "end": "2026-01-15"},
+                 "status": {"kind": "enum", "values": ["packed", "shipped"]}}},
+]
+PLANTS = ["Monstera", "Snake Plant", "Peace Lily", "Pothos", "Calathea", "Fiddle Leaf Fig", "Rubber Plant", "Aloe Vera",
+          "Spider Plant", "Jade Plant", "ZZ Plant", "Boston Fern", "String of Pearls", "Bird of Paradise", "Philodendron",
+          "Chinese Evergreen", "Dracaena", "Anthurium", "Begonia", "Hoya", "Peperomia", "Croton", "Alocasia", "Cactus"]
+
+
+def test_the_rows_keep_what_the_examples_show() -> None:
+    pools = {"name": [*PLANTS, "Monstera II", "Pothos Calathea", "Fern 1", "Fern 2", "Fern 3"],
+             "care": ["Water weekly", "Full sun", "Humid air", "Bright light"]}
+    client = scripted(NURSERY_REPLIES, pools)
+    res = generate_seed(NURSERY, NURSERY_TABLES, client, gen_settings(entity_rows=(60, 60)))
+    assert res.ok, res.rejections
+    seed = {s.table: s for s in res.value}
+    plants, ships = seed["plants"].rows, seed["shipments"].rows
+    gens = {g.column: g for g in seed["plants"].plan.generators}
+    # a phone generator for a column whose examples are names is refused; its list comes from the examples
+    assert gens["supplier_phone"].kind == "text_pool" and "do not look like the examples" in (gens["supplier_phone"].note or "")
+    feedback = [m[-1]["content"] for m in client.requests if len(m) > 1]
+    assert any("supplier_phone: phone does not fit" in f for f in feedback)
+    assert not any("person_name" in f for f in feedback)  # no menu in the feedback
+    # a UNIQUE list: no suffix, no glued or numbered values, drawn once each; the table as long as its list
+    names = [p["name"] for p in plants]
+    assert len(names) == len(set(names)) == len(PLANTS)
+    # lists joined by the examples' separator, each item once
+    for p in plants[4:]:
+        items = [i.strip().casefold() for i in p["care"].split(", ")]
+        assert len(items) == len(set(items)) and 1 <= len(items) <= 2
+    # the clock and the sign the examples show
+    assert max(p["added_on"] for p in plants) <= "2026-01-15"
+    assert min(p["stock"] for p in plants[4:]) >= 1  # every example's stock is positive: the model's -3 is not
+    # dates in the examples' order within a row, and a child's after its parent's
+    added = {p["plant_id"]: p["added_on"] for p in plants}
+    for s in ships:
+        assert s["ordered_on"] <= s["shipped_on"], s
+        assert s["ordered_on"] >= added[s["plant_id"]], (s, added[s["plant_id"]])
+    check_meaning(NURSERY, NURSERY_TABLES, res.value)

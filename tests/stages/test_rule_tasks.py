@@ -1,7 +1,8 @@
 """Rule-bound tasks (``[stages.tasks] rule_tasks``) on the brewery and the permit office with their rules: every
 planned chain is judged by the rules (none kept whose reference breaks one; governed writes carry the verdict);
 compound allowed + forbidden chains; the bank's tasks record ``metadata.rules``; a compound task scores 1 for its
-reference and 0 both for doing nothing and for doing everything it asks."""
+reference and 0 both for doing nothing and for doing everything it asks; over the bank's rule-bound tasks a blind
+writer and an agent that does nothing each earn less than 20%."""
 
 from __future__ import annotations
 
@@ -95,8 +96,18 @@ def test_bank_of_rule_bound_tasks_and_their_rewards(make) -> None:
     tasks = res.value or []
     bound = [t for t in tasks if t.metadata.get("rules")]
     shapes = [t.metadata["shape"] for t in bound]
-    assert "compound_rule" in shapes and len(set(shapes)) >= 2, [t.metadata["shape"] for t in tasks]
-    assert len(bound) >= 0.3 * len(tasks)
+    assert "compound_rule" in shapes, [t.metadata["shape"] for t in tasks]
+    assert len(bound) >= 3  # fewer than rule_share asks: decide tasks, which a blind writer passes, are held back
+    # judgement decides them: an agent that writes whatever it is asked without reading, and one that does nothing,
+    # each earn less than 20% of the rule-bound tasks (a decide task, which the blind writer passes, is rare)
+    blind, idle = [], []
+    for t in bound:
+        asked = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
+                 if r["verdict"] == "forbids"]
+        done = list(t.reference_solution[:-1]) if t.metadata["shape"] == "exception" else list(t.reference_solution)
+        blind.append(score(t, done + asked[:1]))
+        idle.append(score(t, []))
+    assert sum(blind) < 0.2 * len(bound) and sum(idle) < 0.2 * len(bound), (shapes, blind, idle)
     assert {t.metadata["worded_by"] for t in bound} == {"template"}
     for t in bound:
         ids = {r.id for r in env.rules}

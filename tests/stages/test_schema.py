@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -240,3 +241,22 @@ def test_natural_keys_are_declared_per_table_and_surrogates_refused() -> None:
     schema = fake_client([reply])
     generate_schema(SCENARIO, INTENTS, schema, small_settings())
     assert '"natural_key": ["sku"]' in schema.requests[0][0]["content"]  # the prompt shows how
+
+
+def test_personal_characteristics_are_the_models_classification_kept_as_column_names() -> None:
+    """The reply's ``personal`` (columns recording gender, religion...) fills ``Table.personal`` with the table's own
+    column names: another case is read as the column, a name that is no column or is a key is left out; a table
+    with none leaves it out of the JSON (older environments keep their bytes)."""
+    gendered = MEMBERS_DDL.replace("status TEXT", "gender TEXT, status TEXT")
+    reply = {"tables": [
+        {"name": "members", "ddl": gendered, "natural_key": ["email"], "personal": ["Gender", "shoe_size", "member_id"]},
+        {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"], "personal": []},
+        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]},  # left out: none
+    ]}
+    client = fake_client([reply])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
+    assert [t.personal for t in res.value] == [["gender"], [], []]
+    assert "personal" in res.value[0].model_dump() and "personal" not in res.value[1].model_dump()
+    assert '"personal": []' in client.requests[0][0]["content"]  # the examples show the field
+    schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
+    assert "personal" in json.dumps(schema)

@@ -184,3 +184,34 @@ def test_lint_refuses_tool_names_schema_identifiers_and_copied_plan_wording() ->
     renamed = env.model_copy(update={"tables": [t.model_copy(update={"name": "book_loans"}) if t.name == "loans"
                                                 else t for t in env.tables]})
     assert "names the table book_loans" in lint_request(renamed, chain, f"Add to book_loans: {values}.")
+
+
+def test_the_planner_hands_over_rows_from_the_whole_table_not_the_examples_first() -> None:
+    """The rows the LLM wrote as examples come first in each table; the planner's order is shuffled over the whole
+    table (fixed per table), so an example row is as likely to be named in a request as any other."""
+    env = library_env()
+    with fresh(env) as run:
+        p = make_planner(env, run)
+        for table in ("members", "books"):
+            every = p.rows(table, -1)
+            ids = [r[p.infos[table].key[0]] for r in every]
+            first = [r[0] for r in run.inst.conn.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
+            assert sorted(ids) == sorted(first) and ids != first
+            assert p.rows(table, 3) == every[:3] and make_planner(env, run).rows(table, -1) == every
+
+
+def test_decide_tasks_stay_under_a_fifth_of_the_rule_bound_ones() -> None:
+    from pipeline.stages.tasks.planner import Chain, decide, decide_fits, next_chain
+
+    def chain(shape: str, verdict: str | None) -> Chain:
+        rules = [{"id": "r", "verdict": verdict, "tool": "t", "arguments": {}}] if verdict else []
+        return Chain(shape, [ToolCall(tool="t", arguments={"n": shape})], [], [], rules=rules)
+
+    compound, allowed, plain = chain("compound_rule", "forbids"), chain("create", "allows"), chain("lookup", None)
+    assert decide(allowed) and not decide(compound) and not decide(plain)
+    assert not decide_fits([]) and not decide_fits([compound] * 4) and decide_fits([compound] * 5)
+    assert not decide_fits([compound] * 5 + [allowed])
+    # a decide chain is never the next one while it would bring the share to a fifth; the others are
+    assert next_chain([allowed, plain], set(), [compound] * 2) == 2
+    assert next_chain([allowed], set(), [compound] * 2) is None
+    assert next_chain([allowed], set(), [compound] * 5) == 1

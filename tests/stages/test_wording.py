@@ -15,7 +15,7 @@ from pipeline.prompts import render_section
 from pipeline.runtime.replay import fresh
 from pipeline.settings import TaskSettings, VerifySettings
 from pipeline.stages.tasks.bank import generate_tasks, lint_request, revise_task
-from pipeline.stages.tasks.code_wording import numbers, request_from_plan, speaks_about_itself, stated
+from pipeline.stages.tasks.code_wording import _Words, numbers, request_from_plan, speaks_about_itself, stated
 from pipeline.stages.tasks.planner import Chain, Goal, plan_chains
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.library import library_env
@@ -96,13 +96,15 @@ def test_a_date_in_words_passes_the_plain_lint_only_with_its_year() -> None:
     env = brewery_env()
     with fresh(env) as run:
         chain = next(c for c in plan_chains(env, run, 30, {1: 0.3, 2: 0.4, 3: 0.3})
-                     if c.shape == "create" and "2026-01-07" in c.must_state)
-    words = [re.sub(r"2026-01-07", "January 7, 2026", repr(v) if isinstance(v, str) else str(v))
-             for v in chain.must_state]
+                     if c.shape == "create" and any(re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(v)) for v in c.must_state))
+    day = next(str(v) for v in chain.must_state if re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(v)))
+    said = _Words("en").value(day)  # as people write it: "January 7, 2026"
+    assert re.fullmatch(r"[A-Z][a-z]+ \d{1,2}, \d{4}", said), said
+    words = [said if str(v) == day else repr(v) if isinstance(v, str) else str(v) for v in chain.must_state]
     assert lint_request(env, chain, "Please record this new batch: " + ", ".join(words) + ".", plain=True) is None
-    no_year = [w.replace("January 7, 2026", "January 7th") for w in words]
-    assert "leaves out '2026-01-07'" in lint_request(env, chain, "Please record: " + ", ".join(no_year) + ".",
-                                                     plain=True)
+    no_year = [w.replace(said, said.rsplit(",", 1)[0] + "th") for w in words]
+    assert f"leaves out '{day}'" in lint_request(env, chain, "Please record: " + ", ".join(no_year) + ".",
+                                                 plain=True)
 
 
 @pytest.mark.parametrize("make_env", [library_env, brewery_env])
@@ -186,7 +188,10 @@ def test_the_plain_lint_refuses_rows_in_the_singular_too() -> None:
         chain = next(c for c in plan_chains(env, run, 12, {1: 1.0}) if c.shape == "lookup")
     values = ", ".join(map(str, chain.must_state))
     assert "speaks of batches rows" in lint_request(env, chain, f"Which batch row is it, for {values}?", plain=True)
-    assert lint_request(env, chain, f"Which batch row is it, for {values}?") is None  # unchanged without the switch
+    # the database's own words ("row", "table", "record"...: prompts/tasks.md database_words) either way
+    assert "speaks of a 'row', the database's word" in lint_request(env, chain, f"Which batch row is it, for {values}?")
+    assert "speaks of a 'table'" in lint_request(env, chain, f"Which beer in the beers table is {values}?")
+    assert lint_request(env, chain, f"When was batch {values} brewed?") is None
 
 
 def _asking(goal: Goal, answer: str | None = None) -> Chain:

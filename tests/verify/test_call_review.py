@@ -109,3 +109,17 @@ def test_llm_can_only_make_a_verdict_worse() -> None:
                            "target": "", "reason": "x"}])
     r = review_attempt(client, env, task, attempt)  # the first reply has the wrong number of verdicts
     assert len(client.requests) == 2 and len(r.verdicts) == 1
+
+
+def test_a_call_of_a_tool_the_tester_was_not_offered_is_reviewed_as_the_refusal_it_was() -> None:
+    """Issue 42: the tester sees its task's tools and a few distractors; a call of another tool was refused with a
+    tool error and ran nothing, and the checker's replay must not run it either (Dan Wu would be deleted)."""
+    env = library_env()
+    task = _task(env, [ToolCall(tool="return_book", arguments={"book_id": 4})])
+    attempt = run_attempt(fake_client([call("delete_member", member_id=4), call("return_book", book_id=4), finish()]),
+                          env, task)
+    assert "delete_member" not in attempt.offered and "return_book" in attempt.offered
+    assert not attempt.steps[0].response["ok"] and not attempt.steps[0].changes and attempt.passed
+    review = review_attempt(None, env, task, attempt)
+    assert [(v.tool, v.verdict) for v in review.verdicts] == [("delete_member", "pass"), ("return_book", "pass")]
+    assert "unknown tool" in review.verdicts[0].reason and review.blame == "none"

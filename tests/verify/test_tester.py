@@ -62,7 +62,9 @@ def test_tester_solves_a_task_through_native_tool_calls() -> None:
     assert a.steps[0].response["result"][0]["name"] == "Dan Wu"
     assert a.steps[2].changes[0]["op"] == "insert" and a.steps[2].changes[0]["table"] == "loans"
     body = client.bodies[0]
-    assert {t["function"]["name"] for t in body["tools"]} == {t.name for t in env.tools} and body["tool_choice"] == "auto"
+    # the task's tools and its level's distractors (verify.difficulty.offered_tools), in the environment's order
+    assert [t["function"]["name"] for t in body["tools"]] == a.offered and body["tool_choice"] == "auto"
+    assert {c.tool for c in task.reference_solution} < set(a.offered) < {t.name for t in env.tools}
     # each result went back as a tool message answering its call, whole
     second = client.requests[1]
     assert second[-2]["tool_calls"][0]["function"]["name"] == "find_member_by_name"
@@ -200,3 +202,105 @@ def test_json_action_fallback_still_works() -> None:
     assert "tools" not in client.bodies[0] and "borrow_book(" in client.requests[0][0]["content"]
     schema = json.dumps(turn_model(env).model_json_schema())
     assert "borrow_book" in schema and "final_answer" in schema and "maxLength" in schema
+
+
+# ---------------------------------------------------------------- what the tester is offered (issue 42)
+
+
+def _paged_library():
+    """The library with ``list_loans_for_member`` paged as the build pages listers (``pipeline.dbmodel.paging``)."""
+    from pipeline.dbmodel.paging import page_tool
+    from pipeline.runtime.replay import fresh
+
+    env = library_env()
+    with fresh(env) as run:
+        paged = page_tool(env.tool("list_loans_for_member"), run.inst.conn)
+    assert paged is not None
+    return env.model_copy(update={"tools": [paged if t.name == paged.name else t for t in env.tools]})
+
+
+def test_the_tester_is_offered_the_tasks_tools_and_its_levels_distractors() -> None:
+    from verify.difficulty import offered_tools, task_level
+
+    env = library_env()
+    lend, two = library_tasks(env)
+    order = [t.name for t in env.tools]
+    assert task_level(env, lend) == 2 and task_level(env, two) == 4  # a short chain; two writes
+    offered = offered_tools(env, lend)
+    needed = {c.tool for c in lend.reference_solution}
+    assert needed < set(offered) and len(offered) == len(needed) + 2  # level 2: two distractors
+    assert offered == sorted(offered, key=order.index) and offered == offered_tools(env, lend)  # env order, stable
+    assert offered_tools(env, two) == order  # level 4 wants 8 distractors: this env has 7 others
+    client = fake_client([call("find_member_by_name", name="Dan Wu"), call("search_books", query="Brief History"),
+                          call("borrow_book", member_id=4, book_id=2, days=7), finish("Recorded.")])
+    a = run_attempt(client, env, lend)
+    assert a.passed and a.offered == offered
+    assert all([t["function"]["name"] for t in body["tools"]] == offered for body in client.bodies)
+    # a task offering a subset already (a sampled task) keeps it; one that must refuse part of it sees every tool
+    sampled = lend.model_copy(update={"tools": [t.openai_schema() for t in env.tools if t.name in needed]})
+    assert offered_tools(env, sampled) == [n for n in order if n in needed]
+    refuse = lend.model_copy(update={"metadata": {"rules": [{"tool": "delete_member", "verdict": "forbids"}]}})
+    assert task_level(env, refuse) == 5 and offered_tools(env, refuse) == order
+    bound = lend.model_copy(update={"metadata": {"rules": [{"tool": "borrow_book", "verdict": "allows"}]}})
+    assert task_level(env, bound) == 3 and len(offered_tools(env, bound)) == 3 + 4
+
+
+def test_json_action_prompts_share_their_prefix_and_pages_come_short_and_compact() -> None:
+    from verify.agent import TESTER_PAGE, View, json_system
+
+    env = _paged_library()
+    lend, two = library_tasks(env)
+    listing = {"tool": "list_loans_for_member", "arguments": {"member_id": 3, "status": None, "limit": None,
+                                                              "offset": None}}
+    settings = AgentSettings(protocol="json_action")
+    client = fake_client([{"thought": "look", "action": listing}, {"thought": "done", "action": {"final_answer": "x"}},
+                          {"thought": "look", "action": listing}])
+    view = View(names=[t.name for t in env.tools], page=5)
+    a = agent_attempt(client, env, lend, settings=settings, view=view)
+    # the harness gave the call the view's page; the model saw the rows once each, as columns and rows
+    assert a.steps[0].arguments == {"member_id": 3, "limit": 5}
+    assert len(a.steps[0].response["result"]) == 2
+    shown = client.requests[1][-1]["content"]
+    assert shown.startswith("Result of list_loans_for_member: ")
+    body = json.loads(shown.split(": ", 1)[1])
+    assert body["total_matched"] == 2 and body["columns"][:2] == ["id", "book_id"] and len(body["rows"]) == 2
+    assert "total_matched" not in body["columns"] and shown.count("total_matched") == 1
+    assert [dict(zip(body["columns"], r, strict=True)) for r in body["rows"]] == [
+        {k: v for k, v in row.items() if k != "total_matched"} for row in a.steps[0].response["result"]]
+    # a page of one row: the count says there is more
+    one = agent_attempt(fake_client([{"thought": "look", "action": listing}, {"thought": "d", "action": {
+        "final_answer": "x"}}]), env, lend, settings=settings, view=View(page=1))
+    assert len(one.steps[0].response["result"]) == 1 and one.steps[0].response["result"][0]["total_matched"] == 2
+    schema = json.dumps(turn_model(env, view=View(page=TESTER_PAGE)).model_json_schema())
+    assert f'"maximum": {TESTER_PAGE}' in schema
+    # the system prompt: instructions, then the tools offered; the first turn of every task starts the same way,
+    # and every turn of an attempt repeats the prompt before it
+    first = client.requests[0]
+    assert first[0]["content"] == json_system(env, view, settings.max_turns)
+    assert client.requests[1][:2] == first[:2] and first[1] == {"role": "user", "content": lend.instruction}
+    other = json_system(env, View(names=["get_book"]), settings.max_turns)
+    head = other.split("Tools:")[0]
+    assert first[0]["content"].startswith(head) and "get_book(" in other and "borrow_book(" not in other
+    # compact specs: no note of the page parameters, short notes kept
+    assert "How many matching rows" not in first[0]["content"] and "(Which loans)" in first[0]["content"]
+    del two
+
+
+def test_the_tester_pages_its_listers_at_its_page_and_refuses_tools_it_was_not_offered() -> None:
+    from verify.agent import TESTER_PAGE
+
+    env = _paged_library()
+    lend = library_tasks(env)[0]
+    mine = ["find_member_by_name", "list_loans_for_member", "search_books", "borrow_book"]
+    task = lend.model_copy(update={"tools": [t.openai_schema() for t in env.tools if t.name in mine]})
+    client = fake_client([call("list_loans_for_member", member_id=3), call("delete_member", member_id=3),
+                          finish("no")])
+    a = run_attempt(client, env, task)
+    assert a.offered == [t.name for t in env.tools if t.name in mine]
+    assert a.steps[0].arguments == {"member_id": 3, "limit": TESTER_PAGE}  # native: the same page
+    offered = {t["function"]["name"]: t for t in client.bodies[0]["tools"]}
+    assert offered["list_loans_for_member"]["function"]["parameters"]["properties"]["limit"]["maximum"] == \
+        TESTER_PAGE
+    refused = a.steps[1].response
+    assert not refused["ok"] and "delete_member" in refused["error"] and "borrow_book" in refused["error"]
+    assert not a.steps[1].changes  # never run

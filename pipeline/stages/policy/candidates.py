@@ -7,14 +7,17 @@ that returns a row when the call is forbidden:
 
 * ``state``: the subject's CHECK-listed column holds one of its values (a status that blocks the write), or its
   parent's does (a write on a child of a row in that state);
-* ``limit``: a create adds a child to the subject and the subject already has ``n`` children (``n`` from the
-  spread of the seeded counts), or ``n`` children with one value of a CHECK-listed column;
+* ``limit``: a create adds a child to the subject and the subject already has ``n`` children (``n`` the most any
+  seeded row has: the seeded rows obey the cap), or ``n`` children with one value of a CHECK-listed column;
 * ``approval``: the subject's number is above a threshold, or a number the call writes is (a threshold from the
   seeded values of its column);
 * ``precondition``: the subject's date is past (or still to come), or a date the call writes is in the past.
 
 No candidate is on a column that names a row rather than measures it (:func:`key_column`: a primary key, a
-foreign key, a column named ``id`` or ``*_id``). Beyond that nothing reads meaning into names: which value, column
+foreign key, a column named ``id`` or ``*_id``), nor on one the schema stage's LLM classified as a personal
+characteristic (``ir.Table.personal``: gender, religion...). A state or a threshold on a row is on a column some
+tool's UPDATE changes (:meth:`Finder.state_like`): a state the row is in, not a whole category of what it is
+("fiction books cannot be loaned"). Beyond that nothing reads meaning into names: which value, column
 or threshold matters is left to the LLM's pick (``pipeline.stages.policy.house_rules``); code only makes sure each candidate
 holds. :func:`check` runs the governed tool on argument sets drawn from the seeded rows (the Sampler's, plus the
 probed parameter set to rows the condition holds and does not hold for), each call on the initial state, once
@@ -170,6 +173,13 @@ class Finder:
         self.sampler = Sampler(conn, env.tables, env.clock)
         self.infos = self.sampler.infos
         self.updated = updated_columns(env)
+        self.personal = {(t.name, c) for t in env.tables for c in t.personal}
+
+    def state_like(self, table: str, c: Column) -> bool:
+        """Whether a rule may turn on column ``c`` of ``table``: some tool's UPDATE sets it (a state of the row that
+        changes, not a category of what the row is: "fiction books cannot be loaned" is no rule a library has)
+        and the LLM did not classify it as a personal characteristic (no rule turns on a person's gender)."""
+        return (table, c.name) in self.updated and (table, c.name) not in self.personal
 
     def column(self, table: str, col: str) -> Column | None:
         return self.sampler.cols.get((table, col))
@@ -190,11 +200,11 @@ class Finder:
         return c.type.upper() in ("INTEGER", "REAL", "INT") and not key_column(c) and c.enum is None
 
     def enums(self, table: str) -> list[tuple[Column, list[Any]]]:
-        """CHECK-listed columns of ``table`` (not keys nor references) whose seeded rows hold at least two of the
-        listed values."""
+        """CHECK-listed columns of ``table`` (not keys nor references) that are states (:meth:`state_like`) and whose
+        seeded rows hold at least two of the listed values."""
         out = []
         for c in self.columns(table):
-            if c.enum and not key_column(c):
+            if c.enum and not key_column(c) and self.state_like(table, c):
                 held = [v for v in c.enum if self.conn.execute(
                     f"SELECT 1 FROM {qi(table)} WHERE {qi(c.name)} = ? LIMIT 1", (v,)).fetchone()]
                 if len(held) >= 2:
@@ -260,7 +270,7 @@ class Finder:
                                        "label": label(c.name), "value": str(v)})
         yield from self._limits(tool, p, table, key, keys)
         for c in self.columns(table):
-            if self.numeric(c) and (table, c.name) not in self.sampler.unique:
+            if self.numeric(c) and (table, c.name) not in self.sampler.unique and self.state_like(table, c):
                 nums = [v for v in self.values(table, c.name) if isinstance(v, int | float)]
                 x = _threshold(nums) if nums else None
                 if x is not None:
@@ -288,24 +298,26 @@ class Finder:
             counts = [r[0] for r in self.conn.execute(
                 f"SELECT (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(child)}.{qi(fk)} = {qi(parent)}.{qi(key)}{extra}) "
                 f"FROM {qi(parent)} ORDER BY rowid LIMIT {PROBE_ROWS}")]
-            n = _threshold([float(x) for x in counts]) if counts else None
-            if n is None or int(n) != n or n < 0:
+            if not counts or max(counts) == min(counts) or max(counts) < 1:
                 continue
-            cap = int(n) + 1  # forbidden from ``cap`` children on: some rows are there, some are not
+            cap = int(max(counts))  # at most what the seeded rows hold: the rows obey it, the fullest are at it
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
-                     "value": str(cap), "label": label(col), "which": str(v)}
+                     "value": str(cap), "label": label(col), "which": str(v), "table": child, "column": fk}
             yield Candidate(_slug(tool.name, child, "max", cap, col, v if col else ""), "limit", tool.name,
                             f"SELECT 1 WHERE (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(fk)} = :{p.name}{extra}) "
                             f">= {cap}", p.name, keys, words)
 
     def _on_value(self, tool: ir.Tool, p: ir.Param, table: str, c: Column) -> Iterator[Candidate]:
+        if (table, c.name) in self.personal:
+            return
         if p.type in ("integer", "number") and self.numeric(c):
             nums = [v for v in self.values(table, c.name) if isinstance(v, int | float)]
             x = _threshold(nums) if nums else None
             if x is not None:
                 yield Candidate(_slug(tool.name, p.name, "over", x), "approval", tool.name,
                                 f"SELECT 1 WHERE :{p.name} > {x!r}", p.name, tuple(sorted(set(nums))),
-                                {"section": "value_over", "label": label(c.name), "value": str(x)})
+                                {"section": "value_over", "label": label(c.name), "value": str(x),
+                                 "table": table, "column": c.name})
         elif p.type == "string" and self.dated(table, c.name):
             today = dt.date.fromisoformat(self.env.clock[:10])
             dates = {str(v) for v in self.values(table, c.name)}
@@ -530,3 +542,20 @@ def _holds(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Can
             return None
         changed = changed or bool(watch.changes())
     return frozenset(conflicts) if changed else None
+
+
+def broken_by_rows(conn: Any, c: Candidate) -> int:
+    """How many seeded rows a candidate would have forbidden writing (on the initial state on ``conn``): rows of the
+    column a threshold is on with a value above it, parents with more children than a cap allows (``limit``: the
+    children past the cap). 0 for a state or a date (a row's state, or a date passing, is no write forbidden)."""
+    w = c.words
+    table, column, value = w.get("table"), w.get("column"), w.get("value")
+    if not table or not column or value is None:
+        return 0
+    if w.get("section") == "value_over":
+        return int(conn.execute(f"SELECT COUNT(*) FROM {qi(table)} WHERE {qi(column)} > ?", (float(value),))
+                   .fetchone()[0])
+    if w.get("section") == "limit":
+        return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM (SELECT COUNT(*) AS n FROM {qi(table)} "
+                                f"GROUP BY {qi(column)}) WHERE n > ?", (int(value), int(value))).fetchone()[0])
+    return 0

@@ -4,9 +4,18 @@
 are in ``conn``, one structured request asks, for every column that is neither the generated id nor a foreign key,
 for a generator from a typed menu (``ir.GeneratorKind``: people, companies and places of a locale, dates in a range
 or some days after another date of the row, numbers with a distribution, a CHECK list with weights, a code
-pattern, text drawn from a pool the LLM writes in the domain's own words). The first table's request also picks
+pattern, text drawn from a list continued from the examples in the domain's own words). The first table's request also picks
 the scenario's locale (``LOCALES``, which Faker supports). Foreign keys are references to a parent's keys, chosen
 by code (``pipeline.stages.rows.maker``: fan-out from the first parent, skewed popularity for the others).
+
+Meaning is checked against the column's own example values (issue 40, :mod:`pipeline.meaning`): a generator
+whose sample values do not look like them (:func:`unlike_examples`: character classes, words, length, MiniLM
+similarity against other columns' examples) is refused, fed back without a list of options, and replaced by the
+examples' own list if the model insists. Text no generator of people, companies, places, e-mail or phones makes
+comes from a list the LLM continues from the examples (:func:`continue_list`, several short calls, cleaned of
+placeholders, glued and suffixed values); relations the examples show are made to hold by code (:func:`settle`:
+date order, the clock, signs, list separators, a child's dates after its parent's); the model's example people,
+phones and addresses are drawn again (:func:`rewrite_examples`); what remains is recorded as semantic findings.
 
 Nothing here reads meaning into column names: the choice is the LLM's and code checks it against the column's
 SQLite type and constraints (:func:`check_column`: a text generator on an INTEGER column, an enum outside the
@@ -23,15 +32,19 @@ import math
 import random
 import re
 import sqlite3
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, create_model
 
 from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import findings as semantic
+from pipeline.meaning import profile as prof
+from pipeline.meaning import relations, vocab
 from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows.maker import Shape, ValueMaker, derive_seed, fill, key_sets, table_shape
@@ -40,12 +53,14 @@ STAGE = "seed_data"
 LOCALES = ("en_US", "en_GB", "en_CA", "en_AU", "en_IE", "de_DE", "fr_FR", "es_ES", "es_MX", "it_IT", "nl_NL",
            "pt_BR", "pt_PT", "pl_PL", "sv_SE")
 DEFAULT_LOCALE = "en_US"
-POOL_MIN, POOL_MAX, VALUES_MAX = 8, 20, 20
+POOL_MAX, VALUES_MAX = 20, 20
 TRIAL_ROWS = 24
 FAKER_KINDS = ("person_name", "first_name", "last_name", "company", "street_address", "city", "postcode",
                "country", "email", "phone")
 TEXT_KINDS = (*FAKER_KINDS, "date", "datetime", "date_after", "code", "text_pool", "text_combo")
-MENU = tuple(k for k in get_args(ir.GeneratorKind) if k != "reference")
+MENU = tuple(k for k in get_args(ir.GeneratorKind) if k not in ("reference", "text_combo"))
+"""The generators the LLM picks from: no text_combo (a value glued from two pools: "1984 Charles Dickens"); it
+stays readable in older plans."""
 FITS = {**{k: ("TEXT",) for k in TEXT_KINDS}, "integer": ("INTEGER", "REAL"), "boolean": ("INTEGER", "REAL"),
         "amount": ("REAL", "INTEGER")}
 CAPACITY = {"country": 200, "boolean": 2}
@@ -68,8 +83,6 @@ class Choice(BaseModel):
     values: list[str | int | float] | None = Field(default=None, min_length=1, max_length=VALUES_MAX)
     weights: list[float] | None = Field(default=None, min_length=1, max_length=VALUES_MAX)
     pattern: str | None = Field(default=None, max_length=40)
-    pool: list[str] | None = Field(default=None, min_length=POOL_MIN, max_length=POOL_MAX)
-    pool2: list[str] | None = Field(default=None, min_length=3, max_length=POOL_MAX)
 
 
 def reply_model(table: str, columns: list[str], with_locale: bool,
@@ -99,12 +112,15 @@ def reply_model(table: str, columns: list[str], with_locale: bool,
 
 @dataclass(frozen=True)
 class Context:
-    """What a choice is checked against: the rows the table will hold, its single-column key sets, and the
-    example rows' values per column."""
+    """What a choice is checked against: the rows the table will hold, its single-column key sets, the example
+    rows' values per column, other columns' example texts ("table.column" -> texts, this scenario's tables so
+    far) and the MiniLM vectors to compare them by (None: shapes only)."""
 
     rows: int
     singles: frozenset[str]
     examples: dict[str, list[Any]]
+    others: dict[str, list[str]] = field(default_factory=dict)
+    vectors: prof.Vectors | None = None
 
 
 def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
@@ -116,7 +132,7 @@ def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
         return ("enum", "boolean") if set(col.enum) <= {0, 1} else ("enum",)
     fits = [k for k in MENU if k != "enum" and (st == "ANY" or st in FITS.get(k, ()))]
     if col.name in ctx.singles:
-        small = {"text_pool": POOL_MAX, "boolean": 2, **CAPACITY}
+        small = {"boolean": 2, **CAPACITY}
         fits = [k for k in fits if small.get(k, ctx.rows) >= ctx.rows]
     return tuple(fits) or MENU
 
@@ -138,7 +154,7 @@ def capacity(g: ir.ColumnGenerator) -> int | None:
     if g.kind == "enum":
         return len(g.values or [])
     if g.kind == "text_pool":
-        return len(g.pool or [])
+        return len(g.pool) if g.pool else None  # a list still to be continued from the examples
     if g.kind == "text_combo":
         return len(g.pool or []) * len(g.pool2 or [])
     if g.kind == "code":
@@ -178,7 +194,7 @@ def _dates_error(g: ir.ColumnGenerator) -> str | None:
 
 def _after_error(g: ir.ColumnGenerator, gens: dict[str, ir.ColumnGenerator]) -> str | None:
     if g.after == g.column or g.after not in gens:
-        return f'date_after needs "after": another date column of this table (one of {sorted(set(gens) - {g.column})})'
+        return 'date_after needs "after": another date column of this table'
     seen, cur = {g.column}, gens[g.after]
     while cur.kind == "date_after" and cur.after in gens and cur.after not in seen:
         seen.add(cur.column)
@@ -194,8 +210,8 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
     """Why generator ``g`` cannot fill ``col`` (its SQLite type, CHECK list, ranges, UNIQUE), or None."""
     st, k = storage(col), g.kind
     if k != "enum" and st != "ANY" and st not in FITS.get(k, ()):
-        fit = [m for m in MENU if st in FITS.get(m, ("TEXT", "INTEGER", "REAL"))]
-        return f"{k} makes {'text' if k in TEXT_KINDS else 'numbers'} but the column is {col.type}: pick one of {', '.join(fit)}"
+        return (f"{k} makes {'text' if k in TEXT_KINDS else 'numbers'} but the column is {col.type}: pick a generator "
+                "whose values look like this column's example values")
     if col.enum and k != "enum" and not (k == "boolean" and set(col.enum) <= {0, 1}):
         return f"the column only takes its CHECK list {list(col.enum)}: pick enum with those values"
     if k == "enum":
@@ -222,10 +238,6 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
             return err
     elif k == "code" and not re.search(r"[#?]", g.pattern or ""):
         return "code needs a \"pattern\" with '#' (a digit) or '?' (a capital letter), e.g. \"AB-####\""
-    elif k == "text_pool" and len(g.pool or []) < POOL_MIN:
-        return f'text_pool needs a "pool" of {POOL_MIN} to {POOL_MAX} different, real values (got {len(g.pool or [])})'
-    elif k == "text_combo" and min(len(g.pool or []), len(g.pool2 or [])) < 3:
-        return 'text_combo needs "pool" and "pool2", each with 3 or more different values'
     elif k in ("text_pool", "text_combo") and (_numbered(g.pool) or _numbered(g.pool2)):
         return (f'the "pool" values differ only by a number ({", ".join(repr(v) for v in (g.pool or [])[:3])}, ...): '
                 "write different real values in the domain's own words, or pick code for numbered identifiers")
@@ -233,10 +245,8 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         return 'boolean "weights" are two numbers: [false, true]'
     cap = capacity(g)
     if col.name in ctx.singles and cap is not None and cap < ctx.rows:
-        many = ("person_name, company, email, phone, street_address, code (enough '#') or text_combo"
-                if storage(col) in ("TEXT", "ANY") else "a wider range")
         return (f"no two rows may share a value here and the table gets {ctx.rows} rows, but {k} gives at most {cap} "
-                f"different values: pick one that gives thousands ({many})")
+                "different values")
     return None
 
 
@@ -264,7 +274,8 @@ def generator_of(name: str, c: Choice, col: Column) -> ir.ColumnGenerator:
         values = [int(v) if isinstance(v, str) and re.fullmatch(r"-?\d+", v) else v for v in values]
     return ir.ColumnGenerator(column=name, kind=c.kind, min=c.min, max=c.max, start=c.start, end=c.end,
                               after=c.after, distribution=c.distribution, values=values, weights=c.weights,
-                              pattern=c.pattern, pool=clean(c.pool), pool2=clean(c.pool2))
+                              pattern=c.pattern if c.kind == "code" else None,
+                              pool=clean(getattr(c, "pool", None)), pool2=clean(getattr(c, "pool2", None)))
 
 
 # ------------------------------------------------------------------ fallback: type, constraints, examples only
@@ -285,8 +296,8 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
         hi = max(hi if hi > lo else lo + 10, lo + 10 * ctx.rows if unique else lo)
         return ir.ColumnGenerator(kind="integer" if st == "INTEGER" else "amount", min=lo, max=hi, **base)
     texts = [str(v) for v in ex]
-    if not texts:
-        return None if not col.notnull else ir.ColumnGenerator(kind="code", pattern="??-######", **base)
+    if not texts:  # no example: a list continued from the column's place in the schema
+        return ir.ColumnGenerator(kind="text_pool", **base)
     dated: tuple[tuple[ir.GeneratorKind, re.Pattern[str]], ...] = (("date", _DATE), ("datetime", _DATETIME))
     for kind, shape in dated:
         if all(shape.fullmatch(t) for t in texts):
@@ -302,6 +313,40 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
             pattern = pattern.replace("#", "##", 1)
         return ir.ColumnGenerator(kind="code", pattern=pattern, **base)
     return ir.ColumnGenerator(kind="text_pool", pool=list(dict.fromkeys(texts))[:POOL_MAX], **base)
+
+
+# ------------------------------------------------------------------ meaning: sample values against the examples
+
+SAMPLED = (*FAKER_KINDS, "code")
+REWRITTEN = ("person_name", "first_name", "last_name", "company", "street_address", "email", "phone")
+"""Generators whose values replace the model's example values (where its placeholders live: "John Doe",
+"123-456-7890", "Acme Corp"); a city or a country it wrote stays."""
+
+
+def unlike_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, locale: str, seed: int) -> str | None:
+    """Why ``g``'s sample values do not look like ``col``'s example values (their character classes, lengths,
+    word counts, and MiniLM similarity to these examples against other columns'), or None. Only generators that
+    make text of their own are judged (a list continued from the examples is built from them)."""
+    if g.kind not in SAMPLED:
+        return None
+    texts = prof.texts_of(ctx.examples.get(col.name, []))
+    if len(texts) < 2 or relations.date_columns({col.name: texts}):
+        return None
+    p = prof.profile(texts)
+    if p is None:
+        return None
+    maker = ValueMaker(locale if locale in LOCALES else DEFAULT_LOCALE, seed + 7, [g], [col], ctx.examples)
+    samples = [str(maker.value(g, {}, {})) for _ in range(TRIAL_ROWS)]
+    why = prof.contradiction(p, samples)
+    if why:
+        return f"{g.kind} does not fit: {why}"
+    if ctx.vectors is not None:
+        others = {k: v for k, v in ctx.others.items() if k != col.name}
+        hit = prof.semantic_misfit(ctx.vectors, texts, others, samples)
+        if hit:
+            return (f"{g.kind} makes values like {samples[0]!r}, closer in meaning to the examples of {hit[0]} "
+                    f"({hit[2]:.2f}) than to this column's own ({', '.join(repr(t) for t in texts[:3])}; {hit[1]:.2f})")
+    return None
 
 
 # ------------------------------------------------------------------ trial on sample rows
@@ -358,8 +403,6 @@ def _describe(col: Column, ctx: Context) -> str:
     parts = [col.type] + (["NOT NULL"] if col.notnull else []) + (["UNIQUE"] if col.name in ctx.singles else [])
     if col.enum:
         parts.append("one of " + ", ".join(json.dumps(v) for v in col.enum))
-    elif col.name in ctx.singles:
-        parts.append("generator: " + " or ".join(kinds_for(col, ctx)))
     return f"{col.name} ({', '.join(parts)})"
 
 
@@ -398,7 +441,8 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         got = {c.name: generator_of(c.name, getattr(reply.columns, f"c{i}"), c) for i, c in enumerate(asked)}
         errors.clear()
         for c in asked:
-            err = check_column(c, got[c.name], ctx, {**good, **got})
+            err = check_column(c, got[c.name], ctx, {**good, **got}) or unlike_examples(c, got[c.name], ctx,
+                                                                                        picked[0], seed)
             if err is None:
                 good[c.name] = got[c.name]
             elif c.name not in good:
@@ -429,9 +473,238 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         out.attempts
 
 
+VOCAB_ASK = 12
+"""Values asked per continuation call (several short calls rather than one long one)."""
+VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 5
+VOCAB_WANT = 24
+
+
+class Values(BaseModel):
+    values: list[str] = Field(min_length=1, max_length=VOCAB_ASK)
+
+
+def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: list[str], want: int, rounds: int,
+                  client: LLMClientProtocol, settings: BuildSettings, sep: str | None = None, shape: prof.Profile | None = None
+                  ) -> tuple[list[str], int]:
+    """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
+    most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept; each call shows the list so far. Kept:
+    :func:`pipeline.meaning.vocab.clean` (no repeats, placeholders, glued or suffixed values), and with ``shape``
+    only values that look like the examples (unless that would keep fewer than half). Returns (values, calls)."""
+    got: list[str] = []
+    offered: list[str] = []
+    calls = 0
+    longest = max((len(t) for t in seeds), default=24)
+    while len(got) < want and calls < rounds:
+        shown = [*seeds, *got][-30:]
+        what = render_section("seed_data", "continue_items", sep=json.dumps(sep, ensure_ascii=False)) if sep else ""
+        prompt = render_section(
+            "seed_data", "continue", name=scenario.name, description=scenario.description, table=table.name,
+            ddl=table.ddl, column=column, items=what, n=VOCAB_ASK,
+            values="\n".join(f"- {v}" for v in shown) if shown else render_section("seed_data", "continue_none"))
+        calls += 1
+        try:
+            reply, _ = client.structured_reply(Values, user(prompt), stage=STAGE,
+                                               max_tokens=VOCAB_ASK * (longest // 3 + 8) + 40)
+        except LLMUnavailable:
+            raise
+        except LLMError:
+            break
+        new = vocab.clean(reply.values, [*seeds, *got], offered)
+        offered.extend(reply.values)
+        if sep:
+            new = [v for v in new if sep.strip() not in v]
+        if shape is not None:
+            fit = [v for v in new if prof.misfit(shape, v) is None]
+            new = fit if 2 * len(fit) >= len(new) else new
+        got.extend(new)
+        if len(new) < 3:
+            break
+    return got, calls
+
+
+@dataclass
+class Settled:
+    """What code decided after the LLM's choice: generators, rows it cannot make (a short UNIQUE list), parent
+    date bounds, columns whose example values are rewritten, LLM calls spent, notes."""
+
+    gens: dict[str, ir.ColumnGenerator | None]
+    cap: int | None = None
+    bounds: list[tuple[str, str, dict[Any, date], bool, int]] = field(default_factory=list)
+    rewrite: list[str] = field(default_factory=list)
+    calls: int = 0
+    keep: set[str] = field(default_factory=set)
+
+
+def _code(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator:
+    """``g`` changed by code (the LLM's choice keeps its kind only where the examples agree); a fallback stays a
+    fallback, its note (why the choice failed) kept first."""
+    return g.model_copy(update={"by": "code" if g.by == "llm" else g.by,
+                                "note": f"{g.note}; {note}" if g.note else note, **update})
+
+
+def _reaches(gens: dict[str, ir.ColumnGenerator | None], start: str, target: str) -> bool:
+    """Whether ``start``'s dates are drawn (through ``date_after`` links) from ``target``'s."""
+    seen = set()
+    cur = gens.get(start)
+    while cur is not None and cur.kind == "date_after" and cur.after and cur.after not in seen:
+        if cur.after == target:
+            return True
+        seen.add(cur.after)
+        cur = gens.get(cur.after)
+    return False
+
+
+def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
+           asked: list[Column], chosen: dict[str, ir.ColumnGenerator | None], ctx: Context, client: LLMClientProtocol,
+           settings: BuildSettings, n_examples: int) -> Settled:
+    """Make every relation the examples show hold, by code: date order, the clock, signs, lists; fill text
+    lists by continuation; bound a child's dates by its parent's."""
+    out = Settled(dict(chosen))
+    gens = out.gens
+    today = date.fromisoformat(settings.clock[:10])
+    ex = ctx.examples
+    asked_names = {c.name for c in asked}
+    # dates: the order of two columns, then the clock
+    orders = relations.nearest_before(relations.date_orders({c: ex.get(c, []) for c in asked_names}))
+    for second, o in orders.items():
+        g, first = gens.get(second), gens.get(o.first)
+        if g is None or first is None or first.kind not in ("date", "datetime", "date_after"):
+            continue
+        if g.kind == "date_after" and g.after == o.first and g.min is not None and g.min >= o.min_days:
+            continue
+        if _reaches(gens, o.first, second):  # the model drew the first from the second: the first gets its own dates
+            days = sorted(d for d in (relations.as_date(v) for v in ex.get(o.first, [])) if d is not None)
+            gens[o.first] = _code(first, "its own dates, as the examples", kind="date", after=None, min=None,
+                                  max=None, start=(days[0] - timedelta(days=180)).isoformat(),
+                                  end=days[-1].isoformat())
+        gens[second] = _code(g, f"{o.min_days}-{o.max_days} days after {o.first}, as every example",
+                             kind="date_after", after=o.first, min=float(o.min_days), max=float(o.max_days),
+                             start=None, end=None)
+    for name in asked_names:
+        g = gens.get(name)
+        if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
+            continue
+        side = relations.clock_side(ex.get(name, []), today)
+        start, end = date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10])
+        if side == "past" and end > today:
+            end = today
+            start = min(start, end - timedelta(days=180))
+        elif side == "future" and start < today:
+            start = today
+            end = max(end, start + timedelta(days=180))
+        else:
+            continue
+        gens[name] = _code(g, f"dated {'up to' if side == 'past' else 'from'} today, as every example",
+                           start=start.isoformat(), end=end.isoformat())
+    # numbers: the examples' sign
+    for name in asked_names:
+        g = gens.get(name)
+        if g is None or g.kind not in ("integer", "amount") or g.min is None:
+            continue
+        nums = [v for v in ex.get(name, []) if isinstance(v, int | float) and not isinstance(v, bool)]
+        sign = relations.sign(nums)
+        low = (1.0 if g.kind == "integer" else 0.01) if sign == "positive" else 0.0
+        if sign and g.min < (low if sign == "positive" else 0):
+            gens[name] = _code(g, f"{sign.replace('_', '-')} as every example", min=float(low),
+                               max=max(float(g.max or low), float(low)))
+    # text: lists continued from the examples
+    for c in asked:
+        g = gens.get(c.name)
+        if g is None or g.kind != "text_pool" or storage(c) not in ("TEXT", "ANY"):
+            continue
+        texts = prof.texts_of(ex.get(c.name, []))
+        sep = vocab.list_separator(texts)
+        unique = c.name in ctx.singles
+        if sep:
+            items = vocab.list_items(texts, sep)
+            more, calls = continue_list(scenario, table, c.name, items, VOCAB_WANT, VOCAB_ROUNDS, client,
+                                        settings, sep=sep)
+            out.calls += calls
+            pool = vocab.clean([*items, *more])
+            if vocab.later_lower(texts, sep):
+                pool = list(dict.fromkeys(i[:1].lower() + i[1:] for i in pool))
+            lo, hi = vocab.list_counts(texts, sep)
+            gens[c.name] = _code(g, f"lists of {lo}-{hi} items joined by {sep!r}, as the examples",
+                                 pool=pool, pattern=sep, min=float(lo), max=float(max(hi, lo)))
+            continue
+        placeholder = vocab.placeholder_examples(texts)
+        seeds = [] if placeholder else vocab.clean(texts)
+        want = ctx.rows if unique else VOCAB_WANT
+        rounds = VOCAB_ROUNDS_UNIQUE if unique else VOCAB_ROUNDS
+        shape = prof.profile(seeds) if len(seeds) >= 2 else None
+        more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape)
+        out.calls += calls
+        pool = [*seeds, *more]
+        if not pool:
+            gens[c.name] = None
+            continue
+        note = "examples continued by the LLM" + ("; its example values were numbered placeholders" if placeholder
+                                                  else "")
+        gens[c.name] = _code(g, note, pool=pool, pattern=None, min=None, max=None)
+        if placeholder or not texts:
+            out.rewrite.append(c.name)
+        if unique:
+            out.keep.add(c.name)
+            left = len(pool) - (0 if placeholder else n_examples)
+            out.cap = left if out.cap is None else min(out.cap, left)
+    # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values
+    for c in asked:
+        g = gens.get(c.name)
+        if g is not None and (g.kind in REWRITTEN or (all(v is None for v in ex.get(c.name, [])) and
+                                                         g.kind not in ("date_after",))):
+            if c.name not in out.rewrite:
+                out.rewrite.append(c.name)
+    # a child's dates against its parent row's, as every example shows
+    for c in cols:
+        if c.ref is None or c.ref[0] == table.name:
+            continue
+        parent, key = c.ref
+        prow = conn.execute(f'SELECT * FROM "{parent}"')
+        pnames = [d[0] for d in prow.description]
+        parents = {r[pnames.index(key)]: dict(zip(pnames, r, strict=True)) for r in prow}
+        for po in relations.parent_orders(ex, c.name, parents):
+            if po.column not in asked_names or gens.get(po.column) is None:
+                continue
+            dates = {k: d for k, r in parents.items() for d in [relations.as_date(r.get(po.parent_column))]
+                     if d is not None}
+            out.bounds.append((po.column, c.name, dates, po.after, po.min_days))
+    return out
+
+
+def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], names: list[str],
+                     gens: list[ir.ColumnGenerator], locale: str, seed: int, examples: dict[str, list[Any]]) -> int:
+    """The example rows' values of ``names`` drawn again from their generators (a person, a phone, an e-mail built
+    from the new name; a list item for a numbered placeholder; a value where every example was NULL), before any
+    child or later prompt sees them. A value another row holds is drawn again (UNIQUE). Returns rows changed."""
+    has_rowid = conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table.name,)).fetchone()[0]
+    mine = [g for g in gens if g.column in names]
+    if not has_rowid or not mine:
+        return 0
+    maker = ValueMaker(locale, seed + 11, mine, cols, examples)
+    rowids = [r[0] for r in conn.execute(f'SELECT rowid FROM "{table.name}" ORDER BY rowid')]
+    changed = 0
+    for rowid in rowids:
+        for _ in range(8):
+            row = maker.row({}, {})
+            sets = ", ".join(f'"{g.column}" = ?' for g in mine)
+            try:
+                conn.execute("SAVEPOINT rewrite")
+                conn.execute(f'UPDATE "{table.name}" SET {sets} WHERE rowid = ?', [*(row[g.column] for g in mine),
+                                                                                     rowid])
+                conn.execute("RELEASE rewrite")
+                changed += 1
+                break
+            except sqlite3.Error:
+                conn.execute("ROLLBACK TO rewrite")
+                conn.execute("RELEASE rewrite")
+    return changed
+
+
 def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
-               locale: str | None = None) -> Made:
-    """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled)."""
+               locale: str | None = None, known: dict[str, list[str]] | None = None) -> Made:
+    """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
+    the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it."""
     cols = table_columns(conn, table)
     names = [c.name for c in cols if not c.auto_id]
     quoted = ", ".join(f'"{n}"' for n in names)
@@ -440,8 +713,13 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     seed = derive_seed(scenario, table.name)
     sets = key_sets(conn, table, names)
     shape = table_shape(conn, table, cols, sets, len(rows), settings, random.Random(seed))
+    mine = {f"{table.name}.{c}": t for c, t in semantic.text_columns(
+        {c.name: examples[c.name] for c in cols if not c.auto_id and c.ref is None}).items()}
+    known = known if known is not None else {}
+    others = {**known, **{k.split(".", 1)[1]: v for k, v in mine.items()}}  # this table's columns by bare name
     ctx = Context(rows=len(rows) + len(shape.fixed), singles=frozenset(s[0] for s in sets if len(s) == 1),
-                  examples=examples)
+                  examples=examples, others=others, vectors=_vectors())
+    known.update(mine)
     refs = [ir.ColumnGenerator(column=c.name, kind="reference", by="code", parent=c.ref[0], key=c.ref[1],
                                min=settings.child_fanout[0] if c.name == shape.primary else None,
                                max=settings.child_fanout[1] if c.name == shape.primary else None)
@@ -452,20 +730,70 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     if asked:
         chosen, locale, attempts = choose(scenario, table, conn, cols, asked, ctx, shape, refs, client, settings,
                                           locale, seed)
-    by_col = {g.column: g for g in [*refs, *(g for g in chosen.values() if g is not None)]}
-    gens = [by_col[c.name] for c in cols if c.name in by_col]
     locale = locale or DEFAULT_LOCALE
-    filled = fill(conn, table, cols, ValueMaker(locale, seed, gens, cols, examples), shape, sets)
+    done = settle(scenario, table, conn, cols, asked, chosen, ctx, client, settings, len(rows))
+    attempts += done.calls
+    by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
+    gens = [by_col[c.name] for c in cols if c.name in by_col]
+    if done.rewrite:
+        rewrite_examples(conn, table, cols, done.rewrite, gens, locale, seed, examples)
+    if done.cap is not None and done.cap < len(shape.fixed):  # a UNIQUE list shorter than the table: fewer rows
+        shape = Shape(fixed=shape.fixed[:max(0, done.cap)], refs=shape.refs, primary=shape.primary)
+    maker = ValueMaker(locale, seed, gens, cols, examples)
+    maker.bounds = done.bounds
+    filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
     rejections = [ir.Rejection(stage=STAGE, item=f"{table.name}.{c.name}",
                                reason=f"generator choice failed, fell back to one from the column's type and "
                                       f"constraints: {g.kind if g else 'left empty'}",
                                evidence={"error": (g.note if g else "") or ""})
                   for c in asked for g in [chosen.get(c.name)] if g is None or g.by == "fallback"]
+    if done.cap is not None and done.cap < ctx.rows - len(rows):
+        rejections.append(ir.Rejection(
+            stage=STAGE, item=table.name,
+            reason=f"a UNIQUE column's list holds {done.cap + len(rows)} values: {len(shape.fixed)} code-made rows "
+                   f"instead of {ctx.rows - len(rows)}", evidence={"kind": "short_list"}))
     if filled.dropped:
         rejections.append(ir.Rejection(
             stage=STAGE, item=table.name,
             reason=f"{sum(filled.dropped.values())} code-made rows dropped after {len(shape.fixed)} planned"
                    + (" (stopped: the generators gave no new distinct rows)" if filled.stopped else ""),
             evidence={"errors": dict(filled.dropped.most_common(5))}))
+    rejections.extend(finding_rejections(conn, table, cols, len(rows), [g.column for g in gens
+                                                                        if g.kind == "text_pool"]))
     plan = ir.RowPlan(locale=locale, seed=seed, examples=len(rows), generators=gens)
     return Made(plan, rejections, attempts)
+
+
+def finding_rejections(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: int,
+                       continued: list[str]) -> list[ir.Rejection]:
+    """The semantic findings the build could not fix (:func:`pipeline.meaning.findings.table_findings`), as
+    rejections: ``report.json`` lists them under ``build.rejections`` (evidence kind ``semantic_finding``)."""
+    cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {"rowid" if _has_rowid(conn, table.name) else "1"}')
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r, strict=True)) for r in cur]
+    skip = [c.name for c in cols if c.auto_id or c.ref is not None]
+    found = semantic.table_findings(table.name, rows, examples, skip=skip, continued=continued)
+    return [ir.Rejection(stage=STAGE, item=f"{f.table}.{f.column}", reason=f"semantic finding: {f.contradicts}",
+                         evidence={"kind": "semantic_finding", **f.as_dict()}) for f in found]
+
+
+def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    return bool(conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table,)).fetchone()[0])
+
+
+_VECTORS: list[prof.Vectors] = []
+
+
+def _vectors() -> prof.Vectors | None:
+    """MiniLM vectors (``pipeline.embed``), one cache per process; None when the model cannot load."""
+    if not _VECTORS:
+        from pipeline.embed import EmbeddingError, get_embedder
+
+        try:
+            enc = get_embedder()
+            enc.model  # noqa: B018 - load now, so a missing model shows here
+        except EmbeddingError:
+            return None
+        _VECTORS.append(prof.Vectors(enc.encode))
+    return _VECTORS[0]

@@ -159,6 +159,10 @@ class ValueMaker:
         self.parts = ([g.column for g in gens if g.kind == "first_name"][:1],
                       [g.column for g in gens if g.kind == "last_name"][:1])
         self.popularity: dict[str, list[float]] = {}
+        self.unused: dict[str, list[Any]] = {}
+        """Per column of a UNIQUE list: its items not yet drawn (drawn without replacement, last first)."""
+        self.bounds: list[tuple[str, str, dict[Any, date], bool, int]] = []
+        """(column, reference column, parent key -> parent's date, after, days): set by the caller."""
 
     def references(self, refs: dict[str, list[Any]]) -> None:
         """A skewed popularity per reference column: parents in a seeded order, weights 1/(rank+1)."""
@@ -175,6 +179,8 @@ class ValueMaker:
         for g in self.gens:
             if g.column not in out:
                 out[g.column] = self.value(g, out, refs)
+                if self.bounds:
+                    out[g.column] = self.bound(g.column, out[g.column], out, g)
         return out
 
     def value(self, g: ir.ColumnGenerator, row: dict[str, Any], refs: dict[str, list[Any]]) -> Any:
@@ -216,11 +222,53 @@ class ValueMaker:
         if k == "code":
             return "".join(str(rng.randrange(10)) if ch == "#" else rng.choice(_LETTERS) if ch == "?" else ch
                            for ch in g.pattern or "")
+        if k == "text_pool" and g.pattern and g.max:  # a list-valued column: items joined by its separator
+            return self._items(g)
+        if k == "text_pool" and self.unused.get(g.column):
+            return self.unused[g.column].pop()
         if k == "text_pool":
             return rng.choice(g.pool or [""])
         if k == "text_combo":
             return f"{rng.choice(g.pool or [''])} {rng.choice(g.pool2 or [''])}"
         raise ValueError(f"unknown generator kind {k!r}")
+
+    def _items(self, g: ir.ColumnGenerator) -> str:
+        """``min``..``max`` different items of the pool joined by ``pattern`` (the separator the examples use). A
+        pool written in lower case (the examples write items after the first so) starts its list upper case."""
+        pool = g.pool or [""]
+        k = self.rng.randint(max(1, int(g.min or 1)), max(1, min(len(pool), int(g.max or 1))))
+        items = self.rng.sample(pool, k)
+        if all(i[:1].islower() for i in pool if i[:1].isalpha()):
+            items[0] = items[0][:1].upper() + items[0][1:]
+        return (g.pattern or ", ").join(items)
+
+    def draw_once(self, columns: set[str], taken: dict[str, set[Any]]) -> None:
+        """Draw the pools of ``columns`` without replacement, skipping the values in ``taken``."""
+        for g in self.gens:
+            if g.column in columns and g.kind == "text_pool" and g.pool and not g.pattern:
+                left = [v for v in g.pool if v not in taken.get(g.column, set())]
+                self.rng.shuffle(left)
+                self.unused[g.column] = left
+
+    def bound(self, column: str, value: Any, row: dict[str, Any], g: ir.ColumnGenerator) -> Any:
+        """``value`` moved to respect the parent dates the examples show (:attr:`bounds`): a child's date not
+        before (or not after) its parent row's date."""
+        for col, via, dates, after, days in self.bounds:
+            if col != column or value is None:
+                continue
+            base = dates.get(row.get(via))
+            got = _maybe_date(value)
+            if base is None or got is None:
+                continue
+            rest = str(value)[10:]
+            if after and got < base + timedelta(days=days):
+                low = base + timedelta(days=days)
+                end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
+                span = (end - low).days if end is not None and end > low else 30
+                value = (low + timedelta(days=self.rng.randint(0, span))).isoformat() + rest
+            elif not after and got > base - timedelta(days=days):
+                value = (base - timedelta(days=days + self.rng.randint(0, 30))).isoformat() + rest
+        return value
 
     def _with_time(self, column: str, day: date, minutes: int) -> str:
         sep, seconds = self.formats.get(column, ("T", True))
@@ -247,6 +295,13 @@ class ValueMaker:
             return f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
         tail = str(self.rng.randrange(10, 100)) if self.rng.random() < 0.3 else ""
         return f"{_slug(name)}{tail}@{self.fake.free_email_domain()}"
+
+
+def _maybe_date(value: Any) -> date | None:
+    try:
+        return date.fromisoformat(str(value)[:10]) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _cumulate(weights: list[float]) -> Any:
@@ -282,15 +337,18 @@ class Filled:
 
 
 def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: ValueMaker, shape: Shape,
-         sets: list[tuple[str, ...]]) -> Filled:
+         sets: list[tuple[str, ...]], keep: frozenset[str] = frozenset()) -> Filled:
     """Insert one row per ``shape.fixed`` entry, drawing again a row that repeats a key set or that SQLite
-    refuses; a row refused ``RETRIES`` times is dropped (and counted by reason)."""
+    refuses; a row refused ``RETRIES`` times is dropped (and counted by reason). A repeated value of a column in
+    ``keep`` (a vocabulary list's item) is never made unique by a suffix: the row is dropped instead."""
     names = [c.name for c in cols if not c.auto_id]
     quoted = ", ".join(f'"{n}"' for n in names)
     sql = f'INSERT INTO "{table.name}" ({quoted}) VALUES ({", ".join("?" for _ in names)})'
     taken = {s: set(taken_values(conn, table.name, s)) for s in sets}
     self_ref = {c.name: c.ref[1] for c in cols if c.ref is not None and c.ref[0] == table.name}
     maker.references(shape.refs)
+    if keep:
+        maker.draw_once(set(keep), {c: {r[0] for r in taken_values(conn, table.name, (c,))} for c in keep})
     refs = dict(shape.refs)
     for name, key in self_ref.items():  # a reference to the table itself: any row already in it, uniformly
         refs[name] = parent_keys(conn, table.name, key)
@@ -301,7 +359,7 @@ def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: V
             row = maker.row(fixed, refs)
             error = _repeats(row, taken)
             if error and attempt == RETRIES - 1:  # the last draw: its repeated value made unique, as for LLM rows
-                row = _bump(row, taken, cols)
+                row = _bump(row, taken, cols, keep)
                 error = _repeats(row, taken)
             if error:
                 continue
@@ -339,8 +397,8 @@ def _repeats(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ..
     return ""
 
 
-def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]], cols: list[Column]
-          ) -> dict[str, Any]:
+def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]], cols: list[Column],
+          keep: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``row`` with the repeated value of each key set it repeats changed to the nearest unused one (the last
     column of the set that is neither a reference nor a CHECK-listed value; :func:`variants`)."""
     out = dict(row)
@@ -349,7 +407,7 @@ def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]
         if tuple(out.get(c) for c in s) not in seen:
             continue
         free = [c for c in s if c in by_name and by_name[c].ref is None and not by_name[c].enum]
-        if not free:
+        if not free or free[-1] in keep:
             continue
         for candidate in variants(out[free[-1]]):
             trial = {**out, free[-1]: candidate}

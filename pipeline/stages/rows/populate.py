@@ -40,6 +40,7 @@ from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.dbmodel.ddl import row_order, rows_of, scratch_db
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import findings as semantic
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import generators as rowgen
@@ -316,6 +317,7 @@ def generate_seed(
     attempts = 0
     sent: set[str] = set()
     plans: dict[str, ir.RowPlan] = {}
+    known: dict[str, list[str]] = {}  # every table's example texts so far, to compare a column's values with
     try:
         for i, table in enumerate(tables):
             prefetch_first_rows(scenario, tables[i:], {t.name for t in tables[:i]}, by_name, conn, client,
@@ -330,7 +332,7 @@ def generate_seed(
                 return StageResult(None, tuple(rejections), attempts)
             if settings.row_generators:
                 locale = next((p.locale for p in plans.values()), None)
-                made = rowgen.fill_table(scenario, table, conn, client, settings, locale)
+                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known)
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
@@ -366,7 +368,11 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         if not settings.row_generators:
             return rows_of(conn, table)
         locale = next((s.plan.locale for s in env.seed if s.plan is not None), None)
-        return rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale).plan)
+        known = {f"{s.table}.{c}": texts for s in env.seed if s.plan is not None and s.table != table.name
+                 for c, texts in semantic.text_columns(
+                     {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in (s.rows[0] if s.rows else {})
+                      if not any(g.column == c and g.kind == "reference" for g in s.plan.generators)}).items()}
+        return rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan)
     finally:
         conn.close()
 

@@ -50,6 +50,9 @@ class TableItem(BaseModel):
     ddl: str
     natural_key: list[str] = Field(min_length=1, max_length=3)
     """The column(s) a user names a row by: a code, a number, a plate, a name, or a combination."""
+    personal: list[str] = Field(default_factory=list, max_length=6)
+    """Columns that record a personal characteristic of someone (gender, ethnicity, religion, nationality, marital
+    status, disability, pregnancy): the model's classification, which code holds rules to (no rule turns on one)."""
 
 
 class DdlFix(BaseModel):
@@ -309,6 +312,22 @@ def declare_natural_keys(tables: list[ir.Table], declared: dict[str, list[str]]
     return out, rejections
 
 
+def declare_personal(tables: list[ir.Table], declared: dict[str, list[str]]) -> list[ir.Table]:
+    """Fill ``Table.personal`` from the reply's classification, as the table's own column names (a name that is no
+    column of it, or that is a key, says nothing about one and is left out)."""
+    conn = scratch_db(tables)
+    out = []
+    try:
+        for t in tables:
+            cols = {c.name.lower(): c for c in table_columns(conn, t) if not c.pk and c.ref is None}
+            said = [cols[n.strip().strip('"`[]').lower()].name for n in declared.get(t.name, [])
+                    if n.strip().strip('"`[]').lower() in cols]
+            out.append(t.model_copy(update={"personal": list(dict.fromkeys(said))}))
+    finally:
+        conn.close()
+    return out
+
+
 def generate_schema(
     scenario: ir.Scenario, intents: tuple[Intent, ...], client: LLMClientProtocol, settings: BuildSettings
 ) -> StageResult[tuple[ir.Table, ...]]:
@@ -331,6 +350,7 @@ def generate_schema(
     attempts = 1
     current: dict[str, str] = {}
     keys: dict[str, list[str]] = {}
+    personal: dict[str, list[str]] = {}
     for item in reply.tables:  # type: ignore[attr-defined]
         ddl = normalise_ddl(item.ddl)
         name = ddl_table_name(ddl) or item.name  # trust the statement over the label
@@ -340,6 +360,7 @@ def generate_schema(
             continue
         current[name] = ddl
         keys[name] = list(item.natural_key)
+        personal[name] = list(item.personal)
 
     current = drop_dangling_references(current)
     errors = check_tables(list(current.items()))
@@ -364,6 +385,7 @@ def generate_schema(
         rejections.extend(renamed)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)
+    tables = declare_personal(tables, personal)
     if len(tables) < settings.tables_min:
         rejections.append(ir.Rejection(
             stage=STAGE, item=scenario.name,

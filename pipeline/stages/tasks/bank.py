@@ -31,7 +31,7 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task, TaskMetadata, ToolCall
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import Escalating
-from pipeline.prompts import prompt_hashes
+from pipeline.prompts import prompt_hashes, sections
 from pipeline.runtime import reward
 from pipeline.runtime.replay import describe_call, fresh
 from pipeline.settings import TaskSettings as TaskSettings
@@ -88,6 +88,43 @@ def _template_chunks(facts: list[str], descriptions: Sequence[str] = (), min_wor
     return out
 
 
+def database_words(env: Environment, language: str = "en") -> set[str]:
+    """The words of the database's own trade (``prompts/tasks.md`` ``database_words``, a section per language)
+    that a request may not use: a customer speaks of books and orders, not of rows and tables. A word the schema
+    itself names a table or a column by ("a medical record") is the domain's, and stays allowed."""
+    keys = set(sections("tasks"))
+    key = f"database_words_{language}" if f"database_words_{language}" in keys else "database_words"
+    said = {w.strip().casefold() for w in render_section("tasks", key).replace("\n", ",").split(",") if w.strip()}
+    return said - _schema_words(tuple(t.ddl for t in env.tables))
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_words(ddls: tuple[str, ...]) -> frozenset[str]:
+    """The words of the tables' and columns' names (split at underscores), as SQLite reads the DDL."""
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        out: set[str] = set()
+        for ddl in ddls:
+            try:
+                conn.execute(ddl)
+            except sqlite3.Error:
+                continue
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{name}")').fetchall()]
+            out |= {w.casefold() for n in (name, *cols) for w in n.split("_") if w}
+        return frozenset(out)
+    finally:
+        conn.close()
+
+
+def database_word(env: Environment, norm: str, language: str = "en") -> str | None:
+    """The first of :func:`database_words` that the normalized request ``norm`` uses as a whole word, else None."""
+    words = set(re.findall(r"\w+", norm))
+    return next((w for w in sorted(database_words(env, language)) if w in words), None)
+
+
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated (or a run of
     :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` of its words), a value the chain needs left out, a surrogate id or
@@ -122,6 +159,9 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
         if any(re.search(rf"\b{re.escape(reward.normalize_text(f))} rows?\b", norm) for f in forms):
             return (f"{it} speaks of {table.name} rows, the plan's wording; write it the way this user "
                     "would say it, in their own words")
+    if said_db := database_word(env, norm):
+        return (f"{it} speaks of a {said_db!r}, the database's word; write it the way this user would say it, of "
+                "the things themselves")
     for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
         if chunk in norm:
             return (f"{it} copies the plan's wording ({chunk!r}); write the message the way this user "

@@ -54,6 +54,10 @@ class _Words:
         own = f"{key}_{self.language}"
         return render_section(PROMPT, own if own in self.keys else key, **values)
 
+    def has(self, key: str) -> bool:
+        """Whether the language has its own ``key`` section (English: the plain one)."""
+        return f"{key}_{self.language}" in self.keys or (self.language == "en" and key in self.keys)
+
     def join(self, items: Sequence[str]) -> str:
         items = list(items)
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {self('and')} " + items[-1]
@@ -64,6 +68,12 @@ class _Words:
         if isinstance(v, int | float):
             return str(v)
         s = str(v)
+        if (m := _ISO_VALUE.match(s)) and m.group(2) is None and self.has("months"):
+            # a date as people write it ("January 15, 2026"), with the month names of the scenario's language
+            months = [x.strip() for x in self("months").split(",")]
+            year, month, day = s.split("-")
+            if len(months) == 12:
+                return self("date", month=months[int(month) - 1], day=str(int(day)), year=year)
         if _ISO_VALUE.match(s):
             return s
         return f'"{s}"' if "'" in s else f"'{s}'"

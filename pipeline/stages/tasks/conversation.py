@@ -4,8 +4,10 @@ Code gives the simulated user its facts: every value the request states, each wi
 how the user names a row, the new values, the rows a new row points at, the conditions of a count), and what it
 never says (the plan's hidden values: ids read from tools, the answer). The LLM writes only the opening line (what a
 person says first, in general words) and a persona, in one small structured request (``prompts/user.md``
-``opening_*``), linted by code: no value of the request, no identifier. After ``max_attempts`` replies that fail,
-code writes both from the goals (``opening_<kind>_en``); ``worded_by`` says which. The result is
+``opening_*``) that shows it the code's opening (what the person wants in general words, from the goals'
+kinds and tables), not the request: it has no value to give away, so one reply usually passes the lint (no value
+of the request, no identifier). When ``max_attempts`` replies (one by default) fail, the code's opening stays
+(``opening_<kind>_en``); ``worded_by`` says which. The result is
 ``metadata.conversation`` (:class:`verify.conversation.Script` without the goal, which is the task's request).
 """
 
@@ -142,7 +144,7 @@ def lint_opening(env: Environment, script: Script, reply: Opening, things: Colle
     return None
 
 
-def conversation_form(env: Environment, client: LLMClientProtocol, task: Task, chain: Chain, *, max_attempts: int = 2,
+def conversation_form(env: Environment, client: LLMClientProtocol, task: Task, chain: Chain, *, max_attempts: int = 1,
                       language: str = "en") -> dict[str, Any]:
     """``metadata.conversation`` for ``task`` planned as ``chain``."""
     opening, persona = code_opening(env, chain, language)
@@ -150,7 +152,7 @@ def conversation_form(env: Environment, client: LLMClientProtocol, task: Task, c
                     question=chain.answer is not None, hidden=[v for v in chain.hidden if not isinstance(v, bool)],
                     pushback=any(r.get("verdict") == "forbids" for r in chain.rules))
     messages = [{"role": "system", "content": render_section(PROMPT, "opening_system", language=language)},
-                {"role": "user", "content": render_section(PROMPT, "opening_user", system=env.scenario.name, goal=task.instruction)}]
+                {"role": "user", "content": render_section(PROMPT, "opening_user", system=env.scenario.name, wants=opening)}]
     things = {w.casefold() for g in chain.goals for t in (g.table, g.owner, g.items) if t
               for w in _Words(language).thing(t).split()} if language == "en" else set()
 
@@ -159,7 +161,7 @@ def conversation_form(env: Environment, client: LLMClientProtocol, task: Task, c
         return (None, problem) if problem else (reply, None)
 
     out = ask_with_feedback(client, Opening, messages, check, stage=STAGE, max_attempts=max_attempts,
-                            max_tokens=160, feedback=lambda e: e, retry_temperature=0.7)
+                            max_tokens=120, feedback=lambda e: e, retry_temperature=0.7)
     worded_by = "code"
     if out.value is not None:
         script = script.model_copy(update={"opening": out.value.opening.strip(), "persona": out.value.persona.strip()})

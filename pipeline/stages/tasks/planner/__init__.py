@@ -160,8 +160,12 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     of the bank uses, else one whose (shape, tool chain, asked column) the bank holds least, then whose
     (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties).
     ``rule_quota``: while the bank holds fewer rule-bound chains, those come first (a compound request of an
-    allowed and a forbidden write, or an exception, before a decide task)."""
-    left = [i for i in range(1, len(chains) + 1) if i not in tried]
+    allowed and a forbidden write, or an exception, before a decide task). A decide task (:func:`decide`) is taken
+    only while the bank's decide tasks stay under :data:`DECIDE_SHARE` of its rule-bound ones (:func:`decide_fits`):
+    an agent that writes whatever it is asked passes each of them, one that does nothing passes none of the
+    others."""
+    left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
+        decide(chains[i - 1]) and not decide_fits(bank))]
     if writes is None or not left:
         return left[0] if left else None
     uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
@@ -175,6 +179,22 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
         return (ruled, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
 
     return min(left, key=rank)
+
+
+DECIDE_SHARE = 0.2
+"""The decide tasks' share of a bank's rule-bound tasks stays below this: a blind writer earns less."""
+
+
+def decide(ch: Chain) -> bool:
+    """A rule-bound chain whose every governed write the rules allow: a blind writer passes it."""
+    return bool(ch.rules) and ch.shape not in ("compound_rule", "exception")
+
+
+def decide_fits(bank: Sequence[Chain]) -> bool:
+    """Whether one more decide task keeps the bank's decide tasks under :data:`DECIDE_SHARE` of its rule-bound
+    tasks (counting the new one)."""
+    ruled = sum(1 for ch in bank if ch.rules) + 1
+    return sum(1 for ch in bank if decide(ch)) + 1 < DECIDE_SHARE * ruled
 
 
 def _round_robin(groups: list[list[Chain]], k: int, taken: list[Chain]) -> list[Chain]:

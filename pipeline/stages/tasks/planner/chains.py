@@ -25,6 +25,7 @@ aggregate over what was read.
 
 from __future__ import annotations
 
+import random
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -183,10 +184,19 @@ class Planner:
         return self._cache[key]
 
     def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
-        info = self.infos[table]
-        order = "rowid" if info.key == ("rowid",) else ", ".join(qi(k) for k in info.key)
-        cur = self.conn.execute(f"SELECT * FROM {qi(table)} ORDER BY {order} LIMIT {limit}")
-        return [dict(zip(info.columns, r, strict=True)) for r in cur.fetchall()]
+        """At most ``limit`` rows of ``table`` (all with -1) in an order shuffled over the whole table, fixed per
+        table: the rows the LLM wrote as examples come first in the table, and would otherwise be named in most
+        requests; so every row is as likely to be named as any other."""
+        key = "rows:" + table
+        if key not in self._cache:
+            info = self.infos[table]
+            order = "rowid" if info.key == ("rowid",) else ", ".join(qi(k) for k in info.key)
+            every = [dict(zip(info.columns, r, strict=True))
+                     for r in self.conn.execute(f"SELECT * FROM {qi(table)} ORDER BY {order}").fetchall()]
+            random.Random(key).shuffle(every)
+            self._cache[key] = every
+        every = self._cache[key]
+        return list(every if limit < 0 else every[:limit])
 
     def parent(self, table: str, col: str, value: Any) -> tuple[str, dict[str, Any]] | None:
         for c, p, pc in self.infos[table].foreign_keys:
