@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.embed import Embedder, get_embedder  # noqa: E402
 from pipeline.ir import Scenario  # noqa: E402
-from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios, scenario_text  # noqa: E402
+from pipeline.scenarios.dedup import DedupIndex, DedupSettings, dedup_scenarios, scenario_text  # noqa: E402
 
 PAIRS = ROOT / "tests" / "data" / "dedup_pairs.jsonl"
 

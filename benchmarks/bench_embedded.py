@@ -1,12 +1,12 @@
 """The embedded server's speed, alone and beside a CPU-bound process, for each way of starting it.
 
 Usage: .venv/bin/python benchmarks/bench_embedded.py [--model NAME] [--tokens 96] [--reps 2]
-       [--settings NAME,...] [--json]
+       [--settings NAME,...] [--busy-session own|same] [--json]
 
 For each setting (below) one embedded server is started as ``pipeline.llm.embedded.EmbeddedServer`` starts it,
 with that setting's thread count and environment; it answers the same requests (a ~300-token prompt, greedy,
 ``--tokens`` generated) ``--reps`` times on a quiet machine and ``--reps`` times beside ``python3 -c 'while True:
-pass'`` (one busy core). Each request has its own opening line, so none is served from llama.cpp's prompt cache.
+pass'`` (one busy core; in a session of its own by default, as another terminal's work is). Each request has its own opening line, so none is served from llama.cpp's prompt cache.
 Speeds are measured on the streamed reply: prompt reading = the prompt's tokens (as the server log
 counts them) over the time to the first token; generation = the tokens after the first over the time they took. Replies are compared byte for byte across settings (request by request).
 
@@ -23,7 +23,11 @@ Settings:
                (the default where the priority cannot be raised)
   fitted+spin0 fitted, with GOMP_SPINCOUNT=0
   fitted+nice-10  fitted, at nice -10
-  nice-10      the default: nice -10 where allowed (root or CAP_SYS_NICE), threads fixed (fitted if not allowed)
+  nice-10      nice -10 where allowed (root or CAP_SYS_NICE), threads fixed (fitted if not allowed), the server
+               leading a session of its own whose scheduling group has the same nice
+  nice-19      the default since 2026-11-28: nice-10 at -19
+  nice-10-samegroup  nice-10 without the session of its own (ENVFOUNDRY_SERVER_AUTOGROUP=0): where the kernel
+               groups tasks by session (sched_autogroup_enabled=1) the nice then weighs nothing against other sessions
 Every setting but the nice ones runs at the usual priority (ENVFOUNDRY_SERVER_NICE=0).
 """
 
@@ -54,8 +58,16 @@ SETTINGS: dict[str, tuple[int | None, dict[str, str]]] = {
     "fitted+spin0": (None, {"ENVFOUNDRY_ADAPTIVE_THREADS": "1", "GOMP_SPINCOUNT": "0"}),
     "fitted+nice-10": (None, {"ENVFOUNDRY_ADAPTIVE_THREADS": "1", "ENVFOUNDRY_SERVER_NICE": "-10"}),
     "nice-10": (None, {"ENVFOUNDRY_ADAPTIVE_THREADS": "auto", "ENVFOUNDRY_SERVER_NICE": "-10"}),
+    "nice-19": (None, {"ENVFOUNDRY_ADAPTIVE_THREADS": "auto", "ENVFOUNDRY_SERVER_NICE": "-19"}),
+    "nice-10-samegroup": (None, {"ENVFOUNDRY_ADAPTIVE_THREADS": "auto", "ENVFOUNDRY_SERVER_NICE": "-10",
+                                 "ENVFOUNDRY_SERVER_AUTOGROUP": "0"}),
 }
-ENV_KEYS = ("ENVFOUNDRY_ADAPTIVE_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ENVFOUNDRY_SERVER_NICE")
+ENV_KEYS = ("ENVFOUNDRY_ADAPTIVE_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ENVFOUNDRY_SERVER_NICE",
+            "ENVFOUNDRY_SERVER_AUTOGROUP")
+#: the busy process runs in a session of its own (``--busy-session own``, as another terminal's or a test run's
+#: work does; with the kernel's autogroups each session weighs the same whatever its nice) or in the
+#: benchmark's session (``same``)
+BUSY_SESSION = {"own": True, "same": False}
 
 PASSAGE = (
     "A small lending library keeps a catalogue of books, a list of members and a ledger of loans. Each loan "
@@ -105,7 +117,7 @@ def _loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_setting(name: str, model: str, tokens: int, reps: int) -> dict[str, object]:
+def run_setting(name: str, model: str, tokens: int, reps: int, own_session: bool = True) -> dict[str, object]:
     threads, env = SETTINGS[name]
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
     for k in ENV_KEYS:
@@ -119,7 +131,8 @@ def run_setting(name: str, model: str, tokens: int, reps: int) -> dict[str, obje
         out: dict[str, object] = {"setting": name, "load_before": load}
         replies: list[str] = []
         for cond in ("quiet", "busy"):
-            busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if cond == "busy" else None)
+            busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=own_session)
+                    if cond == "busy" else None)
             try:
                 if busy:
                     time.sleep(1.0)
@@ -157,6 +170,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--busy-session", choices=sorted(BUSY_SESSION), default="own",
+                    help="the busy process in a session of its own (default; as another terminal's work) or in ours")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     names = [n.strip() for n in args.settings.split(",") if n.strip()]
@@ -166,7 +181,7 @@ def main() -> None:
     results, failed = [], []
     for name in names:
         try:
-            results.append(run_setting(name, args.model, args.tokens, args.reps))
+            results.append(run_setting(name, args.model, args.tokens, args.reps, BUSY_SESSION[args.busy_session]))
         except Exception as e:  # a failed setting is reported, and makes the run fail
             failed.append({"setting": name, "error": f"{type(e).__name__}: {e}"})
     base = results[0]["replies"] if results else []

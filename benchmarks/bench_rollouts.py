@@ -17,10 +17,17 @@ write one: ``reset`` and ``step`` return a constant observation, ``submit`` ends
 defaults otherwise) and drives it with the same driver and the same episodes, the two servers alternating within
 the run (``--rounds`` each), and prints the ratio of the medians of episodes per second.
 
+The benchmark's episodes replay each task's reference, so every episode of a task makes the same writes, and the
+export's reward reuses the verifier's checks of the task's first such episode (``taskrt``: same writes from the
+same state, same database). ``--no-memo`` also serves the export with that reuse off
+(``ENVFOUNDRY_REWARD_MEMO=0``) in the same rounds: every submit then runs the verifier's queries, as for a
+rollout whose writes no earlier one made.
+
 Printed per run: sessions, wall time, episodes per second, server and driver CPU seconds, server RSS before and
 with every session open (per session; for the export also per session on top of its database's own size in
 memory, ``db_in_memory_kib``: what one in-memory copy takes, measured here), and how many episodes earned reward
-1 (every one should: they replay the reference solution).
+1 (every one should: they replay the reference solution). Exit 1, the reasons on stderr, when a run fails: a
+session that raised, an episode that did not finish, or one not rewarded.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ def rss(pid_file=rss_path):
     return None
 
 def resolve(arguments, results):
-    """``$N.field``: the field of call N's result (a row, or the first row of a list), as verify/replay.py."""
+    """``$N.field``: the field of call N's result (a row, or the first row of a list), as pipeline/runtime/replay.py."""
     out = {}
     for k, v in arguments.items():
         m = REF.match(v) if isinstance(v, str) else None
@@ -210,19 +217,21 @@ def db_in_memory_kib(path: Path, n: int = 300) -> float:
 def reward_ms(pkg: Path, script: dict, repeat: int = 20) -> dict:
     """Milliseconds per submit of the reward on each task's final database (its reference replayed), in this
     process with the export's own taskrt: as ``reward.score`` was before issue 32 (the schema read, every row of
-    every table) and as the server scores now (cached layouts, only the tables outside ``mutable_tables`` a
-    statement may have written); the same scores."""
+    every table), as the server scores a rollout whose writes no earlier one of the task made (cached layouts, only
+    the tables outside ``mutable_tables`` a statement may have written, assertions on unwritten tables answered
+    from the initial state), and when an earlier episode of the task made the same writes (``memo_ms``: its
+    checks reused); the same scores."""
     sys.path.insert(0, str(pkg))
     try:
         from server import taskrt  # type: ignore[import-not-found]  # the export's vendored runtime
     finally:
         sys.path.remove(str(pkg))
-    from verify.replay import resolve
+    from pipeline.runtime.replay import resolve
 
     reward = taskrt.reward
     b = taskrt.Bundle(pkg / "data")
     initial = b.initial_snapshot()
-    before = now = 0.0
+    before = now = memo = 0.0
     for task_id, t in script.items():
         session, outcomes = taskrt.Session(b), []
         for c in t["calls"]:
@@ -237,20 +246,26 @@ def reward_ms(pkg: Path, script: dict, repeat: int = 20) -> dict:
         for _ in range(repeat):
             new = b.score(task, conn, answer=t["reply"])
         t2 = time.perf_counter()
-        assert new.reward == (0.0 if moved else old.reward) and new.passed, (task_id, new)
-        before, now = before + t1 - t0, now + t2 - t1
+        b.score(task, conn, answer=t["reply"], session=session)  # the first episode with these writes
+        t3 = time.perf_counter()
+        for _ in range(repeat):
+            again = b.score(task, conn, answer=t["reply"], session=session)
+        t4 = time.perf_counter()
+        assert new.reward == again.reward == (0.0 if moved else old.reward) and new.passed, (task_id, new)
+        before, now, memo = before + t1 - t0, now + t2 - t1, memo + t4 - t3
         session.close()
     n = repeat * len(script)
-    return {"before_ms": round(before / n * 1000, 3), "now_ms": round(now / n * 1000, 3)}
+    return {"before_ms": round(before / n * 1000, 3), "now_ms": round(now / n * 1000, 3),
+            "memo_ms": round(memo / n * 1000, 3)}
 
 
-def run_once(python: Path, app_dir: Path, sessions: int, tmp: Path, submit: str) -> dict:
+def run_once(python: Path, app_dir: Path, sessions: int, tmp: Path, submit: str, extra_env: dict | None = None) -> dict:
     """Serve ``app_dir`` (``uvicorn server.app:app``), drive ``sessions`` episodes, stop it: the driver's figures
     plus the server's idle RSS and CPU seconds over the drive."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "ENVFOUNDRY_MAX_SESSIONS": str(sessions + 8), "PYTHONPATH": str(app_dir),
-           "BASELINE_SUBMIT": submit}
+           "BASELINE_SUBMIT": submit, **(extra_env or {})}
     server = subprocess.Popen(
         [str(python), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port),
          "--log-level", "warning"], cwd=app_dir, env=env)
@@ -281,6 +296,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="runs of each server (alternating with --baseline)")
     ap.add_argument("--also", type=Path, metavar="PKG", help="another OpenEnv export of the same environment (e.g. "
                     "made by an older envfoundry), served and driven the same way in the same rounds")
+    ap.add_argument("--no-memo", action="store_true", help="also the export with the reward's reuse of checks off "
+                    "(ENVFOUNDRY_REWARD_MEMO=0), in the same rounds")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -309,13 +326,16 @@ def main() -> None:
     db_mem_kib = db_in_memory_kib(pkg / "data" / "initial.db")
 
     reward = reward_ms(pkg, script)
-    runs: dict[str, list[dict]] = {"export": [], "baseline": [], "also": []}
+    runs: dict[str, list[dict]] = {"export": [], "baseline": [], "also": [], "no_memo": []}
     for r in range(args.rounds):
         order = [("export", pkg), ("baseline", base)] if args.baseline else [("export", pkg)]
         if args.also:
             order.append(("also", args.also.resolve()))
+        if args.no_memo:
+            order.append(("no_memo", pkg))
         for kind, app_dir in order if r % 2 == 0 else order[::-1]:
-            res = run_once(python, app_dir, args.sessions, tmp, submit)
+            extra = {"ENVFOUNDRY_REWARD_MEMO": "0"} if kind == "no_memo" else None
+            res = run_once(python, app_dir, args.sessions, tmp, submit, extra)
             runs[kind].append(res)
             print(f"{kind:>8} run {r + 1}: {json.dumps(res)}", file=sys.stderr, flush=True)
 
@@ -340,12 +360,37 @@ def main() -> None:
                                                    "rss_per_session_kib")}
         if args.baseline:
             out["also_ratio"] = round(out["also"]["episodes_per_s"] / out["baseline"]["episodes_per_s"], 3)
+    if args.no_memo:
+        out["no_memo"] = {k: med("no_memo", k) for k in ("episodes_per_s", "open_s", "server_cpu_s", "rss_open_mib",
+                                                         "rss_per_session_kib")}
+        if args.baseline:
+            out["no_memo_ratio"] = round(out["no_memo"]["episodes_per_s"] / out["baseline"]["episodes_per_s"], 3)
+    out["problems"] = problems_of(runs, args.sessions)
     if args.json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            if k != "runs":
+            if k not in ("runs", "problems"):
                 print(f"{k:>10}: {v}")
+    for p in out["problems"]:
+        print(f"FAILED: {p}", file=sys.stderr)
+    if out["problems"]:
+        sys.exit(f"bench_rollouts: FAILED ({len(out['problems'])} problem(s)); the figures above measure failed runs")
+
+
+def problems_of(runs: dict[str, list[dict]], sessions: int) -> list[str]:
+    """Why the runs failed: a session that raised, did not finish, or was not rewarded (each replays its task's
+    reference solution, so every episode should earn reward 1)."""
+    out = []
+    for kind, rs in runs.items():
+        for i, r in enumerate(rs, start=1):
+            if r.get("errors"):
+                out.append(f"{kind} run {i}: {r['errors']} session(s) failed (first: {r.get('first_error')})")
+            if r.get("finished", 0) < sessions:
+                out.append(f"{kind} run {i}: {r.get('finished', 0)} of {sessions} episodes finished")
+            if r.get("rewarded", 0) < r.get("finished", 0):
+                out.append(f"{kind} run {i}: {r['finished'] - r.get('rewarded', 0)} finished episode(s) not rewarded")
+    return out
 
 
 if __name__ == "__main__":

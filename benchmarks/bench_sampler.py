@@ -8,7 +8,8 @@ runs ``pipeline.sampler.sample_env_dir(ENV_DIR, n, seed, level)`` in this one pr
 the distinct proved tasks found (when fewer than ``n``, the sampler's rounds stopped finding new ones: the
 environment holds about that many at that level beyond its bank), how many tasks had been sampled when a planned
 chain first repeated one (of the bank or the sample), proved tasks per CPU second, and the process's peak RSS.
-No LLM is involved. A table goes to stdout; with --json, one JSON object as the last line.
+No LLM is involved. A table goes to stdout; with --json, one JSON object as the last line. Exit 1 when no level found
+a proved task (a sampler error is a traceback, exit 1 too).
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ def main() -> None:
         print(json.dumps({"env": env_dir.name, "n": args.n, "seed": args.seed, "levels": rows,
                           "tasks_per_cpu_s": overall, "peak_rss_mib": round(peak_rss_mib(), 1),
                           "rss_after_imports_mib": round(base, 1)}, sort_keys=True))
+    if not total:
+        sys.exit(f"bench_sampler: FAILED: no proved task at any level of {env_dir}; the figures above measure a "
+                 "failed run")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 
 Before: the rows the LLM wrote (``env.json``; with a ``plan``, its first ``examples`` rows), their LLM tokens and
 seconds as the catalog's LLM cache recorded them (the embedded model on this machine kind). After: the same rows
-as examples, then ``pipeline.stages.rowgen.fill_table`` with the seed stage's settings and ``row_generators`` on.
+as examples, then ``pipeline.stages.rows.generators.fill_table`` with the seed stage's settings and ``row_generators`` on.
 Its generator choice is the catalog's cached real reply when the cache holds that exact request (a catalog built
 with ``row_generators``); else the scripted choice below for the example's tables (source ``scripted``), or none
 (every column falls back, source ``fallback``). Scripted and fallback choices count tokens at the cache's measured
@@ -44,8 +44,8 @@ from pipeline.llm import fake_client  # noqa: E402
 from pipeline.llm.client import completion_json  # noqa: E402
 from pipeline.meaning import findings as semantic  # noqa: E402
 from pipeline.settings import BuildSettings  # noqa: E402
-from pipeline.stages import rowgen  # noqa: E402
-from pipeline.stages.seed_data import _empty_db  # noqa: E402
+from pipeline.stages.rows import generators as rowgen  # noqa: E402
+from pipeline.stages.rows.populate import _empty_db  # noqa: E402
 
 _BOOK_WORDS = ["Silent", "Golden", "Hidden", "Northern", "Last", "Broken", "Winter", "Distant", "Crimson", "Quiet",
                "Burning", "Paper", "Velvet", "Iron", "Secret", "Long"]
@@ -239,6 +239,8 @@ def main() -> None:
     for env_json in sorted((args.catalog / "envs").glob("*/env.json")):
         env, _, _ = load_env_dir(env_json.parent)
         results.extend(bench_env(env, cache, build))
+    if not results:
+        sys.exit(f"bench_seed_data: FAILED: no environment with tables under {args.catalog / 'envs'}")
     summary = {
         key: {"rows": sum(r[key]["rows"] for r in results),
               "llm_tokens": sum(r[key]["llm_tokens"] for r in results),

@@ -10,6 +10,7 @@ on a socket, warning log level, no access log). A load process (plain asyncio, H
 client for both) holds ``--clients`` connections, each its own session (``X-Session-Id``), and sends the
 example's read-only reference calls round robin for ``--seconds`` after a warm-up; the two servers alternate
 ``--rounds`` times each. Printed: calls per second (median over rounds), the ratio, server CPU seconds, errors.
+Exit 1, the reasons on stderr, when a run fails: a call answered other than HTTP 200, or none answered.
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ async def health():
 @app.post("/tools/{name}")
 async def call(name: str, request: Request):
     return {"ok": True, "result": await request.json()}
+
+
+def problems_of(runs: dict[str, list[dict]]) -> list[str]:
+    """Why the runs failed: calls answered other than HTTP 200, or a run in which none was answered."""
+    out = []
+    for kind, v in runs.items():
+        for i, x in enumerate(v, start=1):
+            if x["errors"]:
+                out.append(f"{kind} run {i}: {x['errors']} call(s) answered other than HTTP 200")
+            if not x["ok"]:
+                out.append(f"{kind} run {i}: no call answered")
+    return out
 
 
 if __name__ == "__main__":
@@ -193,6 +206,23 @@ def main() -> None:
         for k, v in out.items():
             if k != "runs":
                 print(f"{k:>20}: {v}")
+    failed = problems_of(runs)
+    for f in failed:
+        print(f"FAILED: {f}", file=sys.stderr)
+    if failed:
+        sys.exit(f"bench_server: FAILED ({len(failed)} problem(s)); the figures above measure failed runs")
+
+
+def problems_of(runs: dict[str, list[dict]]) -> list[str]:
+    """Why the runs failed: calls answered other than HTTP 200, or a run in which none was answered."""
+    out = []
+    for kind, v in runs.items():
+        for i, x in enumerate(v, start=1):
+            if x["errors"]:
+                out.append(f"{kind} run {i}: {x['errors']} call(s) answered other than HTTP 200")
+            if not x["ok"]:
+                out.append(f"{kind} run {i}: no call answered")
+    return out
 
 
 if __name__ == "__main__":

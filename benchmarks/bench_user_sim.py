@@ -8,9 +8,11 @@ CATALOG defaults to the committed example (generated/quickstart). Each task is p
 facts, one question per turn, then replays the reference solution with the values it was given and says the
 answer), so every mistake counted is the user's; the user is the embedded model (or ``--base-url``), through the
 LLM client and its cache, exactly as ``envfoundry eval --conversation`` runs it. Reported: conversations with a user
-error (the user error rate), errors by kind (``verify.usercheck``: leak, invented, tool_or_id, early_stop, empty),
+error (the user error rate), errors by kind (``pipeline.runtime.usercheck``: leak, invented, tool_or_id, early_stop, empty),
 user turns, how many conversations the scripted agent still solved (a user that answers wrong or ends early makes
-it fail), and seconds per user turn. A table goes to stdout; with --json, one JSON object as the last line.
+it fail), and seconds per user turn. A table goes to stdout; with --json, one JSON object as the last line. Exit 1,
+the reasons on stderr, when a run fails: a conversation stopped by an endpoint error or by the scripted agent
+(``endpoint_error``, ``llm_error``: nothing of the user was measured there), or no task to play.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -77,12 +80,26 @@ def main() -> None:
         "seconds_per_user_turn": round((time.perf_counter() - t0) / turns, 1) if turns else None,
         "usage": user_llm.usage.total(), "rows": rows,
     }
+    failed = out["problems"] = problems_of(rows, args.catalog)
     if args.json:
         print(json.dumps(out, sort_keys=True))
-        return
-    print(f"\nuser: {out['user_model']}  conversations: {n}  user error rate: {out['user_error_rate']}  "
-          f"errors by kind: {out['user_errors_by_kind']}  user turns: {turns}  "
-          f"scripted agent solved: {out['scripted_agent_solved']}/{n}  {out['seconds']}s")
+    else:
+        print(f"\nuser: {out['user_model']}  conversations: {n}  user error rate: {out['user_error_rate']}  "
+              f"errors by kind: {out['user_errors_by_kind']}  user turns: {turns}  "
+              f"scripted agent solved: {out['scripted_agent_solved']}/{n}  {out['seconds']}s")
+    for f in failed:
+        print(f"FAILED: {f}", file=sys.stderr)
+    if failed:
+        sys.exit(f"bench_user_sim: FAILED ({len(failed)} problem(s)); the figures above measure failed runs")
+
+
+def problems_of(rows: list[dict[str, Any]], catalog: Path) -> list[str]:
+    """Why the run failed: conversations stopped by an endpoint or the scripted agent, or none played."""
+    out = [f"{r['task_id']}: the conversation stopped on {r['stop']} (an endpoint or the scripted agent failed, not "
+           "the user)" for r in rows if r["stop"] in ("endpoint_error", "llm_error")]
+    if not rows:
+        out.append(f"{catalog}: no task to play")
+    return out
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline import ir
 from pipeline.graph import GraphDeps, run_scenario
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import BuildSettings as BuildSettings
 
 
@@ -63,7 +64,7 @@ def _usage_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str,
     return out
 
 
-def build_environment(scenario: ir.Scenario, client: Any, settings: BuildSettings | None = None) -> BuildResult:
+def build_environment(scenario: ir.Scenario, client: LLMClientProtocol, settings: BuildSettings | None = None) -> BuildResult:
     """Run intents -> schema -> seed -> tools for ``scenario`` (the scenario graph, build only); stop at the
     first stage that gives up."""
     settings = settings or BuildSettings()

@@ -19,13 +19,17 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import KeysView
 from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_serializer,
     model_validator,
@@ -70,7 +74,7 @@ class Table(Frozen):
     personal: list[str] = Field(default_factory=list)
     """Columns that record a personal characteristic of someone (gender, ethnicity, religion, nationality, marital
     status, disability, pregnancy), as the LLM classified them when it wrote the schema: no rule turns on one
-    (``pipeline.stages.rulegen``). Absent from the JSON when empty, so older environments keep their bytes."""
+    (``pipeline.stages.policy.candidates``). Absent from the JSON when empty, so older environments keep their bytes."""
 
     @field_validator("name")
     @classmethod
@@ -90,7 +94,7 @@ GeneratorKind = Literal[
     "phone", "date", "datetime", "date_after", "integer", "amount", "enum", "boolean", "code", "text_pool",
     "text_combo", "reference",
 ]
-"""The menu of column generators (``pipeline.stages.rowgen``); ``reference`` is chosen by code only."""
+"""The menu of column generators (``pipeline.stages.rows.generators``); ``reference`` is chosen by code only."""
 
 
 class ColumnGenerator(Frozen):
@@ -278,7 +282,7 @@ class Rule(Frozen):
     allowed: list[ToolCall] = Field(default_factory=list)
     forbidden: list[ToolCall] = Field(default_factory=list)
     alternative: Alternative | None = None
-    """The compliant alternative the message names (``pipeline.stages.rulegen``); absent from the JSON when None,
+    """The compliant alternative the message names (``pipeline.stages.policy.candidates``); absent from the JSON when None,
     so rules without one (and environments written before alternatives existed) keep their bytes and ids."""
 
     @field_validator("id")
@@ -391,7 +395,7 @@ class Assertion(Frozen):
     description: str = ""
     name: str | None = None
     """``"gate"`` marks a gate (what must not change: row counts, untouched rows): it never earns the reward,
-    a failing one scores 0; every other assertion is a goal and earns it (``verify.reward``)."""
+    a failing one scores 0; every other assertion is a goal and earns it (``pipeline.runtime.reward``)."""
 
 
 class Verifier(Frozen):
@@ -399,12 +403,129 @@ class Verifier(Frozen):
     mutable_tables: list[str] = Field(default_factory=list)
     answer: dict[str, Any] | str | None = None
     """For questions: the typed expected answer ``{"type", "value", "others", "stated"}`` (a plain string is
-    a text answer); checked by ``verify.reward.check_answer``."""
+    a text answer); checked by ``pipeline.runtime.reward.check_answer``."""
 
 
 class Difficulty(Frozen):
     attempts: int = 0
     passes: int = 0
+
+
+class TaskMetadata(BaseModel):
+    """What a task records beside its request, calls and verifier: the keys the stages write, typed.
+
+    It dumps exactly what the untyped ``dict`` it replaces dumped: only the keys that were given (a key given as
+    None is written as null, one never given is absent), in the order they were given, then any other key an
+    older or newer file carries (kept as is, so every file loads and writes back the same bytes). A value a file
+    holds that its key's type does not take (``"tier": "medium"``) is kept as written too, for the readers that check
+    what they read (the exports), and its attribute is None. Readers that took it as a mapping still may
+    (``meta.get("tier")``, ``"rules" in meta``, ``{**meta, "k": v}``); a change is a new one: :meth:`with_values`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    # the tasks stage (``pipeline.stages.tasks.bank.make_task``)
+    tools_used: list[str] | None = None
+    """The tools of the reference solution, in the order first called."""
+    steps: int | None = None
+    """Calls in the reference solution."""
+    tables_changed: list[str] | None = None
+    """The tables the verifier lets change (``Verifier.mutable_tables``)."""
+    tier: int | None = None
+    """1 to 3: the planned chain's tier, else 1 call, 2-3 calls, more."""
+    shape: str | None = None
+    """The planned chain's shape (``lookup``, ``create``, an aggregate, ...)."""
+    sources: list[dict[str, Any]] | None = None
+    """Per call, where each argument comes from: ``stated`` in the request, or ``$n.column`` of an earlier call."""
+    data_dependent: bool | None = None
+    """A later call's arguments come from an earlier call's result."""
+    rules: list[dict[str, Any]] | None = None
+    """A rule-bound task's rules, each with its verdict (``[stages.tasks] rule_tasks``)."""
+    policy: str | None = None
+    """The environment's policy as its agent is given it (environments with rules)."""
+    answer_field: str | None = None
+    """The column a question's answer is read from."""
+    derivation_notes: list[str] | None = None
+    """What deriving the verifier noted."""
+    worded_by: str | None = None
+    """``llm``, ``template`` or ``llm_template``: who wrote the request."""
+    conversation: dict[str, Any] | None = None
+    """The conversational form (``verify.conversation.Script.to_metadata`` and ``worded_by``)."""
+    # verification (``verify.difficulty.annotate``, ``pipeline.graph.task``)
+    difficulty_tag: str | None = None
+    pass_rate: float | None = None
+    pass_rate_ci: list[float] | None = None
+    hard_pool: bool | None = None
+    """Proved solvable, solved by no attempt: kept in band mode, flagged."""
+    conversation_difficulty: dict[str, Any] | None = None
+    # the task sampler (``pipeline.sampler``)
+    level: int | None = None
+    axes: dict[str, Any] | None = None
+    distractors: list[str] | None = None
+    perturb: dict[str, Any] | None = None
+    """The perturbed database a sampled task runs on (``method``, ``key``, ``db``, ``sha256``)."""
+
+    _order: tuple[str, ...] = PrivateAttr(default=())
+    _untyped: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """Given values their key's type does not take, as given."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> TaskMetadata:
+        if not isinstance(data, dict):
+            made: TaskMetadata = handler(data)
+            return made
+        untyped: dict[str, Any] = {}
+        try:
+            made = handler(data)
+        except ValidationError as e:
+            untyped = {k: data[k] for k in {str(err["loc"][0]) for err in e.errors() if err["loc"]} if k in data}
+            if not untyped:
+                raise
+            made = handler({k: v for k, v in data.items() if k not in untyped})
+        made._order = tuple(data)
+        made._untyped = untyped
+        return made
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = {**handler(self), **self._untyped}
+        given = self.model_fields_set | set(self.__pydantic_extra__ or {}) | set(self._untyped)
+        keys = [k for k in self._order if k in given and k in out]
+        keys += [k for k in out if k in given and k not in keys]
+        return {k: out[k] for k in keys}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys given, as the untyped metadata held them."""
+        return self.model_dump()
+
+    def with_values(self, values: dict[str, Any]) -> TaskMetadata:
+        """These keys with ``values`` on top (a key already given keeps its place; a new one goes last)."""
+        return TaskMetadata.model_validate({**self.as_dict(), **values})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.as_dict().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self.as_dict().keys()
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.as_dict()
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TaskMetadata):
+            return self.as_dict() == other.as_dict()
+        if isinstance(other, dict):
+            return self.as_dict() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class Task(Frozen):
@@ -416,7 +537,7 @@ class Task(Frozen):
     verifier: Verifier
     difficulty: Difficulty = Difficulty()
     kind: Literal["lookup", "create", "update", "delete", "multi_step"] = "multi_step"
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: TaskMetadata = Field(default_factory=TaskMetadata)
     provenance: dict[str, Any] = Field(default_factory=dict)
 
     @staticmethod
@@ -433,3 +554,11 @@ class Rejection(Frozen):
     item: str
     reason: str
     evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Intent(Frozen):
+    """One user goal: what to get done, and whether it only reads or also writes (the intents stage's output,
+    which the schema and tools stages read)."""
+
+    goal: str
+    kind: Literal["read", "write"]

@@ -2,7 +2,7 @@
 their non-identifying values drawn again from the environment's own row generators.
 
 An environment built with rows at scale stores, per table, how code made its rows (``SeedRows.plan``: the locale,
-the seed, one generator per column; :mod:`pipeline.stages.rowmake`). :func:`perturbed_db` copies ``initial.db`` and,
+the seed, one generator per column; :mod:`pipeline.stages.rows.maker`). :func:`perturbed_db` copies ``initial.db`` and,
 for every code-made row (the rows after the LLM's ``examples``), draws again the columns that do not identify it,
 with the same generators and a seed derived from the plan's and the perturbation key: every row keeps its id, its
 references, its UNIQUE and natural-key columns and the columns the planner names it by (the same request names
@@ -24,10 +24,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline.dbmodel.columns import table_columns
 from pipeline.hashing import content_hash
 from pipeline.ir import Environment
-from pipeline.stages.rowmake import ValueMaker, key_sets
-from pipeline.stages.schema import table_columns
+from pipeline.stages.rows.maker import ValueMaker, key_sets
 
 METHOD = "redraw-v1"
 """How a perturbed database is derived (recorded with each task; changed when the derivation changes)."""
@@ -35,8 +35,8 @@ METHOD = "redraw-v1"
 
 def named_columns(env: Environment, initial_db: str | Path | None) -> dict[str, set[str]]:
     """The columns the planner names each table's rows by (their natural key, declared or found in the rows)."""
-    from pipeline.stages.planner import make_planner
-    from verify.replay import fresh
+    from pipeline.runtime.replay import fresh
+    from pipeline.stages.tasks.planner import make_planner
 
     with fresh(env, initial_db) as run:
         return {t: set(k.columns) for t, k in make_planner(env, run).keys.items()}

@@ -17,33 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.catalog import Catalog
 from pipeline.config import Config, LLMSettings, with_flags
-from pipeline.hashing import content_hash
 from pipeline.ir import Task
+from pipeline.settings import RunPlan as RunPlan
 from pipeline.settings import RunSettings as RunSettings
 
-
-@dataclass
-class RunPlan:
-    config: Config
-    run: RunSettings
-    scenarios: Any  # ScenarioSettings
-    build: Any  # BuildSettings
-    verify: Any  # VerifySettings
-
-    def fingerprint(self) -> str:
-        """What decides the outputs: model identity, sampling, stage settings (not concurrency or timeouts)."""
-        llm = self.config.llm
-        model = llm.model if llm.base_url else llm.embedded_model
-        return content_hash({
-            "model": model, "base_url": llm.base_url, "temperature": llm.temperature, "top_p": llm.top_p,
-            "seed": llm.seed, "scenarios": self.scenarios.model_dump(mode="json"),
-            "build": self.build.model_dump(mode="json"), "verify": self.verify.model_dump(mode="json"),
-            "tasks_per_env": self.run.tasks_per_env, "max_scenarios": self.run.max_scenarios,
-        })
+if TYPE_CHECKING:
+    from pipeline.llm.client import LLMClient
 
 
 def plan_from_config(config: Config, overrides: dict[str, dict[str, Any]] | None = None) -> RunPlan:
@@ -99,7 +82,7 @@ def run_catalog(
     *,
     allow_other_config: bool = False,
     progress: Progress | None = None,
-    client_factory: Callable[[LLMSettings], Any] | None = None,
+    client_factory: Callable[[LLMSettings], LLMClient] | None = None,
     executor: Any = None,
 ) -> RunResult:
     """``executor``: where the per-scenario graphs run (``pipeline.executor``; default: a thread pool of
@@ -128,9 +111,9 @@ def run_catalog(
     }
     catalog.record_run(run_row)
     catalog.add_seeds(seeds)
-    clients: list[Any] = []
+    clients: list[LLMClient] = []
 
-    def new_client() -> Any:
+    def new_client() -> LLMClient:
         c = make(llm)
         clients.append(c)
         return c
@@ -139,8 +122,8 @@ def run_catalog(
         executor.warm_up(llm)  # worker processes start while the seeds are expanded
 
     # ---- seeds -> scenarios -> dedup (against everything already in the catalog)
-    from pipeline.stages.dedup import DedupIndex
-    from pipeline.stages.expand import expand_and_dedup
+    from pipeline.scenarios.dedup import DedupIndex
+    from pipeline.scenarios.expand import expand_and_dedup
 
     prog.stage("seeds", len(seeds))
     exp_client = new_client()

@@ -1,13 +1,13 @@
 """Tasks on demand: fresh proved tasks from an environment's real rows, by seed and level, with no LLM.
 
 :func:`sample` (``envfoundry sample``) plans chains with the build's planner
-(:func:`pipeline.stages.planner.candidates`, ``spread``; ``rules`` when the environment has rules), words each one
-and proves it exactly as the build does (:func:`pipeline.stages.tasks.build_and_prove`: the reference replays and
+(:func:`pipeline.stages.tasks.planner.candidates`, ``spread``; ``rules`` when the environment has rules), words each one
+and proves it exactly as the build does (:func:`pipeline.stages.tasks.bank.build_and_prove`: the reference replays and
 passes; the initial state, doing nothing and destructive trajectories fail; for a rule-bound task the ``overreach``
 and ``blind`` adversaries fail). No LLM client is made. Words: the LLM's template of the chain's kind, written at
-build time (``templates.json``, :mod:`pipeline.stages.phrasing`), filled with the chain's values when the lint
-(:func:`pipeline.stages.tasks.lint_request`) takes the result (``metadata.worded_by`` ``llm_template``); else the
-code templates (:func:`pipeline.stages.wording.request_from_plan`, linted as the build's template fallback is;
+build time (``templates.json``, :mod:`pipeline.stages.tasks.templates`), filled with the chain's values when the lint
+(:func:`pipeline.stages.tasks.bank.lint_request`) takes the result (``metadata.worded_by`` ``llm_template``); else the
+code templates (:func:`pipeline.stages.tasks.code_wording.request_from_plan`, linted as the build's template fallback is;
 ``template``).
 
 Reaching other rows: the planner takes the first rows of a table from a seed-dependent order. The sampler plans in
@@ -18,7 +18,7 @@ Same environment, seed and options: the same tasks, byte for byte.
 
 Never a repeat: a task whose reference calls, or whose effect (the same end state, or the same answer read by the
 same last call), equal those of a task of the environment's bank (``tasks.jsonl``), of an ``exclude`` file or of
-an earlier sampled task is skipped (the keys of :mod:`pipeline.stages.tasks`). Sampling stops after ``n`` tasks,
+an earlier sampled task is skipped (the keys of :mod:`pipeline.stages.tasks.bank`). Sampling stops after ``n`` tasks,
 or when :data:`STALE_ROUNDS` rounds in a row found nothing new (the environment holds no more at that level, as
 far as the planner reaches), or after :data:`MAX_ROUNDS` rounds.
 
@@ -74,16 +74,16 @@ from typing import Any
 
 from pipeline.catalog import load_env_dir, read_tasks
 from pipeline.catalog.env_dir import TEMPLATES
-from pipeline.ir import Environment, Task
+from pipeline.dbmodel.keys import surrogates
+from pipeline.ir import Environment, Task, TaskMetadata
 from pipeline.perturb import METHOD, perturbed_db, sha256
 from pipeline.runtime.database import EnvDirError
-from pipeline.stages.phrasing import Template, fill, read_templates, says_changes, template_key
-from pipeline.stages.planner import Chain, ShuffledPlanner, round_chains, shuffled_planner
-from pipeline.stages.planner.keys import surrogates
-from pipeline.stages.tasks import _call_key, _effect_key, build_and_prove, lint_request
-from pipeline.stages.wording import request_from_plan
-from verify.replay import fresh, play
-from verify.state import Change
+from pipeline.runtime.replay import fresh, play
+from pipeline.runtime.state import Change
+from pipeline.stages.tasks.bank import _call_key, _effect_key, build_and_prove, lint_request
+from pipeline.stages.tasks.code_wording import request_from_plan
+from pipeline.stages.tasks.planner import Chain, ShuffledPlanner, round_chains, shuffled_planner
+from pipeline.stages.tasks.templates import Template, fill, read_templates, says_changes, template_key
 
 STAGE = "sample"
 SAMPLER_VERSION = 1
@@ -246,7 +246,7 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
            templates: Mapping[str, Template] = MappingProxyType({})) -> Sample:
     """Up to ``n`` fresh proved tasks of ``env`` (see the module docstring), deterministic for ``seed``.
 
-    ``templates``: the LLM's request templates by kind (``templates.json``, :mod:`pipeline.stages.phrasing`);
+    ``templates``: the LLM's request templates by kind (``templates.json``, :mod:`pipeline.stages.tasks.templates`);
     a chain of a kind with one is worded by filling it when the lint takes the result, else by code.
 
     ``perturb_dir`` (``--perturb``; needs ``initial_db``): each round plans, words and proves its tasks on a
@@ -396,7 +396,7 @@ def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids
     metadata = {**task.metadata, "axes": axes.to_json(len(extra)), "distractors": extra}
     if state is not None:
         metadata["perturb"] = state
-    return task.model_copy(update={"tools": offered, "metadata": metadata}), ""
+    return task.model_copy(update={"tools": offered, "metadata": TaskMetadata.model_validate(metadata)}), ""
 
 
 def sample_env_dir(env_dir: str | Path, n: int, *, seed: int = 0, want: Want | None = None,

@@ -14,6 +14,7 @@ is shown to a user.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.hashing import content_hash
 from pipeline.settings_base import (  # noqa: F401 (re-exported: callers import them from here)
     ConfigError,
     Section,
@@ -194,7 +196,7 @@ class BuildSettings(BaseModel):
     row_generators: bool = True
     """After the LLM's example rows (``rows_per_table`` of them), let code make rows at scale: the LLM picks a
     generator per column from a typed menu (one request per table, checked by code), Faker makes the values from a
-    seed derived from the scenario and table (``pipeline.stages.rowgen``)."""
+    seed derived from the scenario and table (``pipeline.stages.rows.generators``)."""
     entity_rows: tuple[int, int] = (100, 300)
     """With ``row_generators``: rows of a table without foreign keys (examples included), drawn in this range."""
     child_fanout: tuple[int, int] = (0, 4)
@@ -209,29 +211,29 @@ class BuildSettings(BaseModel):
     gap_tools_max: int = Field(default=6, ge=0, le=60)
     """Most tools added after the planned ones, written by code: the finders and listers the tools lack (a read
     tool giving a row's id from its natural key wherever a tool takes that id, and one listing the rows of a
-    parent wherever no tool does; ``pipeline.stages.coverage``). Tasks chain through them. 0 turns this off."""
+    parent wherever no tool does; ``pipeline.stages.tools.finder_gaps``). Tasks chain through them. 0 turns this off."""
     fix_key_names: bool = True
     """Rename by code each foreign-key column named for something other than the key it holds
     (``artist_name REFERENCES artists(artist_id)`` -> ``artist_id``), in the schema stage before rows and tools are
-    written; each rename is recorded (``pipeline.stages.keynames``)."""
+    written; each rename is recorded (``pipeline.dbmodel.keynames``)."""
     fix_param_names: bool = True
     """Rename by code each tool parameter named for no column it is compared with or written into (in its SQL,
     its messages and the tool's name), and say in a key parameter's description which record it identifies
-    (``pipeline.stages.paramnames``)."""
+    (``pipeline.stages.tools.param_names``)."""
     paged_listers: bool = True
     """Listers page (optional ``limit`` up to 50, default 20, and ``offset``) and each row says how many rows match
     (``total_matched``): LLM-written listers of all the rows a query matches get this added, and code adds paged
     listers with optional filters (CHECK-listed columns, a date range) for every reference and table no read tool
-    lists, at most ``gap_tools_max`` (``pipeline.stages.paging``)."""
+    lists, at most ``gap_tools_max`` (``pipeline.dbmodel.paging``)."""
     covering_writes: bool = True
     """Add by code, for every table users change (one some write tool writes, or its child), the create and the
     updates of its status-like (CHECK-listed) and quantity columns that no tool provides, at most
-    ``gap_tools_max`` (``pipeline.stages.covering``)."""
+    ``gap_tools_max`` (``pipeline.stages.tools.write_gaps``)."""
     policy: bool = False
     """After the tools, a policy: code proposes rules from the schema and the seeded rows (a CHECK-listed status
     that blocks a write, a cap on a parent's children, a threshold on an amount or a date), keeps those that allow
     some real calls of the write they govern and forbid others, and the LLM picks and words them
-    (``pipeline.stages.policy``); the rules go to ``env.json`` and ``policy.md``."""
+    (``pipeline.stages.policy.house_rules``); the rules go to ``env.json`` and ``policy.md``."""
     policy_rules: int = Field(default=5, ge=1, le=12)
     """With ``policy``: most rules kept (at least 3 when the environment has that many that hold)."""
     sample_calls: int = Field(default=3, ge=1, le=10)
@@ -297,7 +299,7 @@ class TaskSettings(BaseModel):
     """Chains planned per task wanted (some are lost to wording or proofs)."""
     template_fallback: bool = True
     """When the LLM's wording of a planned task still fails the lint after its repairs, code writes the request
-    from the plan's facts (``pipeline.stages.wording``, templates in ``prompts/wording.md``), so every proved plan
+    from the plan's facts (``pipeline.stages.tasks.code_wording``, templates in ``prompts/wording.md``), so every proved plan
     is kept; ``metadata.worded_by`` says ``llm`` or ``template``. With it the lint also accepts a value written
     in an equivalent form (a date with its year in words, a number with separators), refuses text that speaks
     about the request itself, and its feedback to the model holds no sentence a request could copy."""
@@ -306,9 +308,9 @@ class TaskSettings(BaseModel):
     override the English ones."""
     spread_bank: bool = True
     """Spread the bank over the environment: every write tool in some task when a plan for it proves, and no
-    (shape, tool chain, asked column) repeated while another is left (``pipeline.stages.planner.next_chain``)."""
+    (shape, tool chain, asked column) repeated while another is left (``pipeline.stages.tasks.planner.next_chain``)."""
     rule_tasks: bool = False
-    """With the environment's rules (``[stages.build] policy``), plan rule-bound tasks (``pipeline.stages.planner.
+    """With the environment's rules (``[stages.build] policy``), plan rule-bound tasks (``pipeline.stages.tasks.planner.
     rules``): every planned chain is judged by the rules (none kept whose reference does a forbidden write; one
     whose writes rules govern and allow is a decide task), and compound requests of an allowed and a forbidden
     write are planned (gold: the allowed one; the forbidden one's rows gated); ``metadata.rules`` gives each
@@ -318,7 +320,7 @@ class TaskSettings(BaseModel):
     allowed and a forbidden write before decide tasks) while the bank holds fewer."""
     sample_templates: int = Field(default=0, ge=0, le=200)
     """Request templates the LLM writes at the end of an environment's verification for the sampler
-    (``envfoundry sample``; :mod:`pipeline.stages.phrasing`): one per kind of chain the planner instantiates most,
+    (``envfoundry sample``; :mod:`pipeline.stages.tasks.templates`): one per kind of chain the planner instantiates most,
     up to this many, each checked by code on several real rows (``templates.json``; 0: none, code words every
     sampled task)."""
     conversations: bool = False
@@ -544,3 +546,29 @@ class Config(Section):
         """This configuration with ``values`` (tables as in the TOML file; None means "not given") on top,
         validated again (raises ``ValidationError``)."""
         return Config.model_validate(merge_values(set_values(self), values))
+
+
+# ---------------------------------------------------------------- a run's settings, passed down to the stages
+
+
+@dataclass
+class RunPlan:
+    """What a run reads from its configuration (``pipeline.run.plan_from_config``): passed down from
+    ``run_catalog`` through the executor and the graph to the stages, typed all the way."""
+
+    config: Config
+    run: RunSettings
+    scenarios: ScenarioSettings
+    build: BuildSettings
+    verify: VerifySettings
+
+    def fingerprint(self) -> str:
+        """What decides the outputs: model identity, sampling, stage settings (not concurrency or timeouts)."""
+        llm = self.config.llm
+        model = llm.model if llm.base_url else llm.embedded_model
+        return content_hash({
+            "model": model, "base_url": llm.base_url, "temperature": llm.temperature, "top_p": llm.top_p,
+            "seed": llm.seed, "scenarios": self.scenarios.model_dump(mode="json"),
+            "build": self.build.model_dump(mode="json"), "verify": self.verify.model_dump(mode="json"),
+            "tasks_per_env": self.run.tasks_per_env, "max_scenarios": self.run.max_scenarios,
+        })

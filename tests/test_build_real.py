@@ -17,11 +17,12 @@ import pytest
 
 from pipeline import ir
 from pipeline.build import BuildResult, BuildSettings, build_environment
+from pipeline.dbmodel.arguments import Sampler
+from pipeline.dbmodel.keys import is_unique, natural_keys
 from pipeline.runtime import EnvInstance
-from pipeline.stages.exercise import written_columns
-from pipeline.stages.planner.keys import is_unique, natural_keys
-from pipeline.stages.tools import Sampler, exercise
-from verify.state import table_infos
+from pipeline.runtime.state import table_infos
+from pipeline.stages.tools.exercise import written_columns
+from pipeline.stages.tools.toolset import exercise
 
 SCENARIOS = {
     "brewery": ir.Scenario(name="Craft brewery production",

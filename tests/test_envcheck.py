@@ -13,13 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
+from pipeline.dbmodel.arguments import Sampler
+from pipeline.dbmodel.columns import table_columns
+from pipeline.dbmodel.ddl import scratch_db
 from pipeline.envcheck import check_env_dir
 from pipeline.envdir import create_initial_db, write_env_dir
 from pipeline.ir import Environment, Task
 from pipeline.runtime import EnvInstance
 from pipeline.server import render_server
-from pipeline.stages.exercise import Sampler
-from pipeline.stages.schema import scratch_db, table_columns
 from tests.fixtures.library import library_env
 from verify.derive import derive_verifier
 
@@ -39,7 +40,7 @@ def _write_env(d: Path, data: dict, *, render: bool = True) -> None:
 def _write_call(env: Environment) -> list:
     """One call of a write tool, with arguments drawn from the seeded rows, that succeeds and changes the state."""
     from pipeline.ir import ToolCall
-    from verify.state import diff, snapshot, table_infos
+    from pipeline.runtime.state import diff, snapshot, table_infos
 
     with EnvInstance(env) as inst:
         sampler = Sampler(inst.conn, tuple(env.tables), env.clock)

@@ -18,10 +18,10 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from pipeline.dbmodel.arguments import Sampler
 from pipeline.envdir import load_env_dir
 from pipeline.runtime import EnvInstance
 from pipeline.runtime.schemas import tool_schemas
-from pipeline.stages.tools import Sampler
 from tests.fixtures.server import running_server
 from tests.test_server_check_envs import CHECKER
 

@@ -1,4 +1,4 @@
-"""The layers only point down: cli -> run -> executor -> graph -> stages -> envdir / catalog -> verify -> runtime ->
+"""The layers only point down: cli -> run -> executor -> graph -> scenarios -> stages -> envdir / catalog -> verify -> dbmodel -> runtime ->
 ir / llm / config / settings. (The catalog owns the files on disk, environment directories included, so ``envdir``
 sits with it; it writes what ``verify`` proved, the task bank with verify's difficulty tags, so it sits above it.)
 
@@ -18,10 +18,12 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"pipeline", "pipeline.hashing", "pipeline.config", "pipeline.settings", "pipeline.settings_base", "pipeline.prompts",
               "pipeline.ir", "pipeline.llm", "pipeline.embed", "pipeline.seeds", "pipeline.atomic",
               "pipeline.meaning"}),  # language-neutral checks of meaning: imports no stage
-    ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, and server.py made of it
+    ("runtime", {"pipeline.runtime", "pipeline.server"}),  # the tool engine, replay, state and reward, server.py
+    ("dbmodel", {"pipeline.dbmodel"}),  # what every stage reads about a database and its tools; imports no stage
     ("verify", {"verify"}),
     ("envdir", {"pipeline.envdir", "pipeline.catalog"}),  # the files on disk: written from verify's results
-    ("stages", {"pipeline.stages"}),
+    ("stages", {"pipeline.stages"}),  # one package per graph node; they share only dbmodel and base/feedback
+    ("scenarios", {"pipeline.scenarios"}),  # expand and dedup, with the stages' ask-with-feedback loop
     ("graph", {"pipeline.graph"}),
     ("executor", {"pipeline.executor"}),  # runs the graph per scenario, here or on Ray workers
     ("run", {"pipeline.run", "pipeline.build", "pipeline.eval", "pipeline.envcheck", "pipeline.export", "pipeline.report",
@@ -87,3 +89,35 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from pipeline.graph import verify_env\n")
     assert [RANK[_room(t)] for t, _ in _imports("verify.bad", bad)] == [RANK["pipeline.graph"]]
     assert RANK["pipeline.graph"] > RANK["verify"]
+
+
+SHARED_STAGE_MODULES = {"pipeline.stages", "pipeline.stages.base", "pipeline.stages.feedback"}
+"""The root of the stages package: what every stage shares (a stage's result, the ask-with-feedback loop)."""
+
+
+def _stage(module: str) -> str | None:
+    """The stage package of a module (``pipeline.stages.tools.toolset`` -> ``tools``); None outside one."""
+    parts = module.split(".")
+    if parts[:2] != ["pipeline", "stages"] or ".".join(parts[:3]) in SHARED_STAGE_MODULES:
+        return None
+    return parts[2] if len(parts) > 2 else None
+
+
+def test_no_stage_imports_another_stage() -> None:
+    """A stage reads what others also need from ``pipeline.dbmodel`` (or the stages' root), never from a peer."""
+    across = []
+    for name, path in sorted(_modules().items()):
+        mine = _stage(name)
+        if mine is None:
+            continue
+        for target, line in _imports(name, path):
+            theirs = _stage(target)
+            if theirs is not None and theirs != mine:
+                across.append(f"{path.relative_to(ROOT)}:{line}: {mine} imports {target}")
+    assert across == []
+
+
+def test_the_stage_check_sees_a_peer_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from pipeline.stages.rows.populate import generate_seed_for\nfrom pipeline.stages import feedback\n")
+    assert [_stage(t) for t, _ in _imports("pipeline.stages.tools.bad", bad)] == ["rows", None]

@@ -18,15 +18,15 @@ from pipeline import ir
 from pipeline.catalog import jsonl_text, load_env_dir
 from pipeline.cli import main as cli
 from pipeline.llm import fake_client
+from pipeline.runtime.replay import fresh
 from pipeline.sampler import DISTRACTORS, Want, sample, sample_env_dir, task_keys
 from pipeline.settings import BuildSettings
-from pipeline.stages.policy import make_policy
+from pipeline.stages.policy.house_rules import make_policy
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.library import library_env, library_tasks
 from tests.fixtures.permits import permit_env
 from tests.fixtures.server import free_port
 from verify.proofs import prove
-from verify.replay import fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = sorted(p.parent for p in (ROOT / "generated" / "quickstart" / "envs").glob("*/env.json"))
@@ -172,8 +172,8 @@ def test_cli_fills_the_environment_s_templates_without_any_llm(tmp_path: Path, n
     """``templates.json`` beside the environment: a chain of a templated kind is worded by filling its template
     (``llm_template``), the others by code; still no LLM."""
     from pipeline.catalog.env_dir import TEMPLATES
-    from pipeline.stages import phrasing as ph
-    from pipeline.stages.planner import shuffled_planner
+    from pipeline.stages.tasks import templates as ph
+    from pipeline.stages.tasks.planner import shuffled_planner
 
     d = _env_dir(tmp_path)
     env = library_env()

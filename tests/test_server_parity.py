@@ -7,10 +7,9 @@ import shutil
 import sqlite3
 
 from pipeline.envdir import write_env_dir
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, reward
 from tests.fixtures.library import library_env, library_tasks
 from tests.fixtures.server import http, running_server
-from verify import reward
 
 ENV = library_env()
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
+from pipeline.dbmodel.paging import page_of
 from pipeline.envdir import write_env_dir
 from pipeline.runtime import EnvInstance
 from pipeline.server import check_server
 from pipeline.settings import BuildSettings
-from pipeline.stages.covering import cover
-from pipeline.stages.paging import page_of
-from pipeline.stages.tools import Workspace
+from pipeline.stages.tools.toolset import Workspace
+from pipeline.stages.tools.write_gaps import cover
 from tests.fixtures.server import http, running_server
 from tests.stages.test_coverage import PERMIT_SCENARIO, PERMIT_SEED, PERMIT_TABLES, SUBMIT
 

@@ -18,7 +18,7 @@ from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
 from pipeline.server import check_server, render_server
 from pipeline.settings import BuildSettings
-from pipeline.stages.policy import make_policy
+from pipeline.stages.policy.house_rules import make_policy
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.fixtures.server import http, running_server

@@ -18,6 +18,12 @@ _._ranges
 _._rules_if_set
 _._personal_if_set
 _._set_only
+_._keep_order
+_._given_only
+# TaskMetadata keys written for trainers and readers of the task files (exports copy them from the JSON)
+_.data_dependent
+_.derivation_notes
+_.difficulty_tag
 _._unique_params
 _.get_field_value
 _.settings_customise_sources

@@ -40,15 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pipeline.ir import Environment, Task, Tool, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.chat import ChatOptions, chat_tools
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
 from pipeline.prompts import render_section
-from pipeline.runtime import engine
+from pipeline.runtime import engine, reward
+from pipeline.runtime.replay import Run, call_once, fresh
 from pipeline.settings import AgentSettings as AgentSettings
-from verify import reward
 from verify.conversation import SimUser, UserError, UserSettings, script_of
 from verify.models import args_model, camel, clean_args
 from verify.policy import with_policy
-from verify.replay import Run, call_once, fresh
 
 Protocol = Literal["native", "json_action"]
 Stop = Literal["answer", "user_stop", "max_turns", "loop", "llm_error", "endpoint_error"]
@@ -141,7 +141,7 @@ class Scored(Frozen):
 
 
 def score(task: Task, run: Run, initial: reward.Snapshot, answer: str | None) -> Scored:
-    """The reward of a final state and answer: :func:`verify.reward.score`, the one implementation (the
+    """The reward of a final state and answer: :func:`pipeline.runtime.reward.score`, the one implementation (the
     verifier is read here and nowhere else in an attempt)."""
     s = reward.score(task.verifier.model_dump(mode="json"), run.inst.conn, initial=initial, answer=answer)
     return Scored(reward=s.reward, passed=s.passed, failures=list(s.failures))
@@ -150,13 +150,13 @@ def score(task: Task, run: Run, initial: reward.Snapshot, answer: str | None) ->
 # ---------------------------------------------------------------- shared pieces
 
 
-def resolve_protocol(client: Any, settings: AgentSettings) -> Protocol:
+def resolve_protocol(client: LLMClientProtocol, settings: AgentSettings) -> Protocol:
     if settings.protocol != "auto":
         return settings.protocol
     return EMBEDDED_PROTOCOL if getattr(client, "embedded", False) else "native"
 
 
-def context_budget(client: Any, settings: AgentSettings) -> int | None:
+def context_budget(client: LLMClientProtocol, settings: AgentSettings) -> int | None:
     if settings.context_budget is not None:
         return settings.context_budget
     if getattr(client, "embedded", False):
@@ -164,7 +164,7 @@ def context_budget(client: Any, settings: AgentSettings) -> int | None:
     return None
 
 
-def for_attempt(client: Any, attempt: int, settings: AgentSettings) -> Any:
+def for_attempt(client: LLMClientProtocol, attempt: int, settings: AgentSettings) -> LLMClientProtocol:
     """Attempt 1 decodes with the client's settings (greedy by default); later ones sample with
     ``settings.temperature`` and seed + attempt - 1, so k attempts differ and reruns reproduce them."""
     if attempt == 1 or not hasattr(client, "settings"):
@@ -181,7 +181,7 @@ def tool_specs(env: Environment, task: Task, view: View | None = None) -> list[d
 
 
 def page_params(tool: Tool) -> tuple[str, str, str] | None:
-    """(count field, limit parameter, offset parameter) of a paged lister (``pipeline.stages.paging`` writes its
+    """(count field, limit parameter, offset parameter) of a paged lister (``pipeline.dbmodel.paging`` writes its
     SQL; read back from it here, below that layer), else None."""
     if tool.returns is None or tool.returns.mode != "all":
         return None
@@ -331,7 +331,7 @@ def _looping(steps: list[Step]) -> bool:
 
 
 def run_attempt(
-    client: Any,
+    client: LLMClientProtocol,
     env: Environment,
     task: Task,
     *,

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.ir import Environment, Task, ToolCall
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import fill_section, render_section
+from pipeline.runtime.replay import describe_call
 from pipeline.settings import CheckerSettings as CheckerSettings
 from verify.call_rules import CallVerdict as CallVerdict
 from verify.call_rules import Fault as Fault
@@ -27,7 +29,6 @@ from verify.call_rules import Frozen
 from verify.call_rules import Verdict as Verdict
 from verify.call_rules import rule_review as rule_review
 from verify.models import signature
-from verify.replay import describe_call
 from verify.tester import Attempt
 
 STAGE = "checker"
@@ -121,7 +122,7 @@ def review_messages(env: Environment, task: Task, attempt: Attempt, rule_verdict
 
 
 def review_attempt(
-    client: Any,
+    client: LLMClientProtocol,
     env: Environment,
     task: Task,
     attempt: Attempt,

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.ir import Environment, ToolCall
-from verify.replay import call_once, fresh
-from verify.state import Change, qi
+from pipeline.runtime.replay import call_once, fresh
+from pipeline.runtime.state import Change, qi
 
 Verdict = Literal["pass", "warning", "fail"]
 FaultKind = Literal["tool", "missing_tool", "data", "task"]

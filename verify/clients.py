@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
-_clients: dict[tuple[int, str, str], Any] = {}
+from pipeline.llm.protocol import LLMClientProtocol
+
+_clients: dict[tuple[int, str, str], LLMClientProtocol] = {}
 _lock = threading.Lock()
 
 
-def endpoint_client(client: Any, base_url: str | None, model: str | None, api_key: str | None, section: str) -> Any:
+def endpoint_client(client: LLMClientProtocol, base_url: str | None, model: str | None, api_key: str | None, section: str) -> LLMClientProtocol:
     """``client`` itself without ``base_url``, else the client of that endpoint (``section`` names the settings
     table in the error when ``model`` is missing)."""
     if not base_url:

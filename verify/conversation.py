@@ -25,20 +25,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.ir import Environment, Task
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
 from pipeline.prompts import render_section
-from pipeline.runtime import sqlshape
+from pipeline.runtime import sqlshape, usercheck
+from pipeline.runtime.usercheck import STOP as STOP
+from pipeline.runtime.usercheck import ErrorKind as ErrorKind
+from pipeline.runtime.usercheck import UserError as UserError
+from pipeline.runtime.usercheck import _words as _words
+from pipeline.runtime.usercheck import asked_for as asked_for
+from pipeline.runtime.usercheck import says as says
+from pipeline.runtime.usercheck import split_stop as split_stop
+from pipeline.runtime.values import stated
 from pipeline.settings import UserSettings as UserSettings
-from verify import usercheck
 from verify.clients import endpoint_client
-from verify.usercheck import STOP as STOP
-from verify.usercheck import ErrorKind as ErrorKind
-from verify.usercheck import UserError as UserError
-from verify.usercheck import _words as _words
-from verify.usercheck import asked_for as asked_for
-from verify.usercheck import says as says
-from verify.usercheck import split_stop as split_stop
-from verify.values import stated
 
 PROMPT = "user"
 STAGE = "user"
@@ -136,7 +136,7 @@ def derive_script(env: Environment, task: Task) -> Script:
                     facts.append(Fact(label=humanize(name), value=value, about=about))
             elif (isinstance(how, str) and how.startswith("$")) or (how is None and not sources):
                 hidden.append(value)
-    tables = task.metadata.get("tables_changed") or list(task.verifier.mutable_tables)
+    tables = task.metadata.tables_changed or list(task.verifier.mutable_tables)
     kind = task.kind if task.kind in ("lookup", "create", "update", "delete") else "update" if tables else "lookup"
     thing = _thing(tables[0]) if tables else _thing(_table_of(env, task))
     wants = render_section(PROMPT, f"opening_{kind}_en", thing=thing, items=humanize(thing) + "s",
@@ -203,7 +203,7 @@ def _hidden(values: list[Any], facts: list[Fact]) -> list[Any]:
 
 def check_turn(script: Script, env: Environment, agent: list[str], user: list[str], text: str, stop: bool,
                turn: int) -> list[UserError]:
-    """The user errors of one user turn (:func:`verify.usercheck.check_turn`, the one implementation, which every
+    """The user errors of one user turn (:func:`pipeline.runtime.usercheck.check_turn`, the one implementation, which every
     export vendors): ``agent`` holds the agent's messages so far (the last one is the message this turn answers),
     ``user`` the user's earlier turns (the opening first)."""
     return usercheck.check_turn(script.facts, script.hidden, [t.name for t in env.tools], agent, user, text, stop,
@@ -235,7 +235,7 @@ class SimUser:
     """One simulated user for one conversation (``attempt`` > 1 samples with the settings' temperature and seed +
     attempt - 1, so k conversations differ and reruns reproduce them)."""
 
-    client: Any
+    client: LLMClientProtocol
     env: Environment
     script: Script
     settings: UserSettings = field(default_factory=UserSettings)
@@ -272,7 +272,7 @@ class SimUser:
         return UserTurn(text, stop, errors, reply.prompt_tokens, reply.completion_tokens)
 
 
-def user_client(client: Any, settings: UserSettings) -> Any:
+def user_client(client: LLMClientProtocol, settings: UserSettings) -> LLMClientProtocol:
     """The client the simulated user talks to: ``client`` itself, or one for ``[stages.user]``'s endpoint with the
     other LLM settings of ``client`` (cache, retries, seed) and the same usage ledger."""
     return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.user")

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.ir import Assertion, Environment, ToolCall, Verifier
-from verify.evaluate import ANSWER_SEP
-from verify.replay import Run, fresh, play
-from verify.state import (
+from pipeline.runtime.replay import Run, fresh, play
+from pipeline.runtime.state import (
     Change,
     Key,
     Row,
@@ -43,6 +42,7 @@ from verify.state import (
     sort_key,
     sqlite_type,
 )
+from verify.evaluate import ANSWER_SEP
 
 MAX_ANSWER_ROWS = 5
 COUNT = "*count"

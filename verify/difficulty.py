@@ -75,8 +75,8 @@ def annotate(task: Task, attempts: Sequence[Any] | None = None) -> Task:
     d = task.difficulty
     rate = pass_rate(task)
     ci = wilson(d.passes, d.attempts)
-    meta = {**task.metadata, "difficulty_tag": tag(rate), "pass_rate": None if rate is None else round(rate, 4),
-            "pass_rate_ci": list(ci) if ci else None, "hard_pool": in_hard_pool(task)}
+    meta = task.metadata.with_values({"difficulty_tag": tag(rate), "pass_rate": None if rate is None else round(rate, 4),
+                                      "pass_rate_ci": list(ci) if ci else None, "hard_pool": in_hard_pool(task)})
     return task.model_copy(update={"metadata": meta})
 
 
@@ -104,7 +104,7 @@ def apply_policy(tasks: list[Task], policy: DifficultyPolicy) -> tuple[list[Task
                 stage="difficulty", item=t.task_id,
                 reason=f"pass rate {rate} outside [{policy.min_pass_rate}, {policy.max_pass_rate}]",
                 evidence={"attempts": t.difficulty.attempts, "passes": t.difficulty.passes,
-                          "pass_rate_ci": t.metadata.get("pass_rate_ci")},
+                          "pass_rate_ci": t.metadata.pass_rate_ci},
             ))
             continue
         kept.append(t)

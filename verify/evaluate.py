@@ -1,9 +1,9 @@
 """Deciding whether a final state (and answer) satisfies a task's verifier: the pydantic-side adapter of
-:mod:`verify.reward`, the one implementation (exports vendor that module; nothing here re-implements it).
+:mod:`pipeline.runtime.reward`, the one implementation (exports vendor that module; nothing here re-implements it).
 
 A verifier holds when every gate holds (gate assertions, and no table outside ``mutable_tables`` changed
 when the initial snapshot is given) and every goal holds (goal assertions, and the typed answer for
-questions). See :mod:`verify.reward` for the rules and the answer check.
+questions). See :mod:`pipeline.runtime.reward` for the rules and the answer check.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.ir import Verifier
-from verify import reward
-from verify.state import Snapshot, TableInfo
+from pipeline.runtime import reward
+from pipeline.runtime.state import Snapshot, TableInfo
 
 ANSWER_SEP = "; "
 """Items of an older plain-text expected answer (one per returned row)."""
@@ -46,15 +46,15 @@ def evaluate(
     infos: dict[str, TableInfo] | None = None,
     written: set[str] | None = None,
 ) -> Evaluation:
-    """``written``: the tables a statement on ``conn`` may have written (a :class:`verify.reward.WriteLog`'s, e.g.
-    :attr:`verify.replay.Run.written`); only those of the frozen tables are read. The result is the same."""
+    """``written``: the tables a statement on ``conn`` may have written (a :class:`pipeline.runtime.reward.WriteLog`'s, e.g.
+    :attr:`pipeline.runtime.replay.Run.written`); only those of the frozen tables are read. The result is the same."""
     v = verifier_dict(verifier)
     s = reward.score(v, conn, initial=initial, answer=answer, partial=True, written=written)
     return Evaluation(s.passed, s.failures, 1.0 if s.passed else 0.0, s.reward)
 
 
 def answer_matches(expected: Any, given: str | None) -> bool:
-    """Whether ``given`` gives exactly the expected typed answer (:func:`verify.reward.check_answer`)."""
+    """Whether ``given`` gives exactly the expected typed answer (:func:`pipeline.runtime.reward.check_answer`)."""
     if isinstance(expected, str) and ANSWER_SEP in expected:
         expected = {"type": "list", "value": answer_items(expected)}
     return reward.check_answer(expected, given)[0]

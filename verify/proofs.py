@@ -32,13 +32,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.ir import Environment, Task, ToolCall
-from pipeline.runtime import engine
-from verify import reward
+from pipeline.ir import Environment, Task, TaskMetadata, ToolCall
+from pipeline.runtime import engine, reward
+from pipeline.runtime.replay import Run, call_once, describe_call, fresh, play
+from pipeline.runtime.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
 from verify.derive import COUNT, forbidden_calls, tables_used
 from verify.evaluate import evaluate, render_answer
-from verify.replay import Run, call_once, describe_call, fresh, play
-from verify.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
 
 ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference",
                     "overreach", "blind"]
@@ -290,7 +289,7 @@ def _kind(env: Environment, tool: str) -> str:
         return "unknown"
 
 
-def _grounded(answer: Any, run: Run, metadata: dict[str, Any]) -> bool:
+def _grounded(answer: Any, run: Run, metadata: TaskMetadata) -> bool:
     """A looked-up answer appears in what the reference read; a computed one (count, sum: the planner
     computed it from these very results) is checked by the verifier alone."""
     spec = reward.expected_answer(answer)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.ir import Environment, Task
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import TesterSettings as TesterSettings
 from verify.agent import TESTER_PAGE, Attempt, Step, View, turn_model
 from verify.agent import run_attempt as _run_attempt
@@ -34,7 +35,7 @@ __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficult
            "run_conversations", "tester_client", "turn_model", "view_of"]
 
 
-def tester_client(client: Any, settings: TesterSettings) -> Any:
+def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMClientProtocol:
     """The client the tester talks to: ``client`` itself, or one for ``[stages.tester]``'s endpoint with the
     generator's other LLM settings (cache, retries, seed) and the same usage ledger."""
     return endpoint_client(client, settings.base_url, settings.model, settings.api_key, "stages.tester")
@@ -46,7 +47,7 @@ def view_of(env: Environment, task: Task) -> View:
 
 
 def run_attempt(
-    client: Any,
+    client: LLMClientProtocol,
     env: Environment,
     task: Task,
     *,
@@ -61,7 +62,7 @@ def run_attempt(
 
 
 def run_attempts(
-    client: Any, env: Environment, task: Task, *, initial_db: str | Path | None = None,
+    client: LLMClientProtocol, env: Environment, task: Task, *, initial_db: str | Path | None = None,
     settings: TesterSettings | None = None,
 ) -> list[Attempt]:
     settings = settings or TesterSettings()
@@ -76,7 +77,7 @@ def run_attempts(
 
 
 def run_conversations(
-    client: Any, env: Environment, task: Task, *, initial_db: str | Path | None = None,
+    client: LLMClientProtocol, env: Environment, task: Task, *, initial_db: str | Path | None = None,
     settings: TesterSettings | None = None, user: UserSettings | None = None,
 ) -> list[Attempt]:
     """``settings.conversations`` attempts at ``task``'s conversational form (``verify.conversation``) against the

@@ -33,7 +33,7 @@ FILES = ("env.json", "schema.sql", "initial.db", "server.py", "tasks.jsonl", "re
 TRAJECTORIES = "trajectories.jsonl"
 POLICY = "policy.md"
 TEMPLATES = "templates.json"
-"""The LLM's request templates for the sampler (:mod:`pipeline.stages.phrasing`); absent: code words every task."""
+"""The LLM's request templates for the sampler (:mod:`pipeline.stages.tasks.templates`); absent: code words every task."""
 
 
 def create_initial_db(env: Environment, path: str | Path) -> Path:

@@ -67,14 +67,14 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any], Any]]:
 
 
 def dedup_settings(config: Config | None = None, **flags: Any) -> Any:
-    from pipeline.stages.expand import ScenarioSettings
+    from pipeline.scenarios.expand import ScenarioSettings
 
     return ScenarioSettings.from_config(config or Config(), dedup=flags).dedup
 
 
 def _open_index(index_dir: Path | None, settings: Any) -> Any:
     from pipeline.embed import get_embedder
-    from pipeline.stages.dedup import DedupIndex
+    from pipeline.scenarios.dedup import DedupIndex
 
     if index_dir is not None:
         return DedupIndex.open(index_dir, settings)
@@ -171,7 +171,7 @@ def register(main: click.Group) -> None:
 
         Records are compared in file order against the index (if any) and the records kept before them.
         """
-        from pipeline.stages.dedup import dedup_scenarios
+        from pipeline.scenarios.dedup import dedup_scenarios
 
         records = read_records(in_file)
         settings = _with_cap(dedup_settings(threshold=threshold, model=embedding_model, text=text,
@@ -224,8 +224,8 @@ def register(main: click.Group) -> None:
 
         Prints how many scenarios were generated, rejected as unsuitable, rejected as duplicates, and kept.
         """
+        from pipeline.scenarios.expand import expand_and_dedup
         from pipeline.seeds import SeedFileError, load_many
-        from pipeline.stages.expand import expand_and_dedup
 
         try:
             seed_list = load_many(seed_files)

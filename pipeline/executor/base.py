@@ -7,7 +7,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from pipeline.settings import LLMSettings
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -73,7 +76,7 @@ class Executor(ABC):
     def run(self, items: Iterable[X], fn: Callable[[X], R]) -> Iterator[tuple[X, R]]:
         """Yield ``(item, fn(item))`` for every item, as each finishes."""
 
-    def warm_up(self, llm: Any, *, wait: bool = False) -> None:
+    def warm_up(self, llm: LLMSettings, *, wait: bool = False) -> None:
         """Start what takes time (worker processes) before the first item comes, in the background unless
         ``wait``; ``llm``: the run's :class:`~pipeline.config.LLMSettings`. Optional: ``run`` starts whatever
         is not started yet."""

@@ -32,10 +32,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.executor.base import Executor, ExecutorError, run_in_flight
 from pipeline.executor.local import cancel_futures, wait_futures
+
+if TYPE_CHECKING:
+    from pipeline.settings import LLMSettings
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -80,7 +83,7 @@ class ProcessExecutor(Executor):
     def describe(self) -> str:
         return f"process ({self.workers} worker processes)"
 
-    def warm_up(self, llm: Any, *, wait: bool = False) -> None:
+    def warm_up(self, llm: LLMSettings, *, wait: bool = False) -> None:
         """Start the worker processes now, in the background (they boot while the driver expands the seeds),
         or, with ``wait``, before returning."""
         if self._pool is not None or self._starting is not None:

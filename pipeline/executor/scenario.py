@@ -32,6 +32,8 @@ from typing import Any
 
 from pipeline.graph import GraphDeps, ScenarioResult, run_scenario
 from pipeline.ir import Scenario
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.settings import LLMSettings, RunPlan
 
 
 @dataclass
@@ -57,7 +59,7 @@ class ScenarioOutcome:
         return tot
 
 
-def invoke_scenario_graph(scn: Scenario, client: Any, plan: Any, envs_dir: Path, thread_id: str,
+def invoke_scenario_graph(scn: Scenario, client: LLMClientProtocol, plan: RunPlan, envs_dir: Path, thread_id: str,
                           checkpointer: Any, progress: Callable[[str], None] | None = None) -> ScenarioResult:
     """The per-scenario unit of work: run the scenario's graph, or resume it from its last checkpoint."""
     deps = GraphDeps(client=client, build=plan.build, verify=plan.verify, envs_dir=envs_dir,
@@ -65,7 +67,7 @@ def invoke_scenario_graph(scn: Scenario, client: Any, plan: Any, envs_dir: Path,
     return run_scenario(scn, deps, checkpointer=checkpointer, thread_id=thread_id)
 
 
-def endpoint_limits(llm: Any) -> dict[str, int]:
+def endpoint_limits(llm: LLMSettings) -> dict[str, int]:
     """``{url: [llm] concurrency}`` for the endpoint and the extra ``[llm] endpoints`` of ``llm``."""
     if not llm.base_url:
         from pipeline.executor.base import ExecutorError
@@ -75,7 +77,7 @@ def endpoint_limits(llm: Any) -> dict[str, int]:
     return {u.rstrip("/"): int(llm.concurrency) for u in [llm.base_url, *(llm.endpoints or [])]}
 
 
-def _failed(scenario: Scenario, e: BaseException, t: float, client: Any, *, remote: bool) -> ScenarioOutcome:
+def _failed(scenario: Scenario, e: BaseException, t: float, client: LLMClientProtocol, *, remote: bool) -> ScenarioOutcome:
     return ScenarioOutcome(scenario.scenario_id, error=f"{type(e).__name__}: {e}".splitlines()[0][:500],
                            error_type=type(e).__name__, seconds=time.perf_counter() - t,
                            usage=client.usage.by_stage(), remote=remote)
@@ -84,8 +86,9 @@ def _failed(scenario: Scenario, e: BaseException, t: float, client: Any, *, remo
 class ScenarioWork:
     """Callable ``(Scenario) -> ScenarioOutcome``; pickles without its local parts (clients, checkpointer)."""
 
-    def __init__(self, plan: Any, llm: Any, fingerprint: str, envs_dir: Path, *,
-                 make_client: Any = None, checkpointer: Any = None, progress: Any = None):
+    def __init__(self, plan: RunPlan, llm: LLMSettings, fingerprint: str, envs_dir: Path, *,
+                 make_client: Callable[[], LLMClientProtocol] | None = None, checkpointer: Any = None,
+                 progress: Callable[[str], None] | None = None):
         self.plan = plan
         self.llm = llm
         self.fingerprint = fingerprint

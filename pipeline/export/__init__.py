@@ -5,7 +5,7 @@
 
 Every format is written from the one task bank (``load_catalog``), so task ids, instructions and
 verifiers are identical across formats. Exported artefacts are self-contained: they carry
-byte-for-byte copies of the stdlib tool engine, the one reward implementation (``verify/reward.py``)
+byte-for-byte copies of the stdlib tool engine, the one reward implementation (``pipeline/runtime/reward.py``)
 and the task runtime (``templates/taskrt.py``), and run without envfoundry installed. Every export
 carries each task's split (train/val), tier and pass rate.
 

@@ -2,7 +2,7 @@
 OpenEnv RFC 008: what a trainer can check before it spends a step on a task.
 
 Per task of the bundle (the bank's, and the sampled pools' when shipped), on fresh copies of the task's own
-initial state, with the reward the bundle vendors (``verify/reward.py``):
+initial state, with the reward the bundle vendors (``pipeline/runtime/reward.py``):
 
 * ``reference``: the reference solution, ended by the reply the transcripts end with
   (:func:`pipeline.export.common.final_reply`), scores the maximum (1.0);
@@ -35,9 +35,8 @@ from typing import Any
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.export.common import ExportError, final_reply, write_json
 from pipeline.ir import Task
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, reward
 from pipeline.runtime.database import EnvDirError, build_database
-from verify import reward
 from verify.proofs import prove
 
 AUDIT_FILE = "audit.json"

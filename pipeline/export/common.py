@@ -24,7 +24,7 @@ import tomli_w
 from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
-from verify import reward
+from pipeline.runtime import reward
 from verify.conversation import script_of, user_system
 from verify.policy import with_policy
 
@@ -34,11 +34,11 @@ REPO_SRC = EXPORT_DIR.parent.parent
 RUNTIME_FILES = {
     # exported name: source, copied byte for byte (all stdlib only, importing each other relatively)
     "engine.py": REPO_SRC / "pipeline" / "runtime" / "engine.py",
-    "reward.py": REPO_SRC / "verify" / "reward.py",
+    "reward.py": REPO_SRC / "pipeline" / "runtime" / "reward.py",
     "taskrt.py": TEMPLATES / "taskrt.py",
     # the simulated user of conversations: envfoundry's checks of a user's turn and the values they read
-    "values.py": REPO_SRC / "verify" / "values.py",
-    "usercheck.py": REPO_SRC / "verify" / "usercheck.py",
+    "values.py": REPO_SRC / "pipeline" / "runtime" / "values.py",
+    "usercheck.py": REPO_SRC / "pipeline" / "runtime" / "usercheck.py",
     "usersim.py": TEMPLATES / "usersim.py",
 }
 
@@ -162,7 +162,7 @@ def refusals(ce: CatalogEnv, task: Task) -> list[dict[str, Any]]:
     """The writes a rule-bound task's policy forbids (``metadata.rules`` with the verdict ``forbids``), once each, in
     order: ``{"rule": id, "tool", "arguments", "message"}``, the message being the rule's own (``env.rules``), in the
     environment's language. Empty for any other task."""
-    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    meta = task.metadata.as_dict()
     messages = {r.id: r.message for r in ce.env.rules}
     out: list[dict[str, Any]] = []
     for r in meta.get("rules") or []:
@@ -234,7 +234,7 @@ def difficulty_info(task: Task) -> dict[str, Any]:
     ``pass_rate`` (None when the tester did not run), ``attempts``/``passes``, and ``pass_rate_ci``,
     ``hard_pool`` and ``difficulty_tag`` when recorded. Read defensively: ``metadata`` fields are
     optional and added by later pipeline stages."""
-    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    meta = task.metadata.as_dict()
     diff = getattr(task, "difficulty", None)
     attempts = getattr(diff, "attempts", 0) if diff is not None else 0
     passes = getattr(diff, "passes", 0) if diff is not None else 0
@@ -290,8 +290,8 @@ def write_bundle(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
 
 def write_runtime(pkg_dir: Path) -> None:
     """Vendor the stdlib runtime into an exported package: the tool engine, the one reward
-    implementation (``verify/reward.py``), the task runtime and the simulated user (``templates/usersim.py``
-    with envfoundry's checks of a user's turn, ``verify/usercheck.py`` and ``verify/values.py``), each copied
+    implementation (``pipeline/runtime/reward.py``), the task runtime and the simulated user (``templates/usersim.py``
+    with envfoundry's checks of a user's turn, ``pipeline/runtime/usercheck.py`` and ``pipeline/runtime/values.py``), each copied
     byte for byte."""
     for name, src in RUNTIME_FILES.items():
         if not src.is_file():

@@ -41,7 +41,7 @@ from pipeline.export.common import (
 )
 from pipeline.export.pools import EnvPools, pool_of, readme_section, write_pool
 from pipeline.runtime import EnvInstance
-from verify.replay import resolve
+from pipeline.runtime.replay import resolve
 
 OPENENV_REQUIREMENT = "openenv>=0.10,<0.11"
 RESERVED = {"reset", "step", "state", "close"}
@@ -69,7 +69,7 @@ README = """# {package}
 
 envfoundry environment `{env_id}` ({title}) as an OpenEnv environment: {n} tasks ({n_val} in the
 validation split). The only dependency is `openenv` (0.10.x); the tool engine and the reward
-(envfoundry's `verify/reward.py`) are vendored in `server/`.
+(envfoundry's `pipeline/runtime/reward.py`) are vendored in `server/`.
 
 ```bash
 pip install "{requirement}" uvicorn
@@ -108,7 +108,9 @@ server prints the cap and the memory one session measured at start-up; a session
 raise it). Sessions own no thread: their tool
 calls and rewards run on one pool of `ENVFOUNDRY_WORKERS` threads (default the number of cores, at least
 2), and a call is stopped after `ENVFOUNDRY_CALL_TIMEOUT` seconds (default 10), so a slow call cannot
-stall the other sessions.
+stall the other sessions. An episode that made the same write calls from the same state as an earlier one of its
+task ends on the same database (the engine is deterministic), so its reward reuses that episode's verifier checks
+(the answer is checked each time; `ENVFOUNDRY_REWARD_MEMO`, default 4096 kept, 0 turns it off).
 
 ## Conversations
 

@@ -74,7 +74,7 @@ def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0, perturb: bool = Fals
     plays on the state it was sampled on (``EnvPools.states``)."""
     from pipeline.catalog.env_dir import TEMPLATES
     from pipeline.sampler import LEVELS, Want, sample  # the planner: imported only when sampling
-    from pipeline.stages.phrasing import read_templates
+    from pipeline.stages.tasks.templates import read_templates
 
     if n < 1:
         raise ExportError(f"sample per level must be 1 or more, not {n}")
@@ -96,7 +96,7 @@ def sample_env_pools(ce: CatalogEnv, n: int, seed: int = 0, perturb: bool = Fals
     states: dict[str, Path] = {}
     if workdir is not None:
         for task in earlier:
-            made = (task.metadata.get("perturb") or {}) if isinstance(task.metadata, dict) else {}
+            made = task.metadata.get("perturb") or {}
             path = Path(workdir.name) / str(made.get("db"))
             if not made.get("db") or not path.is_file():
                 raise ExportError(f"task {task.task_id}: sampled on a perturbed state whose database "
@@ -122,7 +122,7 @@ def pool_of(pools: Mapping[str, EnvPools] | None, env_id: str) -> EnvPools | Non
 def pool_info(task: Task, ce: CatalogEnv | None = None) -> dict[str, Any]:
     """What the exports carry per pool task (as ``task_info.json`` per bank task), with its ``level`` and
     ``axes``."""
-    meta = task.metadata if isinstance(task.metadata, dict) else {}
+    meta = task.metadata.as_dict()
     return {**task_info(task, POOL_SPLIT, ce), "level": meta.get("level"), "axes": meta.get("axes"), "sampled": True}
 
 

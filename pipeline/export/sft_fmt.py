@@ -10,13 +10,13 @@ refused write with its rule's own message, :func:`pipeline.export.common.final_r
 convention Hugging Face chat templates render (``apply_chat_template(messages, tools=tools)``);
 ``sft_arguments="string"`` writes the OpenAI wire form (a JSON string) instead, ``"both"`` adds the
 string as ``arguments_json``. ``tools`` are OpenAI function schemas. A reference solution that
-fails its verifier (the one reward, ``verify/reward.py``) on replay is an error.
+fails its verifier (the one reward, ``pipeline/runtime/reward.py``) on replay is an error.
 
 ``sft_conversation.jsonl`` holds the same tasks in their conversational form (one line per task, the same fields
 plus ``conversation``, the task's script): system (the conversational prompt), user (the opening line), then per
 fact of the script the assistant asking for it and the user giving it, then the reference calls and results and the
 final message, written by code (:func:`conversation_transcript`); no user turn of it is a user error
-(``verify.usercheck.check_turn``), nor is the user ending the conversation on the final message.
+(``pipeline.runtime.usercheck.check_turn``), nor is the user ending the conversation on the final message.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from pipeline.export.common import (
     write_text,
 )
 from pipeline.ir import Task
-from pipeline.runtime import EnvInstance
-from verify import reward, usercheck
+from pipeline.runtime import EnvInstance, reward, usercheck
 
 README = """# envfoundry SFT transcripts
 

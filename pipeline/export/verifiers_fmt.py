@@ -3,7 +3,7 @@
 ``<out>/<package>/`` is a source project (``pip install <out>/<package>``) whose package exposes
 ``load_environment(**kwargs)`` and exports its ``Taskset`` for ``vf-eval <package>`` and
 ``vf-validate <package>`` (``Task.validate`` replays the reference solution). It depends only on
-``verifiers``: the envfoundry tool engine, the reward (``verify/reward.py``) and the task runtime
+``verifiers``: the envfoundry tool engine, the reward (``pipeline/runtime/reward.py``) and the task runtime
 are vendored, with the environment's ``env.json``, ``initial.db``, tasks and per-task split, tier
 and pass rate as package data.
 """
@@ -39,7 +39,7 @@ README = """# {dist}
 
 envfoundry environment `{env_id}` ({title}) as a verifiers environment: {n} tasks ({n_val} in the
 validation split). The only dependency is `verifiers` (0.4.x); the tool engine and the reward
-(envfoundry's `verify/reward.py`) are vendored in the package.
+(envfoundry's `pipeline/runtime/reward.py`) are vendored in the package.
 
 ```bash
 pip install .

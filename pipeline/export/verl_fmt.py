@@ -4,7 +4,7 @@
 task-id hash), ``tool_config.yaml`` (``actor_rollout_ref.rollout.multi_turn.tool_config_path``:
 every tool of every environment) and an installable package with the tool class and the reward
 (``reward.custom_reward_function.path=pkg://<package>.tools``, ``name=compute_score``). The tool
-engine, the reward (``verify/reward.py``) and the task runtime are vendored; each environment's
+engine, the reward (``pipeline/runtime/reward.py``) and the task runtime are vendored; each environment's
 data sits in ``<package>/data/<env_id>/``.
 
 Row fields (veRL's documented dataset format): ``data_source`` (``envfoundry/<env_id>``),
@@ -62,7 +62,7 @@ README = """# {package}
 training and {n_val} validation tasks in one dataset. Each row selects its own environment's tools
 (`extra_info.tool_selection`); the reward is the task's verifier on the trajectory's own final
 database (the tool calls' effects, whatever the tool-call format), scored by envfoundry's
-`verify/reward.py` (vendored, stdlib only).
+`pipeline/runtime/reward.py` (vendored, stdlib only).
 
 ```bash
 pip install .      # on every veRL worker (no dependencies besides veRL itself)

@@ -1,7 +1,7 @@
 """The orchestration layer: one LangGraph behind ``envfoundry run``, ``build`` and ``verify``.
 
 * :mod:`pipeline.graph.scenario` — the graph: build stages, then one checkpointed step per task, then the
-  last stage (``pipeline.stages.finish``: rederivation, the difficulty policy) and the report
+  last stage (``pipeline.stages.tasks.finish``: rederivation, the difficulty policy) and the report
   (``build_scenario_graph``, ``GraphDeps``, ``run_graph``, ``run_scenario``);
 * :mod:`pipeline.graph.results` — what the graph hands back (``ScenarioResult``, a typed record that pickles;
   a run writes the environment directory from it with ``pipeline.catalog.write_environment``);

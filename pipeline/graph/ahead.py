@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from pipeline.hashing import content_hash
 from pipeline.ir import Environment, Task
+from pipeline.llm.protocol import LLMClientProtocol
 
 R = TypeVar("R")
 
@@ -36,7 +37,7 @@ class Ahead:
     """``start(env, db, tasks, fn)`` verifies ``tasks`` in the background; ``take(env, db, task, fn)`` returns
     ``fn(task)``, from the background when it was started with the same inputs. ``close()`` cancels the rest."""
 
-    def __init__(self, client: Any, *, per_task_requests: int = 1):
+    def __init__(self, client: LLMClientProtocol, *, per_task_requests: int = 1):
         self.enabled = bool(getattr(client, "prefetches", False))
         parallelism = int(getattr(client, "parallelism", 1) or 1)
         self.workers = max(1, parallelism // max(1, per_task_requests))

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.graph.task import TaskOutcome
 from pipeline.ir import Environment, Rejection, Task
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import prompt_hashes
 from pipeline.settings import VerifySettings
 from verify.difficulty import histogram
@@ -59,7 +60,7 @@ def _talks_summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
             "user_error_rate": round(sum(bool(a.user_errors) for a in talks) / len(talks), 4)}
 
 
-def build_report(env: Environment, client: Any, s: VerifySettings, planned: int, outcomes: list[TaskOutcome],
+def build_report(env: Environment, client: LLMClientProtocol, s: VerifySettings, planned: int, outcomes: list[TaskOutcome],
                  kept: list[Task], rejections: list[Rejection], *, env_changed: bool) -> dict[str, Any]:
     """The ``verify`` section of ``report.json``."""
     verdicts: dict[str, Counter[str]] = {"rule": Counter(), "llm": Counter()}
@@ -80,7 +81,7 @@ def build_report(env: Environment, client: Any, s: VerifySettings, planned: int,
             "kept": len(kept),
             "rejected": len(rejections),
             "kinds": dict(sorted(Counter(t.kind for t in kept).items())),
-            "hard_pool": sum(t.metadata.get("hard_pool") is True for t in kept),
+            "hard_pool": sum(t.metadata.hard_pool is True for t in kept),
             "pass_rate_histogram": histogram(kept),
             "checker_verdicts": {src: dict(sorted(c.items())) for src, c in verdicts.items()},
             "blame": dict(sorted(blames.items())),

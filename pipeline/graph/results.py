@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph.report import trajectories
 from pipeline.graph.task import TaskOutcome
-from pipeline.ir import Environment, Rejection, Scenario, Task
-from pipeline.stages.intents import Intent
+from pipeline.ir import Environment, Intent, Rejection, Scenario, Task
 
 ENV_FIELDS = ("scenario", "clock", "tables", "seed", "tools", "ir_version", "rules")
 
@@ -53,7 +52,7 @@ class ScenarioResult(BaseModel):
     timings: dict[str, float] = {}
     """Wall seconds per build stage."""
     templates: dict[str, Any] = {}
-    """``templates.json``: the LLM's request templates for the sampler (:mod:`pipeline.stages.phrasing`)."""
+    """``templates.json``: the LLM's request templates for the sampler (:mod:`pipeline.stages.tasks.templates`)."""
 
     @property
     def rejections(self) -> tuple[Rejection, ...]:

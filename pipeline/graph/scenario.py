@@ -8,8 +8,8 @@
     tasks -> verify_task -> verify_task -> ... (one step per task) -> finish -> END
 
 A task whose fix repaired the environment leaves it with its rules checked again
-(:func:`pipeline.stages.policy.recheck_policy`: a rule that no longer holds is dropped with a rejection), and a
-rule-bound task that exercises a dropped rule is not emitted (:func:`pipeline.stages.finish.rederived`).
+(:func:`pipeline.stages.policy.house_rules.recheck_policy`: a rule that no longer holds is dropped with a rejection), and a
+rule-bound task that exercises a dropped rule is not emitted (:func:`pipeline.stages.tasks.finish.rederived`).
 
 Nodes are thin adapters around the stage entry points (``pipeline/stages``) and the per-task subgraph
 (:mod:`pipeline.graph.task`, with the fix loop as edges). The state holds only JSON-able records, so it
@@ -48,18 +48,20 @@ from pipeline.graph.results import (
 )
 from pipeline.graph.task import EnvFixer, TaskOutcome, VerifyDeps, build_verify_graph, verify_task
 from pipeline.hashing import content_hash
+from pipeline.ir import Intent
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import BuildSettings, VerifySettings
-from pipeline.stages import intents as st_intents
-from pipeline.stages import policy as st_policy
-from pipeline.stages import schema as st_schema
-from pipeline.stages import seed_data as st_seed
-from pipeline.stages import tools as st_tools
 from pipeline.stages.base import StageResult
-from pipeline.stages.finish import finish_tasks, rederived
-from pipeline.stages.intents import Intent
-from pipeline.stages.phrasing import phrase_environment
-from pipeline.stages.repair import repair_data, repair_tool
-from pipeline.stages.tasks import generate_tasks, rederive_task, revise_task
+from pipeline.stages.policy import house_rules as st_policy
+from pipeline.stages.rows import populate as st_seed
+from pipeline.stages.rows.repair import repair_data
+from pipeline.stages.schema import intents as st_intents
+from pipeline.stages.schema import tables as st_schema
+from pipeline.stages.tasks.bank import generate_tasks, rederive_task, revise_task
+from pipeline.stages.tasks.finish import finish_tasks, rederived
+from pipeline.stages.tasks.templates import phrase_environment
+from pipeline.stages.tools import toolset as st_tools
+from pipeline.stages.tools.repair import repair_tool
 
 DONE = ("verified", "rejected")
 
@@ -106,7 +108,7 @@ class ScenarioState(TypedDict, total=False):
 class GraphDeps:
     """What the nodes need: the LLM client, settings, where environments go, how faults are repaired."""
 
-    client: Any
+    client: LLMClientProtocol
     build: BuildSettings
     verify: VerifySettings | None = None
     """None: build only (the graph ends after the tools)."""
@@ -115,7 +117,7 @@ class GraphDeps:
     n_tasks: int | None = None
     progress: Callable[[str], None] | None = None
     repairs: bool = True
-    """Repair a blamed tool or table with the build stages (``pipeline.stages.repair``)."""
+    """Repair a blamed tool or table with the build stages (``pipeline.stages.tools.repair``)."""
     fix_tool: EnvFixer | None = None
     """Instead of the stages' tool repair (tests)."""
     fix_data: EnvFixer | None = None

@@ -31,7 +31,8 @@ from typing import Any, Literal, TypedDict
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.ir import Difficulty, Environment, Task
+from pipeline.ir import Difficulty, Environment, Task, TaskMetadata
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import fill_section
 from verify.call_review import CheckerSettings, Fault, Review, review_attempt, rule_review
 from verify.conversation import UserSettings
@@ -47,7 +48,7 @@ Rederive = Callable[[Environment, Task], "tuple[Task | None, str | None]"]
 class VerifyDeps:
     """What the subgraph needs besides the task: the LLM client, settings and the fixers."""
 
-    client: Any
+    client: LLMClientProtocol
     tester: TesterSettings = field(default_factory=TesterSettings)
     checker: CheckerSettings = field(default_factory=CheckerSettings)
     fix_rounds: int = 2
@@ -256,7 +257,7 @@ def outcome(state: VerifyState) -> TaskOutcome:
     talks = state.get("talks") or []
     if talks:
         meta["conversation_difficulty"] = conversation_difficulty(talks)
-    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes), "metadata": meta})
+    task = task.model_copy(update={"difficulty": Difficulty(attempts=len(attempts), passes=passes), "metadata": TaskMetadata.model_validate(meta)})
     reason = "proofs hold" + (f"; checker flag left: {fault.kind} {fault.target}: {fault.reason}" if fault else "")
     return make("accepted", reason, task)
 

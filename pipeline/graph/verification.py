@@ -26,6 +26,7 @@ from pipeline.graph.scenario import (
 )
 from pipeline.graph.task import EnvFixer, TaskOutcome
 from pipeline.ir import Environment, Rejection, Task
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.settings import BuildSettings, VerifySettings
 
 
@@ -42,12 +43,12 @@ class EnvVerification:
     env_changed: bool = False
     trajectories: list[dict[str, Any]] = field(default_factory=list)
     templates: dict[str, Any] = field(default_factory=dict)
-    """``templates.json`` (:mod:`pipeline.stages.phrasing`; empty: none)."""
+    """``templates.json`` (:mod:`pipeline.stages.tasks.templates`; empty: none)."""
 
 
 def verify_env(
     env: Environment,
-    client: Any,
+    client: LLMClientProtocol,
     *,
     initial_db: str | Path | None = None,
     tasks: list[Task] | None = None,

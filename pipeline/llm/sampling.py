@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.llm.client import LLMClient
+from pipeline.llm.protocol import LLMClientProtocol
 
 
 class _Sampled:
-    def __init__(self, client: Any, temperature: float, seed: int):
+    def __init__(self, client: LLMClientProtocol, temperature: float, seed: int):
         self._client = client
         self.settings = client.settings.model_copy(update={"temperature": temperature, "seed": seed})
 
@@ -26,7 +27,7 @@ class _Sampled:
     structured = LLMClient.structured
 
 
-def sampled(client: Any, temperature: float, seed: int) -> Any:
+def sampled(client: LLMClientProtocol, temperature: float, seed: int) -> LLMClientProtocol:
     if not hasattr(client, "settings") or client.settings.temperature == temperature:
         return client
     return _Sampled(client, temperature, seed)
@@ -37,7 +38,7 @@ class Escalating:
     with ``temperature`` and seeds base+1, base+2, ...: a small model at temperature 0 tends to send
     the same wrong reply again whatever the feedback says."""
 
-    def __init__(self, client: Any, temperature: float = 0.7):
+    def __init__(self, client: LLMClientProtocol, temperature: float = 0.7):
         self._client = client
         self._temperature = temperature
         self._n = 0

@@ -7,9 +7,14 @@ barrier; when another process takes one core, one thread is descheduled and the 
 waiting for it: measured 0.26-0.33x of the quiet speed beside one busy loop (issue 42,
 ``benchmarks/results/embedded.md``). Two remedies, the first where the system allows it:
 
-* a higher scheduling priority (``ENVFOUNDRY_SERVER_NICE``, default -10; llama.cpp's own server has ``--prio``
+* a higher scheduling priority (``ENVFOUNDRY_SERVER_NICE``, default -19; llama.cpp's own server has ``--prio``
   for the same reason): a pipeline waits on its model, so a test worker or a compiler beside it yields its core
-  first. Allowed for root or with CAP_SYS_NICE. Measured 0.74x beside a busy loop, quiet speed unchanged.
+  first. Allowed for root or with CAP_SYS_NICE. Measured 0.74x beside a busy loop in the server's own session,
+  quiet speed unchanged. Where the kernel groups tasks by session (autogroups) the server leads a session of its
+  own and gives its group the same nice (:func:`own_autogroup`); a group's weight at nice -10 is ~9x a usual
+  session's, so beside eight busy sessions the server would have about half the CPU and its two threads would
+  spin at barriers again (seen 2026-11-28: 5 tokens/s at -10, 6.8-8.3 at -19, against 1.1 with no group of its
+  own, under a load of 5-47): hence -19.
 * otherwise, threads fitted to the free cores: before each decode (one batch of the prompt, or one generated
   token) the server looks at how much CPU the rest of the machine used since it last looked (``/proc/stat``
   minus this process's own ``/proc/self/stat``) and asks llama.cpp for the cores left free (at least one, at
@@ -128,7 +133,10 @@ def own_autogroup(nice: int) -> str:
     the process's own session: a test run or a build in another terminal shares the CPU with the server's whole
     session as one equal peer, whatever the server's nice (measured 2026-11-28: 1.1 tokens/s at nice -10 beside
     four busy sessions). So the server starts a session of its own and gives that group the same nice value.
-    Returns the words for the server log ("" where autogroups are off)."""
+    Returns the words for the server log ("" where autogroups are off). ``ENVFOUNDRY_SERVER_AUTOGROUP=0`` leaves
+    the session as it is (for measuring the difference: ``benchmarks/bench_embedded.py``)."""
+    if os.environ.get("ENVFOUNDRY_SERVER_AUTOGROUP", "1") == "0":
+        return " (its session's group left as it is: ENVFOUNDRY_SERVER_AUTOGROUP=0)"
     try:
         if AUTOGROUP.read_text().strip() != "1":
             return ""
@@ -153,7 +161,7 @@ def should_fit(mode: str, raised: bool) -> bool:
 def main() -> None:  # pragma: no cover - the server process (exercised by the embedded-model tests)
     import sys
 
-    raised, said = raise_priority(int(os.environ.get("ENVFOUNDRY_SERVER_NICE", "-10")))
+    raised, said = raise_priority(int(os.environ.get("ENVFOUNDRY_SERVER_NICE", "-19")))
     fit = should_fit(os.environ.get("ENVFOUNDRY_ADAPTIVE_THREADS", "auto"), raised)
     print(f"envfoundry: {said}; threads {'fitted to the free cores' if fit else 'fixed'}", flush=True)
     from llama_cpp.llama import Llama

@@ -14,8 +14,8 @@ def replay_reference(env_json: dict[str, Any], initial_db: Path | None, task: di
     from pydantic import ValidationError
 
     from pipeline.ir import Environment, ToolCall
-    from verify.replay import fresh, play
-    from verify.state import query_value
+    from pipeline.runtime.replay import fresh, play
+    from pipeline.runtime.state import query_value
 
     try:
         env = Environment.model_validate(env_json)

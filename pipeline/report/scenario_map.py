@@ -20,7 +20,7 @@ from pipeline.report.plots import pca_2d
 
 def _embed(scenarios: list[dict[str, Any]], meta: dict[str, Any]) -> np.ndarray:
     from pipeline.embed import Embedder
-    from pipeline.stages.dedup import scenario_text
+    from pipeline.scenarios.dedup import scenario_text
 
     model = str(meta.get("model") or "") or None
     quantize = model is not None and model.endswith("+int8")

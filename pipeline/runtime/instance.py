@@ -84,7 +84,7 @@ def _template(env: Environment, initial_db: str | Path | None) -> _Template:
 
 class EnvInstance:
     """One live copy of an environment: call tools, query, reset. (Snapshots and row diffs of its state:
-    ``verify.state`` / ``verify.reward`` over ``instance.conn``.)
+    ``pipeline.runtime.state`` / ``pipeline.runtime.reward`` over ``instance.conn``.)
 
     ``initial_db`` is an ``initial.db`` file; when None the initial state is built from
     ``env.tables`` and ``env.seed``. ``enforce_policy``: the environment's rules refuse the calls they forbid

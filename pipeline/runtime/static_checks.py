@@ -10,7 +10,7 @@ rejected, and date/time functions are rejected when given ``'now'`` (that struct
 is answered by sqlglot, ``sqlshape.clock_calls``). Tools use the built-in ``:now`` / ``:today``.
 
 Static: a statement is prepared, never run (the tools stage runs tools on seeded rows,
-``pipeline.stages.exercise``). These used to live in the engine, which every ``server.py`` embeds; a served
+``pipeline.stages.tools.exercise``). These used to live in the engine, which every ``server.py`` embeds; a served
 environment never runs them (the engine's docstring still calls this module ``pipeline.runtime.checks``, its
 name before: that text is embedded in every ``server.py`` and export, byte for byte).
 """
@@ -103,7 +103,7 @@ class _Checking:
         previous = getattr(self.conn, "guard", None)
         if not isinstance(previous, Guard):
             previous = None
-        writes = getattr(self.conn, "writes", None)  # a verify.reward.WriteLog in front of the guard: keep it
+        writes = getattr(self.conn, "writes", None)  # a pipeline.runtime.reward.WriteLog in front of the guard: keep it
         if previous is not None and writes is not None and getattr(writes, "inner", None) is previous:
             previous = writes
         self.conn.set_authorizer(previous)

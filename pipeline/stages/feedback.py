@@ -5,11 +5,14 @@ check fails sends the exact error back in the same conversation and asks again, 
 ``max_attempts`` times in all. The outcome is data: the value, or the last error (which the stage
 turns into a :class:`pipeline.ir.Rejection`). Given the same replies, the loop is deterministic.
 
-Prompt sections (``render_section``) live in :mod:`pipeline.prompts`; they are re-exported here.
+Prompt sections (``render_section``) live in :mod:`pipeline.prompts`; they are re-exported here. Also shared by the
+stages: :func:`copied_words` (words an LLM text copied from its prompt), :func:`ask_min` and :func:`budget` (how many
+items to ask for, and the reply budget for them).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -17,9 +20,11 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
 from pipeline.prompts import render_section as render_section
 from pipeline.prompts import sections as sections
+from pipeline.runtime import reward
 
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
@@ -41,7 +46,7 @@ class Outcome(Generic[V]):
 
 
 def ask_with_feedback(
-    client: Any,
+    client: LLMClientProtocol,
     model: type[M],
     messages: list[dict[str, Any]],
     check: Callable[[M], tuple[V | None, str | None]],
@@ -121,3 +126,43 @@ def ask_with_feedback(
 
 def user(content: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": content}]
+
+
+# ---------------------------------------------------------------- checks of what the LLM wrote, and what to ask for
+
+
+COPIED_WORDS = 8
+"""Consecutive words a text written by the LLM (a rule's message, a request) may not share with a tool's
+description: that many in a row were copied from the prompt, not said the way a user or a clerk would. (Six
+refused plain phrasing: "a new order to the database", "set the status of a case to ..."; the copies seen on
+new domains ran ten words and more.)"""
+_WORD = re.compile(r"\w+")
+
+
+def copied_words(text: str, source: str, n: int = COPIED_WORDS) -> str | None:
+    """The longest run of ``n`` or more consecutive words ``text`` shares with ``source`` (case, punctuation and
+    spacing ignored), as ``text`` writes it in normalized form; None when they share no such run."""
+    a = _WORD.findall(reward.normalize_text(text))
+    b = _WORD.findall(reward.normalize_text(source))
+    best, end = 0, 0
+    prev = [0] * (len(b) + 1)
+    for i, word in enumerate(a, 1):
+        row = [0] * (len(b) + 1)
+        for j, other in enumerate(b, 1):
+            if word == other:
+                row[j] = prev[j - 1] + 1
+                if row[j] > best:
+                    best, end = row[j], i
+        prev = row
+    return " ".join(a[end - best:end]) if best >= n else None
+
+
+def ask_min(minimum: int, maximum: int) -> int:
+    """Ask for one more item than is needed (within the maximum), so that one may fail. The 1.5B
+    model writes the fewest items the schema allows, so this minimum is what it writes."""
+    return min(minimum + 1, maximum)
+
+
+def budget(base: int, per_item: int, items: int) -> int:
+    """An output budget that grows with the number of items asked for (never below the configured one)."""
+    return max(base, per_item * items)

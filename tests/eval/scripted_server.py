@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pipeline.ir import Task
-from verify.replay import field_of
-from verify.reward import expected_answer
+from pipeline.runtime.replay import field_of
+from pipeline.runtime.reward import expected_answer
 
 Policy = Callable[[dict[str, Any]], Any]
 

@@ -231,7 +231,7 @@ def test_opening_lines_that_state_values_or_speak_as_the_desk_are_refused_then_w
     named, the person's voice); a refused reply is fed back; after the last, code writes the opening."""
     from pipeline.llm import fake_client
     from pipeline.settings import TaskSettings
-    from pipeline.stages.tasks import generate_tasks
+    from pipeline.stages.tasks.bank import generate_tasks
     from tests.fixtures.brewery import brewery_env
 
     env = brewery_env()
@@ -277,8 +277,8 @@ def test_a_user_who_repeats_itself_instead_of_ending_is_a_no_stop_error() -> Non
 def test_two_rows_of_one_table_set_to_one_value_are_two_facts() -> None:
     # seen on a court domain: "set case CV-1 and case CV-2 to open" lost the second case's new status, because a
     # value was told once whatever row it was for; the user then could not say what the second case should become
-    from pipeline.stages.conversation import facts_of
-    from pipeline.stages.planner.chains import Chain, Goal
+    from pipeline.stages.tasks.conversation import facts_of
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
 
     goals = [Goal(kind="update", table="cases", named=(("docket_no", "CV-1"),), values=(("status", "open"),)),
              Goal(kind="update", table="cases", named=(("docket_no", "CV-2"),), values=(("status", "open"),)),

@@ -71,7 +71,7 @@ def test_real_model_writes_opening_lines_on_a_domain_outside_the_example(real_ll
     states no fact of the task, and the facts hold every value the request states."""
     from pipeline.llm import fake_client
     from pipeline.settings import TaskSettings
-    from pipeline.stages.tasks import generate_tasks
+    from pipeline.stages.tasks.bank import generate_tasks
     from tests.fixtures.brewery import brewery_env
     from verify.conversation import check_turn, says
 

@@ -20,8 +20,8 @@ import pytest
 from pipeline.eval import EvalItem, EvalSettings, load_items, run_eval, task_hash
 from pipeline.llm import fake_client
 from pipeline.settings import BuildSettings, TaskSettings
-from pipeline.stages.policy import make_policy
-from pipeline.stages.tasks import generate_tasks
+from pipeline.stages.policy.house_rules import make_policy
+from pipeline.stages.tasks.bank import generate_tasks
 from tests.eval.scripted_server import Calls, Replay, noop, serve
 from tests.eval.test_eval import EXAMPLE, client_for
 from tests.fixtures.brewery import brewery_env

@@ -11,6 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 from pipeline.llm.simulated import CacheReplay, SimulatedEndpoint
 from tests.executor.example_run import (
@@ -32,13 +34,39 @@ def _cmd(out, url: str, seeds, config) -> list[str]:
             "--config", str(config), "--base-url", url, "--model", MODEL, "--executor", "ray", "--json"]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver, then whatever it started in its process group (its local Ray instance)."""
+def _marked(mark: str) -> list[int]:
+    """Processes whose environment carries `mark`: the driver's, and every Ray process it started, since Ray's
+    raylet and workers inherit the driver's environment but leave its process group."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if mark.encode() in (d / "environ").read_bytes().split(b"\0"):
+                pids.append(int(d.name))
+        except OSError:  # gone, or not ours to read
+            pass
+    return pids
+
+
+def _kill_all(proc: subprocess.Popen, mark: str) -> None:
+    """SIGKILL the driver's process group, then every process of the run that outlived it, and wait until none is
+    left: a Ray worker that outlives the driver by a moment would otherwise finish its request and cache the reply
+    after the test has counted the cache (the rerun then finds one more row than the kill left)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait(30)
+    deadline = time.monotonic() + 60
+    while (left := _marked(mark)) and time.monotonic() < deadline:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    assert not left, f"processes of the killed run still alive after 60 s: {left}"
 
 
 def test_killed_ray_driver_resumes_from_what_the_workers_cached(tmp_path):
@@ -46,7 +74,8 @@ def test_killed_ray_driver_resumes_from_what_the_workers_cached(tmp_path):
     seeds, stages = example_inputs(tmp_path / "inputs")
     config = config_file(tmp_path / "inputs", stages)
     out = tmp_path / "catalog"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    mark = f"ENVFOUNDRY_TEST_RUN={uuid.uuid4().hex}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ENVFOUNDRY_TEST_RUN": mark.split("=", 1)[1]}
     with SimulatedEndpoint(replay) as ep:
         proc = subprocess.Popen(_cmd(out, ep.url, seeds, config), cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
@@ -58,7 +87,7 @@ def test_killed_ray_driver_resumes_from_what_the_workers_cached(tmp_path):
             served = ep.stats()["requests"]
             assert served >= KILL_AFTER
         finally:
-            _kill_group(proc)
+            _kill_all(proc, mark)
         con = sqlite3.connect(out / "catalog.db")
         (status,) = con.execute("SELECT status FROM environments").fetchone()
         con.close()

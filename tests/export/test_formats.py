@@ -80,7 +80,7 @@ def test_verl_one_dataset_over_every_environment(multi_catalog_dir, tmp_path):
     assert "data.val_files=val.parquet" in readme and f"pkg://{root.name}.tools" in readme
     for env_id in cat.envs:  # the one reward, vendored byte for byte
         assert (root / root.name / "data" / env_id / "tasks.jsonl").is_file()
-    assert (root / root.name / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
+    assert (root / root.name / "reward.py").read_bytes() == Path("pipeline/runtime/reward.py").read_bytes()
 
 
 def test_verl_single_env_names_stay_plain(any_catalog, tmp_path):
@@ -314,10 +314,10 @@ def _import_taskrt(root):
 
 
 def test_exported_runtime_is_the_one_reward_and_engine(catalog_dir, tmp_path):
-    """The exports vendor verify/reward.py and the engine byte for byte; the runtime scores with them."""
+    """The exports vendor pipeline/runtime/reward.py and the engine byte for byte; the runtime scores with them."""
     (root,) = export_catalog(catalog_dir, "verl", tmp_path).paths  # its package imports no trainer
     pkg = root / root.name
-    assert (pkg / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
+    assert (pkg / "reward.py").read_bytes() == Path("pipeline/runtime/reward.py").read_bytes()
     assert (pkg / "engine.py").read_bytes() == Path("pipeline/runtime/engine.py").read_bytes()
     src = (pkg / "taskrt.py").read_text()
     assert "from pipeline" not in src and "import verify" not in src and "from verify" not in src
@@ -469,8 +469,8 @@ def test_every_format_gives_the_policy_as_the_system_prompt(tmp_path):
     from pipeline.envdir import write_env_dir
     from pipeline.llm import fake_client
     from pipeline.settings import BuildSettings, TaskSettings
-    from pipeline.stages.policy import make_policy
-    from pipeline.stages.tasks import generate_tasks
+    from pipeline.stages.policy.house_rules import make_policy
+    from pipeline.stages.tasks.bank import generate_tasks
     from tests.fixtures.permits import permit_env
     from verify.policy import policy_text
 

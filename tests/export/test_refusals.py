@@ -1,7 +1,7 @@
 """Refusals said (issue 41): a rule-bound task whose request the policy refuses in part ends its reference
 transcript, plain and conversational, with a reply that says what was done (the reference's writes) and what was
 refused, each refused write with its rule's own message, never "Done: the request has been carried out."; the
-simulated user's checks (verify/usercheck.py) accept ending the conversation on it; the rule ids travel with the
+simulated user's checks (pipeline/runtime/usercheck.py) accept ending the conversation on it; the rule ids travel with the
 task in every format (the SFT record's and task_info's ``refusals``)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 
 from pipeline.export import export_catalog, load_catalog
 from pipeline.export.common import FINAL_REPLY, final_reply, refusals
+from pipeline.runtime import usercheck
 from tests.export.conftest import EXAMPLE
-from verify import usercheck
 from verify.conversation import script_of
 
 

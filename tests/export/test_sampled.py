@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from pipeline.export import export_catalog, load_catalog
 from pipeline.export.common import TEMPLATES, reference_reply
 from pipeline.export.pools import EnvPools, sample_pools
-from pipeline.stages.tasks import _call_key
+from pipeline.stages.tasks.bank import _call_key
 from tests.export.conftest import EXAMPLE, trainer_python
 from tests.export.test_formats import AgentData, import_exported
 from tests.export.test_trainers import TRAINER_DIR, run_report

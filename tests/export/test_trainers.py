@@ -91,7 +91,7 @@ def test_openenv_directory_mode_and_installed(any_catalog, tmp_path):
                  "server/app.py", "server/environment.py", "server/Dockerfile", "server/requirements.txt",
                  "server/reward.py", "server/engine.py", "server/taskrt.py"):
         assert (result / name).is_file(), name  # what `openenv init` creates, plus the vendored runtime
-    assert (result / "server" / "reward.py").read_bytes() == Path("verify/reward.py").read_bytes()
+    assert (result / "server" / "reward.py").read_bytes() == Path("pipeline/runtime/reward.py").read_bytes()
     target = tmp_path / "site"
     install(python, result, target)
     script, expected = script_file(any_catalog, tmp_path, submit="submit", env_id=env_id)

@@ -172,7 +172,7 @@ def build(root: Path, embedder: Any) -> Path:
         cat.record_run(run)
     finally:
         cat.close()
-    from pipeline.stages.dedup import DedupIndex, IndexEntry
+    from pipeline.scenarios.dedup import DedupIndex, IndexEntry
 
     index = DedupIndex.load(root / "dedup", embedder)
     texts = [index.text(s) for s in (CLINIC, KEPT_EXTRA)]

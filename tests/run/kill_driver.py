@@ -62,7 +62,7 @@ def _llm(point: str, stage: str, n: str, when: str) -> None:
 
 
 def _dedup(point: str) -> None:
-    from pipeline.stages.dedup import DedupIndex
+    from pipeline.scenarios.dedup import DedupIndex
 
     orig = DedupIndex.save
 

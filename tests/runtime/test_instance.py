@@ -6,9 +6,9 @@ import threading
 
 from pipeline.envdir import create_initial_db, open_instance
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.reward import snapshot
+from pipeline.runtime.state import diff, table_infos
 from tests.fixtures.library import library_env
-from verify.reward import snapshot
-from verify.state import diff, table_infos
 
 ENV = library_env()
 BORROW = {"member_id": 4, "book_id": 2, "days": 7}
@@ -171,10 +171,10 @@ def test_env_id_is_the_content_hash_of_the_whole_ir_for_every_copy():
 
 
 def test_watch_sees_what_a_full_read_sees_across_resets():
-    """``verify.replay.Watch`` re-reads only the tables written since it began; after each reset and call its
+    """``pipeline.runtime.replay.Watch`` re-reads only the tables written since it began; after each reset and call its
     changes are those of a full snapshot's diff, for a tool called again (its statements run once more) and for
     a read, a failing call and another write in between."""
-    from verify.replay import Watch
+    from pipeline.runtime.replay import Watch
 
     inst = EnvInstance(ENV)
     watch = Watch(inst)

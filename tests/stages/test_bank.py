@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.ir import ToolCall
 from pipeline.llm import fake_client
-from pipeline.stages.planner import Chain, Goal, next_chain
-from pipeline.stages.tasks import TaskSettings, generate_tasks
+from pipeline.stages.tasks.bank import TaskSettings, generate_tasks
+from pipeline.stages.tasks.planner import Chain, Goal, next_chain
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.library import library_env
 

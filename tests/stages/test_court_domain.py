@@ -1,6 +1,6 @@
 """Three generator defects first seen on a court-scheduling domain no prompt or test used, checked on a small
 hand-written court (real SQLite, a scripted LLM): a rule's message or a request that copies a run of a tool's
-description is refused with the copied words (``pipeline.stages.wording.copied_words``); no rule is proposed on a
+description is refused with the copied words (``pipeline.stages.tasks.code_wording.copied_words``); no rule is proposed on a
 key or reference column, even one the schema leaves undeclared (``cases.court_id``, its courts table gone); no
 planned sum adds up ids, and no planned decision chooses a row by one."""
 
@@ -11,21 +11,22 @@ from typing import Any
 
 import pytest
 
+from pipeline.dbmodel.columns import Column
+from pipeline.dbmodel.keynames import id_named
 from pipeline.ir import Environment, Param, Returns, Scenario, SeedRows, Step, Table, Tool
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.replay import fresh
 from pipeline.settings import BuildSettings
-from pipeline.stages.planner import Chain, make_planner, plan_chains
-from pipeline.stages.planner.aggregates import aggregates, id_named, summable
-from pipeline.stages.planner.shapes import decide_writes
-from pipeline.stages.policy import check_pick, make_policy, reply_model
-from pipeline.stages.rulegen import check, key_column, propose
-from pipeline.stages.schema import Column
-from pipeline.stages.tasks import lint_request
-from pipeline.stages.wording import COPIED_WORDS, copied_words
+from pipeline.stages.feedback import COPIED_WORDS, copied_words
+from pipeline.stages.policy.candidates import check, key_column, propose
+from pipeline.stages.policy.house_rules import check_pick, make_policy, reply_model
+from pipeline.stages.tasks.bank import lint_request
+from pipeline.stages.tasks.planner import Chain, make_planner, plan_chains
+from pipeline.stages.tasks.planner.aggregates import aggregates, summable
+from pipeline.stages.tasks.planner.shapes import decide_writes
 from tests.fixtures.permits import permit_env
 from tests.stages.test_policy import prose_saying
-from verify.replay import fresh
 
 JUDGES_DDL = """CREATE TABLE judges (
   judge_id INTEGER PRIMARY KEY,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pipeline import ir
 from pipeline.runtime import EnvInstance
-from pipeline.stages.planner import plan_chains
-from pipeline.stages.tools import Workspace, fill_gaps
+from pipeline.runtime.replay import fresh
+from pipeline.runtime.state import table_infos
+from pipeline.stages.tasks.planner import plan_chains
+from pipeline.stages.tools.toolset import Workspace, fill_gaps
 from tests.stages import test_tools as library
 from tests.stages import test_tools_domains as brewery
 from tests.stages.library_replies import (
@@ -16,8 +18,6 @@ from tests.stages.library_replies import (
     TOOL_PLAN,
     small_settings,
 )
-from verify.replay import fresh
-from verify.state import table_infos
 
 LIBRARY_REPLIES = [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, RETURN_BOOK]
 
@@ -125,9 +125,9 @@ BEERS_BREWED = ir.Tool(  # DISTINCT: a count over the rows before DISTINCT would
 
 
 def test_listers_page_filter_and_count_what_matches() -> None:
+    from pipeline.dbmodel.paging import PAGE_DEFAULT, PAGE_MAX, page_of
     from pipeline.settings import BuildSettings
-    from pipeline.stages.covering import cover
-    from pipeline.stages.paging import PAGE_DEFAULT, PAGE_MAX, page_of
+    from pipeline.stages.tools.write_gaps import cover
 
     off = BuildSettings(fix_param_names=False, paged_listers=False, covering_writes=False)
     with Workspace(brewery.SCENARIO, brewery.TABLES, brewery_at_scale(), "2026-01-15T09:00:00",
@@ -175,7 +175,7 @@ def test_listers_page_filter_and_count_what_matches() -> None:
 def test_a_lister_of_a_reference_gap_is_paged_and_filtered(seed) -> None:
     """The library's gap lister (loans of one book) when paging is on: the same rows, filters and a count."""
     from pipeline.settings import BuildSettings
-    from pipeline.stages.covering import cover
+    from pipeline.stages.tools.write_gaps import cover
 
     env0 = library.base_env(seed)
     with Workspace(env0.scenario, env0.tables, env0.seed, env0.clock, []) as ws:
@@ -233,7 +233,7 @@ SUBMIT = ir.Tool(  # the plan's one write: a new permit of a known applicant
 
 def test_tables_users_change_get_their_creates_and_column_updates() -> None:
     from pipeline.settings import BuildSettings
-    from pipeline.stages.covering import changed_tables, cover, write_gaps
+    from pipeline.stages.tools.write_gaps import changed_tables, cover, write_gaps
 
     with Workspace(PERMIT_SCENARIO, PERMIT_TABLES, PERMIT_SEED, "2026-01-15T09:00:00", [SUBMIT]) as ws:
         env0 = ws.environment()

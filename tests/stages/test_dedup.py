@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.embed import DEFAULT_MODEL, Embedder, get_embedder, packaged_model_dir
 from pipeline.ir import Scenario
-from pipeline.stages.dedup import DedupError, DedupIndex, DedupSettings, dedup_scenarios
+from pipeline.scenarios.dedup import DedupError, DedupIndex, DedupSettings, dedup_scenarios
 
 LIBRARY = Scenario(name="Public library book lending", seed="Library",
                    description="Members borrow books, renew loans and return them; overdue items accrue fines.")
@@ -147,7 +147,7 @@ def test_save_without_a_directory_is_an_error(embedder: Embedder) -> None:
 
 def test_chunks_see_each_other(embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Duplicates across internal chunk boundaries are found as within one chunk."""
-    import pipeline.stages.dedup as mod
+    import pipeline.scenarios.dedup as mod
 
     batch = [LIBRARY, HOTEL, PAYROLL, LIBRARY_PARAPHRASE, HOUSEKEEPING, HOTEL]
     whole = dedup_scenarios(batch, fresh(embedder))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline.ir import Scenario
-from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios
+from pipeline.scenarios.dedup import DedupIndex, DedupSettings, dedup_scenarios
 
 DIM = 64
 

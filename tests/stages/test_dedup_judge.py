@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from pipeline.ir import Scenario
 from pipeline.llm import fake_client
-from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios, scenario_text
+from pipeline.scenarios.dedup import DedupIndex, DedupSettings, dedup_scenarios, scenario_text
 
 
 class FixedEmbedder:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.stages.dedup import judge_pair, scenario_text
+from pipeline.scenarios.dedup import judge_pair, scenario_text
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "dedup_pairs.jsonl"
 

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.embed import get_embedder
 from pipeline.ir import Scenario
-from pipeline.stages.dedup import DedupIndex, DedupSettings, dedup_scenarios
+from pipeline.scenarios.dedup import DedupIndex, DedupSettings, dedup_scenarios
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "dedup_pairs.jsonl"
 

@@ -18,21 +18,20 @@ import pytest
 from pipeline import ir
 from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.llm import fake_client
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, reward
+from pipeline.runtime.replay import fresh, play
 from pipeline.sampler import Want, sample
 from pipeline.server import check_server
 from pipeline.settings import BuildSettings, TaskSettings
-from pipeline.stages.planner import plan_chains
-from pipeline.stages.policy import make_policy, names_value, shortlist
-from pipeline.stages.rulegen import alternatives, check, propose
-from pipeline.stages.tasks import generate_tasks, lint_request, rederive_task
+from pipeline.stages.policy.candidates import alternatives, check, propose
+from pipeline.stages.policy.house_rules import make_policy, names_value, shortlist
+from pipeline.stages.tasks.bank import generate_tasks, lint_request, rederive_task
+from pipeline.stages.tasks.planner import plan_chains
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.fixtures.server import http, running_server
 from tests.stages.test_policy import prose_saying
-from verify import reward
 from verify.proofs import blind_calls, overreach_calls, prove
-from verify.replay import fresh, play
 
 SETTINGS = BuildSettings(policy=True, max_attempts=3)
 TIERS = {1: 0.3, 2: 0.4, 3: 0.3}

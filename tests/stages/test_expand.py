@@ -10,14 +10,9 @@ import pytest
 
 from pipeline.config import ConfigError, validate_config
 from pipeline.llm import fake_client
+from pipeline.scenarios.dedup import DedupIndex, DedupSettings
+from pipeline.scenarios.expand import ExpandSettings, ScenarioSettings, expand_and_dedup, expand_seed
 from pipeline.seeds import Seed
-from pipeline.stages.dedup import DedupIndex, DedupSettings
-from pipeline.stages.expand import (
-    ExpandSettings,
-    ScenarioSettings,
-    expand_and_dedup,
-    expand_seed,
-)
 
 LIB = Seed(name="Library lending", description="members borrow and return books", source="s.txt", line=1)
 HOTEL = Seed(name="Hotel", source="s.txt", line=2)

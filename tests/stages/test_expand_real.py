@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.scenarios.expand import ExpandSettings, expand_seed
 from pipeline.seeds import load_seeds, normalise
-from pipeline.stages.expand import ExpandSettings, expand_seed
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "seeds" / "quickstart.txt"
 

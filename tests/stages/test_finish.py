@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipeline.ir import Difficulty, Rejection
 from pipeline.settings import DifficultyPolicy
-from pipeline.stages.finish import finish_tasks, rederived
+from pipeline.stages.tasks.finish import finish_tasks, rederived
 from tests.fixtures.library import library_env, library_tasks
 
 

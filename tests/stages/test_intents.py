@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
-from pipeline.stages.intents import Intent, generate_intents, reply_model
+from pipeline.stages.schema.intents import generate_intents, reply_model
 from tests.stages.library_replies import INTENTS, SCENARIO, small_settings
 
 ONLY_READS = {"intents": [

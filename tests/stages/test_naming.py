@@ -6,14 +6,16 @@ from __future__ import annotations
 import pytest
 
 from pipeline import ir
+from pipeline.dbmodel.columns import table_columns
+from pipeline.dbmodel.ddl import scratch_db
+from pipeline.dbmodel.keynames import fix_key_names, key_column_name, key_name_ok, rewrite_ddl
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.state import table_infos
 from pipeline.settings import BuildSettings
-from pipeline.stages.intents import Intent
-from pipeline.stages.keynames import fix_key_names, key_column_name, key_name_ok, rewrite_ddl
-from pipeline.stages.paramnames import fix_param_names, misnamed, name_fits
-from pipeline.stages.schema import check_tables, generate_schema, scratch_db, table_columns
-from verify.state import table_infos
+from pipeline.stages.schema.tables import check_tables, generate_schema
+from pipeline.stages.tools.param_names import fix_param_names, misnamed, name_fits
 
 GALLERY = ir.Scenario(name="Art gallery commissions", description="A gallery pays its artists commissions.")
 ARTISTS_DDL = "CREATE TABLE artists (artist_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, city TEXT) STRICT"

@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
+from pipeline.dbmodel.paging import PAGE_DEFAULT, PAGE_MAX, page_of
 from pipeline.ir import Environment, SeedRows
 from pipeline.llm import fake_client
+from pipeline.runtime import reward
+from pipeline.runtime.replay import fresh
 from pipeline.settings import BuildSettings
-from pipeline.stages.covering import cover
-from pipeline.stages.paging import PAGE_DEFAULT, PAGE_MAX, page_of
-from pipeline.stages.planner import Chain, make_planner, plan_chains
-from pipeline.stages.planner.shapes import SHAPES
-from pipeline.stages.tasks import TaskSettings, generate_tasks
-from pipeline.stages.tools import Workspace
+from pipeline.stages.tasks.bank import TaskSettings, generate_tasks
+from pipeline.stages.tasks.planner import Chain, make_planner, plan_chains
+from pipeline.stages.tasks.planner.shapes import SHAPES
+from pipeline.stages.tools.toolset import Workspace
+from pipeline.stages.tools.write_gaps import cover
 from tests.fixtures.brewery import brewery_at_scale
-from verify import reward
-from verify.replay import fresh
 
 BAD = {"user_request": "Please handle the batch brewed on January 14th for me, thanks a lot."}
 TIERS = {1: 0.3, 2: 0.4, 3: 0.3}

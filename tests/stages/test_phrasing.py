@@ -1,4 +1,4 @@
-"""Request templates for the sampler (``pipeline.stages.phrasing``): kinds and slots computed by code, the checks a
+"""Request templates for the sampler (``pipeline.stages.tasks.templates``): kinds and slots computed by code, the checks a
 template must pass (filled with real rows and linted), the feedback loop with a scripted model, ``templates.json``,
 and the sampler wording tasks of a templated kind by filling its template."""
 
@@ -10,15 +10,15 @@ import re
 
 import pytest
 
+from pipeline.dbmodel.keys import surrogates
 from pipeline.llm import fake_client
+from pipeline.runtime.replay import fresh
 from pipeline.sampler import Want, sample
-from pipeline.stages import phrasing as ph
-from pipeline.stages.planner import shuffled_planner
-from pipeline.stages.planner.keys import surrogates
-from pipeline.stages.tasks import lint_request
+from pipeline.stages.tasks import templates as ph
+from pipeline.stages.tasks.bank import lint_request
+from pipeline.stages.tasks.planner import shuffled_planner
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
-from verify.replay import fresh
 
 
 def _kinds(env):

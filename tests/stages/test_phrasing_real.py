@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.runtime.replay import fresh
 from pipeline.sampler import sample
-from pipeline.stages import phrasing as ph
-from pipeline.stages.planner import shuffled_planner
+from pipeline.stages.tasks import templates as ph
+from pipeline.stages.tasks.planner import shuffled_planner
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
-from verify.replay import fresh
 
 
 @pytest.mark.real_llm

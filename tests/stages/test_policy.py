@@ -14,14 +14,13 @@ from pipeline import ir
 from pipeline.build import build_environment
 from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.llm import fake_client
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, reward
 from pipeline.settings import BuildSettings, TaskSettings
-from pipeline.stages.policy import make_policy, unsaid, whole
-from pipeline.stages.rulegen import Candidate, check, propose
+from pipeline.stages.policy.candidates import Candidate, check, propose
+from pipeline.stages.policy.house_rules import make_policy, unsaid, whole
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.stages.library_replies import SCENARIO, all_replies, small_settings
-from verify import reward
 
 SETTINGS = BuildSettings(policy=True, max_attempts=3)
 
@@ -261,7 +260,7 @@ def test_the_build_graph_adds_the_policy_after_the_tools(policy: bool) -> None:
 def prose_saying(env: ir.Environment, needles: list[str]) -> dict[str, Any]:
     """A scripted prose reply whose rules ground in the candidates whose prompt lines contain ``needles`` (each the
     candidate's own gist, so MiniLM grounds it there), padded with prose that grounds in nothing to three rules."""
-    from pipeline.stages.policy import Words, describe, gist
+    from pipeline.stages.policy.house_rules import Words, describe, gist
 
     with EnvInstance(env) as inst:
         checked, _ = check(env, propose(env, inst.conn))
@@ -277,7 +276,7 @@ def test_a_date_condition_grounds_only_prose_that_names_its_date() -> None:
     at MiniLM's word, in "adding a book is forbidden when the publication date given is before today"."""
     from types import SimpleNamespace
 
-    from pipeline.stages.policy import may_ground
+    from pipeline.stages.policy.house_rules import may_ground
 
     def cand(section: str, label: str) -> Any:
         return SimpleNamespace(candidate=SimpleNamespace(words={"section": section, "label": label}))

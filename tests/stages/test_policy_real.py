@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.settings import BuildSettings
-from pipeline.stages.policy import make_policy, whole
+from pipeline.stages.policy.house_rules import make_policy, whole
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 from tests.stages.test_policy import assert_rules_hold

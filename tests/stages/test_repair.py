@@ -7,7 +7,8 @@ from types import SimpleNamespace
 from pipeline.build import BuildSettings
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
-from pipeline.stages.repair import repair_data, repair_tool
+from pipeline.stages.rows.repair import repair_data
+from pipeline.stages.tools.repair import repair_tool
 from tests.fixtures.library import library_env
 
 FIXED = {

@@ -12,10 +12,10 @@ from pipeline.catalog.env_dir import POLICY, load_env_dir, write_env_dir
 from pipeline.graph.verification import verify_env
 from pipeline.llm import fake_client
 from pipeline.settings import BuildSettings, DifficultyPolicy, TaskSettings, VerifySettings
-from pipeline.stages.finish import finish_tasks, lost_rules
-from pipeline.stages.policy import make_policy, recheck_policy
-from pipeline.stages.repair import repair_data
-from pipeline.stages.tasks import generate_tasks
+from pipeline.stages.policy.house_rules import make_policy, recheck_policy
+from pipeline.stages.rows.repair import repair_data
+from pipeline.stages.tasks.bank import generate_tasks
+from pipeline.stages.tasks.finish import finish_tasks, lost_rules
 from tests.fixtures.brewery import brewery_env
 from tests.stages.test_policy import SETTINGS, assert_rules_hold, picking, prose_saying
 from tests.verify.test_call_review import all_pass

@@ -11,9 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.build import BuildSettings
+from pipeline.dbmodel.arguments import Sampler
 from pipeline.runtime import EnvInstance
-from pipeline.stages.repair import repair_data, repair_tool
-from pipeline.stages.tools import Sampler, exercise
+from pipeline.stages.rows.repair import repair_data
+from pipeline.stages.tools.repair import repair_tool
+from pipeline.stages.tools.toolset import exercise
 from tests.fixtures.library import library_env
 
 SETTINGS = BuildSettings(max_attempts=2, rows_per_call=6, rows_min=3, sample_calls=3)

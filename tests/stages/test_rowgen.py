@@ -15,15 +15,16 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline import ir
+from pipeline.dbmodel.columns import table_columns
+from pipeline.dbmodel.ddl import scratch_db
 from pipeline.envdir import build_database, load_env_dir, pretty_json
 from pipeline.hashing import canonical_json
 from pipeline.llm import fake_client
 from pipeline.runtime import engine
 from pipeline.settings import BuildSettings
-from pipeline.stages import rowgen
-from pipeline.stages.rowmake import unique_sets
-from pipeline.stages.schema import scratch_db, table_columns
-from pipeline.stages.seed_data import generate_seed, generate_seed_for
+from pipeline.stages.rows import generators as rowgen
+from pipeline.stages.rows.maker import unique_sets
+from pipeline.stages.rows.populate import generate_seed, generate_seed_for
 from tests.stages.library_replies import (
     BOOK_ROWS,
     BOOKS_DDL,

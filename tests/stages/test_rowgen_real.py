@@ -18,8 +18,8 @@ import pytest
 
 from pipeline import ir
 from pipeline.settings import BuildSettings
-from pipeline.stages import rowgen
-from pipeline.stages.seed_data import generate_seed
+from pipeline.stages.rows import generators as rowgen
+from pipeline.stages.rows.populate import generate_seed
 from tests.stages.test_rowgen import check_database, check_meaning, texts
 from tests.test_build_real import TIMEOUT
 

@@ -10,12 +10,12 @@ from datetime import date
 from typing import Any
 
 from pipeline import ir
+from pipeline.dbmodel.columns import Column
 from pipeline.llm import fake_client
 from pipeline.meaning import relations
-from pipeline.stages import rowgen
-from pipeline.stages.rowmake import ValueMaker
-from pipeline.stages.schema import Column
-from pipeline.stages.seed_data import generate_seed
+from pipeline.stages.rows import generators as rowgen
+from pipeline.stages.rows.maker import ValueMaker
+from pipeline.stages.rows.populate import generate_seed
 from tests.stages.test_rowgen import gen_settings, scripted
 
 SCENARIO = ir.Scenario(name="Book Lending System", description=(

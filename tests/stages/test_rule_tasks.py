@@ -10,16 +10,15 @@ import pytest
 
 from pipeline import ir
 from pipeline.llm import fake_client
-from pipeline.runtime import EnvInstance
+from pipeline.runtime import EnvInstance, reward
+from pipeline.runtime.replay import fresh, play
 from pipeline.settings import BuildSettings, TaskSettings
-from pipeline.stages.planner import plan_chains
-from pipeline.stages.planner.rules import forbidding, governing
-from pipeline.stages.policy import make_policy
-from pipeline.stages.tasks import generate_tasks
+from pipeline.stages.policy.house_rules import make_policy
+from pipeline.stages.tasks.bank import generate_tasks
+from pipeline.stages.tasks.planner import plan_chains
+from pipeline.stages.tasks.planner.rules import forbidding, governing
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
-from verify import reward
-from verify.replay import fresh, play
 
 TIERS = {1: 0.3, 2: 0.4, 3: 0.3}
 
@@ -76,7 +75,7 @@ def _replays(inst: EnvInstance, chain) -> bool:
 
 def test_the_verdict_follows_the_rows() -> None:
     env = ruled(brewery_env)
-    from pipeline.stages.planner import make_planner
+    from pipeline.stages.tasks.planner import make_planner
 
     with fresh(env) as run:
         p = make_planner(env, run)

@@ -8,17 +8,15 @@ import sqlite3
 import pytest
 
 from pipeline import ir
+from pipeline.dbmodel.columns import check_enums, table_columns
+from pipeline.dbmodel.ddl import normalise_ddl, scratch_db
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
-from pipeline.stages.ddl import normalise_ddl
-from pipeline.stages.intents import Intent
-from pipeline.stages.schema import (
-    check_enums,
+from pipeline.stages.schema.tables import (
     check_tables,
     drop_dangling_references,
     generate_schema,
     order_tables,
-    scratch_db,
-    table_columns,
 )
 from tests.stages.library_replies import BOOKS_DDL, LOANS_DDL, MEMBERS_DDL, SCENARIO, SCHEMA, small_settings
 

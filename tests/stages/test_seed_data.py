@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 
 from pipeline import ir
+from pipeline.dbmodel.columns import table_columns
+from pipeline.dbmodel.ddl import scratch_db
+from pipeline.dbmodel.keys import settle_natural_keys
 from pipeline.envdir import build_database
 from pipeline.llm import fake_client
 from pipeline.runtime import engine
-from pipeline.stages.schema import scratch_db, table_columns
-from pipeline.stages.seed_data import generate_seed, rows_model, settle_natural_keys
+from pipeline.stages.rows.populate import generate_seed, rows_model
 from tests.stages.library_replies import (
     BOOK_ROWS,
     BOOKS_DDL,

@@ -7,8 +7,8 @@ import re
 
 from pipeline.ir import ToolCall
 from pipeline.llm import fake_client
-from pipeline.stages.planner import make_planner, plan_chains
-from pipeline.stages.tasks import (
+from pipeline.runtime.replay import fresh, play
+from pipeline.stages.tasks.bank import (
     TaskSettings,
     _call_key,
     _effect_key,
@@ -17,9 +17,9 @@ from pipeline.stages.tasks import (
     generate_tasks,
     lint_request,
 )
+from pipeline.stages.tasks.planner import make_planner, plan_chains
 from tests.fixtures.library import library_env
 from verify.proofs import prove
-from verify.replay import fresh, play
 
 
 def _must(messages) -> str:
@@ -201,7 +201,7 @@ def test_the_planner_hands_over_rows_from_the_whole_table_not_the_examples_first
 
 
 def test_decide_tasks_stay_under_a_fifth_of_the_rule_bound_ones() -> None:
-    from pipeline.stages.planner import Chain, decide, decide_fits, next_chain
+    from pipeline.stages.tasks.planner import Chain, decide, decide_fits, next_chain
 
     def chain(shape: str, verdict: str | None) -> Chain:
         rules = [{"id": "r", "verdict": verdict, "tool": "t", "arguments": {}}] if verdict else []

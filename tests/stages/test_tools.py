@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from pipeline import ir
+from pipeline.dbmodel.ddl import scratch_db
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance, static_checks
-from pipeline.stages.intents import Intent
-from pipeline.stages.schema import scratch_db
-from pipeline.stages.seed_data import generate_seed
-from pipeline.stages.tools import (
+from pipeline.stages.rows.populate import generate_seed
+from pipeline.stages.tools.toolset import (
     Sampler,
     ToolPlanItem,
     WriteToolReply,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from pipeline import ir
+from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
-from pipeline.stages.intents import Intent
-from pipeline.stages.seed_data import generate_seed
-from pipeline.stages.tools import PLAN_CHUNK, generate_tools
+from pipeline.stages.rows.populate import generate_seed
+from pipeline.stages.tools.toolset import PLAN_CHUNK, generate_tools
 from tests.stages.library_replies import small_settings
 
 SCENARIO = ir.Scenario(name="Craft brewery", description="A small brewery tracks its batches and the kegs filled "

@@ -12,13 +12,13 @@ from pipeline import prompts
 from pipeline.ir import ToolCall
 from pipeline.llm import fake_client
 from pipeline.prompts import render_section
+from pipeline.runtime.replay import fresh
 from pipeline.settings import TaskSettings, VerifySettings
-from pipeline.stages.planner import Chain, Goal, plan_chains
-from pipeline.stages.tasks import generate_tasks, lint_request, revise_task
-from pipeline.stages.wording import _Words, numbers, request_from_plan, speaks_about_itself, stated
+from pipeline.stages.tasks.bank import generate_tasks, lint_request, revise_task
+from pipeline.stages.tasks.code_wording import _Words, numbers, request_from_plan, speaks_about_itself, stated
+from pipeline.stages.tasks.planner import Chain, Goal, plan_chains
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.library import library_env
-from verify.replay import fresh
 
 BAD = {"user_request": "Please handle the batch brewed on January 14th for me, thanks a lot."}
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipeline import ir
-from pipeline.stages import amend
-from pipeline.stages.tools import Workspace
+from pipeline.stages.tools import amend_schema as amend
+from pipeline.stages.tools.toolset import Workspace
 from tests.stages import test_tools_domains as brewery
 
 BATCHES = [{"batch_id": i, "beer": b, "brewed_on": f"2026-01-0{i}", "status": "packaged", "litres": 300.0}

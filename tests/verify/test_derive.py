@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pipeline.ir import ToolCall
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.replay import fresh, play
 from tests.fixtures.library import library_env
 from tests.verify.envs import shop_env
 from verify.derive import derive_verifier, extract_answer
 from verify.evaluate import evaluate
-from verify.replay import fresh, play
 
 
 def _holds(env, verifier, calls) -> bool:

@@ -7,10 +7,10 @@ import sqlite3
 import pytest
 
 from pipeline.ir import Assertion, Verifier
+from pipeline.runtime.replay import fresh
+from pipeline.runtime.state import diff, equals, lit, query_value, snapshot, table_infos
 from tests.fixtures.library import library_env
 from verify.evaluate import answer_matches, evaluate
-from verify.replay import fresh
-from verify.state import diff, equals, lit, query_value, snapshot, table_infos
 
 
 @pytest.fixture

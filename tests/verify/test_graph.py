@@ -7,7 +7,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pipeline.graph.task import VerifyDeps, build_verify_graph, verify_task
 from pipeline.ir import Assertion, ToolCall, Verifier
 from pipeline.llm import fake_client
-from pipeline.stages.tasks import rederive_task, revise_task
+from pipeline.stages.tasks.bank import rederive_task, revise_task
 from tests.fixtures.library import library_env, library_tasks
 from tests.verify.envs import broken_library_env
 from tests.verify.test_call_review import _task, all_pass

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pipeline.ir import Assertion, Environment, Task, ToolCall, Verifier
+from pipeline.runtime.replay import fresh
 from tests.fixtures.library import library_env, library_tasks
 from tests.verify.envs import shop_env
 from verify.derive import derive_verifier
 from verify.proofs import broad_calls, prove, wrong_answer
-from verify.replay import fresh
 
 
 def _task(env: Environment, calls: list[ToolCall], verifier: Verifier, kind: str = "update") -> Task:

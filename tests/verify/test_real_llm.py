@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.graph import verify_env
 from pipeline.settings import VerifySettings
-from pipeline.stages.tasks import TaskSettings
+from pipeline.stages.tasks.bank import TaskSettings
 from tests.fixtures.library import library_env
 from verify import tester
 from verify.proofs import prove

@@ -1,4 +1,4 @@
-"""The one reward (verify/reward.py): goals earn, gates only take away, typed answers extracted strictly.
+"""The one reward (pipeline/runtime/reward.py): goals earn, gates only take away, typed answers extracted strictly.
 The answer cases are the ways a guessing agent games a loose check (ANCHORS: reward hacking)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from verify import reward
+from pipeline.runtime import reward
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from verify import reward
+from pipeline.runtime import reward
 
 SCHEMA = """
 PRAGMA foreign_keys = ON;

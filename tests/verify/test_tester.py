@@ -208,9 +208,9 @@ def test_json_action_fallback_still_works() -> None:
 
 
 def _paged_library():
-    """The library with ``list_loans_for_member`` paged as the build pages listers (``pipeline.stages.paging``)."""
-    from pipeline.stages.paging import page_tool
-    from verify.replay import fresh
+    """The library with ``list_loans_for_member`` paged as the build pages listers (``pipeline.dbmodel.paging``)."""
+    from pipeline.dbmodel.paging import page_tool
+    from pipeline.runtime.replay import fresh
 
     env = library_env()
     with fresh(env) as run:

@@ -15,8 +15,8 @@ import pytest
 
 from pipeline import settings as cfg
 from pipeline.llm import fake_client
-from pipeline.stages.policy import make_policy
-from pipeline.stages.tasks import generate_tasks
+from pipeline.stages.policy.house_rules import make_policy
+from pipeline.stages.tasks.bank import generate_tasks
 from tests.fixtures.brewery import brewery_env
 from verify import tester
 from verify.policy import policy_text

@@ -285,7 +285,8 @@ class EnvFoundryEnvironment(Environment):
     def _end(self, name: str, result: str, answer: str | None, **metadata: Any) -> ToolObservation:
         """End the episode: the verifier on the final database (and ``answer``) is the reward."""
         assert self._session is not None
-        score = bundle().score(self._task, self._session.conn, answer=answer, partial=self.partial)
+        score = bundle().score(self._task, self._session.conn, answer=answer, partial=self.partial,
+                               session=self._session)
         self._state.done, self._state.reward, self._state.passed = True, score.reward, score.passed
         if self._adaptive_level is not None:  # the episode's reward goes into its level's window
             move = curriculum().record(self._adaptive_level, score.reward)

@@ -2,7 +2,7 @@
 
 Copied verbatim into every exported artefact (the verifiers package, the OpenEnv server, the veRL
 tool module), next to two other files copied verbatim: ``engine.py`` (the tool engine) and
-``reward.py`` (the one reward implementation, envfoundry's ``verify/reward.py``). All three use only
+``reward.py`` (the one reward implementation, envfoundry's ``pipeline/runtime/reward.py``). All three use only
 the standard library and import each other relatively, so the export runs in a trainer's Python
 where envfoundry is not installed. This file evaluates nothing itself: scores come from ``reward``.
 
@@ -18,11 +18,23 @@ What a rollout costs is kept small: the initial snapshot and the table layouts a
 bundle, and a database from ``fresh_db`` carries a ``reward.WriteLog`` (``conn.writes``), so scoring it
 reads only the tables outside the task's ``mutable_tables`` that one of its statements may have
 written (a database from ``load_db`` has none: every such table is read). The reward is the same.
+
+A server's ``Session`` also knows what its episode wrote: the successful write calls, in order, from its
+initial state. The engine is deterministic (a fixed clock, no ``random()`` nor wall clock: the build checks
+reject them), so two episodes that made the same write calls from the same state end on the same database, and
+``Bundle.score(..., session=)`` reuses the verifier's checks on it (``reward.db_checks``: its queries' outcomes,
+the tables that moved) from an earlier episode of the same task with the same writes: a group of rollouts of one
+task that make the same writes (each correct one, and every one that writes nothing) pays for the verifier's
+queries once. Any write makes another key; the answer is checked each time. Not reused: an episode whose
+transaction SQLite rolled back (its writes replayed), or whose arguments are not plain JSON values, and a
+bundle whose tools, schema or verifier SQL name a function that is not a function of the database and the
+arguments (``NONDETERMINISTIC``). ``ENVFOUNDRY_REWARD_MEMO`` (default 4096 checks kept, 0: off).
 """
 
 import base64
 import json
 import os
+import re
 import sqlite3
 import threading
 import zlib
@@ -31,6 +43,28 @@ from pathlib import Path
 from . import engine, reward  # type: ignore[attr-defined]  # siblings in the exported package
 
 RUNTIME_VERSION = 2
+# What makes SQL depend on more than the database and the call's arguments: random values, the wall clock
+# ('now', CURRENT_*), and the connection's history (changes(), total_changes(), last_insert_rowid()).
+NONDETERMINISTIC = re.compile(
+    r"\b(?:random|randomblob|changes|total_changes|last_insert_rowid)\s*\(|\bcurrent_(?:date|time|timestamp)\b|'now'",
+    re.IGNORECASE)
+MEMO_SIZE = int(os.environ.get("ENVFOUNDRY_REWARD_MEMO", "4096") or 0)
+
+
+def write_key(name, arguments):
+    """A write call as a memo key's part: its tool and its arguments as canonical JSON, or None when the
+    arguments are not plain JSON values (then the episode's checks are not reused)."""
+    def plain(v):
+        if v is None or type(v) in (str, int, float, bool):
+            return True
+        if type(v) is list:
+            return all(plain(x) for x in v)
+        return type(v) is dict and all(type(k) is str and plain(x) for k, x in v.items())
+
+    args = arguments if arguments is not None else {}
+    if not plain(args):
+        return None
+    return name, json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def render_result(out):
@@ -68,6 +102,7 @@ class Session:
         self.state = state
         self.conn = bundle.fresh_db(state)
         self._writes = []
+        self._history = []  # write_key of each successful write call of the episode, None: not reusable
         self.conn.execute("BEGIN")
 
     def reset(self, state=None, switch=False):
@@ -81,6 +116,7 @@ class Session:
             self.bundle.restore(self.conn, target)
         self.state = target
         self._writes = []
+        self._history = []
         if not engine.CACHED_STATEMENTS:
             # The initial state again: no table differs from it. Every statement is prepared (so its writes
             # logged) again when it next runs, so the log need not carry the past episodes' tables, which
@@ -95,9 +131,17 @@ class Session:
             self.conn.execute("BEGIN")
             for past in self._writes:
                 self.bundle.call(self.conn, *past, timeout=timeout)
+            self._history = None  # the same writes, but not reused: nothing proves the replay ended the same
         if out.get("ok") and (self.bundle.tools.get(name) or {}).get("kind") == "write":
             self._writes.append((name, dict(arguments) if isinstance(arguments, dict) else arguments))
+            if self._history is not None:
+                key = write_key(name, arguments)
+                self._history = None if key is None else [*self._history, key]
         return out
+
+    def memo_key(self):
+        """(state, the episode's write calls) when the episode's verifier checks may be reused, else None."""
+        return None if self._history is None else (self.state, tuple(self._history))
 
     def close(self):
         self.conn.close()
@@ -150,6 +194,11 @@ class Bundle:
         self._layouts = None
         self._pristines = {}
         self._pristine_lock = threading.Lock()
+        self._memo = {}
+        self._memo_lock = threading.Lock()
+        self._deterministic = None
+        self._verifiers = {}
+        self._initial_checks = {}
 
     def _read_pool(self):
         """The sampled tasks (``pool.jsonl``), ``{level: [task_id, ...]}`` and the manifest (``pool.json``);
@@ -220,7 +269,8 @@ class Bundle:
 
     def fresh_db(self, state=None):
         """A new in-memory copy of the initial database (of ``state``'s, a file of ``states/``; one per rollout),
-        with a ``reward.WriteLog`` as ``conn.writes`` in front of the engine's authorizer."""
+        with a ``reward.WriteLog`` as ``conn.writes`` in front of the engine's authorizer (and ``conn.state``, the
+        state it was copied from: the writes it logs are relative to that state)."""
         conn = engine.connect(":memory:")
         conn.writes = reward.track_writes(conn, conn.guard)
         self.restore(conn, state)
@@ -244,6 +294,8 @@ class Bundle:
                 self._pristines[state] = pristine
             pristine.backup(conn)
         conn.execute("PRAGMA foreign_keys = ON")
+        if isinstance(getattr(conn, "writes", None), reward.WriteLog):
+            conn.state = state
 
     def measure_session_kib(self, copies=16):
         """What one server session costs, in KiB: the resident memory ``copies`` fresh ``Session`` objects add
@@ -286,14 +338,96 @@ class Bundle:
             return engine.failure("not_found", f"unknown tool {name!r} (available: {', '.join(self.tools)})")
         return engine.run_tool(conn, tool, arguments if arguments is not None else {}, now=self.clock, timeout=timeout)
 
-    def score(self, task, conn, answer=None, partial=False):
-        """``reward.Score`` of the task's verifier on ``conn`` (and the agent's final ``answer``)."""
+    def deterministic(self):
+        """Whether the schema (triggers, defaults, views) and every write tool's SQL depend only on the
+        database and the call's arguments (no ``NONDETERMINISTIC`` name): then the same write calls from the
+        same state end on the same database."""
+        if self._deterministic is None:
+            conn = self.fresh_db()
+            try:
+                schema = [r[0] or "" for r in conn.execute("SELECT sql FROM sqlite_master")]
+            finally:
+                conn.close()
+            tools = [str(step.get("sql") or "") for t in self.tools.values() if t.get("kind") == "write"
+                     for step in [*(t.get("steps") or []), t.get("returns") or {}] if isinstance(step, dict)]
+            self._deterministic = not any(NONDETERMINISTIC.search(text) for text in schema + tools)
+        return self._deterministic
+
+    def _reusable(self, verifier):
+        """Whether a verifier's checks may be reused (:meth:`deterministic`, and no ``NONDETERMINISTIC`` name in
+        its SQL); decided once per verifier."""
+        known = self._verifiers.get(id(verifier))
+        if known is None or known[0] is not verifier:
+            sql = [str(a.get("sql") or "") for a in verifier.get("assertions") or [] if isinstance(a, dict)]
+            known = self._verifiers[id(verifier)] = (
+                verifier, self.deterministic() and not any(NONDETERMINISTIC.search(q) for q in sql))
+        return known[1]
+
+    def initial_checks(self, verifier, state=None):
+        """Per assertion number (from 1): ``(tables it reads, held, problem)`` on ``state``'s initial database, for
+        each assertion whose query is deterministic (:meth:`_reusable`) and reads only user tables (SQLite's
+        authorizer names them when it prepares the query); decided once per verifier and state. Such an
+        assertion holds on a rollout's database as on the initial one when none of its tables was written."""
+        found = self._initial_checks.get((state, id(verifier)))
+        if found is not None and found[0] is verifier:
+            return found[1]
+        out = {}
+        if self._reusable(verifier):
+            tables = {t.lower() for t in self.layouts()}
+            conn = self.fresh_db(state)
+            try:
+                for i, a in enumerate(verifier.get("assertions") or [], 1):
+                    reads, other = set(), []
+
+                    def collect(action, arg1, arg2, db, source, reads=reads, other=other):
+                        if action == sqlite3.SQLITE_READ:
+                            reads.add((arg1 or "").lower())
+                        elif action not in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE):
+                            other.append(action)
+                        return sqlite3.SQLITE_OK
+
+                    conn.set_authorizer(collect)
+                    try:
+                        (_, _, _, held, problem), = reward.db_checks({"assertions": [a]}, conn).assertions
+                    finally:
+                        conn.set_authorizer(None)
+                    if not other and reads <= tables:
+                        out[i] = (frozenset(reads), held, problem)
+            finally:
+                conn.close()
+        self._initial_checks[(state, id(verifier))] = (verifier, out)
+        return out
+
+    def score(self, task, conn, answer=None, partial=False, session=None):
+        """``reward.Score`` of the task's verifier on ``conn`` (and the agent's final ``answer``). With
+        ``session`` (whose connection ``conn`` is), the verifier's checks of an earlier episode of the task that
+        made the same write calls from the same state are reused (see the module's docstring)."""
         writes = getattr(conn, "writes", None)
-        initial = self.initial_snapshot(self.state_of(task.get("task_id")))
-        return reward.score(
-            task["verifier"], conn, initial=initial, answer=answer, partial=partial,
-            layouts=self.layouts(), written=writes.tables if isinstance(writes, reward.WriteLog) else None,
-        )
+        key = session.memo_key() if session is not None and session.conn is conn and MEMO_SIZE > 0 else None
+        verifier = task["verifier"]
+        if key is not None:
+            if not self._reusable(verifier):
+                key = None
+            else:
+                key = (task.get("task_id"), id(verifier), *key)
+                checks = self._memo.get(key)
+                if checks is not None and checks[0] is verifier:
+                    return reward.score_checks(verifier, checks[1], answer=answer, partial=partial)
+        state = self.state_of(task.get("task_id"))
+        initial = self.initial_snapshot(state)
+        written = writes.tables if isinstance(writes, reward.WriteLog) else None
+        known = None
+        if written is not None and getattr(conn, "state", False) == state:  # the log is relative to this state
+            known = {i: (held, problem) for i, (reads, held, problem) in self.initial_checks(verifier, state).items()
+                     if not reads & written}
+        checks = reward.db_checks(verifier, conn, initial=initial, layouts=self.layouts(), written=written,
+                                  known=known)
+        if key is not None:
+            with self._memo_lock:
+                if len(self._memo) >= MEMO_SIZE:
+                    self._memo.pop(next(iter(self._memo)))  # the oldest
+                self._memo[key] = (verifier, checks)
+        return reward.score_checks(verifier, checks, answer=answer, partial=partial)
 
     def replay(self, calls, state=None):
         """A fresh database (``state``'s) with ``calls`` ([{"tool", "arguments"}]) applied; (conn, outcomes)."""

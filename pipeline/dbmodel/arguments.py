@@ -1,0 +1,191 @@
+"""Argument sets for a tool drawn from the seeded rows (:class:`Sampler`), and values close to a given one
+(:func:`variants`): what the tools stage exercises a tool with, and the policy stage checks a rule on.
+
+``Sampler(conn, tables, today).arguments(tool, k)`` draws ``k`` argument sets. Which column a parameter stands
+for is read from the tool's SQL by a parser (``pipeline.dbmodel.analysis``: the column it is compared
+with or written into), never from its name; values come from that column's seeded rows, spread over the table.
+A write tool also gets a set whose values for UNIQUE columns are unused (a create-style tool is not refused as
+a duplicate) and a set mixing rows (an assignment already in the seed changes nothing).
+
+(Moved out of the tools stage's ``exercise`` and the rows stage's ``maker``, which use them with the policy stage.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sqlite3
+from typing import Any
+
+from pipeline import ir
+from pipeline.dbmodel.analysis import ParamUse, analyse_tool
+from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.runtime.state import table_infos
+
+_DIGITS = re.compile(r"\d+")
+
+
+def variants(value: Any) -> Any:
+    """Values close to ``value``, in order: a number counts up; a text with digits counts its last digits
+    up (same width: a phone number stays a phone number); an address with '@' gets a digit before it; any
+    other text gets a digit appended. No words of any language are involved."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | float):
+        for k in range(1, 1000):
+            yield value + k
+        return
+    text = str(value)
+    runs = list(_DIGITS.finditer(text))
+    if runs:
+        m = runs[-1]
+        width, start = len(m.group(0)), int(m.group(0))
+        for k in range(1, 1000):
+            digits = str(start + k).zfill(width)
+            yield text[: m.start()] + digits + text[m.end():]
+        return
+    at = text.find("@")
+    for k in range(2, 1000):
+        yield f"{text[:at]}{k}{text[at:]}" if at > 0 else f"{text} {k}"
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+class Sampler:
+    """Argument sets for a tool drawn from the seeded rows of ``conn`` (deterministic)."""
+
+    def __init__(self, conn: sqlite3.Connection, tables: tuple[ir.Table, ...] | list[ir.Table], today: str) -> None:
+        self.conn = conn
+        self.today = dt.date.fromisoformat(today[:10])
+        self.tables = tuple(tables)
+        self.infos = table_infos(conn)
+        self.cols: dict[tuple[str, str], Column] = {}
+        self.unique: set[tuple[str, str]] = set()
+        self.table_cols: dict[str, list[str]] = {}
+        for t in self.tables:
+            for c in table_columns(conn, t):
+                self.table_cols.setdefault(t.name, []).append(c.name)
+                self.cols[(t.name, c.name)] = c
+                if c.pk == 1 and not c.auto_id:
+                    self.unique.add((t.name, c.name))
+            for idx in conn.execute(f'PRAGMA index_list("{t.name}")').fetchall():
+                if idx[2]:
+                    cols = conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall()
+                    if len(cols) == 1:
+                        self.unique.add((t.name, cols[0][2]))
+        self._uses: dict[str, dict[str, list[ParamUse]]] = {}
+
+    def uses(self, tool: ir.Tool) -> dict[str, list[ParamUse]]:
+        key = tool.model_dump_json()
+        if key not in self._uses:
+            self._uses[key] = analyse_tool(tool, self.conn, self.infos, "read" if tool.kind == "read" else "update").uses
+        return self._uses[key]
+
+    def source(self, tool: ir.Tool, pname: str) -> tuple[str, Column] | None:
+        """The seeded column parameter ``pname`` of ``tool`` stands for: the one its SQL writes it into or
+        compares it with (a direct use first); for a foreign key, the parent's key column."""
+        uses = [u for u in self.uses(tool).get(pname, []) if u.column is not None and u.column in self.cols]
+        uses.sort(key=lambda u: (not u.direct, u.role != "value"))
+        if not uses:
+            return None
+        t, c = uses[0].column  # type: ignore[misc]
+        ref = self.cols[(t, c)].ref
+        if ref is not None and ref in self.cols:  # a reference stands for a row of its parent: any of them
+            return ref[0], self.cols[ref]
+        return t, self.cols[(t, c)]
+
+    def _row_value(self, table: str, col: str, i: int, k: int) -> Any:
+        n = self.conn.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{col}" IS NOT NULL').fetchone()[0]
+        if not n:
+            return None
+        offset = (i * max(1, n // k)) % n
+        return self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL ORDER BY rowid '
+                                 f"LIMIT 1 OFFSET {offset}").fetchone()[0]
+
+    def _drawn(self, tool: ir.Tool, p: ir.Param, i: int, k: int) -> Any:
+        """The ``i``-th of ``k`` values for ``p``: from its enum, else from the seeded column it stands for
+        (spread over the table), else None."""
+        if p.enum:
+            return p.enum[i % len(p.enum)]
+        src = self.source(tool, p.name)
+        return None if src is None else self._coerce(p, self._row_value(src[0], src[1].name, i, k))
+
+    def _fallback(self, tool: ir.Tool, p: ir.Param, i: int) -> Any:
+        """A value for a parameter the seeded rows give none for, by its type. A text parameter that stands for
+        no column (date arithmetic) or for an empty one (a date still to be filled in) gets a date after today;
+        later date columns of a table get later dates (end after start)."""
+        if p.type == "string":
+            src = self.source(tool, p.name)
+            rank = 0
+            if src is not None:
+                dates = [c for c in self.table_cols.get(src[0], []) if self._looks_dated(src[0], c)]
+                rank = dates.index(src[1].name) + 1 if src[1].name in dates else 0
+            if src is None or rank or not self._has_values(src[0], src[1].name):
+                return (self.today + dt.timedelta(days=7 + i + 2 * rank)).isoformat()
+            return f"{src[1].name} {i + 1}"
+        if p.type == "integer":
+            return 1 + i
+        if p.type == "number":
+            return 10.0 * (i + 1)
+        return i % 2 == 0
+
+    def _has_values(self, table: str, col: str) -> bool:
+        return bool(self.conn.execute(f'SELECT 1 FROM "{table}" WHERE "{col}" IS NOT NULL LIMIT 1').fetchone())
+
+    def _looks_dated(self, table: str, col: str) -> bool:
+        vals = [r[0] for r in self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL LIMIT 5')]
+        return bool(vals) and all(isinstance(v, str) and _DATE.match(v) for v in vals)
+
+    @staticmethod
+    def _coerce(p: ir.Param, v: Any) -> Any:
+        if v is None:
+            return None
+        if p.type == "string":
+            return v if isinstance(v, str) else str(v)
+        if p.type == "integer":
+            if isinstance(v, float) and v.is_integer():
+                return int(v)
+            if isinstance(v, str) and v.lstrip("-").isdigit():
+                return int(v)
+            return v if isinstance(v, int) else None
+        if p.type == "number":
+            return v if isinstance(v, (int, float)) else None
+        return bool(v) if isinstance(v, int) else None
+
+    def _unused(self, table: str, col: str, value: Any) -> Any:
+        for v in variants(value):
+            if not self.conn.execute(f'SELECT 1 FROM "{table}" WHERE "{col}" = ? LIMIT 1', (v,)).fetchone():
+                return v
+        return value
+
+    def grounded(self, tool: ir.Tool) -> bool:
+        """Whether every argument comes from an enum or a column of the seeded rows."""
+        return all(p.enum or self.source(tool, p.name) is not None for p in tool.params)
+
+    def arguments(self, tool: ir.Tool, k: int) -> list[dict[str, Any]]:
+        """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
+        values for UNIQUE columns are unused (so a create-style tool is not refused as a duplicate)."""
+        sets: list[dict[str, Any]] = []
+        fresh: dict[str, Any] = {}
+        for i in range(k):
+            args: dict[str, Any] = {}
+            for p in tool.params:
+                v = self._drawn(tool, p, i, k)
+                src = None if p.enum else self.source(tool, p.name)
+                if i == 0 and v is not None and src is not None and (src[0], src[1].name) in self.unique \
+                        and src[1].ref is None:
+                    fresh[p.name] = self._coerce(p, self._unused(src[0], src[1].name, v))
+                args[p.name] = self._fallback(tool, p, i) if v is None else v
+            if args not in sets:
+                sets.append(args)
+        if tool.kind == "write" and len(tool.params) > 1:
+            # one more set whose arguments come from different rows: drawn from the same row, an "assign
+            # mechanic 1 to order 1" may be what the seed already says, and a tool that works changes nothing
+            mixed = {p.name: v if (v := self._drawn(tool, p, j, k)) is not None else self._fallback(tool, p, j)
+                     for j, p in enumerate(tool.params)}
+            if mixed not in sets:
+                sets.append(mixed)
+        if tool.kind == "write" and sets and fresh:
+            sets.insert(0, {**sets[0], **fresh})
+        return sets or [{}]

@@ -1,0 +1,206 @@
+"""DDL text repairs that need no LLM round trip, made to a reply's ``CREATE TABLE`` before SQLite sees it:
+non-STRICT type names (``VARCHAR(80)``, ``DATE``, ``BOOLEAN``) become STRICT ones, a missing ``STRICT`` is
+appended, CHECKs against calendar dates and CHECKs/DEFAULTs that read the wall clock or call ``random()``
+(found by parsing) are dropped. Used by the schema stage (``pipeline.stages.schema.tables``)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+
+import sqlglot
+from sqlglot import exp
+
+from pipeline import ir
+
+_TYPE_MAP = [
+    (r"(?:N?VARCHAR|CHARACTER\s+VARYING|N?CHAR|CHARACTER|STRING|CLOB|UUID|TEXT)\s*(?:\(\s*\d+\s*\))?", "TEXT"),
+    (r"DATETIME|TIMESTAMP|DATE|TIME", "TEXT"),
+    (r"BOOLEAN|BOOL|BIGINT|SMALLINT|TINYINT|MEDIUMINT|INT(?:EGER)?\s*(?:\(\s*\d+\s*\))?", "INTEGER"),
+    (r"DECIMAL|NUMERIC|FLOAT|DOUBLE(?:\s+PRECISION)?|MONEY|REAL", "REAL"),
+]
+_TYPES = "|".join(f"(?P<t{i}>(?:{pat})(?:\\s*\\(\\s*\\d+\\s*(?:,\\s*\\d+\\s*)?\\))?)" for i, (pat, _) in
+                  enumerate(_TYPE_MAP))
+# A type sits right after a column name, which follows "(" or "," at the top of the column list.
+_COLTYPE = re.compile(r"([(,]\s*[\"`\[]?[A-Za-z_][A-Za-z0-9_]*[\"`\]]?\s+)(?:" + _TYPES + r")(?=[\s,)])", re.I)
+_CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)[\"`\]]?",
+                     re.I)
+
+
+_OPTIONS = re.compile(r"(?:\s*,?\s*(?:STRICT|WITHOUT\s+ROWID))*\s*$", re.I)
+_STRING = re.compile(r"'(?:[^']|'')*'")
+
+
+_DATE_LITERAL = re.compile(r"'\d{4}-\d{2}-\d{2}[^']*'")
+_CHECK_START = re.compile(r"(,\s*)?(CONSTRAINT\s+\w+\s+)?\bCHECK\s*\(", re.I)
+_VOLATILE_NODES = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.Rand)
+
+
+def is_nondeterministic(sql_expr: str) -> bool:
+    """Whether an SQL expression reads the wall clock (CURRENT_DATE, ``date('now')``) or calls ``random()``,
+    decided by parsing it (sqlglot), not by its spelling."""
+    try:
+        tree = sqlglot.parse_one(f"SELECT {sql_expr}", read="sqlite")
+    except Exception:
+        return bool(re.search(r"\bCURRENT_(?:DATE|TIME|TIMESTAMP)\b|'now'|\brandom(?:blob)?\s*\(", sql_expr, re.I))
+    for node in tree.walk():
+        if isinstance(node, _VOLATILE_NODES):
+            return True
+        if isinstance(node, exp.Literal) and node.is_string and node.this.strip().lower() == "now":
+            return True
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("random", "randomblob"):
+            return True
+    return False
+
+
+_DEFAULT_KEYWORD = re.compile(r"\s+DEFAULT\s+CURRENT_(?:DATE|TIME|TIMESTAMP)\b", re.I)
+_DEFAULT_OPEN = re.compile(r"\s+DEFAULT\s*\(", re.I)
+
+
+def drop_nondeterministic_defaults(ddl: str) -> str:
+    """Remove ``DEFAULT CURRENT_TIMESTAMP`` / ``DEFAULT (datetime('now'))`` / ``DEFAULT (random())``: an
+    environment runs on a fixed clock and must be reproducible; the tools store such values from ``:now``."""
+    s = _DEFAULT_KEYWORD.sub("", ddl)
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), s)
+    out, pos = [], 0
+    for m in _DEFAULT_OPEN.finditer(bare):
+        if m.start() < pos:
+            continue
+        end = _close(bare, m.end() - 1)
+        if end is None or not is_nondeterministic(s[m.end() - 1:end]):
+            continue
+        out.append(s[pos:m.start()])
+        pos = end
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def _close(bare: str, open_at: int) -> int | None:
+    """The index after the parenthesis closing the one at ``open_at`` (string literals blanked)."""
+    depth = 0
+    for i in range(open_at, len(bare)):
+        depth += {"(": 1, ")": -1}.get(bare[i], 0)
+        if depth == 0:
+            return i + 1
+    return None
+
+
+def drop_date_literal_checks(ddl: str) -> str:
+    """Remove CHECK constraints that compare with a calendar date literal (``CHECK (due_date < '2024-01-01')``)
+    or that are not deterministic (``CHECK (start_date >= CURRENT_DATE)``, ``date('now')``, ``random()``).
+
+    The model pins dates to the year it imagines, or to the wall clock; the seeded rows and every later write
+    use dates around the environment's fixed clock, so such a constraint refuses realistic data (a whole
+    table's rows, seen from the 1.5B model; every permit of a permit office). Checks between columns
+    (``CHECK (due_date >= loan_date)``) are kept."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), ddl)  # same offsets, no parentheses inside strings
+    out, pos = [], 0
+    for m in _CHECK_START.finditer(bare):
+        if m.start() < pos:
+            continue
+        depth, end = 0, None
+        for i in range(m.end() - 1, len(bare)):
+            depth += {"(": 1, ")": -1}.get(bare[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        body = ddl[m.end():end - 1] if end is not None else ""
+        if end is None or not (_DATE_LITERAL.search(body) or is_nondeterministic(body)):
+            continue
+        start = m.start()
+        if m.group(1) is None:  # a column constraint (or a table's first item): drop the spaces before it
+            while start > pos and ddl[start - 1] == " ":
+                start -= 1
+            if bare[:start].endswith("("):  # it was the first item: its trailing comma goes too
+                end += len(bare[end:]) - len(bare[end:].lstrip(", "))
+        out.append(ddl[pos:start])
+        pos = end
+    out.append(ddl[pos:])
+    return "".join(out)
+
+
+def normalise_ddl(ddl: str) -> str:
+    """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, drop CHECKs against calendar date
+    literals, close the column list when closing parentheses are missing, end with ``STRICT``."""
+    s = ddl.strip().strip("`").strip()
+    s = re.sub(r"^sql\s+", "", s, flags=re.I).strip().rstrip(";").strip()
+
+    def sub(m: re.Match[str]) -> str:
+        for i, (_, target) in enumerate(_TYPE_MAP):
+            if m.group(f"t{i}") is not None:
+                return m.group(1) + target
+        return m.group(0)
+
+    s = _COLTYPE.sub(sub, s)
+    s = drop_date_literal_checks(s)
+    s = drop_nondeterministic_defaults(s)
+    m = _OPTIONS.search(s)
+    cut = m.start() if m else len(s)
+    body, options = s[:cut].rstrip(), s[cut:]
+    early = _early_close(body)
+    if early is not None:  # a stray ')' closed the column list before its end: move it to the end
+        body = body[:early] + body[early + 1 :]
+    missing = paren_balance(body)
+    if missing > 0:  # small models often drop the closing parenthesis of the column list
+        body += ")" * missing
+    rowid = " WITHOUT ROWID," if re.search(r"WITHOUT\s+ROWID", options, re.I) else ""
+    return f"{body}{rowid} STRICT"
+
+
+def _early_close(body: str) -> int | None:
+    """Index of a ')' that closes the column list while more column text follows, else None."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), body)
+    depth, opened = 0, False
+    for i, ch in enumerate(bare):
+        if ch == "(":
+            depth, opened = depth + 1, True
+        elif ch == ")":
+            depth -= 1
+            if opened and depth == 0:
+                return i if bare[i + 1 :].strip() else None
+    return None
+
+
+def paren_balance(sql: str) -> int:
+    """How many more '(' than ')' the statement has, outside string literals."""
+    bare = _STRING.sub("''", sql)
+    return bare.count("(") - bare.count(")")
+
+
+def ddl_table_name(ddl: str) -> str | None:
+    m = _CREATE.match(ddl)
+    return m.group(1) if m else None
+
+
+def connect() -> sqlite3.Connection:
+    """An empty in-memory database with foreign keys on."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def scratch_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
+    """An in-memory database with ``tables`` created and foreign keys on."""
+    conn = connect()
+    for t in tables:
+        conn.execute(t.ddl)
+    return conn
+
+
+def row_order(conn: sqlite3.Connection, table: str) -> str:
+    """The ``ORDER BY`` that reads ``table``'s rows in insertion order: rowid, else its primary key."""
+    has_rowid = conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table,)).fetchone()[0]
+    if has_rowid:
+        return "rowid"
+    pks = [r[1] for r in sorted(conn.execute(f'PRAGMA table_info("{table}")').fetchall(), key=lambda r: r[5])
+           if r[5]]
+    return ", ".join(f'"{c}"' for c in pks) or "1"
+
+
+def rows_of(conn: sqlite3.Connection, table: ir.Table, plan: ir.RowPlan | None = None) -> ir.SeedRows:
+    """``table``'s rows in ``conn`` as seed rows (in :func:`row_order`), with the plan that made them."""
+    cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {row_order(conn, table.name)}')
+    cols = [d[0] for d in cur.description]
+    return ir.SeedRows(table=table.name, rows=[dict(zip(cols, r, strict=True)) for r in cur], plan=plan)

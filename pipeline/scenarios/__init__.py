@@ -1,0 +1,3 @@
+"""Before any environment: domain seeds expanded into scenarios (``expand``), near duplicates
+dropped (``dedup``).
+"""

@@ -1,0 +1,613 @@
+"""The policy stage: the domain's rules as the LLM knows them, grounded by code in candidates checked on real calls.
+
+``make_policy(env, client, settings, language) -> StageResult[ir.Environment]`` (``[stages.build] policy``, after
+the tools). The LLM first writes the domain's rules in prose (``prompts/policy.md`` ``prose``: what a real business
+of the scenario refuses, and when; before it sees any candidate). Code proposes candidate rules from the schema and
+the seeded rows and keeps those that allow some real calls of the write they govern and forbid others
+(``pipeline.stages.policy.candidates``: a state some tool changes, a limit, a threshold on the request's own amount or on a
+state, a time window; never a column the schema stage classified as a personal characteristic; each one dropped is
+a Rejection with the reason). Each prose rule grounds in one of them (:func:`ground`: MiniLM similarity between the
+prose and the candidate's :func:`gist`, best pairs first, each used once, none below :data:`GROUND_MIN`): prose that
+grounds in nothing is dropped with a Rejection, and a candidate no prose supports is not used. The LLM then words
+the grounded rules in one small structured request (``word``: each rule's condition as code checks it, with the
+prose it grounds, and an id), checked by code and fed back on a problem: a message is one whole sentence (not cut)
+that says what its condition checks (:func:`unsaid`: the value compared with and a word of the column); a message
+that still does not is code's wording of the rule (the sections of each kind). When the LLM writes no usable prose,
+code picks from its shortlist and words the rules itself (a Rejection says so). A finding per kept rule the seeded
+rows break (:func:`rows_breaking`). The environment comes back with ``rules``: each with the real calls it was
+checked on; ``policy.md`` is rendered from them by the catalog.
+
+Exception paths: where code found compliant alternatives to a shortlisted candidate's write
+(:func:`pipeline.stages.policy.candidates.alternatives`), the same request lists them under it (``pick_instead``; at most
+:data:`ALTERNATIVES_SHOWN`, each with an id) and each picked rule may name one (``instead``). :func:`check_instead`
+checks it is offered for that rule, that no other picked rule forbids it, and that the message names its value;
+a message that does not is fed back, and when no better reply comes the rule keeps the alternative with code's
+words. A rule the LLM gives none, and every rule code picks, offers none (``ir.Rule.alternative`` None).
+
+After a repair (the verify loop rewrote a blamed tool or a blamed table's rows), :func:`recheck_policy` checks every
+rule again with the same check on real calls (each rule as the candidate it was, :func:`rule_candidates`): a rule
+that no longer allows some working call and forbids another, or whose alternative no longer works where it
+forbids its write (or is forbidden there by another rule kept), is dropped with a Rejection naming it and why; the
+others keep the calls they now hold on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.prompts import render_section, sections
+from pipeline.runtime import EnvInstance
+from pipeline.settings import BuildSettings
+from pipeline.stages.base import StageResult
+from pipeline.stages.feedback import ask_with_feedback, copied_words, user
+from pipeline.stages.policy.candidates import (
+    Candidate,
+    Checked,
+    Finder,
+    Option,
+    alternatives,
+    broken_by_rows,
+    check,
+    offered_conflicts,
+    propose,
+)
+
+STAGE = "policy"
+PROMPT = "policy"
+SHORTLIST = 10
+"""Candidates shown to the LLM (a small model reads ten lines, not forty)."""
+MIN_RULES = 3
+MESSAGE_MAX = 200
+MAX_TOKENS = 90
+"""Reply budget per rule picked (an id and one sentence)."""
+ALTERNATIVES_SHOWN = 20
+"""Alternatives listed in the pick request in all (a small model reads a short list)."""
+INSTEAD_TOKENS = 10
+"""More reply budget per rule when alternatives are offered (an alternative's id)."""
+_SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
+_WORD = re.compile(r"\w+")
+OWN_WORDS = 5
+PROSE_MIN, PROSE_MAX = 3, 6
+"""Rules the LLM writes in prose, before it sees any candidate."""
+PROSE_TOKENS = 40
+GROUND_MIN = 0.45
+"""MiniLM similarity a prose rule needs with a candidate's :func:`gist` to ground in it. Measured on two domains
+(a brewery, a permit office): a rule and the candidate that says it 0.53-0.82 (the right one first for 7 of 9 rules;
+matched as one text, the action and its condition, this beat the mean of their separate similarities, 3 of 9, and
+the code's message, 4 of 9); unrelated prose 0.16-0.27."""
+"""Words a rule's message must say besides a run it shares with a tool's description: the condition."""
+
+
+class Words:
+    """The ``prompts/policy.md`` sections in one language (English where it has none of its own)."""
+
+    def __init__(self, language: str = "en") -> None:
+        self.language, self.keys = language, set(sections(PROMPT))
+
+    def __call__(self, key: str, **values: Any) -> str:
+        own = f"{key}_{self.language}"
+        return render_section(PROMPT, own if own in self.keys else key, **values)
+
+
+def message(c: Checked, words: Words) -> str:
+    """What a clerk says for the candidate, written by code."""
+    return words(c.candidate.words["section"], **c.candidate.words)
+
+
+def describe(c: Checked, rid: str, env: ir.Environment, words: Words,
+             offered: Sequence[tuple[str, Option]] = (), prose: str = "") -> str:
+    """One line of the ``pick`` prompt: the id, the action (the tool's description) and when it is forbidden (and,
+    with ``prose``, the LLM's own rule it grounds: ``candidate_prose``); then a line per alternative action offered
+    for it (``candidate_instead_set`` / ``candidate_instead``: the action and the values it may set, each with its
+    id)."""
+    action = env.tool(c.candidate.tool).description.strip().rstrip(".")
+    when = words(c.candidate.words["section"] + "_when", **c.candidate.words)
+    if prose:
+        when = words("candidate_prose", when=when, prose=prose)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for aid, o in offered:  # one line per alternative action, its values side by side ("a1 'x', a2 'y'")
+        shape = tuple(f"{k}={v}" for k, v in sorted(o.words.items()) if k != "value")
+        groups.setdefault(shape, []).append(f"{aid} '{o.words['value']}'")
+    lines = []
+    for shape, choices in groups.items():
+        w = dict(item.split("=", 1) for item in shape)
+        lines.append(words("candidate_" + w["section"], **{**w, "choices": ", ".join(choices)}))
+    return "\n".join([words("candidate", id=rid, action=action, when=when)] + lines)
+
+
+def instead(o: Option, words: Words) -> str:
+    """What a clerk offers instead, written by code (the ``instead_set`` or ``instead`` section)."""
+    return words(o.words["section"], **o.words)
+
+
+def names_value(text: str, value: Any) -> bool:
+    """Whether ``text`` names an alternative's distinguishing value (a CHECK-listed value, its underscores read as
+    spaces: ``on_hold`` is "on hold"), as whole words, whatever the case."""
+    said = re.escape(str(value).replace("_", " ").strip()).replace(r"\ ", r"[\s_-]+")
+    return bool(said) and re.search(rf"(?<!\w){said}(?!\w)", text, re.I) is not None
+
+
+def _stem(word: str) -> str:
+    return word.casefold()[:max(3, min(5, len(word) - 1))]
+
+
+def unsaid(text: str, c: Checked) -> str | None:
+    """What of its condition a rule's message leaves out, or None: the value the condition compares with (a listed
+    value, a threshold, a cap; as :func:`names_value` reads it) and, but for a listed value (which names its state:
+    "a submitted permit"), a word of the column it reads or of the items it counts (the schema's own name, a word of
+    the message starting as it does: "published" says "publication year"). So a message says what
+    its condition checks, whole, whatever the language of the schema."""
+    w = c.candidate.words
+    for key in ("value", "which") if w.get("section") == "limit_where" else ("value",):
+        if w.get(key) and not names_value(text, w[key]):
+            return repr(w[key])
+    said = [x.casefold() for x in _WORD.findall(text)]
+    if w.get("section") in ("state", "parent_state"):
+        return None  # a listed value names its state ("a submitted permit")
+    for key in ("label", "items") if w.get("section", "").startswith("limit") else ("label",):
+        if not _names(said, w.get(key, "")):
+            return w[key]
+    return None
+
+
+def _names(said: Sequence[str], label: str) -> bool:
+    """Whether the words ``said`` (case-folded) name a word of ``label`` (the schema's own name), as
+    :func:`unsaid` reads them; a label without a word of three letters is named by anything."""
+    names = [x for x in _WORD.findall(label) if len(x) > 2]
+    return not names or any(y.startswith(_stem(x)) for x in names for y in said)
+
+
+DATED = ("row_past", "row_future", "value_past")
+"""Conditions on a date against today: a prose rule grounds in one only if it names the date it reads."""
+
+
+def may_ground(text: str, c: Checked) -> bool:
+    """Whether prose ``text`` may ground in ``c`` beyond MiniLM's say: a condition on a date against today needs
+    the prose to name that date's column (seen 2026-11-28: "A book cannot be returned before it is due." grounded
+    at MiniLM's word in "adding a book is forbidden when the publication date given is before today"). Other
+    conditions are said in too many ways ("stronger than 6.2 percent" for an abv) to ask for the column's word."""
+    w = c.candidate.words
+    return w.get("section") not in DATED or _names([x.casefold() for x in _WORD.findall(text)], w.get("label", ""))
+
+
+def _shape(c: Checked) -> tuple[str, str, str]:
+    return c.candidate.tool, c.candidate.words.get("section", ""), c.candidate.words.get("label", "")
+
+
+def shortlist(checked: Sequence[Checked], n: int = SHORTLIST) -> list[Checked]:
+    """At most ``n`` candidates spread over kinds, tools and columns: each round takes, per kind, the first
+    candidate of a tool not in the list yet, else of a (template, column) not in it, else of a new (tool, template,
+    column), else the next one; so the values of one status column do not fill the list."""
+    out: list[Checked] = []
+    kinds = list(dict.fromkeys(c.candidate.kind for c in checked))
+
+    def novelty(c: Checked) -> tuple[bool, bool, bool]:
+        shapes = {_shape(d) for d in out}
+        return (c.candidate.tool in {s[0] for s in shapes}, _shape(c)[1:] in {s[1:] for s in shapes},
+                _shape(c) in shapes)
+
+    while len(out) < min(n, len(checked)):
+        for kind in kinds:
+            left = [c for c in checked if c.candidate.kind == kind and c not in out]
+            if left and len(out) < n:
+                out.append(min(left, key=novelty))  # the first of the most novel
+    return out
+
+
+def code_pick(short: Sequence[Checked], k: int) -> list[Checked]:
+    """Code's pick when the LLM's fails: the shortlist's order, a tool once before any tool twice."""
+    first = [c for i, c in enumerate(short) if c.candidate.tool not in {d.candidate.tool for d in short[:i]}]
+    return (first + [c for c in short if c not in first])[:k]
+
+
+def _rule_ids(picked: Sequence[Checked]) -> list[str]:
+    ids: list[str] = []
+    for c in picked:
+        rid, i = c.candidate.key, 2
+        while rid in ids:
+            rid, i = f"{c.candidate.key[:60]}_{i}", i + 1
+        ids.append(rid)
+    return ids
+
+
+Picked = tuple[Checked, str, str, Option | None]
+"""A rule as picked: the candidate, its message, who worded it, and the alternative the message names."""
+
+
+def to_rules(picked: Sequence[Picked]) -> list[ir.Rule]:
+    """``(checked, message, worded_by, option)`` as IR rules, each with the calls it was checked on (two of each)
+    and its alternative (None: the rule offers none)."""
+    out = []
+    for (c, text, by, option), rid in zip(picked, _rule_ids([p[0] for p in picked]), strict=True):
+        rule = c.candidate.rule(rid, text, by)
+        calls: dict[str, Any] = {side: [ir.ToolCall(tool=c.candidate.tool, arguments=a) for a in getattr(c, side)[:2]]
+                                 for side in ("allowed", "forbidden")}
+        if option is not None:
+            calls["alternative"] = option.alternative
+        out.append(rule.model_copy(update=calls))
+    return out
+
+
+# ------------------------------------------------------------------ the LLM's pick
+
+
+def reply_model(ids: Sequence[str], low: int, high: int, alt_ids: Sequence[str] = ()) -> type[BaseModel]:
+    """``{"rules": [{"id": <one of ids>, "message": str}, ...]}`` with ``low`` to ``high`` items; with ``alt_ids``
+    each item also has ``instead``: one of them, or "" for none (and may leave it out)."""
+    fields: dict[str, Any] = {"id": (Literal[tuple(ids)], ...)}
+    if alt_ids:
+        fields["instead"] = (Literal[(*alt_ids, "")], "")
+    fields["message"] = (str, Field(min_length=8, max_length=MESSAGE_MAX))
+    item = create_model("PickedRule", **fields, __base__=BaseModel)  # type: ignore[call-overload]
+    return create_model("PolicyPick", rules=(list[item], Field(min_length=low, max_length=high)),  # type: ignore[valid-type]
+                        __base__=BaseModel)
+
+
+def check_pick(reply: Any, env: ir.Environment) -> tuple[list[tuple[str, str]] | None, str | None]:
+    """The (id, message) pairs of a reply, or why it does not work: a message in plain words (no braces, no tool
+    or snake_case name, not a tool's description: a run of :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` words of
+    one with fewer than :data:`OWN_WORDS` words besides)."""
+    got = [(r.id, " ".join(r.message.split())) for r in reply.rules]
+    ids = [i for i, _ in got]
+    if len(set(ids)) < len(ids):
+        return None, "each candidate id may be picked once; pick different candidates"
+    names = {t.name for t in env.tools}  # a table's name is a plain word ("kegs"); a snake_case one is caught below
+    for rid, text in got:
+        if "{" in text or "}" in text:
+            return None, f"the message of {rid} has braces; write plain words"
+        named = sorted({w for w in _SNAKE.findall(text)} | {n for n in names if re.search(rf"\b{re.escape(n)}\b", text)})
+        if named:
+            return None, f"the message of {rid} names {', '.join(named)}; say it in plain words, as a clerk would"
+        if len(text.split()) < 3 or not whole(text):
+            return None, f"the message of {rid} is not one whole sentence; write it whole, ending with a full stop"
+        # the candidate lines show each tool's description: a message that is mostly that description says what
+        # the tool does, not the rule (seen: "Set the status of a case; returns the case as changed"). A rule may
+        # name its action in the description's words ("No one may book an inspection of a permit on a date in the
+        # past", seen on the permit office) as long as it says the condition in words of its own.
+        own = len(_WORD.findall(text))
+        for tool in env.tools:
+            if (run := copied_words(text, tool.description)) and own - len(run.split()) < OWN_WORDS:
+                return None, (f"the message of {rid} copies the words {run!r} of an action's description and says "
+                              "little else; say the rule (what is not allowed, and when) in your own words, as a "
+                              "clerk would")
+    return got, None
+
+
+def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
+                  offered: dict[str, dict[str, Option]], words: Words) -> tuple[list[Picked] | None, str | None]:
+    """The rules of a reply with their alternatives (:func:`check_pick`'s checks first): an alternative must be one
+    offered for its rule (``offered``: rule id -> alternative id -> option) and not one another rule picked
+    forbids, and its message must name the alternative's value. Each problem is fed back, and the reply is still
+    acceptable with code's wording of that rule: its condition and the alternative when only the message missed
+    it, its condition alone (no alternative) otherwise; so a small model's pick of rules is kept."""
+    got, err = check_pick(reply, env)
+    if got is None:
+        return None, err
+    chosen = {r.id: getattr(r, "instead", "") or "" for r in reply.rules}
+    keys = {by_id[rid].candidate.key: rid for rid, _ in got}
+    out: list[Picked] = []
+    problems: list[str] = []
+    for rid, text in got:
+        c, aid = by_id[rid], chosen.get(rid, "")
+        if (missing := unsaid(text, c)) is not None:
+            problems.append(f"the message of {rid} must say what the rule checks ({missing}); say it as a condition "
+                            "any request may meet")
+            out.append((c, message(c, words), "code", None))
+            continue
+        option = offered.get(rid, {}).get(aid)
+        against = sorted(keys[k] for k in option.conflicts if k in keys) if option is not None else []
+        if not aid:
+            out.append((c, text, "llm", None))
+        elif option is None:
+            mine = ", ".join(offered.get(rid, {})) or "none"
+            problems.append(f"{aid} is not an alternative of {rid} (its alternatives: {mine}); pick one listed under "
+                            f"{rid}, or leave instead empty")
+            out.append((c, message(c, words), "code", None))
+        elif against:
+            problems.append(f"the alternative {aid} of {rid} breaks rule {', '.join(against)}, which you also "
+                            f"picked; pick another alternative for {rid}, or none")
+            out.append((c, message(c, words), "code", None))
+        elif names_value(text, option.alternative.value):
+            out.append((c, text, "llm", option))
+        else:
+            problems.append(f"the message of {rid} must say what to do instead ({aid}: "
+                            f"{str(option.alternative.value).replace('_', ' ')!r}); say it in the message, or leave "
+                            "instead empty")
+            out.append((c, f"{message(c, words)} {instead(option, words)}", "code", option))
+    return out, "; ".join(problems) or None
+
+
+def offer(by_id: dict[str, Checked], options: dict[str, list[Option]],
+          n: int = ALTERNATIVES_SHOWN) -> dict[str, dict[str, Option]]:
+    """At most ``n`` alternatives shown in the pick (rule id -> alternative id -> option): each rule's first, in the
+    shortlist's order, before any rule's second; numbered ``a1``... in the order the prompt lists them."""
+    chosen: list[tuple[str, int]] = []
+    for depth in range(max(map(len, options.values()), default=0)):
+        for rid, c in by_id.items():
+            if depth < len(options.get(c.candidate.key, [])) and len(chosen) < n:
+                chosen.append((rid, depth))
+    out: dict[str, dict[str, Option]] = {}
+    i = 0
+    for rid, c in by_id.items():
+        for depth in sorted(d for r, d in chosen if r == rid):
+            i += 1
+            out.setdefault(rid, {})[f"a{i}"] = options[c.candidate.key][depth]
+    return out
+
+
+def pick(env: ir.Environment, short: Sequence[Checked], client: LLMClientProtocol, settings: BuildSettings,
+         words: Words, prose: Sequence[str] = ()) -> tuple[list[Picked], list[ir.Rejection]]:
+    """The LLM's messages for the rules of ``short`` (each grounded in ``prose``, the LLM's own rule: all of them
+    are kept) and, where code found some, the alternatives they name; code's words (with no alternative: which
+    one makes sense is the LLM's judgement) when its reply fails. Without ``prose`` the LLM picks 3 to
+    ``policy_rules`` of ``short``."""
+    k = min(settings.policy_rules, len(short))
+    low = k if prose else min(MIN_RULES, k)
+    ids = [f"r{i}" for i in range(1, len(short) + 1)]
+    by_id = dict(zip(ids, short, strict=True))
+    options = alternatives(env, list(short))
+    offered = offer(by_id, options)
+    alt_ids = [a for per in offered.values() for a in per]
+    lines = "\n".join(describe(c, i, env, words, list(offered.get(i, {}).items()),
+                               prose[n] if n < len(prose) else "")
+                      for n, (i, c) in enumerate(by_id.items()))
+    section = ("word" if prose else "pick") + ("_instead" if alt_ids else "")
+    prompt = words(section, name=env.scenario.name,
+                   description=" ".join(env.scenario.description.split()), candidates=lines, low=low, high=k)
+    budget = (MAX_TOKENS + (INSTEAD_TOKENS if alt_ids else 0)) * k + 32
+    out = ask_with_feedback(client, reply_model(ids, low, k, alt_ids), user(prompt),
+                            lambda r: check_instead(r, env, by_id, offered, words),
+                            stage=STAGE, max_attempts=settings.max_attempts, max_tokens=budget,
+                            retry_temperature=settings.retry_temperature,
+                            feedback=lambda e: words("feedback", error=e))
+    if out.value is not None:
+        return list(out.value), []
+    note = ir.Rejection(stage=STAGE, item="pick", reason=f"the LLM's pick of rules failed ({out.error}); code "
+                                                         "picked and worded them",
+                        evidence={"attempts": out.attempts})
+    return [(c, message(c, words), "code", None) for c in code_pick(short, k)], [note]
+
+
+# ------------------------------------------------------------------ the domain's rules in prose, grounded
+
+
+class ProseReply(BaseModel):
+    rules: list[str] = Field(min_length=PROSE_MIN, max_length=PROSE_MAX)
+
+
+def check_prose(reply: Any, prompt: str = "") -> tuple[list[str] | None, str | None]:
+    """The prose rules of a reply, each one whole sentence (not cut: it ends on punctuation, whatever the script),
+    said once, none copied from ``prompt`` (its examples are another business's rules: a rule whose text the
+    prompt holds is dropped, in any language)."""
+    asked = " ".join(prompt.split()).casefold()
+    got = [" ".join(r.split()) for r in reply.rules]
+    copied = [r for r in got if r and r.casefold().rstrip(".!?。") in asked]
+    got = [r for i, r in enumerate(got) if r and r not in copied
+           and r.casefold() not in {g.casefold() for g in got[:i]}]
+    if len(got) < PROSE_MIN:
+        if copied:
+            return None, (f"{copied[0]!r} is an example from the request, not a rule of this business; write at "
+                          f"least {PROSE_MIN} different rules of your own")
+        return None, f"write at least {PROSE_MIN} different rules"
+    for r in got:
+        if len(r.split()) < 3 or not whole(r):
+            return None, f"{r!r} is not a whole sentence; write each rule as one whole sentence"
+    return got, None
+
+
+def whole(text: str) -> bool:
+    """Whether ``text`` ends a sentence: its last character is punctuation (any script's), so it was not cut."""
+    t = text.rstrip()
+    return bool(t) and unicodedata.category(t[-1]).startswith("P") and t[-1] not in "([{-,;:"
+
+
+def prose(env: ir.Environment, client: LLMClientProtocol, settings: BuildSettings, words: Words) -> tuple[list[str], list[ir.Rejection]]:
+    """The domain's rules as the LLM knows them, in prose (``prompts/policy.md`` ``prose``), before it sees any
+    candidate: what a real business of the scenario refuses, and when."""
+    prompt = words("prose", name=env.scenario.name, description=" ".join(env.scenario.description.split()),
+                   tables=", ".join(t.name.replace("_", " ") for t in env.tables), low=PROSE_MIN, high=PROSE_MAX)
+    out = ask_with_feedback(client, ProseReply, user(prompt), lambda r: check_prose(r, prompt), stage=STAGE,
+                            max_attempts=settings.max_attempts, max_tokens=PROSE_TOKENS * PROSE_MAX + 16,
+                            retry_temperature=settings.retry_temperature,
+                            feedback=lambda e: words("feedback", error=e))
+    if out.value is None:
+        return [], [ir.Rejection(stage=STAGE, item="prose", reason=f"the LLM wrote no usable rules in prose "
+                                                                   f"({out.error}); code picked and worded them",
+                                 evidence={"attempts": out.attempts})]
+    return list(out.value), []
+
+
+def gist(c: Checked, env: ir.Environment, words: Words) -> str:
+    """What a candidate forbids, in code's words (the ``gist`` section: the action, its tool's description to the
+    first ``;``, and when, the ``<kind>_when`` section): the text a prose rule is matched with."""
+    action = env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".")
+    return words("gist", action=action, when=words(c.candidate.words["section"] + "_when", **c.candidate.words))
+
+
+def similarities(texts: Sequence[str], others: Sequence[str]) -> list[list[float]]:
+    """Cosine similarity (MiniLM, ``pipeline.embed``) of each of ``texts`` with each of ``others``."""
+    from pipeline.embed import get_embedder
+
+    if not texts or not others:
+        return [[0.0] * len(others) for _ in texts]
+    enc = get_embedder()
+    a, b = enc.encode(list(texts)), enc.encode(list(others))
+    return [[round(float(x), 4) for x in row] for row in (a @ b.T)]
+
+
+def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], words: Words,
+           threshold: float = GROUND_MIN) -> tuple[list[tuple[str, Checked]], list[ir.Rejection]]:
+    """Each prose rule with the checked candidate it grounds in: the pairs by MiniLM similarity of the prose to the
+    candidates' :func:`gist`, best first, each prose rule and each candidate used once, a pair below ``threshold``
+    or one :func:`may_ground` refuses never. Prose that grounds in nothing is dropped with a Rejection; a candidate
+    no prose rule supports is not used (one Rejection lists them). In the prose's order."""
+    sims = similarities(rules, [gist(c, env, words) for c in checked])
+    pairs = sorted(((sims[i][j], i, j) for i in range(len(rules)) for j in range(len(checked))),
+                   key=lambda e: (-e[0], e[1], e[2]))
+    by_rule: dict[int, int] = {}
+    used: set[int] = set()
+    for sim, i, j in pairs:
+        if sim >= threshold and i not in by_rule and j not in used and may_ground(rules[i], checked[j]):
+            by_rule[i] = j
+            used.add(j)
+    notes = []
+    for i, text in enumerate(rules):
+        if i not in by_rule:
+            best = max(range(len(checked)), key=lambda j: sims[i][j], default=None)
+            evidence: dict[str, Any] = {"prose": text}
+            if best is not None:
+                evidence |= {"nearest": checked[best].candidate.key, "similarity": sims[i][best]}
+            notes.append(ir.Rejection(stage=STAGE, item="prose", reason="a rule in prose grounds in no candidate "
+                                      "that holds on real calls; dropped", evidence=evidence))
+    unsupported = [c.candidate.key for j, c in enumerate(checked) if j not in used]
+    if unsupported:
+        notes.append(ir.Rejection(stage=STAGE, item="unsupported", reason="candidates no rule in prose supports are "
+                                  "not used", evidence={"candidates": unsupported}))
+    return [(rules[i], checked[by_rule[i]]) for i in sorted(by_rule)], notes
+
+
+def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildSettings, language: str = "en") -> StageResult[ir.Environment]:
+    """``env`` with its rules (none when no candidate holds or none grounds a rule in prose; the environment is never
+    rejected here)."""
+    words = Words(language)
+    with EnvInstance(env) as inst:
+        candidates = propose(env, inst.conn)
+    checked, rejections = check(env, candidates)
+    if not checked:
+        why = "no candidate rule holds on the seeded rows" if candidates else "no candidate rule found"
+        return StageResult(env, (*rejections, ir.Rejection(stage=STAGE, item="policy", reason=why)))
+    rules, notes = prose(env, client, settings, words)
+    if not rules:  # no prose to ground in: code picks from its shortlist and words the rules (module docstring)
+        short = shortlist(checked)
+        coded: list[Picked] = [(c, message(c, words), "code", None)
+                               for c in code_pick(short, min(settings.policy_rules, len(short)))]
+        ruled = env.model_copy(update={"rules": to_rules(coded)})
+        return StageResult(ruled, (*rejections, *notes, *rows_breaking(env, ruled.rules, coded)))
+    grounded, more = ground(env, rules, checked, words)
+    notes += more
+    if not grounded:
+        return StageResult(env, (*rejections, *notes, ir.Rejection(
+            stage=STAGE, item="policy", reason="no rule in prose grounds in a candidate that holds")))
+    short = [c for _, c in grounded][:settings.policy_rules]
+    picked, picking = pick(env, short, client, settings, words, [p for p, _ in grounded][:len(short)])
+    ruled = env.model_copy(update={"rules": to_rules(picked)})
+    return StageResult(ruled, (*rejections, *notes, *picking, *rows_breaking(env, ruled.rules, picked)))
+
+
+def rows_breaking(env: ir.Environment, rules: Sequence[ir.Rule], picked: Sequence[Picked]) -> list[ir.Rejection]:
+    """A finding per kept rule that seeded rows break (:func:`~pipeline.stages.policy.candidates.broken_by_rows`: rows the
+    rule would have forbidden writing). The rows stage owns the rows; this says which rule they contradict."""
+    out = []
+    with EnvInstance(env) as inst:
+        for rule, (c, *_rest) in zip(rules, picked, strict=True):
+            if n := broken_by_rows(inst.conn, c.candidate):
+                out.append(ir.Rejection(stage=STAGE, item=rule.id, reason=f"{n} seeded rows break the rule "
+                                        f"({rule.message})", evidence={"rows": n, "condition": rule.condition}))
+    return out
+
+
+# ------------------------------------------------------------------ the rules again, after a repair
+
+_PARAM = re.compile(r"(?<![\w:]):([A-Za-z_]\w*)")
+
+
+def _probe_values(finder: Finder, tool: ir.Tool, probe: str, clock: str) -> list[Any]:
+    """The seeded values a candidate on parameter ``probe`` of ``tool`` is probed with, as :class:`Finder` gives
+    them: the keys of the table of the row it names, else the values of the column it writes (numbers in order;
+    dates with a week before and after today)."""
+    prm = next((q for q in tool.params if q.name == probe), None)
+    if prm is None:
+        return []
+    if (subject := finder.subject(tool, prm)) is not None:
+        return finder.values(*subject)
+    written = finder.written(tool, prm)
+    if written is None:
+        return []
+    values = finder.values(written[0], written[1].name)
+    if all(isinstance(v, int | float) for v in values):
+        return sorted(set(values))
+    if finder.dated(written[0], written[1].name):
+        today = dt.date.fromisoformat(clock[:10])
+        return sorted({str(v) for v in values} | {(today + dt.timedelta(days=d)).isoformat() for d in (-7, 7)})
+    return values
+
+
+def rule_candidates(env: ir.Environment, conn: Any, rule: ir.Rule) -> list[Candidate] | None:
+    """``rule`` as the candidates it is checked as, one per tool it governs (initial state on ``conn``): the first
+    parameter of the tool its condition names is the probe, varied over the seeded values of what it names or
+    writes; the calls the rule was last checked on are tried too. None when it governs a tool ``env`` lacks."""
+    names = {t.name for t in env.tools}
+    if any(t not in names for t in rule.tools):
+        return None
+    finder = Finder(env, conn)
+    named = _PARAM.findall(rule.condition)
+    out = []
+    for name in rule.tools:
+        tool = env.tool(name)
+        probe = next((n for n in named if any(q.name == n for q in tool.params)), "")
+        tried = tuple(dict(c.arguments) for c in [*rule.allowed, *rule.forbidden] if c.tool == name)
+        values = _probe_values(finder, tool, probe, env.clock)
+        values += [a[probe] for a in tried if probe in a and a[probe] not in values]
+        out.append(Candidate(rule.id, rule.kind, name, rule.condition, probe, tuple(values), tried=tried))
+    return out
+
+
+def _dropped(rule: ir.Rule, reason: str, why: str) -> ir.Rejection:
+    return ir.Rejection(stage=STAGE, item=rule.id, reason=f"rule {rule.id} dropped {why}: {reason}",
+                        evidence={"tools": list(rule.tools), "kind": rule.kind, "condition": rule.condition,
+                                  "message": rule.message})
+
+
+def recheck_policy(env: ir.Environment, why: str = "after a repair") -> StageResult[ir.Environment]:
+    """``env`` with the rules that still hold on its tools and rows (see the module docstring), each with the real
+    calls it now allows and forbids (two of each, as :func:`to_rules` keeps), in their order; a Rejection per rule
+    dropped. An environment without rules comes back as it is."""
+    if not env.rules:
+        return StageResult(env)
+    with EnvInstance(env) as inst:
+        per_rule = {r.id: rule_candidates(env, inst.conn, r) for r in env.rules}
+    checked, failed = check(env, [c for cs in per_rule.values() for c in cs or []])
+    held: dict[str, list[Checked]] = {}
+    for c in checked:
+        held.setdefault(c.candidate.key, []).append(c)
+    first_failure: dict[str, str] = {}
+    for r in failed:
+        first_failure.setdefault(r.item, r.reason.removeprefix("rule dropped: "))
+    rejections: list[ir.Rejection] = []
+    kept: list[tuple[ir.Rule, list[Checked]]] = []
+    for rule in env.rules:
+        cands = per_rule[rule.id]
+        if cands is None:
+            missing = ", ".join(t for t in rule.tools if t not in {x.name for x in env.tools})
+            rejections.append(_dropped(rule, f"it governs {missing}, which the environment no longer has", why))
+        elif len(held.get(rule.id, [])) < len(cands):
+            rejections.append(_dropped(rule, first_failure.get(rule.id, "it no longer holds"), why))
+        else:
+            kept.append((rule, held[rule.id]))
+    out: list[ir.Rule] = []
+    for rule, ok in kept:
+        alt = rule.alternative
+        if alt is not None:  # the message offers it: it must still work where the rule forbids, and be allowed
+            others = [c.candidate for r, cs in kept if r.id != rule.id for c in cs if c.candidate.tool == alt.tool]
+            found = [offered_conflicts(env, alt, c, others) for c in ok if c.candidate.tool == rule.tools[0]]
+            if any(f is None for f in found):
+                rejections.append(_dropped(rule, f"its alternative ({alt.tool} with {alt.fixed}) no longer works, "
+                                                 "or changes nothing, where the rule forbids its write", why))
+                continue
+            against = sorted({k for f in found for k in f or ()})
+            if against:
+                rejections.append(_dropped(rule, f"its alternative ({alt.tool} with {alt.fixed}) is forbidden "
+                                                 f"there by rule {', '.join(against)}", why))
+                continue
+        calls = {side: [ir.ToolCall(tool=c.candidate.tool, arguments=a) for c in ok for a in getattr(c, side)[:2]]
+                 for side in ("allowed", "forbidden")}
+        out.append(rule.model_copy(update=calls))
+    return StageResult(env.model_copy(update={"rules": out}), tuple(rejections))

@@ -1,0 +1,936 @@
+"""Rows at scale: the LLM decides what each column *is*, code makes the values.
+
+``fill_table(scenario, table, conn, client, settings, locale) -> Made``: after the LLM's example rows of ``table``
+are in ``conn``, one structured request asks, for every column that is neither the generated id nor a foreign key,
+for a generator from a typed menu (``ir.GeneratorKind``: people, companies and places of a locale, dates in a range
+or some days after another date of the row, numbers with a distribution, a CHECK list with weights, a code
+pattern, text drawn from a list continued from the examples in the domain's own words). The first table's request also picks
+the scenario's locale (``LOCALES``, which Faker supports). Foreign keys are references to a parent's keys, chosen
+by code (``pipeline.stages.rows.maker``: fan-out from the first parent, skewed popularity for the others).
+
+Meaning is checked against the column's own example values (issue 40, :mod:`pipeline.meaning`): a generator
+whose sample values do not look like them (:func:`unlike_examples`: character classes, words, length, MiniLM
+similarity against other columns' examples) is refused, fed back without a list of options, and replaced by the
+examples' own list if the model insists. Text no generator of people, companies, places, e-mail or phones makes
+comes from a list the LLM continues from the examples (:func:`continue_list`, several short calls, cleaned of
+placeholders, glued and suffixed values); relations the examples show are made to hold by code (:func:`settle`:
+date order, the clock, signs, list separators, a child's dates after its parent's); the model's example people,
+phones and addresses are drawn again (:func:`rewrite_examples`); what remains is recorded as semantic findings.
+
+Nothing here reads meaning into column names: the choice is the LLM's and code checks it against the column's
+SQLite type and constraints (:func:`check_column`: a text generator on an INTEGER column, an enum outside the
+CHECK list, a reversed range, a pool too small for a UNIQUE column are refused), then on sample rows inserted
+into the database and rolled back (:func:`trial`: a CHECK that the values break). Refusals go back to the LLM in
+the same conversation (``ask_with_feedback``); a column still failing after ``max_attempts`` gets a generator
+derived from its type, its constraints and the example rows only (:func:`fallback`), recorded as a Rejection.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.llm.sampling import sampled
+from pipeline.meaning import findings as semantic
+from pipeline.meaning import profile as prof
+from pipeline.meaning import relations, vocab
+from pipeline.settings import BuildSettings
+from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.rows.maker import Shape, ValueMaker, derive_seed, fill, key_sets, table_shape
+
+STAGE = "seed_data"
+LOCALES = ("en_US", "en_GB", "en_CA", "en_AU", "en_IE", "de_DE", "fr_FR", "es_ES", "es_MX", "it_IT", "nl_NL",
+           "pt_BR", "pt_PT", "pl_PL", "sv_SE")
+DEFAULT_LOCALE = "en_US"
+POOL_MAX, VALUES_MAX = 20, 20
+TRIAL_ROWS = 24
+FAKER_KINDS = ("person_name", "first_name", "last_name", "company", "street_address", "city", "postcode",
+               "country", "email", "phone")
+TEXT_KINDS = (*FAKER_KINDS, "date", "datetime", "date_after", "code", "text_pool", "text_combo")
+MENU = tuple(k for k in get_args(ir.GeneratorKind) if k not in ("reference", "text_combo"))
+"""The generators the LLM picks from: no text_combo (a value glued from two pools: "1984 Charles Dickens"); it
+stays readable in older plans."""
+FITS = {**{k: ("TEXT",) for k in TEXT_KINDS}, "integer": ("INTEGER", "REAL"), "boolean": ("INTEGER", "REAL"),
+        "amount": ("REAL", "INTEGER")}
+CAPACITY = {"country": 200, "boolean": 2}
+PLACEHOLDER = re.compile(r"^(john|jane) (doe|smith)$|\b(work|item|product|route|room|book|artist|customer|user) "
+                         r"[a-z0-9]$|anytown|\bmain st\b|lorem|^test\b|^sample\b", re.I)
+"""Text that looks like placeholder data (the measure of issue 26); such pool items are left out."""
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")
+
+
+class Choice(BaseModel):
+    kind: Literal[MENU]  # type: ignore[valid-type]
+    min: float | None = None
+    max: float | None = None
+    start: str | None = None
+    end: str | None = None
+    after: str | None = None
+    distribution: Literal["uniform", "normal", "skewed"] | None = None
+    values: list[str | int | float] | None = Field(default=None, min_length=1, max_length=VALUES_MAX)
+    weights: list[float] | None = Field(default=None, min_length=1, max_length=VALUES_MAX)
+    pattern: str | None = Field(default=None, max_length=40)
+
+
+def reply_model(table: str, columns: list[str], with_locale: bool,
+                kinds: dict[str, tuple[str, ...]] | None = None) -> type[BaseModel]:
+    """``{"locale"?, "columns": {<column>: Choice, ...}}`` with every asked column required (fields are aliased:
+    a column may be called ``json`` or ``copy``); ``after`` names one of these columns; ``kinds`` narrows a
+    column's menu to the generators that can fill it (:func:`kinds_for`), so the grammar keeps a small model
+    from picking one that cannot."""
+    after = Literal[tuple(columns)] | None  # type: ignore[valid-type]
+
+    def choice(i: int, name: str) -> Any:
+        menu = (kinds or {}).get(name)
+        extra: dict[str, Any] = {"kind": (Literal[menu], ...)} if menu else {}  # type: ignore[valid-type]
+        return create_model(f"Choice_{table}_{i}", after=(after, None), **extra,  # type: ignore[arg-type]
+                            __base__=Choice)
+
+    cols = create_model(f"Columns_{table}", **{f"c{i}": (choice(i, n), Field(alias=n)) for i, n in enumerate(columns)},
+                        __base__=BaseModel)  # type: ignore[call-overload]
+    fields: dict[str, Any] = {"columns": (cols, ...)}
+    if with_locale:
+        fields = {"locale": (Literal[LOCALES], ...), **fields}  # type: ignore[valid-type]
+    return create_model(f"Generators_{table}", **fields, __base__=BaseModel)  # type: ignore[call-overload]
+
+
+# ------------------------------------------------------------------ checks
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a choice is checked against: the rows the table will hold, its single-column key sets, the example
+    rows' values per column, other columns' example texts ("table.column" -> texts, this scenario's tables so
+    far) and the MiniLM vectors to compare them by (None: shapes only)."""
+
+    rows: int
+    singles: frozenset[str]
+    examples: dict[str, list[Any]]
+    others: dict[str, list[str]] = field(default_factory=dict)
+    vectors: prof.Vectors | None = None
+
+
+def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
+    """The generators of the menu that can fill ``col``: those whose values its SQLite type stores (a CHECK list
+    takes only ``enum``), and for a column no two rows may share, those that give enough different values for
+    the table's rows (no pool, list or yes/no); ``date_after`` only where another column's examples are dates
+    (a books table with one date: the model chose date_after for it three times, 2026-11-28). The LLM picks among
+    them; nothing is read from names."""
+    st = storage(col)
+    if col.enum:
+        return ("enum", "boolean") if set(col.enum) <= {0, 1} else ("enum",)
+    fits = [k for k in MENU if k != "enum" and (st == "ANY" or st in FITS.get(k, ()))]
+    if ctx.examples and not [c for c in relations.date_columns(ctx.examples) if c != col.name]:
+        fits = [k for k in fits if k != "date_after"]  # no other date in the row to count days from
+    if col.name in ctx.singles:
+        small = {"boolean": 2, **CAPACITY}
+        fits = [k for k in fits if small.get(k, ctx.rows) >= ctx.rows]
+    return tuple(fits) or MENU
+
+
+def storage(col: Column) -> str:
+    return "INTEGER" if col.type in ("INTEGER", "INT") else col.type if col.type in ("REAL", "TEXT") else "ANY"
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind == "INTEGER":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "REAL":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return kind == "ANY" or isinstance(value, str)
+
+
+def capacity(g: ir.ColumnGenerator) -> int | None:
+    """How many different values ``g`` can give (None: more than any table here needs)."""
+    if g.kind == "enum":
+        return len(g.values or [])
+    if g.kind == "text_pool":
+        return len(g.pool) if g.pool else None  # a list still to be continued from the examples
+    if g.kind == "text_combo":
+        return len(g.pool or []) * len(g.pool2 or [])
+    if g.kind == "code":
+        p = g.pattern or ""
+        return 10 ** p.count("#") * 26 ** p.count("?")
+    if g.kind == "integer" and g.min is not None and g.max is not None:
+        return max(0, math.floor(g.max) - math.ceil(g.min) + 1)
+    if g.kind in ("date", "datetime") and g.start and g.end:
+        try:
+            return (date.fromisoformat(g.end[:10]) - date.fromisoformat(g.start[:10])).days + 1
+        except ValueError:
+            return None
+    return CAPACITY.get(g.kind)
+
+
+def _range_error(g: ir.ColumnGenerator) -> str | None:
+    if g.min is None or g.max is None:
+        return f'{g.kind} needs "min" and "max"'
+    if not (math.isfinite(g.min) and math.isfinite(g.max)) or max(abs(g.min), abs(g.max)) > 1e12:
+        return f"min and max must be ordinary numbers (got {g.min}, {g.max})"
+    if g.min > g.max or (g.kind == "integer" and math.ceil(g.min) > math.floor(g.max)):
+        return f"min ({g.min:g}) is above max ({g.max:g})"
+    return None
+
+
+def _dates_error(g: ir.ColumnGenerator) -> str | None:
+    try:
+        start, end = date.fromisoformat((g.start or "")[:10]), date.fromisoformat((g.end or "")[:10])
+    except ValueError:
+        return f"{g.kind} needs \"start\" and \"end\" as 'YYYY-MM-DD' (got {g.start!r}, {g.end!r})"
+    if start > end:
+        return f"start ({start}) is after end ({end})"
+    if start.year < 1900 or end.year > 2100:
+        return f"dates between {start} and {end} are not plausible for this data"
+    return None
+
+
+def _after_error(g: ir.ColumnGenerator, gens: dict[str, ir.ColumnGenerator]) -> str | None:
+    if g.after == g.column or g.after not in gens:
+        return 'date_after needs "after": another date column of this table'
+    seen, cur = {g.column}, gens[g.after]
+    while cur.kind == "date_after" and cur.after in gens and cur.after not in seen:
+        seen.add(cur.column)
+        cur = gens[cur.after]
+    if cur.kind not in ("date", "datetime") or cur.column in seen:
+        return f"{g.after} is not a date column with its own dates (its generator is {gens[g.after].kind})"
+    if g.min is None or g.max is None or not 0 <= g.min <= g.max <= 3650:
+        return f'date_after needs "min" and "max" days with 0 <= min <= max <= 3650 (got {g.min}, {g.max})'
+    return None
+
+
+def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[str, ir.ColumnGenerator]) -> str | None:
+    """Why generator ``g`` cannot fill ``col`` (its SQLite type, CHECK list, ranges, UNIQUE), or None."""
+    st, k = storage(col), g.kind
+    if k != "enum" and st != "ANY" and st not in FITS.get(k, ()):
+        return (f"{k} makes {'text' if k in TEXT_KINDS else 'numbers'} but the column is {col.type}: pick a generator "
+                "whose values look like this column's example values")
+    if col.enum and k != "enum" and not (k == "boolean" and set(col.enum) <= {0, 1}):
+        return f"the column only takes its CHECK list {list(col.enum)}: pick enum with those values"
+    if k == "enum":
+        vals = g.values or []
+        bad = [v for v in vals if not _fits(v, st) or (col.enum is not None and v not in col.enum)]
+        if not vals or len({repr(v) for v in vals}) != len(vals):
+            return 'enum needs "values", each once'
+        if bad:
+            allowed = f"its CHECK list {list(col.enum)}" if col.enum else f"{col.type} values"
+            return f"enum values {bad} are not {allowed}"
+        if g.weights is not None and (len(g.weights) != len(vals) or not all(w > 0 for w in g.weights)):
+            return f'"weights" must give one positive number per value ({len(vals)})'
+    elif k in ("integer", "amount"):
+        err = _range_error(g)
+        if err:
+            return err
+    elif k in ("date", "datetime"):
+        err = _dates_error(g)
+        if err:
+            return err
+    elif k == "date_after":
+        err = _after_error(g, gens)
+        if err:
+            return err
+    elif k == "code" and not re.search(r"[#?]", g.pattern or ""):
+        return "code needs a \"pattern\" with '#' (a digit) or '?' (a capital letter), e.g. \"AB-####\""
+    elif k in ("text_pool", "text_combo") and (_numbered(g.pool) or _numbered(g.pool2)):
+        return (f'the "pool" values differ only by a number ({", ".join(repr(v) for v in (g.pool or [])[:3])}, ...): '
+                "write different real values in the domain's own words, or pick code for numbered identifiers")
+    elif k == "boolean" and g.weights is not None and (len(g.weights) != 2 or min(g.weights) < 0 or sum(g.weights) <= 0):
+        return 'boolean "weights" are two numbers: [false, true]'
+    cap = capacity(g)
+    if col.name in ctx.singles and cap is not None and cap < ctx.rows:
+        return (f"no two rows may share a value here and the table gets {ctx.rows} rows, but {k} gives at most {cap} "
+                "different values")
+    return None
+
+
+def _numbered(pool: list[str] | None) -> bool:
+    """Whether half or more of ``pool`` are one text with another number ("Depot 1", "Depot 2", ...): a
+    placeholder in any language."""
+    if not pool or len(pool) < 3:
+        return False
+    stems = [re.sub(r"\d+", "#", p) for p in pool]
+    stem = max(set(stems), key=stems.count)
+    return "#" in stem and any(ch.isalpha() for ch in stem) and 2 * stems.count(stem) >= len(pool)
+
+
+def generator_of(name: str, c: Choice, col: Column) -> ir.ColumnGenerator:
+    """The reply's choice as an IR record: pools without blanks, repeats and placeholder-looking items; a number
+    written as text in a numeric column's enum made a number."""
+    def clean(pool: list[str] | None) -> list[str] | None:
+        if pool is None:
+            return None
+        items = [p.strip() for p in pool if p.strip() and not PLACEHOLDER.search(p.strip())]
+        return list(dict.fromkeys(items))
+
+    values = c.values
+    if values is not None and storage(col) in ("INTEGER", "REAL"):
+        values = [int(v) if isinstance(v, str) and re.fullmatch(r"-?\d+", v) else v for v in values]
+    return ir.ColumnGenerator(column=name, kind=c.kind, min=c.min, max=c.max, start=c.start, end=c.end,
+                              after=c.after, distribution=c.distribution, values=values, weights=c.weights,
+                              pattern=c.pattern if c.kind == "code" else None,
+                              pool=clean(getattr(c, "pool", None)), pool2=clean(getattr(c, "pool2", None)))
+
+
+# ------------------------------------------------------------------ fallback: type, constraints, examples only
+
+
+def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
+    """A generator from the column's type, CHECK list and example values (no names read); None leaves a nullable
+    column without example values empty."""
+    base: dict[str, Any] = {"column": col.name, "by": "fallback", "note": note}
+    ex = [v for v in ctx.examples.get(col.name, []) if v is not None]
+    unique = col.name in ctx.singles
+    if col.enum:
+        return ir.ColumnGenerator(kind="enum", values=list(col.enum), **base)
+    st = storage(col)
+    nums = [v for v in ex if isinstance(v, int | float) and not isinstance(v, bool)]
+    if st in ("INTEGER", "REAL") or (ex and len(nums) == len(ex)):
+        lo, hi = (min(nums), max(nums)) if nums else (1, 100)
+        hi = max(hi if hi > lo else lo + 10, lo + 10 * ctx.rows if unique else lo)
+        return ir.ColumnGenerator(kind="integer" if st == "INTEGER" else "amount", min=lo, max=hi, **base)
+    texts = [str(v) for v in ex]
+    if not texts:  # no example: a list continued from the column's place in the schema
+        return ir.ColumnGenerator(kind="text_pool", **base)
+    dated: tuple[tuple[ir.GeneratorKind, re.Pattern[str]], ...] = (("date", _DATE), ("datetime", _DATETIME))
+    for kind, shape in dated:
+        if all(shape.fullmatch(t) for t in texts):
+            days = sorted(date.fromisoformat(t[:10]) for t in texts)
+            lo_d = min(days[0], date.fromordinal(days[-1].toordinal() - 180))
+            return ir.ColumnGenerator(kind=kind, start=lo_d.isoformat(), end=days[-1].isoformat(), **base)
+    if all(_EMAIL.fullmatch(t) for t in texts):
+        return ir.ColumnGenerator(kind="email", **base)
+    shapes = {re.sub(r"\d", "#", t) for t in texts}
+    if len(shapes) == 1 and "#" in next(iter(shapes)):
+        pattern = next(iter(shapes))
+        while unique and 10 ** pattern.count("#") < 10 * ctx.rows:
+            pattern = pattern.replace("#", "##", 1)
+        return ir.ColumnGenerator(kind="code", pattern=pattern, **base)
+    return ir.ColumnGenerator(kind="text_pool", pool=list(dict.fromkeys(texts))[:POOL_MAX], **base)
+
+
+# ------------------------------------------------------------------ meaning: sample values against the examples
+
+SAMPLED = (*FAKER_KINDS, "code")
+REWRITTEN = ("person_name", "first_name", "last_name", "company", "street_address", "email", "phone")
+"""Generators whose values replace the model's example values (where its placeholders live: "John Doe",
+"123-456-7890", "Acme Corp"); a city or a country it wrote stays."""
+
+
+def unlike_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, locale: str, seed: int) -> str | None:
+    """Why ``g``'s sample values do not look like ``col``'s example values (their character classes, lengths,
+    word counts, and MiniLM similarity to these examples against other columns'), or None. Only generators that
+    make text of their own are judged (a list continued from the examples is built from them)."""
+    if g.kind not in SAMPLED:
+        return None
+    texts = prof.texts_of(ctx.examples.get(col.name, []))
+    if len(texts) < 2 or relations.date_columns({col.name: texts}):
+        return None
+    p = prof.profile(texts)
+    if p is None:
+        return None
+    maker = ValueMaker(locale if locale in LOCALES else DEFAULT_LOCALE, seed + 7, [g], [col], ctx.examples)
+    samples = [str(maker.value(g, {}, {})) for _ in range(TRIAL_ROWS)]
+    why = prof.contradiction(p, samples)
+    if why:
+        return f"{g.kind} does not fit: {why}"
+    if ctx.vectors is not None:
+        others = {k: v for k, v in ctx.others.items() if k != col.name}
+        hit = prof.semantic_misfit(ctx.vectors, texts, others, samples)
+        if hit:
+            return (f"{g.kind} makes values like {samples[0]!r}, closer in meaning to the examples of {hit[0]} "
+                    f"({hit[2]:.2f}) than to this column's own ({', '.join(repr(t) for t in texts[:3])}; {hit[1]:.2f})")
+    return None
+
+
+# ------------------------------------------------------------------ trial on sample rows
+
+
+def trial(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], gens: list[ir.ColumnGenerator],
+          shape: Shape, locale: str, seed: int, examples: dict[str, list[Any]]) -> dict[str, str]:
+    """Insert ``TRIAL_ROWS`` sample rows made by ``gens`` and roll them back; column -> what SQLite said, for the
+    columns named by the errors of at least a quarter of the rows (repeats are the capacity check's business)."""
+    names = [c.name for c in cols if not c.auto_id]
+    fixed = [{}] * TRIAL_ROWS if shape.primary is None else shape.fixed[:TRIAL_ROWS]
+    if not fixed:
+        return {}
+    maker = ValueMaker(locale, seed + 1, gens, cols, examples)
+    maker.references(shape.refs)
+    quoted = ", ".join(f'"{n}"' for n in names)
+    sql = f'INSERT INTO "{table.name}" ({quoted}) VALUES ({", ".join("?" for _ in names)})'
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    conn.execute("SAVEPOINT rowgen_trial")
+    try:
+        for fx in fixed:
+            row = maker.row(fx, shape.refs)
+            try:
+                conn.execute(sql, [row.get(n) for n in names])
+            except sqlite3.Error as e:
+                msg = str(e)
+                if "UNIQUE" in msg:
+                    continue
+                for n in names:
+                    if re.search(rf"\b{re.escape(n)}\b", msg):
+                        counts[n] = counts.get(n, 0) + 1
+                        first.setdefault(n, f"{msg} (e.g. {n} = {json.dumps(row.get(n), ensure_ascii=False)})")
+    finally:
+        conn.execute("ROLLBACK TO rowgen_trial")
+        conn.execute("RELEASE rowgen_trial")
+    return {n: f"SQLite refused {k} of {len(fixed)} sample rows: {first[n]}" for n, k in counts.items()
+            if 4 * k >= len(fixed)}
+
+
+# ------------------------------------------------------------------ the request and the table
+
+
+@dataclass(frozen=True)
+class Made:
+    """What :func:`fill_table` did: the plan (stored with the rows), rejections, LLM attempts."""
+
+    plan: ir.RowPlan
+    rejections: list[ir.Rejection]
+    attempts: int
+
+
+def _describe(col: Column, ctx: Context) -> str:
+    parts = [col.type] + (["NOT NULL"] if col.notnull else []) + (["UNIQUE"] if col.name in ctx.singles else [])
+    if col.enum:
+        parts.append("one of " + ", ".join(json.dumps(v) for v in col.enum))
+    return f"{col.name} ({', '.join(parts)})"
+
+
+def _prompt(scenario: ir.Scenario, table: ir.Table, asked: list[Column], ctx: Context, settings: BuildSettings,
+            with_locale: bool) -> str:
+    n_examples = len(ctx.examples[asked[0].name])
+    shown = [{c.name: ctx.examples[c.name][i] for c in asked} for i in range(min(3, n_examples))]
+    key = ("\n" + render_section("seed_data", "key", columns=", ".join(table.natural_key))
+           if table.natural_key else "")
+    locale = ("\n" + render_section("seed_data", "generators_locale", locales=", ".join(LOCALES))
+              if with_locale else "")
+    return render_section(
+        "seed_data", "generators", name=scenario.name, description=scenario.description, table=table.name,
+        rows=ctx.rows, today=settings.clock[:10], ddl=table.ddl, key=key, locale=locale,
+        examples="\n".join(json.dumps(r, ensure_ascii=False) for r in shown) or "(none)",
+        columns="; ".join(_describe(c, ctx) for c in asked), shape='"locale": ..., ' if with_locale else "")
+
+
+def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column], asked: list[Column],
+           ctx: Context, shape: Shape, refs: list[ir.ColumnGenerator], client: LLMClientProtocol, settings: BuildSettings,
+           locale: str | None, seed: int) -> tuple[dict[str, ir.ColumnGenerator | None], str, int]:
+    """One request (with feedback) for the generators of ``asked``; returns (column -> generator, or None for a
+    column left empty), the locale and the LLM attempts. Columns never chosen well fall back."""
+    with_locale = locale is None
+    model = reply_model(table.name, [c.name for c in asked], with_locale, {c.name: kinds_for(c, ctx) for c in asked})
+    good: dict[str, ir.ColumnGenerator] = {}
+    errors: dict[str, str] = {}
+    picked = [locale or DEFAULT_LOCALE]
+
+    def settled(errs: dict[str, str]) -> dict[str, ir.ColumnGenerator | None]:
+        return {c.name: good[c.name] if c.name in good else fallback(c, ctx, errs.get(c.name, "")) for c in asked}
+
+    def check(reply: Any) -> tuple[dict[str, ir.ColumnGenerator | None] | None, str | None]:
+        if with_locale:
+            picked[0] = reply.locale
+        got = {c.name: generator_of(c.name, getattr(reply.columns, f"c{i}"), c) for i, c in enumerate(asked)}
+        errors.clear()
+        for c in asked:
+            err = check_column(c, got[c.name], ctx, {**good, **got}) or unlike_examples(c, got[c.name], ctx,
+                                                                                        picked[0], seed)
+            if err is None:
+                good[c.name] = got[c.name]
+            elif c.name not in good:
+                errors[c.name] = err
+        for c in asked:  # a kept date_after must still stand on a kept date
+            g = good.get(c.name)
+            if g is not None and g.kind == "date_after" and _after_error(g, good):
+                errors[c.name] = _after_error(g, good) or ""
+                del good[c.name]
+        gens = [*refs, *(g for g in settled(errors).values() if g is not None)]
+        for name, err in trial(conn, table, cols, gens, shape, picked[0], seed, ctx.examples).items():
+            if name in good:
+                errors[name] = err
+                del good[name]
+        if not errors:
+            return settled({}), None
+        lines = "\n".join(f"- {n}: {e}" for n, e in errors.items())
+        return settled(errors), render_section("seed_data", "generators_feedback", errors=lines)
+
+    out = ask_with_feedback(
+        client, model, user(_prompt(scenario, table, asked, ctx, settings, with_locale)),
+        check, stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
+        max_tokens=max(settings.max_tokens_rows, 60 * len(asked) + 16 * POOL_MAX), feedback=lambda e: e)
+    if out.value is not None:
+        return out.value, picked[0], out.attempts
+    why = out.error or "no reply"
+    return {c.name: good.get(c.name) or fallback(c, ctx, errors.get(c.name, why)) for c in asked}, picked[0], \
+        out.attempts
+
+
+VOCAB_ASK = 12
+"""Values asked per continuation call (several short calls rather than one long one)."""
+VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 12
+VOCAB_WANT = 24
+VOCAB_SHOWN = 8
+"""Values shown per continuation call after the first: the examples' first two and the newest kept. Shown the
+whole list so far, the embedded model copies it back (2026-11-28: a third call on the books' titles returned the
+11 values it was shown and no new one)."""
+VOCAB_DRY = 2
+"""Calls in a row that add fewer than three new values before the list ends."""
+
+
+class Values(BaseModel):
+    values: list[str] = Field(min_length=1, max_length=VOCAB_ASK)
+
+
+def value_tokens(seeds: Sequence[str]) -> int:
+    """A generous token budget for one value like ``seeds`` in a JSON list: a digit is a token of its own in
+    Qwen's vocabulary (a 13-digit code is ~15 tokens, where the old budget of a third of its characters cut the
+    reply off at max_tokens), other text ~3 characters a token, plus quotes and comma."""
+    longest = max(seeds, key=len, default="x" * 24)
+    digits = sum(ch.isdigit() for ch in longest)
+    return digits + (len(longest) - digits) // 3 + 8
+
+
+def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: list[str], want: int, rounds: int,
+                  client: LLMClientProtocol, settings: BuildSettings, sep: str | None = None, shape: prof.Profile | None = None
+                  ) -> tuple[list[str], int]:
+    """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
+    most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
+    later ones show two of them and the newest values kept (``VOCAB_SHOWN``), and a call after one that added
+    fewer than three samples (``retry_temperature``, a seed per call) rather than repeat the greedy reply; the list
+    ends after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
+    value so far, placeholders, glued or suffixed values), and with ``shape`` only values that look like the
+    examples (unless that would keep fewer than half). Returns (values, calls)."""
+    got: list[str] = []
+    offered: list[str] = []
+    calls = dry = 0
+    budget = VOCAB_ASK * value_tokens(seeds) + 40
+    while len(got) < want and calls < rounds:
+        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *got[-(VOCAB_SHOWN - len(seeds[:2])):]]
+        shown = shown[-30:]
+        what = render_section("seed_data", "continue_items", sep=json.dumps(sep, ensure_ascii=False)) if sep else ""
+        prompt = render_section(
+            "seed_data", "continue", name=scenario.name, description=scenario.description, table=table.name,
+            ddl=table.ddl, column=column, items=what, n=VOCAB_ASK,
+            values="\n".join(f"- {v}" for v in shown) if shown else render_section("seed_data", "continue_none"))
+        asker = client if dry == 0 else sampled(client, settings.retry_temperature,
+                                                 getattr(getattr(client, "settings", None), "seed", 0) + calls)
+        calls += 1
+        try:
+            reply, _ = asker.structured_reply(Values, user(prompt), stage=STAGE, max_tokens=budget)
+        except LLMUnavailable:
+            raise
+        except LLMError:
+            break
+        new = vocab.clean(reply.values, [*seeds, *got], offered)
+        offered.extend(reply.values)
+        if sep:
+            new = [v for v in new if sep.strip() not in v]
+        if shape is not None:
+            fit = [v for v in new if prof.misfit(shape, v) is None]
+            new = fit if 2 * len(fit) >= len(new) else new
+        got.extend(new)
+        dry = dry + 1 if len(new) < 3 else 0
+        if dry >= VOCAB_DRY:
+            break
+    return got, calls
+
+
+PERSON_SIM, PERSON_MARGIN = 0.38, 0.08
+"""How close (MiniLM, mean cosine to the examples' centroid) a person generator's samples must sit to a column's
+examples, and by how much closer than the samples of a company, a street or a city, for a list the model chose to
+be people instead (measured 2026-11-28: names 0.48, authors 0.42, German names 0.43; book titles 0.28, vehicles
+0.23, medicines 0.12)."""
+PERSON_RIVALS: tuple[ir.GeneratorKind, ...] = ("company", "street_address", "city")
+
+
+def digit_pattern(texts: Sequence[str], unique_rows: int | None) -> str | None:
+    """The code pattern every example shares (each digit a '#', the examples' common beginning kept: "9780" of
+    four ISBNs), or None when they differ in shape or hold fewer than three digits. For a UNIQUE column the kept
+    beginning shrinks until the pattern gives ten values per row."""
+    if len(texts) < 2 or relations.date_columns({"c": list(texts)}):  # dates have their own generators
+        return None
+    shapes = {re.sub(r"\d", "#", t) for t in texts}
+    if len(shapes) != 1:
+        return None
+    shape = next(iter(shapes))
+    if shape.count("#") < 3:
+        return None
+    keep = 0
+    while keep < len(shape) and len({t[keep] for t in texts}) == 1:
+        keep += 1
+    keep = min(keep, len(shape) - 1)
+
+    def made(k: int) -> str:
+        return texts[0][:k] + shape[k:]
+
+    while unique_rows and keep > 0 and 10 ** made(keep).count("#") < 10 * unique_rows:
+        keep -= 1
+    return made(keep) if "#" in made(keep) else None
+
+
+def shown_kind(col: Column, texts: list[str], ctx: Context, locale: str, seed: int) -> ir.GeneratorKind | None:
+    """The generator the column's example values show when the model chose a list for them: e-mail addresses
+    (each one local part, '@' and a dotted domain) or people (a person generator's samples close in meaning to
+    the examples, :data:`PERSON_SIM`, and closer than other generators' samples). None: a list it is."""
+    if len(texts) < 2:
+        return None
+    if all(_EMAIL.fullmatch(t) for t in texts):
+        return "email"
+    if ctx.vectors is None:
+        return None
+    p = prof.profile(texts)
+    if p is None:
+        return None
+    loc = locale if locale in LOCALES else DEFAULT_LOCALE
+    sims: dict[str, float] = {}
+    kinds: tuple[ir.GeneratorKind, ...] = ("person_name", *PERSON_RIVALS)
+    for kind in kinds:
+        g = ir.ColumnGenerator(column=col.name, kind=kind)
+        maker = ValueMaker(loc, seed + 13, [g], [col], ctx.examples)
+        samples = [str(maker.value(g, {}, {})) for _ in range(TRIAL_ROWS)]
+        if kind == "person_name" and prof.contradiction(p, samples):
+            return None
+        sims[kind] = float((ctx.vectors(samples) @ ctx.vectors.centroid(texts)).mean())
+    rival = max(sims[k] for k in PERSON_RIVALS)
+    return "person_name" if sims["person_name"] >= PERSON_SIM and sims["person_name"] >= rival + PERSON_MARGIN \
+        else None
+
+
+@dataclass
+class Settled:
+    """What code decided after the LLM's choice: generators, rows it cannot make (a short UNIQUE list), parent
+    date bounds, columns whose example values are rewritten, LLM calls spent, notes."""
+
+    gens: dict[str, ir.ColumnGenerator | None]
+    cap: int | None = None
+    bounds: list[tuple[str, str, dict[Any, date], bool, int]] = field(default_factory=list)
+    rewrite: list[str] = field(default_factory=list)
+    calls: int = 0
+    keep: set[str] = field(default_factory=set)
+
+
+def _code(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator:
+    """``g`` changed by code (the LLM's choice keeps its kind only where the examples agree); a fallback stays a
+    fallback, its note (why the choice failed) kept first."""
+    return g.model_copy(update={"by": "code" if g.by == "llm" else g.by,
+                                "note": f"{g.note}; {note}" if g.note else note, **update})
+
+
+def _reaches(gens: dict[str, ir.ColumnGenerator | None], start: str, target: str) -> bool:
+    """Whether ``start``'s dates are drawn (through ``date_after`` links) from ``target``'s."""
+    seen = set()
+    cur = gens.get(start)
+    while cur is not None and cur.kind == "date_after" and cur.after and cur.after not in seen:
+        if cur.after == target:
+            return True
+        seen.add(cur.after)
+        cur = gens.get(cur.after)
+    return False
+
+
+def _examples_range(g: ir.ColumnGenerator, values: Sequence[Any]) -> ir.ColumnGenerator:
+    """``g`` (date or datetime) with the examples' format (no time where no example writes one) and, when none of
+    the example dates falls in its range (birth dates drawn from the coming year where the examples were born in
+    the 1990s), the examples' own range widened by its span (at least 180 days) on each side."""
+    texts = [v for v in values if isinstance(v, str)]
+    days = sorted(d for d in (relations.as_date(v) for v in texts) if d is not None)
+    if not days:
+        return g
+    if g.kind == "datetime" and all(len(t) == 10 for t in texts):
+        g = _code(g, "dates without a time, as every example", kind="date")
+    try:
+        start, end = date.fromisoformat((g.start or "")[:10]), date.fromisoformat((g.end or "")[:10])
+    except ValueError:
+        return g
+    if any(start <= d <= end for d in days):
+        return g
+    span = timedelta(days=max(180, (days[-1] - days[0]).days))
+    lo, hi = max(days[0] - span, date(1900, 1, 1)), min(days[-1] + span, date(2100, 12, 31))
+    return _code(g, f"no example falls in {start}..{end}: the examples' range widened", start=lo.isoformat(),
+                 end=hi.isoformat())
+
+
+def elsewhere(column: str, table: str, others: dict[str, list[str]], gens: dict[str, ir.ColumnGenerator | None]
+              ) -> set[str]:
+    """Values (normalised) of the scenario's other text columns: their examples (``Context.others``) and this
+    table's other lists. A continued value among them belongs to another column (the authors' list continued with
+    the titles "Moby Dick" and "The Great Gatsby", 2026-11-28)."""
+    out = {vocab.norm(t) for k, texts in others.items() if k not in (column, f"{table}.{column}") for t in texts}
+    for name, g in gens.items():
+        if name != column and g is not None and g.kind == "text_pool" and g.pool and not g.pattern:
+            out.update(vocab.norm(t) for t in g.pool)
+    return out
+
+
+def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
+           asked: list[Column], chosen: dict[str, ir.ColumnGenerator | None], ctx: Context, client: LLMClientProtocol,
+           settings: BuildSettings, n_examples: int, locale: str = DEFAULT_LOCALE, seed: int = 0) -> Settled:
+    """Make every relation the examples show hold, by code: date order, the clock, signs, lists; fill text
+    lists by continuation; bound a child's dates by its parent's."""
+    out = Settled(dict(chosen))
+    gens = out.gens
+    today = date.fromisoformat(settings.clock[:10])
+    ex = ctx.examples
+    asked_names = {c.name for c in asked}
+    # dates: the order of two columns, then the clock
+    orders = relations.nearest_before(relations.date_orders({c: ex.get(c, []) for c in asked_names}))
+    for second, o in orders.items():
+        g, first = gens.get(second), gens.get(o.first)
+        if g is None or first is None or first.kind not in ("date", "datetime", "date_after"):
+            continue
+        if g.kind == "date_after" and g.after == o.first and g.min is not None and g.min >= o.min_days:
+            continue
+        if _reaches(gens, o.first, second):  # the model drew the first from the second: the first gets its own dates
+            days = sorted(d for d in (relations.as_date(v) for v in ex.get(o.first, [])) if d is not None)
+            gens[o.first] = _code(first, "its own dates, as the examples", kind="date", after=None, min=None,
+                                  max=None, start=(days[0] - timedelta(days=180)).isoformat(),
+                                  end=days[-1].isoformat())
+        gens[second] = _code(g, f"{o.min_days}-{o.max_days} days after {o.first}, as every example",
+                             kind="date_after", after=o.first, min=float(o.min_days), max=float(o.max_days),
+                             start=None, end=None)
+    for name in asked_names:  # a range none of the examples falls in, a time the examples never write
+        g = gens.get(name)
+        if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
+            continue
+        gens[name] = _examples_range(g, ex.get(name, []))
+    for name in asked_names:
+        g = gens.get(name)
+        if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
+            continue
+        side = relations.clock_side(ex.get(name, []), today)
+        start, end = date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10])
+        if side == "past" and end > today:
+            end = today
+            start = min(start, end - timedelta(days=180))
+        elif side == "future" and start < today:
+            start = today
+            end = max(end, start + timedelta(days=180))
+        else:
+            continue
+        gens[name] = _code(g, f"dated {'up to' if side == 'past' else 'from'} today, as every example",
+                           start=start.isoformat(), end=end.isoformat())
+    # numbers: the examples' sign
+    for name in asked_names:
+        g = gens.get(name)
+        if g is None or g.kind not in ("integer", "amount") or g.min is None:
+            continue
+        nums = [v for v in ex.get(name, []) if isinstance(v, int | float) and not isinstance(v, bool)]
+        sign = relations.sign(nums)
+        low = (1.0 if g.kind == "integer" else 0.01) if sign == "positive" else 0.0
+        if sign and g.min < (low if sign == "positive" else 0):
+            gens[name] = _code(g, f"{sign.replace('_', '-')} as every example", min=float(low),
+                               max=max(float(g.max or low), float(low)))
+    # text: lists continued from the examples
+    for c in asked:
+        g = gens.get(c.name)
+        if g is None or g.kind != "text_pool" or storage(c) not in ("TEXT", "ANY"):
+            continue
+        texts = prof.texts_of(ex.get(c.name, []))
+        unique = c.name in ctx.singles
+        pattern = digit_pattern(texts, ctx.rows if unique else None)
+        if pattern is not None:  # phones, ISBNs, codes: the examples' shape, not a list the model continues
+            gens[c.name] = _code(g, f"the examples' shape {pattern!r}", kind="code", pattern=pattern, pool=None)
+            continue
+        kind = shown_kind(c, texts, ctx, locale, seed)
+        if kind is not None:  # people and e-mail addresses: thousands from the generator, not a short list
+            gens[c.name] = _code(g, f"{kind}, as the examples show", kind=kind, pool=None, pattern=None)
+            continue
+        sep = vocab.list_separator(texts)
+        if sep:
+            items = vocab.list_items(texts, sep)
+            more, calls = continue_list(scenario, table, c.name, items, VOCAB_WANT, VOCAB_ROUNDS, client,
+                                        settings, sep=sep)
+            out.calls += calls
+            pool = vocab.clean([*items, *more])
+            if vocab.later_lower(texts, sep):
+                pool = list(dict.fromkeys(i[:1].lower() + i[1:] for i in pool))
+            lo, hi = vocab.list_counts(texts, sep)
+            gens[c.name] = _code(g, f"lists of {lo}-{hi} items joined by {sep!r}, as the examples",
+                                 pool=pool, pattern=sep, min=float(lo), max=float(max(hi, lo)))
+            continue
+        placeholder = vocab.placeholder_examples(texts)
+        seeds = [] if placeholder else vocab.clean(texts)
+        want = ctx.rows if unique else VOCAB_WANT
+        rounds = VOCAB_ROUNDS_UNIQUE if unique else VOCAB_ROUNDS
+        shape = prof.profile(seeds) if len(seeds) >= 2 else None
+        more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape)
+        out.calls += calls
+        taken = elsewhere(c.name, table.name, ctx.others, gens)
+        more = [v for v in more if vocab.norm(v) not in taken]  # another column's value: "Moby Dick" as an author
+        pool = [*seeds, *more]
+        if not pool:
+            gens[c.name] = None
+            continue
+        note = "examples continued by the LLM" + ("; its example values were numbered placeholders" if placeholder
+                                                  else "")
+        gens[c.name] = _code(g, note, pool=pool, pattern=None, min=None, max=None)
+        if placeholder or not texts:
+            out.rewrite.append(c.name)
+        if unique:
+            out.keep.add(c.name)
+            left = len(pool) - (0 if placeholder else n_examples)
+            out.cap = left if out.cap is None else min(out.cap, left)
+    # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values
+    for c in asked:
+        g = gens.get(c.name)
+        if g is not None and (g.kind in REWRITTEN or (all(v is None for v in ex.get(c.name, [])) and
+                                                         g.kind not in ("date_after",))):
+            if c.name not in out.rewrite:
+                out.rewrite.append(c.name)
+    # a child's dates against its parent row's, as every example shows
+    for c in cols:
+        if c.ref is None or c.ref[0] == table.name:
+            continue
+        parent, key = c.ref
+        prow = conn.execute(f'SELECT * FROM "{parent}"')
+        pnames = [d[0] for d in prow.description]
+        parents = {r[pnames.index(key)]: dict(zip(pnames, r, strict=True)) for r in prow}
+        for po in relations.parent_orders(ex, c.name, parents):
+            if po.column not in asked_names or gens.get(po.column) is None:
+                continue
+            dates = {k: d for k, r in parents.items() for d in [relations.as_date(r.get(po.parent_column))]
+                     if d is not None}
+            out.bounds.append((po.column, c.name, dates, po.after, po.min_days))
+    return out
+
+
+def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], names: list[str],
+                     gens: list[ir.ColumnGenerator], locale: str, seed: int, examples: dict[str, list[Any]]) -> int:
+    """The example rows' values of ``names`` drawn again from their generators (a person, a phone, an e-mail built
+    from the new name; a list item for a numbered placeholder; a value where every example was NULL), before any
+    child or later prompt sees them. A value another row holds is drawn again (UNIQUE). Returns rows changed."""
+    has_rowid = conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table.name,)).fetchone()[0]
+    mine = [g for g in gens if g.column in names]
+    if not has_rowid or not mine:
+        return 0
+    maker = ValueMaker(locale, seed + 11, mine, cols, examples)
+    rowids = [r[0] for r in conn.execute(f'SELECT rowid FROM "{table.name}" ORDER BY rowid')]
+    changed = 0
+    for rowid in rowids:
+        for _ in range(8):
+            row = maker.row({}, {})
+            sets = ", ".join(f'"{g.column}" = ?' for g in mine)
+            try:
+                conn.execute("SAVEPOINT rewrite")
+                conn.execute(f'UPDATE "{table.name}" SET {sets} WHERE rowid = ?', [*(row[g.column] for g in mine),
+                                                                                     rowid])
+                conn.execute("RELEASE rewrite")
+                changed += 1
+                break
+            except sqlite3.Error:
+                conn.execute("ROLLBACK TO rewrite")
+                conn.execute("RELEASE rewrite")
+    return changed
+
+
+def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
+               locale: str | None = None, known: dict[str, list[str]] | None = None) -> Made:
+    """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
+    the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it."""
+    cols = table_columns(conn, table)
+    names = [c.name for c in cols if not c.auto_id]
+    quoted = ", ".join(f'"{n}"' for n in names)
+    rows = conn.execute(f'SELECT {quoted} FROM "{table.name}"').fetchall() if names else []  # insertion order
+    examples = {n: [r[i] for r in rows] for i, n in enumerate(names)}
+    seed = derive_seed(scenario, table.name)
+    sets = key_sets(conn, table, names)
+    shape = table_shape(conn, table, cols, sets, len(rows), settings, random.Random(seed))
+    mine = {f"{table.name}.{c}": t for c, t in semantic.text_columns(
+        {c.name: examples[c.name] for c in cols if not c.auto_id and c.ref is None}).items()}
+    known = known if known is not None else {}
+    others = {**known, **{k.split(".", 1)[1]: v for k, v in mine.items()}}  # this table's columns by bare name
+    ctx = Context(rows=len(rows) + len(shape.fixed), singles=frozenset(s[0] for s in sets if len(s) == 1),
+                  examples=examples, others=others, vectors=_vectors())
+    known.update(mine)
+    refs = [ir.ColumnGenerator(column=c.name, kind="reference", by="code", parent=c.ref[0], key=c.ref[1],
+                               min=settings.child_fanout[0] if c.name == shape.primary else None,
+                               max=settings.child_fanout[1] if c.name == shape.primary else None)
+            for c in cols if c.ref is not None]
+    asked = [c for c in cols if not c.auto_id and c.ref is None]
+    chosen: dict[str, ir.ColumnGenerator | None] = {}
+    attempts = 0
+    if asked:
+        chosen, locale, attempts = choose(scenario, table, conn, cols, asked, ctx, shape, refs, client, settings,
+                                          locale, seed)
+    locale = locale or DEFAULT_LOCALE
+    done = settle(scenario, table, conn, cols, asked, chosen, ctx, client, settings, len(rows), locale, seed)
+    attempts += done.calls
+    by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
+    gens = [by_col[c.name] for c in cols if c.name in by_col]
+    if done.rewrite:
+        rewrite_examples(conn, table, cols, done.rewrite, gens, locale, seed, examples)
+    if done.cap is not None and done.cap < len(shape.fixed):  # a UNIQUE list shorter than the table: fewer rows
+        shape = Shape(fixed=shape.fixed[:max(0, done.cap)], refs=shape.refs, primary=shape.primary)
+    maker = ValueMaker(locale, seed, gens, cols, examples)
+    maker.bounds = done.bounds
+    filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
+    rejections = [ir.Rejection(stage=STAGE, item=f"{table.name}.{c.name}",
+                               reason=f"generator choice failed, fell back to one from the column's type and "
+                                      f"constraints: {g.kind if g else 'left empty'}",
+                               evidence={"error": (g.note if g else "") or ""})
+                  for c in asked for g in [chosen.get(c.name)] if g is None or g.by == "fallback"]
+    if done.cap is not None and done.cap < ctx.rows - len(rows):
+        rejections.append(ir.Rejection(
+            stage=STAGE, item=table.name,
+            reason=f"a UNIQUE column's list holds {done.cap + len(rows)} values: {len(shape.fixed)} code-made rows "
+                   f"instead of {ctx.rows - len(rows)}", evidence={"kind": "short_list"}))
+    if filled.dropped:
+        rejections.append(ir.Rejection(
+            stage=STAGE, item=table.name,
+            reason=f"{sum(filled.dropped.values())} code-made rows dropped after {len(shape.fixed)} planned"
+                   + (" (stopped: the generators gave no new distinct rows)" if filled.stopped else ""),
+            evidence={"errors": dict(filled.dropped.most_common(5))}))
+    rejections.extend(finding_rejections(conn, table, cols, len(rows), [g.column for g in gens
+                                                                        if g.kind == "text_pool"]))
+    plan = ir.RowPlan(locale=locale, seed=seed, examples=len(rows), generators=gens)
+    return Made(plan, rejections, attempts)
+
+
+def finding_rejections(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: int,
+                       continued: list[str]) -> list[ir.Rejection]:
+    """The semantic findings the build could not fix (:func:`pipeline.meaning.findings.table_findings`), as
+    rejections: ``report.json`` lists them under ``build.rejections`` (evidence kind ``semantic_finding``)."""
+    cur = conn.execute(f'SELECT * FROM "{table.name}" ORDER BY {"rowid" if _has_rowid(conn, table.name) else "1"}')
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r, strict=True)) for r in cur]
+    skip = [c.name for c in cols if c.auto_id or c.ref is not None]
+    found = semantic.table_findings(table.name, rows, examples, skip=skip, continued=continued)
+    return [ir.Rejection(stage=STAGE, item=f"{f.table}.{f.column}", reason=f"semantic finding: {f.contradicts}",
+                         evidence={"kind": "semantic_finding", **f.as_dict()}) for f in found]
+
+
+def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    return bool(conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table,)).fetchone()[0])
+
+
+_VECTORS: list[prof.Vectors] = []
+
+
+def _vectors() -> prof.Vectors | None:
+    """MiniLM vectors (``pipeline.embed``), one cache per process; None when the model cannot load."""
+    if not _VECTORS:
+        from pipeline.embed import EmbeddingError, get_embedder
+
+        try:
+            enc = get_embedder()
+            enc.model  # noqa: B018 - load now, so a missing model shows here
+        except EmbeddingError:
+            return None
+        _VECTORS.append(prof.Vectors(enc.encode))
+    return _VECTORS[0]

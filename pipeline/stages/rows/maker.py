@@ -1,0 +1,425 @@
+"""The row maker of ``pipeline.stages.rows.generators``: values from checked column generators, rows inserted with every
+constraint kept.
+
+Values come from Faker (people, companies, places, phones, in one locale) and from one ``random.Random``, both
+seeded from the scenario and the table (:func:`derive_seed`): same inputs, same rows, byte for byte. A table
+without foreign keys gets a row count drawn in ``entity_rows``; a table with foreign keys gets, for each row of
+its first parent, a count drawn in ``child_fanout`` (small counts likelier: some parents get none, a few get
+many), its other references drawn from a skewed popularity so some parents are seldom or never named.
+
+Rows are inserted one by one into the scratch database (foreign keys on): a row that repeats a UNIQUE set or the
+table's natural key, or that SQLite refuses (a CHECK, a type), is drawn again, at most ``RETRIES`` times; a row
+still refused is dropped and counted by reason (the caller records a Rejection).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import sqlite3
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any
+
+from pipeline import ir
+from pipeline.dbmodel.arguments import variants
+from pipeline.dbmodel.columns import Column
+from pipeline.hashing import content_hash
+from pipeline.settings import BuildSettings
+
+RETRIES = 6
+STOP_AFTER = 40
+"""Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
+NULL_SHARE = 0.1
+"""Share of nulls in a nullable reference other than the first parent (an optional link is sometimes unset)."""
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def derive_seed(scenario: ir.Scenario, table: str) -> int:
+    """The seed of a table's draws: a content hash of the scenario and the table name."""
+    return int(content_hash({"scenario": scenario.scenario_id, "table": table}, 15), 16)
+
+
+def unique_sets(conn: sqlite3.Connection, table: str) -> list[tuple[str, ...]]:
+    """The column sets SQLite keeps unique in ``table`` (UNIQUE constraints and indexes, a non-integer
+    PRIMARY KEY)."""
+    out = []
+    for idx in conn.execute(f'PRAGMA index_list("{table}")').fetchall():
+        if idx[2]:
+            cols = tuple(r[2] for r in conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall())
+            if cols and all(cols):
+                out.append(cols)
+    return out
+
+
+def key_sets(conn: sqlite3.Connection, table: ir.Table, names: list[str]) -> list[tuple[str, ...]]:
+    """The UNIQUE sets of ``table`` and its natural key (when all its columns are among ``names``)."""
+    sets = unique_sets(conn, table.name)
+    if table.natural_key and all(c in names for c in table.natural_key):
+        sets.append(tuple(table.natural_key))
+    return list(dict.fromkeys(sets))
+
+
+# ------------------------------------------------------------------ the shape of a table: how many rows, whose
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The rows code adds to one table: ``fixed`` holds, per row, the values decided before drawing (the first
+    parent's key); ``refs`` the keys each reference column may take."""
+
+    fixed: list[dict[str, Any]]
+    refs: dict[str, list[Any]] = field(default_factory=dict)
+    primary: str | None = None
+
+
+def parent_keys(conn: sqlite3.Connection, parent: str, key: str) -> list[Any]:
+    return [r[0] for r in conn.execute(f'SELECT DISTINCT "{key}" FROM "{parent}" WHERE "{key}" IS NOT NULL '
+                                       f'ORDER BY "{key}"')]
+
+
+def fanout(rng: random.Random, low: int, high: int) -> int:
+    """A count in [low, high], small counts likelier (weight 1/(1+k-low))."""
+    ks = list(range(low, high + 1))
+    return rng.choices(ks, weights=[1 / (1 + k - low) for k in ks])[0]
+
+
+def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], sets: list[tuple[str, ...]],
+                examples: int, settings: BuildSettings, rng: random.Random) -> Shape:
+    """How many rows code adds and, for a table with foreign keys, to which row of the first parent each
+    belongs. A first parent named alone by a UNIQUE set or the natural key gets at most one row."""
+    refs = {c.name: parent_keys(conn, c.ref[0], c.ref[1]) for c in cols
+            if c.ref is not None and c.ref[0] != table.name}
+    firsts = [c for c in cols if c.ref is not None and c.ref[0] != table.name and c.notnull] or \
+             [c for c in cols if c.ref is not None and c.ref[0] != table.name]
+    if not firsts:
+        low, high = settings.entity_rows
+        return Shape(fixed=[{} for _ in range(max(0, rng.randint(low, high) - examples))], refs=refs)
+    primary = firsts[0].name
+    low, high = settings.child_fanout
+    used: set[Any] = set()
+    if (primary,) in sets:  # one row per parent at most; parents the examples name already have theirs
+        low, high = min(low, 1), min(high, 1)
+        used = {r[0] for r in conn.execute(f'SELECT "{primary}" FROM "{table.name}"')}
+    counts = [0 if key in used else fanout(rng, low, high) for key in refs[primary]]
+    while sum(counts) > settings.child_rows_max:
+        i = rng.randrange(len(counts))
+        counts[i] = max(0, counts[i] - 1)
+    fixed = [{primary: key} for key, n in zip(refs[primary], counts, strict=True) for _ in range(n)]
+    rng.shuffle(fixed)  # children in no parent's order, as rows arrive in a real table
+    return Shape(fixed=fixed, refs=refs, primary=primary)
+
+
+# ------------------------------------------------------------------ values
+
+
+def _date(text: str) -> date:
+    return date.fromisoformat(str(text)[:10])
+
+
+def time_format(examples: list[Any]) -> tuple[str, bool]:
+    """The separator between date and time, and whether seconds are shown, as the example values write them
+    (default: ISO ``T`` with seconds, as the environment's clock)."""
+    for v in examples:
+        m = re.fullmatch(r"\d{4}-\d{2}-\d{2}([T ])\d{2}:\d{2}(:\d{2})?.*", str(v))
+        if m:
+            return m.group(1), m.group(2) is not None
+    return "T", True
+
+
+def _one_line(text: Any) -> str:
+    """Faker's text on one line (a British address has a line break) with single spaces."""
+    return " ".join(str(text).replace("\n", ", ").split())
+
+
+def _slug(text: str) -> str:
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", ".", ascii_text.lower()).strip(".") or "mail"
+
+
+class ValueMaker:
+    """Draws one row's values from the column generators (Faker for people, companies and places)."""
+
+    def __init__(self, locale: str, seed: int, gens: list[ir.ColumnGenerator], cols: list[Column],
+                 examples: dict[str, list[Any]]) -> None:
+        from faker import Faker  # the one place Faker is imported (a heavy import)
+
+        self.fake = Faker(locale)
+        self.fake.seed_instance(seed)
+        self.rng = random.Random(seed)
+        self.by_col = {c.name: c for c in cols}
+        self.gens = order_generators(gens)
+        self.formats = {g.column: time_format(examples.get(g.column, [])) for g in gens}
+        self.date_only = {g.column: bool(examples.get(g.column)) and all(
+            re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(v)) for v in examples[g.column] if v is not None) for g in gens}
+        self.names = [g.column for g in gens if g.kind == "person_name"]
+        self.parts = ([g.column for g in gens if g.kind == "first_name"][:1],
+                      [g.column for g in gens if g.kind == "last_name"][:1])
+        self.popularity: dict[str, list[float]] = {}
+        self.unused: dict[str, list[Any]] = {}
+        """Per column of a UNIQUE list: its items not yet drawn (drawn without replacement, last first)."""
+        self.bounds: list[tuple[str, str, dict[Any, date], bool, int]] = []
+        """(column, reference column, parent key -> parent's date, after, days): set by the caller."""
+
+    def references(self, refs: dict[str, list[Any]]) -> None:
+        """A skewed popularity per reference column: parents in a seeded order, weights 1/(rank+1)."""
+        for name, keys in refs.items():
+            order = list(range(len(keys)))
+            self.rng.shuffle(order)
+            weights = [0.0] * len(keys)
+            for rank, i in enumerate(order):
+                weights[i] = 1 / (rank + 1) ** 0.9
+            self.popularity[name] = list(_cumulate(weights))
+
+    def row(self, fixed: dict[str, Any], refs: dict[str, list[Any]]) -> dict[str, Any]:
+        out = dict(fixed)
+        for g in self.gens:
+            if g.column not in out:
+                out[g.column] = self.value(g, out, refs)
+                if self.bounds:
+                    out[g.column] = self.bound(g.column, out[g.column], out, g)
+        return out
+
+    def value(self, g: ir.ColumnGenerator, row: dict[str, Any], refs: dict[str, list[Any]]) -> Any:
+        f, rng, k = self.fake, self.rng, g.kind
+        col = self.by_col[g.column]
+        if k == "reference":
+            keys = refs.get(g.column) or []
+            if not keys or (not col.notnull and rng.random() < NULL_SHARE):
+                return None
+            return rng.choices(keys, cum_weights=self.popularity.get(g.column))[0]
+        if k == "person_name":
+            return f"{f.first_name()} {f.last_name()}"
+        if k in ("first_name", "last_name", "company", "street_address", "city", "postcode", "country"):
+            return _one_line(getattr(f, k)())
+        if k == "phone":
+            return _one_line(f.phone_number())
+        if k == "email":
+            return self._email(row)
+        if k in ("date", "datetime"):
+            start, end = _date(g.start or ""), _date(g.end or "")
+            day = start + timedelta(days=rng.randint(0, (end - start).days))
+            if k == "date":
+                return day.isoformat()
+            return self._with_time(g.column, day, rng.randrange(8 * 60, 20 * 60, 15))
+        if k == "date_after":
+            base = row.get(g.after or "")
+            if base is None:
+                return None
+            day = _date(base) + timedelta(days=rng.randint(int(g.min or 0), int(g.max or 0)))
+            rest = str(base)[10:]
+            return day.isoformat() if self.date_only[g.column] or not rest else day.isoformat() + rest
+        if k in ("integer", "amount"):
+            return self._number(g, col)
+        if k == "enum":
+            return rng.choices(g.values or [None], weights=g.weights or None)[0]
+        if k == "boolean":
+            wf, wt = (g.weights or [1.0, 1.0])[:2]
+            return int(rng.random() < wt / (wf + wt))
+        if k == "code":
+            return "".join(str(rng.randrange(10)) if ch == "#" else rng.choice(_LETTERS) if ch == "?" else ch
+                           for ch in g.pattern or "")
+        if k == "text_pool" and g.pattern and g.max:  # a list-valued column: items joined by its separator
+            return self._items(g)
+        if k == "text_pool" and self.unused.get(g.column):
+            return self.unused[g.column].pop()
+        if k == "text_pool":
+            return rng.choice(g.pool or [""])
+        if k == "text_combo":
+            return f"{rng.choice(g.pool or [''])} {rng.choice(g.pool2 or [''])}"
+        raise ValueError(f"unknown generator kind {k!r}")
+
+    def _items(self, g: ir.ColumnGenerator) -> str:
+        """``min``..``max`` different items of the pool joined by ``pattern`` (the separator the examples use). A
+        pool written in lower case (the examples write items after the first so) starts its list upper case."""
+        pool = g.pool or [""]
+        k = self.rng.randint(max(1, int(g.min or 1)), max(1, min(len(pool), int(g.max or 1))))
+        items = self.rng.sample(pool, k)
+        if all(i[:1].islower() for i in pool if i[:1].isalpha()):
+            items[0] = items[0][:1].upper() + items[0][1:]
+        return (g.pattern or ", ").join(items)
+
+    def draw_once(self, columns: set[str], taken: dict[str, set[Any]]) -> None:
+        """Draw the pools of ``columns`` without replacement, skipping the values in ``taken``."""
+        for g in self.gens:
+            if g.column in columns and g.kind == "text_pool" and g.pool and not g.pattern:
+                left = [v for v in g.pool if v not in taken.get(g.column, set())]
+                self.rng.shuffle(left)
+                self.unused[g.column] = left
+
+    def bound(self, column: str, value: Any, row: dict[str, Any], g: ir.ColumnGenerator) -> Any:
+        """``value`` moved to respect the parent dates the examples show (:attr:`bounds`): a child's date not
+        before (or not after) its parent row's dates, all of them at once (a renewal between its loan's start and
+        its due date; moved one bound after another, a date pushed before the due date fell before the start)."""
+        got = _maybe_date(value)
+        if got is None:
+            return value
+        lows: list[date] = []
+        highs: list[date] = []
+        for col, via, dates, after, days in self.bounds:
+            base = dates.get(row.get(via)) if col == column else None
+            if base is not None:
+                (lows if after else highs).append(base + timedelta(days=days) if after else base - timedelta(days=days))
+        low, high = max(lows, default=None), min(highs, default=None)
+        if (low is None or got >= low) and (high is None or got <= high):
+            return value
+        rest = str(value)[10:]
+        if low is not None and high is not None:
+            day = low + timedelta(days=self.rng.randint(0, (high - low).days)) if high >= low else low
+        elif low is not None:
+            end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
+            span = (end - low).days if end is not None and end > low else 30
+            day = low + timedelta(days=self.rng.randint(0, span))
+        else:
+            assert high is not None
+            day = high - timedelta(days=self.rng.randint(0, 30))
+        return day.isoformat() + rest
+
+    def _with_time(self, column: str, day: date, minutes: int) -> str:
+        sep, seconds = self.formats.get(column, ("T", True))
+        text = f"{day.isoformat()}{sep}{minutes // 60:02d}:{minutes % 60:02d}"
+        return text + ":00" if seconds else text
+
+    def _number(self, g: ir.ColumnGenerator, col: Column) -> int | float:
+        lo, hi, rng = float(g.min or 0), float(g.max or 0), self.rng
+        if g.distribution == "normal":
+            x = min(hi, max(lo, rng.gauss((lo + hi) / 2, (hi - lo) / 6 or 1)))
+        elif g.distribution == "skewed":
+            x = lo + (hi - lo) * rng.random() ** 2.5
+        else:
+            x = rng.uniform(lo, hi)
+        if g.kind == "integer" or col.type in ("INTEGER", "INT"):
+            return min(math.floor(hi), max(math.ceil(lo), round(x)))
+        return round(x, 2)
+
+    def _email(self, row: dict[str, Any]) -> str:
+        name = next((str(row[c]) for c in self.names if row.get(c)), None)
+        if name is None and all(p and row.get(p[0]) for p in self.parts):
+            name = f"{row[self.parts[0][0]]} {row[self.parts[1][0]]}"
+        if name is None:
+            return f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
+        tail = str(self.rng.randrange(10, 100)) if self.rng.random() < 0.3 else ""
+        return f"{_slug(name)}{tail}@{self.fake.free_email_domain()}"
+
+
+def _maybe_date(value: Any) -> date | None:
+    try:
+        return date.fromisoformat(str(value)[:10]) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _cumulate(weights: list[float]) -> Any:
+    total = 0.0
+    for w in weights:
+        total += w
+        yield total
+
+
+def order_generators(gens: list[ir.ColumnGenerator]) -> list[ir.ColumnGenerator]:
+    """Generators in drawing order: an email after the names it is built from, a ``date_after`` after its base."""
+    rank = {"reference": 0, "email": 2, "date_after": 3}
+    out = sorted(gens, key=lambda g: rank.get(g.kind, 1))
+    done: list[ir.ColumnGenerator] = [g for g in out if g.kind != "date_after"]
+    left = [g for g in out if g.kind == "date_after"]
+    while left:
+        ready = [g for g in left if g.after in {d.column for d in done}] or left[:1]
+        done.append(ready[0])
+        left.remove(ready[0])
+    return done
+
+
+# ------------------------------------------------------------------ inserting
+
+
+@dataclass
+class Filled:
+    """What :func:`fill` did: rows inserted, rows dropped by reason, whether it stopped early."""
+
+    inserted: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    stopped: bool = False
+
+
+def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: ValueMaker, shape: Shape,
+         sets: list[tuple[str, ...]], keep: frozenset[str] = frozenset()) -> Filled:
+    """Insert one row per ``shape.fixed`` entry, drawing again a row that repeats a key set or that SQLite
+    refuses; a row refused ``RETRIES`` times is dropped (and counted by reason). A repeated value of a column in
+    ``keep`` (a vocabulary list's item) is never made unique by a suffix: the row is dropped instead."""
+    names = [c.name for c in cols if not c.auto_id]
+    quoted = ", ".join(f'"{n}"' for n in names)
+    sql = f'INSERT INTO "{table.name}" ({quoted}) VALUES ({", ".join("?" for _ in names)})'
+    taken = {s: set(taken_values(conn, table.name, s)) for s in sets}
+    self_ref = {c.name: c.ref[1] for c in cols if c.ref is not None and c.ref[0] == table.name}
+    maker.references(shape.refs)
+    if keep:
+        maker.draw_once(set(keep), {c: {r[0] for r in taken_values(conn, table.name, (c,))} for c in keep})
+    refs = dict(shape.refs)
+    for name, key in self_ref.items():  # a reference to the table itself: any row already in it, uniformly
+        refs[name] = parent_keys(conn, table.name, key)
+    out, streak = Filled(), 0
+    for fixed in shape.fixed:
+        error = ""
+        for attempt in range(RETRIES):
+            row = maker.row(fixed, refs)
+            error = _repeats(row, taken)
+            if error and attempt == RETRIES - 1:  # the last draw: its repeated value made unique, as for LLM rows
+                row = _bump(row, taken, cols, keep)
+                error = _repeats(row, taken)
+            if error:
+                continue
+            try:
+                cur = conn.execute(sql, [row.get(n) for n in names])
+            except sqlite3.Error as e:
+                error = str(e)
+                continue
+            for s in sets:
+                taken[s].add(tuple(row[c] for c in s))
+            for name, key in self_ref.items():
+                refs[name].append(cur.lastrowid if key not in row else row[key])
+            out.inserted += 1
+            streak = 0
+            break
+        else:
+            out.dropped[error] += 1
+            streak += 1
+            if streak >= STOP_AFTER:
+                out.stopped = True
+                break
+    return out
+
+
+def taken_values(conn: sqlite3.Connection, table: str, cols: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    sel = ", ".join(f'"{c}"' for c in cols)
+    return [tuple(r) for r in conn.execute(f'SELECT {sel} FROM "{table}"')]
+
+
+def _repeats(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]]) -> str:
+    for s, seen in taken.items():
+        values = tuple(row.get(c) for c in s)
+        if None not in values and values in seen:
+            return f"repeats the values of ({', '.join(s)}), which no two rows may share"
+    return ""
+
+
+def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]], cols: list[Column],
+          keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``row`` with the repeated value of each key set it repeats changed to the nearest unused one (the last
+    column of the set that is neither a reference nor a CHECK-listed value; :func:`variants`)."""
+    out = dict(row)
+    by_name = {c.name: c for c in cols}
+    for s, seen in taken.items():
+        if tuple(out.get(c) for c in s) not in seen:
+            continue
+        free = [c for c in s if c in by_name and by_name[c].ref is None and not by_name[c].enum]
+        if not free or free[-1] in keep:
+            continue
+        for candidate in variants(out[free[-1]]):
+            trial = {**out, free[-1]: candidate}
+            if tuple(trial.get(c) for c in s) not in seen:
+                out = trial
+                break
+    return out

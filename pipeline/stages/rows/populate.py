@@ -1,0 +1,385 @@
+"""Stage 3, seed data: realistic, mutually consistent rows, table by table, parents first.
+
+``generate_seed(scenario, tables, client, settings) -> StageResult[tuple[ir.SeedRows, ...]]``.
+
+Every row is written by the LLM (no synthetic expansion): ``rows_per_table`` rows per table in calls
+of ``rows_per_call``. Rows come back as JSON arrays in column order (about half the tokens of
+objects); the response model types each position from the table (INTEGER/REAL/TEXT, nullability),
+``CHECK (c IN (...))`` columns become enums and foreign-key columns become enums of the parent's
+existing keys, so the grammar itself keeps most rows valid. The prompt shows each parent key with a
+label (its first text column and status-like columns) so child rows can agree with their parents.
+
+The prompt names the table's natural key (no two rows may share its values). A row whose only fault is a
+value already taken in a UNIQUE column set (two people with one phone number) gets the nearest unused value
+by code (:func:`make_unique`: digits counted up, same shape) and the change is recorded, instead of the row
+being refused or the model asked again. Rows are inserted through sqlite-utils, one savepoint each, into a scratch database with foreign
+keys on. A call in which fewer than half of the rows insert is rolled back and the exact SQLite
+errors go back to the LLM (bounded by ``max_attempts``); rows refused in an accepted call, and
+exact duplicates, are dropped and recorded as a Rejection. A table left with fewer than
+``rows_min`` rows fails the stage. The output rows are read back from SQLite in rowid order, with
+the generated integer keys filled in.
+
+With ``row_generators`` the LLM's rows are examples that set the tone: after them code adds rows at scale from
+generators the LLM picks per column (``pipeline.stages.rows.generators``), and each table's ``SeedRows.plan`` records how.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+import sqlite_utils
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.dbmodel.arguments import variants
+from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.dbmodel.ddl import row_order, rows_of, scratch_db
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import findings as semantic
+from pipeline.stages.base import StageResult
+from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.rows import generators as rowgen
+from pipeline.stages.rows.maker import unique_sets
+
+if TYPE_CHECKING:
+    from pipeline.settings import BuildSettings
+
+STAGE = "seed_data"
+MAX_REF_VALUES = 40
+MAX_LABEL = 48
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _py_type(col: Column, choices: tuple[Any, ...] | None) -> Any:
+    if choices:
+        base: Any = Literal.__getitem__(tuple(choices))  # type: ignore[attr-defined]
+    elif col.type in ("INTEGER", "INT"):
+        base = int
+    elif col.type == "REAL":
+        base = float
+    elif col.type == "TEXT":
+        base = str
+    else:
+        base = Union[str, int, float]  # noqa: UP007 (a runtime type expression)
+    nullable = not col.notnull and not col.pk
+    return Optional[base] if nullable else base  # noqa: UP007, UP045
+
+
+def rows_model(table: str, cols: list[Column], choices: dict[str, tuple[Any, ...]], n: int) -> type[BaseModel]:
+    """``{"rows": [[v1, v2, ...], ...]}`` with exactly ``n`` rows, one typed position per column."""
+    row_type = tuple.__class_getitem__(tuple(_py_type(c, choices.get(c.name)) for c in cols))
+    return create_model(f"Rows_{table}", rows=(list[row_type], Field(min_length=n, max_length=n)),  # type: ignore[valid-type]
+                        __base__=BaseModel)
+
+
+def _label_columns(cols: list[Column]) -> tuple[str | None, list[str]]:
+    text = next((c.name for c in cols if c.type == "TEXT" and not c.pk and c.ref is None), None)
+    flags = [c.name for c in cols if c.enum and c.name != text][:2]
+    return text, flags
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= MAX_LABEL else s[: MAX_LABEL - 3] + "..."
+
+
+def parent_choices(conn: sqlite3.Connection, parent: ir.Table, key: str) -> tuple[tuple[Any, ...], str]:
+    """The first ``MAX_REF_VALUES`` keys of ``parent`` and a prompt line labelling each."""
+    pcols = table_columns(conn, parent)
+    text, flags = _label_columns(pcols)
+    extra = [c for c in [text, *flags] if c and c != key]
+    sel = ", ".join(f'"{c}"' for c in [key, *extra])
+    rows = conn.execute(f'SELECT {sel} FROM "{parent.name}" ORDER BY {row_order(conn, parent.name)} '
+                        f"LIMIT {MAX_REF_VALUES}").fetchall()
+    values = tuple(dict.fromkeys(r[0] for r in rows if r[0] is not None))
+    parts = []
+    for r in rows:
+        desc = " ".join(_short(v) for v in r[1:] if v is not None)
+        parts.append(f"{json.dumps(r[0])} = {desc}" if desc else json.dumps(r[0]))
+    return values, "; ".join(parts)
+
+
+def _format_failures(failures: list[tuple[list[Any], str]]) -> str:
+    """One line per distinct error (its first row), at most six."""
+    firsts: dict[str, list[Any]] = {}
+    for row, err in failures:
+        firsts.setdefault(err, row)
+    return "\n".join(f"- {json.dumps(row, ensure_ascii=False)}: {err}" for err, row in list(firsts.items())[:6])
+
+
+# ------------------------------------------------------------------ UNIQUE collisions, repaired by code
+
+
+def make_unique(conn: sqlite3.Connection, table: str, names: list[str], values: list[Any],
+                cols: list[Column], batch: Sequence[Sequence[Any]] = ()) -> list[Any]:
+    """``values`` with a colliding value of a UNIQUE column set changed to the nearest unused one (the last
+    column of the set that is neither a reference nor a CHECK-listed value), unused also by the other rows of
+    ``batch`` (the rows still to be inserted). Only a collision is repaired: whatever else is wrong with the row
+    is left for SQLite to report."""
+    out = list(values)
+    by_name = {c.name: c for c in cols}
+    for key in unique_sets(conn, table):
+        if any(k not in names for k in key):
+            continue
+        idx = [names.index(k) for k in key]
+        if any(out[i] is None for i in idx):
+            continue
+        cond = " AND ".join(f'"{k}" = ?' for k in key)
+        if not conn.execute(f'SELECT 1 FROM "{table}" WHERE {cond} LIMIT 1', [out[i] for i in idx]).fetchone():
+            continue
+        free = [i for i in idx if by_name.get(names[i]) is not None and by_name[names[i]].ref is None
+                and not by_name[names[i]].enum]
+        if not free:
+            continue
+        pos = free[-1]
+        pending = {tuple(r[i] for i in idx) for r in batch}
+        for candidate in variants(out[pos]):
+            trial = [candidate if i == pos else out[i] for i in idx]
+            if tuple(trial) not in pending and \
+                    not conn.execute(f'SELECT 1 FROM "{table}" WHERE {cond} LIMIT 1', trial).fetchone():
+                out[pos] = candidate
+                break
+    return out
+
+
+def _ask_batch(
+    client: LLMClientProtocol, settings: BuildSettings, db: sqlite_utils.Database, table: ir.Table, cols: list[Column],
+    choices: dict[str, tuple[Any, ...]], prompt: str, n: int,
+) -> tuple[Any, list[tuple[list[Any], str]], list[dict[str, Any]]]:
+    """One call for ``n`` rows with its feedback loop; returns (outcome, rows dropped from the kept call)."""
+    names = [c.name for c in cols]
+    quoted = ", ".join(f'"{c}"' for c in names)
+    attempt = [0]
+    dropped: list[tuple[list[Any], str]] = []
+    renamed: list[dict[str, Any]] = []
+
+    def check(reply: Any) -> tuple[int | None, str | None]:
+        attempt[0] += 1
+        last = attempt[0] >= settings.max_attempts
+        seen = {tuple(r) for r in db.conn.execute(f'SELECT {quoted} FROM "{table.name}"').fetchall()}
+        ok: list[list[Any]] = []
+        failures: list[tuple[list[Any], str]] = []
+        try:
+            with db.atomic():
+                for row in reply.rows:
+                    values = list(row)
+                    if tuple(values) in seen:
+                        failures.append((values, "exact duplicate of another row"))
+                        continue
+                    seen.add(tuple(values))
+                    fixed = make_unique(db.conn, table.name, names, values, cols, reply.rows)
+                    if fixed != values:
+                        renamed.append({"row": values, "now": fixed})
+                        values = fixed
+                    try:
+                        with db.atomic():
+                            db.table(table.name).insert(dict(zip(names, values, strict=True)))
+                        ok.append(values)
+                    except sqlite3.Error as err:
+                        failures.append((values, str(err)))
+                if failures and 2 * len(ok) < len(reply.rows) and not last:
+                    raise _Rollback
+        except _Rollback:
+            renamed.clear()
+            return None, render_section("seed_data", "feedback", failed=len(failures), total=len(reply.rows),
+                                        errors=_format_failures(failures), n=n)
+        dropped.extend(failures)
+        return len(ok), None
+
+    out = ask_with_feedback(
+        client, rows_model(table.name, cols, choices, n), user(prompt), check, stage=STAGE,
+        max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature,
+        max_tokens=max(settings.max_tokens_rows, n * (8 + 12 * len(cols))), feedback=lambda e: e,
+    )
+    return out, dropped, renamed
+
+
+@dataclass(frozen=True)
+class _TableAsk:
+    """What every request for one table's rows holds: its columns, the allowed values (enums, and the parents'
+    keys for references: the parent tables must be seeded first), the reference lines, label and key."""
+
+    cols: list[Column]
+    choices: dict[str, tuple[Any, ...]]
+    ref_lines: list[str]
+    label: str | None
+    key: str
+
+    def prompt(self, scenario: ir.Scenario, table: ir.Table, settings: BuildSettings, n: int, existing: str) -> str:
+        return render_section(
+            "seed_data", "ask", name=scenario.name, description=scenario.description,
+            today=settings.clock[:10], ddl=table.ddl, refs="\n".join(self.ref_lines), n=n, table=table.name,
+            columns=", ".join(c.name for c in self.cols), existing=existing, key=self.key,
+        )
+
+
+def _table_ask(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection) -> _TableAsk:
+    cols = [c for c in table_columns(conn, table) if not c.auto_id]
+    choices: dict[str, tuple[Any, ...]] = {c.name: c.enum for c in cols if c.enum}
+    ref_lines = []
+    for c in cols:
+        if c.ref and c.ref[0] in by_name and c.ref[0] != table.name:
+            values, line = parent_choices(conn, by_name[c.ref[0]], c.ref[1])
+            if values:
+                choices[c.name] = values
+                ref_lines.append(render_section("seed_data", "refs", column=c.name, parent=c.ref[0], values=line))
+    label, _ = _label_columns(table_columns(conn, table))
+    key = ("\n" + render_section("seed_data", "key", columns=", ".join(table.natural_key))
+           if table.natural_key else "")
+    return _TableAsk(cols, choices, ref_lines, label, key)
+
+
+def _parents(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection) -> set[str]:
+    return {c.ref[0] for c in table_columns(conn, table) if c.ref and c.ref[0] in by_name and c.ref[0] != table.name}
+
+
+def prefetch_first_rows(scenario: ir.Scenario, tables: Sequence[ir.Table], done: set[str],
+                        by_name: dict[str, ir.Table], conn: sqlite3.Connection, client: LLMClientProtocol,
+                        settings: BuildSettings, sent: set[str]) -> None:
+    """The first request of every table in ``tables`` whose parents are all seeded (``done``), sent ahead
+    (``LLMClient.prefetch``): its prompt holds only the parents' rows, which no longer change, so the loop
+    finds the reply ready when it reaches the table."""
+    if not getattr(client, "prefetches", False):
+        return
+    calls = []
+    for table in tables:
+        if table.name in sent or not _parents(table, by_name, conn) <= done:
+            continue
+        sent.add(table.name)
+        ask = _table_ask(table, by_name, conn)
+        n = min(settings.rows_per_call, settings.rows_per_table)
+        if n < 1:
+            continue
+        calls.append(functools.partial(
+            client.structured_reply, rows_model(table.name, ask.cols, ask.choices, n),
+            user(ask.prompt(scenario, table, settings, n, "")), stage=STAGE,
+            max_tokens=max(settings.max_tokens_rows, n * (8 + 12 * len(ask.cols)))))
+    client.prefetch(calls)
+
+
+def _seed_table(
+    scenario: ir.Scenario, table: ir.Table, by_name: dict[str, ir.Table], db: sqlite_utils.Database,
+    client: LLMClientProtocol, settings: BuildSettings,
+) -> tuple[int, list[ir.Rejection], int]:
+    """Fill one table; returns (rows inserted, rejections, LLM attempts)."""
+    conn = db.conn
+    ask = _table_ask(table, by_name, conn)
+    cols, choices, label = ask.cols, ask.choices, ask.label
+    names = [c.name for c in cols]
+    rejections: list[ir.Rejection] = []
+    attempts_total = 0
+    target = settings.rows_per_table
+    calls = -(-target // settings.rows_per_call)
+    inserted_total = 0
+    for _ in range(calls):
+        n = min(settings.rows_per_call, target - inserted_total)
+        if n < 1:
+            break
+        existing = ""
+        if inserted_total and label:
+            vals = [r[0] for r in conn.execute(f'SELECT "{label}" FROM "{table.name}" ORDER BY rowid LIMIT 30')]
+            existing = "\n" + render_section("seed_data", "existing", values="; ".join(_short(v) for v in vals))
+        prompt = ask.prompt(scenario, table, settings, n, existing)
+        out, dropped, renamed = _ask_batch(client, settings, db, table, cols, choices, prompt, n)
+        attempts_total += out.attempts
+        if out.value is None:
+            rejections.append(ir.Rejection(stage=STAGE, item=table.name, reason=f"no rows from one call: {out.error}",
+                                           evidence={"attempts": out.attempts, "rows_asked": n}))
+            continue
+        inserted_total += out.value
+        if renamed:
+            rejections.append(ir.Rejection(
+                stage=STAGE, item=table.name,
+                reason=f"{len(renamed)} generated rows repeated a value of a UNIQUE column: made unique by code",
+                evidence={"columns": names, "rows": renamed[:10]}))
+        if dropped:
+            rejections.append(ir.Rejection(
+                stage=STAGE, item=table.name, reason=f"{len(dropped)} generated rows refused and dropped",
+                evidence={"columns": names, "rows": [{"row": r, "error": e} for r, e in dropped[:10]]}))
+    return inserted_total, rejections, attempts_total
+
+
+def generate_seed(
+    scenario: ir.Scenario, tables: tuple[ir.Table, ...], client: LLMClientProtocol, settings: BuildSettings
+) -> StageResult[tuple[ir.SeedRows, ...]]:
+    conn = _empty_db(tables)
+    db = sqlite_utils.Database(conn)
+    by_name = {t.name: t for t in tables}
+    rejections: list[ir.Rejection] = []
+    attempts = 0
+    sent: set[str] = set()
+    plans: dict[str, ir.RowPlan] = {}
+    known: dict[str, list[str]] = {}  # every table's example texts so far, to compare a column's values with
+    try:
+        for i, table in enumerate(tables):
+            prefetch_first_rows(scenario, tables[i:], {t.name for t in tables[:i]}, by_name, conn, client,
+                                settings, sent)
+            count, rej, n_att = _seed_table(scenario, table, by_name, db, client, settings)
+            rejections.extend(rej)
+            attempts += n_att
+            if count < settings.rows_min:
+                rejections.append(ir.Rejection(
+                    stage=STAGE, item=table.name,
+                    reason=f"table {table.name} has {count} valid rows, at least {settings.rows_min} needed"))
+                return StageResult(None, tuple(rejections), attempts)
+            if settings.row_generators:
+                locale = next((p.locale for p in plans.values()), None)
+                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known)
+                plans[table.name] = made.plan
+                rejections.extend(made.rejections)
+                attempts += made.attempts
+        seed = [rows_of(conn, table, plans.get(table.name)) for table in tables]
+    finally:
+        conn.close()
+    return StageResult(tuple(seed), tuple(rejections), attempts)
+
+
+def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Table, client: LLMClientProtocol,
+                      settings: BuildSettings) -> ir.SeedRows | None:
+    """Write the rows of one ``table`` of ``env`` again, every other table keeping its seed rows (the data
+    fixer of the verify loop). None when fewer than ``settings.rows_min`` valid rows came back.
+
+    A table is made again the way it was made, whatever ``settings.row_generators`` says: one whose rows were
+    made at scale (``SeedRows.plan``) gets as many example rows as before from the LLM, then code rows from
+    generators chosen again (the scenario given carries the reviewer's complaint); one whose rows the LLM wrote
+    gets LLM rows only (code rows added to it alone would leave it unlike the rest of the environment)."""
+    seeded = next((s for s in env.seed if s.table == table.name), None)
+    if seeded is not None and seeded.plan is not None:
+        settings = settings.model_copy(update={"rows_per_table": seeded.plan.examples, "row_generators": True})
+    elif seeded is not None and seeded.rows:
+        settings = settings.model_copy(update={"row_generators": False})
+    conn = _empty_db(env.tables)
+    try:
+        db = sqlite_utils.Database(conn)
+        for s in env.seed:
+            if s.table != table.name and s.rows:
+                db.table(s.table).insert_all(s.rows)
+        count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings)
+        if count < settings.rows_min:
+            return None
+        if not settings.row_generators:
+            return rows_of(conn, table)
+        locale = next((s.plan.locale for s in env.seed if s.plan is not None), None)
+        known = {f"{s.table}.{c}": texts for s in env.seed if s.plan is not None and s.table != table.name
+                 for c, texts in semantic.text_columns(
+                     {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in (s.rows[0] if s.rows else {})
+                      if not any(g.column == c and g.kind == "reference" for g in s.plan.generators)}).items()}
+        return rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan)
+    finally:
+        conn.close()
+
+
+def _empty_db(tables: Sequence[ir.Table]) -> sqlite3.Connection:
+    conn = scratch_db(tuple(tables))
+    conn.isolation_level = None  # autocommit: sqlite-utils' atomic() blocks manage the transactions
+    return conn
+
+

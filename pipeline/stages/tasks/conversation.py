@@ -1,0 +1,169 @@
+"""The conversational form of a task (``[stages.tasks] conversations``), derived from its plan.
+
+Code gives the simulated user its facts: every value the request states, each with what it is (the plan's goals:
+how the user names a row, the new values, the rows a new row points at, the conditions of a count), and what it
+never says (the plan's hidden values: ids read from tools, the answer). The LLM writes only the opening line (what a
+person says first, in general words) and a persona, in one small structured request (``prompts/user.md``
+``opening_*``) that shows it the code's opening (what the person wants in general words, from the goals'
+kinds and tables), not the request: it has no value to give away, so one reply usually passes the lint (no value
+of the request, no identifier). When ``max_attempts`` replies (one by default) fail, the code's opening stays
+(``opening_<kind>_en``); ``worded_by`` says which. The result is
+``metadata.conversation`` (:class:`verify.conversation.Script` without the goal, which is the task's request).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.ir import Environment, Task
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.prompts import render_section
+from pipeline.stages.feedback import ask_with_feedback
+from pipeline.stages.tasks.code_wording import _Words
+from pipeline.stages.tasks.planner.chains import Chain
+from verify.conversation import PROMPT, Fact, Script, check_turn, says
+
+STAGE = "conversation"
+_SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+_KIND = {"lookup": "lookup", "count": "count", "total": "count", "create": "create", "child": "create",
+         "update": "update", "decide_update": "update", "delete": "delete", "decide_delete": "delete"}
+
+
+class Opening(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    persona: str = Field(..., min_length=3, max_length=160)
+    opening: str = Field(..., min_length=5, max_length=300)
+
+
+def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
+    """The values the user knows, from the chain's goals (a value once per label and row), then any value the
+    request must state that no goal holds. Two goals about rows of one table tell them apart ("book title (first
+    renewal)", "book title (second renewal)")."""
+    w = _Words(language)
+    out: list[Fact] = []
+    held: dict[tuple[str, str], set[str]] = {}  # (label, value) -> the rows ("first", "second", "") it is told for
+
+    def add(table: str, ref: str, value: Any, new: bool = False, which: str = "") -> None:
+        if value is None or isinstance(value, bool):
+            return
+        label = w.label(ref, table)
+        # one value told once per label, but once for each row of two ("new status (first case): open" and
+        # "new status (second case): open" are two facts; a lookup of the first case by its number is not)
+        rows_told = held.setdefault((f"new {label}" if new else label, repr(value)), set())
+        if rows_told and (not which or which in rows_told or "" in rows_told):
+            return
+        rows_told.add(which)
+        about = f"{which} {w.thing(table)}" if which.isalpha() else f"{w.thing(table)} {which}".strip()
+        out.append(Fact(label=f"new {label}" if new else label, value=value, about=about))
+
+    # the rows of each table the goals are about, in order: two goals about one row (an update, then a lookup of
+    # the same case) are about the "first case", a new row is a row of its own
+    order: dict[str, list[Any]] = {}
+    for i, g in enumerate(chain.goals):
+        row = g.named or ("new", i)
+        if row not in (seen := order.setdefault(g.owner or g.table, [])):
+            seen.append(row)
+    for i, g in enumerate(chain.goals):
+        owner = g.owner or g.table
+        rows = order[owner]
+        nth = rows.index(g.named or ("new", i)) + 1
+        which = "" if len(rows) < 2 else (_ORDINALS[min(nth, len(_ORDINALS)) - 1] if language == "en" else f"#{nth}")
+        for ref, v in g.named:
+            add(owner, ref, v, which=which)
+        for _, table, named in g.refs:
+            for ref, v in named:
+                add(table, ref, v)
+        for col, v in g.values:
+            add(g.table, col, v, new=g.kind not in ("create", "child"), which=which if g.table == owner else "")
+        for ref, v in g.where:
+            add(g.items or g.table, ref, v)
+    told = {repr(f.value) for f in out}
+    for v in chain.must_state:
+        if not isinstance(v, bool) and repr(v) not in told:
+            told.add(repr(v))
+            out.append(Fact(label="detail", value=v))
+    return out
+
+
+def code_opening(env: Environment, chain: Chain, language: str = "en") -> tuple[str, str]:
+    """(opening, persona) written by code from the goals' kinds and tables."""
+    w = _Words(language)
+    wants: list[str] = []
+    for g in chain.goals:
+        kind = _KIND.get(g.kind, "update")
+        table = g.owner if kind == "count" and g.owner else g.table
+        thing = w.thing(table)
+        text = render_section(PROMPT, f"opening_{kind}_en", thing=thing, a=article(thing),
+                              items=(g.items or table).replace("_", " "))
+        if text not in wants:
+            wants.append(text)
+    if not wants:
+        wants = [render_section(PROMPT, "opening_update_en", thing="record", items="records")]
+    first = wants[0] if wants[0].startswith("I ") else wants[0][0].lower() + wants[0][1:]
+    more = [render_section(PROMPT, "opening_also_en", more=_infinitive(x)) for x in wants[1:]]
+    opening = " ".join([render_section(PROMPT, "opening_en", wants=first), *more])
+    return opening, render_section(PROMPT, "persona_en", system=env.scenario.name)
+
+
+def article(thing: str) -> str:
+    """"a" or "an" before an English noun, by its first letter."""
+    return "an" if thing[:1].lower() in "aeiou" else "a"
+
+
+def _infinitive(sentence: str) -> str:
+    """"I would like to add a new loan." -> "add a new loan."; "I have a question about ..." -> "ask about ..."."""
+    s = sentence
+    for head, repl in (("I would like to ", ""), ("I need to ", ""), ("I have a question about ", "ask about ")):
+        if s.startswith(head):
+            return repl + s[len(head):]
+    return s[0].lower() + s[1:]
+
+
+def lint_opening(env: Environment, script: Script, reply: Opening, things: Collection[str] = ()) -> str | None:
+    """Why an opening line or persona cannot be used, or None: it states a value of the request or an id, names an
+    identifier, or (``things``: the words of the tables the request is about, in English) names none of them, as
+    an opening the model wrote in the assistant's voice does ("How can I help you today?")."""
+    text = f"{reply.opening} {reply.persona}"
+    words = {w.casefold().rstrip("s") for w in re.findall(r"[^\W\d_]+", reply.opening)}
+    if things and not words & {t.rstrip("s") for t in things}:
+        return render_section(PROMPT, "opening_subject", things=", ".join(sorted(things)))
+    values = [f.value for f in script.facts if says(text, f.value)]
+    values += [v for v in script.hidden if says(text, v)]
+    if values:
+        return render_section(PROMPT, "opening_problem", values=", ".join(repr(v) for v in values))
+    errors = check_turn(script, env, [], [], text, False, 0)
+    if errors:
+        return render_section(PROMPT, "opening_problem", values="; ".join(e.detail for e in errors))
+    if snake := _SNAKE.search(text):
+        return render_section(PROMPT, "opening_problem", values=repr(snake.group(0)))
+    return None
+
+
+def conversation_form(env: Environment, client: LLMClientProtocol, task: Task, chain: Chain, *, max_attempts: int = 1,
+                      language: str = "en") -> dict[str, Any]:
+    """``metadata.conversation`` for ``task`` planned as ``chain``."""
+    opening, persona = code_opening(env, chain, language)
+    script = Script(opening=opening, goal=task.instruction, facts=facts_of(chain, language), persona=persona,
+                    question=chain.answer is not None, hidden=[v for v in chain.hidden if not isinstance(v, bool)],
+                    pushback=any(r.get("verdict") == "forbids" for r in chain.rules))
+    messages = [{"role": "system", "content": render_section(PROMPT, "opening_system", language=language)},
+                {"role": "user", "content": render_section(PROMPT, "opening_user", system=env.scenario.name, wants=opening)}]
+    things = {w.casefold() for g in chain.goals for t in (g.table, g.owner, g.items) if t
+              for w in _Words(language).thing(t).split()} if language == "en" else set()
+
+    def check(reply: Opening) -> tuple[Opening | None, str | None]:
+        problem = lint_opening(env, script, reply, things)
+        return (None, problem) if problem else (reply, None)
+
+    out = ask_with_feedback(client, Opening, messages, check, stage=STAGE, max_attempts=max_attempts,
+                            max_tokens=120, feedback=lambda e: e, retry_temperature=0.7)
+    worded_by = "code"
+    if out.value is not None:
+        script = script.model_copy(update={"opening": out.value.opening.strip(), "persona": out.value.persona.strip()})
+        worded_by = "llm"
+    return {**script.to_metadata(), "worded_by": worded_by}

@@ -1,0 +1,212 @@
+"""The task planner: compositional tasks over the tool-dependency graph, chosen by code.
+
+``plan_chains(env, run, n, tiers)`` analyses the tools (``analysis``), finds each table's natural key
+(``keys``), instantiates every task shape on real rows (``shapes``), and picks ``n`` chains with the
+requested tier mix, deterministically. The LLM later only words the request (``pipeline.stages.tasks.bank``).
+With ``spread``, every chain found is returned in that order, and :func:`next_chain` chooses which the bank
+takes next: a write tool no task uses yet first, then the least repeated (shape, tool chain, asked column).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.dbmodel.analysis import ParamUse, ToolShape, analyse
+from pipeline.dbmodel.keys import NaturalKey, natural_keys
+from pipeline.dbmodel.ops import tool_op
+from pipeline.dbmodel.paging import page_of
+from pipeline.ir import Environment
+from pipeline.runtime.replay import Run, fresh, play
+from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner
+from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate
+from pipeline.stages.tasks.planner.shapes import SHAPES
+
+__all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
+           "natural_keys", "next_chain", "plan_chains", "round_chains", "shuffled_planner", "tool_op"]
+
+MAX_PER_SHAPE = 24
+SPREAD_PER_KEY = 2
+"""With ``spread``: chains kept per (shape, tool chain, asked column), so that every write tool and column gets
+its own before one shape's first rows fill the pool."""
+SPREAD_PER_SHAPE = 96
+
+
+def make_planner(env: Environment, run: Run) -> Planner:
+    conn, infos = run.inst.conn, run.infos
+    shapes = analyse(env, conn, infos)
+    # the columns users name rows by; a paged lister's optional filters (a status, a date range) narrow a list
+    narrowing = {(t.name, p.name) for t in env.tools if page_of(t) is not None for p in t.params if not p.required}
+    searchable = {u.column for s in shapes.values() if s.kind == "read" for prm, us in s.uses.items() for u in us
+                  if u.column is not None and u.role == "filter" and (s.name, prm) not in narrowing}
+    return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable, partial=True),
+                   run.inst.call)
+
+
+class ShuffledPlanner(Planner):
+    """The build's planner, with the rows of each table handed over in an order shuffled per (seed, round):
+    successive rounds reach rows and columns the build's order never looks at (the sampler, the phrasing
+    stage)."""
+
+    order: tuple[int, int] | None = None
+    """(seed, round) of the current order; None: the build's order."""
+
+    def reorder(self, seed: int, rnd: int) -> None:
+        self.order = (seed, rnd)
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+        self.memo = {}  # what the shapes found over the previous order
+
+    def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
+        if self.order is None:
+            return super().rows(table, limit)
+        if table not in self._rows:
+            every = super().rows(table, -1)
+            random.Random(f"{self.order[0]}:{self.order[1]}:{table}").shuffle(every)
+            self._rows[table] = every
+        return self._rows[table]
+
+
+def shuffled_planner(env: Environment, run: Run) -> ShuffledPlanner:
+    base = make_planner(env, run)
+    return ShuffledPlanner(env, base.conn, base.infos, base.shapes, base.keys, run.inst.call)
+
+
+def round_chains(planner: ShuffledPlanner, seed: int, rnd: int, initial_db: str | Path | None,
+                 rules: bool = False) -> list[Chain]:
+    """Round ``rnd`` of ``seed``: the chains :func:`candidates` finds over rows in that round's order (planner seed
+    ``3 * rnd``, spread), shape by shape."""
+    planner.reorder(seed, rnd)
+    pools = candidates(planner, 3 * rnd, initial_db, spread=True, rules=rules)
+    return [ch for shape in sorted(pools) for ch in pools[shape]]
+
+
+def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bool:
+    """Whether the chain's calls all succeed, in order, on a fresh instance."""
+    with fresh(env, initial_db) as run:
+        play(run, chain.calls, changes=False)  # only whether they succeed: no per-call diff
+        return run.error is None
+
+
+def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = None,
+               spread: bool = False, rules: bool = False) -> dict[str, list[Chain]]:
+    """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order
+    (``spread``: bounded per (shape, tool chain, asked column) rather than by the first rows found; ``rules``, with
+    the environment's rules: the compound allowed + forbidden shape too, and every chain judged by the rules, none
+    kept whose reference does a forbidden write, each with the verdicts of the governed writes it does)."""
+    out: dict[str, list[Chain]] = {}
+    seen: set[str] = set()
+    shapes = {**SHAPES, **RULE_SHAPES} if rules and planner.env.rules else SHAPES
+    for gen in shapes.values():
+        got: list[Chain] = []
+        per_key: Counter[tuple[str, tuple[str, ...], str]] = Counter()
+        for s in range(3):
+            for ch in gen(planner, seed + s):
+                sig = ch.signature()
+                if sig in seen or (spread and per_key[ch.spread_key] >= SPREAD_PER_KEY):
+                    continue
+                seen.add(sig)
+                if not replays(planner.env, ch, initial_db):
+                    continue
+                if shapes is not SHAPES:  # with the rules: the verdicts of its writes; none it breaks
+                    judged = annotate(planner.env, ch, initial_db)
+                    if judged is None:
+                        continue
+                    ch = judged
+                got.append(ch)
+                per_key[ch.spread_key] += 1
+                if len(got) >= (SPREAD_PER_SHAPE if spread else MAX_PER_SHAPE):
+                    break
+        for ch in got:
+            out.setdefault(ch.shape, []).append(ch)
+    return out
+
+
+def plan_chains(env: Environment, run: Run, n: int, tiers: dict[int, float], seed: int = 0,
+                initial_db: str | Path | None = None, spread: bool = False, rules: bool = False) -> list[Chain]:
+    """``n`` chains (or as many as the environment allows) spread over shapes, with about ``tiers[t]`` of
+    them in tier ``t`` (shares; tiers that cannot be filled give their places to the others). ``spread``: those
+    ``n`` first, then every other chain found, for :func:`next_chain` to choose from. ``rules``: rule-bound
+    chains too (``pipeline.stages.tasks.planner.rules``)."""
+    planner = make_planner(env, run)
+    pools = candidates(planner, seed, initial_db, spread, rules)
+    by_tier: dict[int, list[list[Chain]]] = {}
+    for shape in sorted(pools):
+        for t in (1, 2, 3):
+            group = [c for c in pools[shape] if c.tier == t]
+            if group:
+                by_tier.setdefault(t, []).append(group)
+    total = sum(tiers.values()) or 1.0
+    quota = {t: round(n * tiers.get(t, 0) / total) for t in (1, 2, 3)}
+    picked: list[Chain] = []
+    for t in (3, 2, 1):
+        picked += _round_robin(by_tier.get(t, []), quota[t], picked)
+    if len(picked) < n:  # fill from whatever is left, deeper tiers first
+        for t in (3, 2, 1):
+            picked += _round_robin(by_tier.get(t, []), n - len(picked), picked)
+    if spread:
+        for t in (3, 2, 1):
+            picked += _round_robin(by_tier.get(t, []), sum(map(len, pools.values())), picked)
+        return picked
+    return picked[:n]
+
+
+def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[Chain],
+               writes: Collection[str] | None = None, rule_quota: int = 0) -> int | None:
+    """The 1-based index of the chain to try next for a bank that holds ``bank``, among those not ``tried``.
+    Without ``writes``: the first. With the environment's write tools: one that brings a write tool no chain
+    of the bank uses, else one whose (shape, tool chain, asked column) the bank holds least, then whose
+    (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties).
+    ``rule_quota``: while the bank holds fewer rule-bound chains, those come first (a compound request of an
+    allowed and a forbidden write, or an exception, before a decide task). A decide task (:func:`decide`) is taken
+    only while the bank's decide tasks stay under :data:`DECIDE_SHARE` of its rule-bound ones (:func:`decide_fits`):
+    an agent that writes whatever it is asked passes each of them, one that does nothing passes none of the
+    others."""
+    left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
+        decide(chains[i - 1]) and not decide_fits(bank))]
+    if writes is None or not left:
+        return left[0] if left else None
+    uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
+    keys = Counter(ch.spread_key for ch in bank)
+    pairs = Counter(ch.spread_key[:2] for ch in bank)
+    short = sum(1 for ch in bank if ch.rules) < rule_quota
+
+    def rank(i: int) -> tuple[int, bool, int, int, int]:
+        ch = chains[i - 1]
+        ruled = 0 if not short else 0 if ch.shape in ("compound_rule", "exception") else 1 if ch.rules else 2
+        return (ruled, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
+
+    return min(left, key=rank)
+
+
+DECIDE_SHARE = 0.2
+"""The decide tasks' share of a bank's rule-bound tasks stays below this: a blind writer earns less."""
+
+
+def decide(ch: Chain) -> bool:
+    """A rule-bound chain whose every governed write the rules allow: a blind writer passes it."""
+    return bool(ch.rules) and ch.shape not in ("compound_rule", "exception")
+
+
+def decide_fits(bank: Sequence[Chain]) -> bool:
+    """Whether one more decide task keeps the bank's decide tasks under :data:`DECIDE_SHARE` of its rule-bound
+    tasks (counting the new one)."""
+    ruled = sum(1 for ch in bank if ch.rules) + 1
+    return sum(1 for ch in bank if decide(ch)) + 1 < DECIDE_SHARE * ruled
+
+
+def _round_robin(groups: list[list[Chain]], k: int, taken: list[Chain]) -> list[Chain]:
+    out: list[Chain] = []
+    ids = {id(c) for c in taken}
+    idx = [0] * len(groups)
+    while len(out) < k and any(i < len(g) for i, g in zip(idx, groups, strict=True)):
+        for gi, g in enumerate(groups):
+            while idx[gi] < len(g) and id(g[idx[gi]]) in ids:
+                idx[gi] += 1
+            if idx[gi] < len(g) and len(out) < k:
+                out.append(g[idx[gi]])
+                ids.add(id(g[idx[gi]]))
+                idx[gi] += 1
+    return out

@@ -1,0 +1,385 @@
+"""Compositional tasks by construction: chains of real tool calls over the tool-dependency graph.
+
+Code chooses the rows, the arguments and the order of calls from the real database; the LLM only words
+the request from the facts a chain carries. A chain is a trajectory an agent could follow knowing only the
+request: every argument is stated in the request (natural-key values, new values) or read by an earlier
+call of the same chain (an id found by a lookup, the id a create returned). Shapes:
+
+* ``lookup``        — a field of a row named by its natural key (one call, or a lookup chain when the
+  tool that shows the field needs an id first);
+* ``update`` / ``delete`` — a write on a row named by its natural key (its id looked up first);
+* ``create``        — a new row whose foreign keys name existing rows (their ids looked up first);
+* ``parent_child``  — create a row, then a row that refers to it (the new id feeds the second call);
+* ``decide_write``  — list rows, choose the one with the highest/lowest value of a column, write on it;
+* ``aggregate``     — list rows reached through a lookup and count them (those with a filter's value too) /
+  sum a column (the answer is computed from what the calls return; a paged lister's count is its count field,
+  a sum reads every page: see ``aggregates``);
+* ``compound``      — two independent goals in one request, each with its own lookups (width);
+* ``compound_rule`` — an allowed and a forbidden write of the environment's rules in one request (with
+  ``[stages.tasks] rule_tasks``, which also judges every other chain by the rules: see ``rules``);
+* ``exception``     — a forbidden write asked for, whose rule names an alternative: the reference does that instead.
+
+Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
+aggregate over what was read.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.dbmodel.analysis import Col, ToolShape
+from pipeline.dbmodel.keys import NaturalKey, describe, surrogate_columns
+from pipeline.ir import Environment, ToolCall
+from pipeline.runtime import engine
+from pipeline.runtime.state import TableInfo, qi
+
+MAX_DEPTH = 3
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+Named = tuple[tuple[str, Any], ...]
+"""How a user names a row: ``(("table.column", value), ...)`` (its natural key, parents' keys included)."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal of a chain as data, for a request written by code (``pipeline.stages.tasks.code_wording``) and for telling
+    chains apart (the column a goal asks about or sets)."""
+
+    kind: str
+    """``lookup``, ``count``, ``total``, ``create``, ``child`` (a new row of the row created just before),
+    ``update``, ``delete``, ``decide_update`` or ``decide_delete`` (a write on the row chosen among ``items``)."""
+    table: str
+    """The table asked about or written; for ``count`` and ``total``, the table of the named row (a count of a
+    whole table's rows: that table, ``named`` empty)."""
+    named: Named = ()
+    """How the user names the row the goal is about (empty for a new row)."""
+    owner: str = ""
+    """The table of the row ``named`` names when it is not ``table`` (a loan named through its book)."""
+    asked: str = ""
+    """The column asked (``lookup``), summed (``total``) or chosen by (``decide_*``)."""
+    values: Named = ()
+    """New values: (column or parameter, value)."""
+    refs: tuple[tuple[str, str, Named], ...] = ()
+    """Existing rows a new row points at: (column, their table, how the user names them)."""
+    items: str = ""
+    """What is counted or chosen among (a table); empty when the tool lists only some of them (no plain words)."""
+    which: str = ""
+    """``highest`` or ``lowest`` (``decide_*``; ``latest`` or ``earliest`` when the column holds dates)."""
+    key: tuple[Any, ...] = ()
+    """The primary key of the row a write changes, to find its changes when it takes no new value."""
+    where: Named = ()
+    """``count``: the value the counted rows have ((``table.column``, value); a paged lister's filter)."""
+
+    @property
+    def column(self) -> str:
+        asked = self.asked + "".join(f"|{ref}" for ref, _ in self.where)
+        return asked or ",".join(sorted([c for c, _ in self.values] + [c for c, _, _ in self.refs]))
+
+
+@dataclass
+class Chain:
+    shape: str
+    calls: list[ToolCall]
+    facts: list[str]
+    """What the user wants, as lines of facts (no ids)."""
+    must_state: list[Any]
+    """Values the request must contain (natural-key values, new values, conditions)."""
+    hidden: list[Any] = field(default_factory=list)
+    """Values the request must not contain (surrogate ids, the answer)."""
+    answer: dict[str, Any] | None = None
+    sources: list[dict[str, str]] = field(default_factory=list)
+    """Per call: argument -> ``stated``, ``$N.field`` (read from call N) or ``page`` (a page size or offset the
+    agent picks to read every page of a paged lister)."""
+    goals: list[Goal] = field(default_factory=list)
+    """What the user wants, as data (the facts' content)."""
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    """The environment's rules the chain exercises: ``{"id", "verdict": "allows" | "forbids", "tool", "arguments"}``
+    per rule governing a write asked for or done (``pipeline.stages.tasks.planner.rules``; an exception's forbidden write
+    also has ``instead``: the alternative's tool and arguments); empty for other chains."""
+
+    @property
+    def asked(self) -> str:
+        """The columns the chain asks about or sets, goal by goal."""
+        return "/".join(g.column for g in self.goals)
+
+    @property
+    def spread_key(self) -> tuple[str, tuple[str, ...], str]:
+        """(shape, tool chain, asked column): a bank repeats one only when no other is left."""
+        return self.shape, tuple(c.tool for c in self.calls), self.asked
+
+    @property
+    def steps(self) -> int:
+        return len(self.calls)
+
+    @property
+    def tier(self) -> int:
+        if self.steps >= 4 or self.shape in ("decide_write", "aggregate", "compound", "compound_rule", "exception"):
+            return 3
+        return 2 if self.steps >= 2 else 1
+
+    @property
+    def dependent(self) -> bool:
+        return any(s.startswith("$") for src in self.sources for s in src.values())
+
+    def read_values(self) -> list[Any]:
+        """Argument values the chain reads from earlier calls (ids and the like): a request must not state them."""
+        out = []
+        for call, src in zip(self.calls, self.sources, strict=False):
+            for k, how in src.items():
+                v = call.arguments.get(k)
+                if how.startswith("$") and v not in out and v not in self.must_state:
+                    out.append(v)
+        return out
+
+    def signature(self) -> str:
+        return self.shape + ":" + "|".join(f"{c.tool}{sorted(c.arguments.items())}" for c in self.calls)
+
+
+def _label(col: str) -> str:
+    return col.split(".")[-1].replace("_", " ")
+
+
+def fact_text(facts: list[tuple[str, Any]]) -> str:
+    return ", ".join(f"{_label(k)} {v!r}" for k, v in facts)
+
+
+def answer_type(info: TableInfo, col: str, value: Any, enum: list[Any] | None) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if enum:
+        return "enum"
+    if isinstance(value, str) and _DATE.match(value):
+        return "date"
+    return "text"
+
+
+class Planner:
+    """Chains over one environment's tools and initial rows (``conn`` must hold the initial state and is
+    only read: the read tools run on it)."""
+
+    def __init__(self, env: Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo],
+                 shapes: dict[str, ToolShape], keys: dict[str, NaturalKey], call: Any):
+        self.env, self.conn, self.infos, self.shapes, self.keys = env, conn, infos, shapes, keys
+        self._call = call  # (tool, args) -> response dict, on an instance whose state is the initial one
+        self._cache: dict[str, Any] = {}
+        self.memo: dict[Any, Any] = {}
+        """What a shape found for a seed, kept for the shapes that ask for it again (``shapes.writes``,
+        ``rules._governed_writes``): a pure function of the rows the planner hands over."""
+
+    # ------------------------------------------------------------ helpers
+
+    def call(self, tool: str, args: dict[str, Any]) -> list[dict[str, Any]] | None:
+        key = tool + repr(sorted(args.items()))
+        if key not in self._cache:
+            resp = self._call(tool, dict(args))
+            res = resp.get("result") if resp.get("ok") else None
+            rows = res if isinstance(res, list) else [res] if isinstance(res, dict) else None
+            self._cache[key] = rows
+        return self._cache[key]
+
+    def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
+        """At most ``limit`` rows of ``table`` (all with -1) in an order shuffled over the whole table, fixed per
+        table: the rows the LLM wrote as examples come first in the table, and would otherwise be named in most
+        requests; so every row is as likely to be named as any other."""
+        key = "rows:" + table
+        if key not in self._cache:
+            info = self.infos[table]
+            order = "rowid" if info.key == ("rowid",) else ", ".join(qi(k) for k in info.key)
+            every = [dict(zip(info.columns, r, strict=True))
+                     for r in self.conn.execute(f"SELECT * FROM {qi(table)} ORDER BY {order}").fetchall()]
+            random.Random(key).shuffle(every)
+            self._cache[key] = every
+        every = self._cache[key]
+        return list(every if limit < 0 else every[:limit])
+
+    def parent(self, table: str, col: str, value: Any) -> tuple[str, dict[str, Any]] | None:
+        for c, p, pc in self.infos[table].foreign_keys:
+            if c == col and p in self.infos and value is not None:
+                pinfo = self.infos[p]
+                r = self.conn.execute(f"SELECT * FROM {qi(p)} WHERE {qi(pc or pinfo.key[0])} = ?", (value,)).fetchone()
+                return (p, dict(zip(pinfo.columns, r, strict=True))) if r else None
+        return None
+
+    def is_surrogate(self, col: Col) -> bool:
+        t, c = col
+        return t in self.infos and c in surrogate_columns(self.infos[t])
+
+    def describe(self, table: str, row: dict[str, Any]) -> list[tuple[str, Any]] | None:
+        return describe(self.conn, self.infos, self.keys, table, row)
+
+    def named(self, table: str, row: dict[str, Any], desc: list[tuple[str, Any]], stated: list[Any]) -> Named:
+        """``desc`` and the other ``stated`` values that name ``row``, each labelled by the column of the row (or
+        of a parent row) that holds it; a value no column holds is left out (a request states it anyway)."""
+        out = list(desc)
+        for v in stated:
+            if isinstance(v, bool) or any(v == w for _, w in out):
+                continue
+            holders = [(table, row)] + [par for c, _, _ in self.infos[table].foreign_keys
+                                        if (par := self.parent(table, c, row.get(c))) is not None]
+            label = next((f"{t}.{c}" for t, r in holders for c, w in r.items()
+                          if w == v and not isinstance(w, bool) and not self.is_surrogate((t, c))), None)
+            if label is not None:
+                out.append((label, v))
+        return tuple(out)
+
+    def row_key(self, table: str, row: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(row.get(k) for k in self.infos[table].key)
+
+    # ------------------------------------------------------------ reaching a row
+
+    def _value_for(self, col: Col, table: str, row: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
+        """Where the value a parameter compared with ``col`` must take to reach ``row`` of ``table`` comes
+        from: ``(table, row, column)`` of the row itself, of a parent row (through a foreign key of
+        ``row``), or of ``row`` when ``col`` is a child's foreign key pointing at it."""
+        t, c = col
+        if t == table and c in row:
+            return table, row, c
+        for fk, p, _pc in self.infos[table].foreign_keys:
+            if p == t:
+                par = self.parent(table, fk, row.get(fk))
+                if par is not None and c in par[1]:
+                    return par[0], par[1], c
+        if t in self.infos:
+            for fk, p, pc in self.infos[t].foreign_keys:
+                if fk == c and p == table:
+                    return table, row, pc or self.infos[table].key[0]
+        return None
+
+    def id_source(self, col: Col, t2: str, r2: dict[str, Any], c2: str, depth: int, skip: frozenset[str]):
+        """Calls that read the id a surrogate parameter needs (the key ``c2`` of ``r2``, or the parent row a
+        foreign key ``c2`` of ``r2`` points at). None when no tool path finds it."""
+        value = r2.get(c2)
+        if c2 not in self.infos[t2].key:
+            par = self.parent(t2, c2, value)
+            if par is None:
+                return None
+            t2, r2 = par
+        if not self.infos[t2].int_pk:
+            return None
+        return self.reach(t2, r2, (t2, self.infos[t2].key[0]), depth + 1, skip)
+
+    def reach(self, table: str, row: dict[str, Any], want: Col, depth: int = 0,
+              skip: frozenset[str] = frozenset()) -> tuple[list[ToolCall], list[dict[str, str]], list[Any], str] | None:
+        """The cheapest calls whose last result shows ``row`` with the field carrying ``want``:
+        (calls, sources, stated values, result field). None when no tool path reaches it."""
+        if depth > MAX_DEPTH:
+            return None
+        info = self.infos[table]
+        skip = skip | {"__reach__:" + table + repr(sorted(row.items())) + repr(want)}
+        best = None
+        for name in sorted(self.shapes):
+            shape = self.shapes[name]
+            if shape.kind != "read" or name in skip:
+                continue
+            out_field = shape.output_for(want)
+            if out_field is None:
+                continue
+            planned = self._fill_read(shape, table, row, depth, skip | {name})
+            if planned is None:
+                continue
+            calls, sources, stated, args, my_src = planned
+            result = self.call(name, args)
+            if not result:
+                continue
+            pk = info.key
+            mine = [r for r in result if all(r.get(shape.output_for((table, k)) or "", object()) == row.get(k)
+                                             for k in pk if shape.output_for((table, k)))]
+            if not mine or not any(shape.output_for((table, k)) for k in pk):
+                # no key in the result: only usable when the result is this one row
+                if not (len(result) == 1 and result[0].get(out_field) == row.get(want[1])):
+                    continue
+            elif len(result) > 1 and not self._singles_out(shape, table, row, result, stated, args):
+                continue
+            total = calls + [ToolCall(tool=name, arguments=args)]
+            cand = (total, sources + [my_src], stated, out_field)
+            if best is None or len(total) < len(best[0]):
+                best = cand
+        return best
+
+    def _singles_out(self, shape: ToolShape, table: str, row: dict[str, Any], result: list[dict[str, Any]],
+                     stated: list[Any], args: dict[str, Any]) -> bool:
+        """Whether the row's natural-key values, as the result shows them, tell it apart from the other rows
+        (key columns the call already filtered by need not be shown)."""
+        nk = self.keys.get(table)
+        if nk is None:
+            return False
+        filtered = {c for c in nk.columns for prm, v in args.items() if v == row.get(c) and
+                    any(u.column is not None and (u.column == (table, c) or self._points_at(table, c, u.column))
+                        for u in shape.uses.get(prm, []))}
+        cols = [(c, shape.output_for((table, c))) for c in nk.columns if c not in filtered]
+        if any(f is None for _, f in cols):
+            return False
+        if any(self.is_surrogate((table, c)) for c, _ in cols):
+            return False  # the agent would need the parent's id to tell rows apart
+        same = [r for r in result if all(r.get(f or "") == row.get(c) for c, f in cols)]
+        if len(same) != 1:
+            return False
+        for c, _ in cols:
+            if row.get(c) not in stated:
+                stated.append(row.get(c))
+        return True
+
+    def _points_at(self, table: str, col: str, target: Col) -> bool:
+        """``table.col`` is a foreign key to ``target``."""
+        return any(c == col and p == target[0] and (pc or self.infos[p].key[0]) == target[1]
+                   for c, p, pc in self.infos[table].foreign_keys if p in self.infos)
+
+    def _fill_read(self, shape: ToolShape, table: str, row: dict[str, Any], depth: int, skip: frozenset[str]):
+        calls: list[ToolCall] = []
+        sources: list[dict[str, str]] = []
+        stated: list[Any] = []
+        args: dict[str, Any] = {}
+        my_src: dict[str, str] = {}
+        tool = self.env.tool(shape.name)
+        for p in tool.params:
+            if not p.required:
+                continue  # optional filters are left out: the natural key singles the row out
+            col = shape.column_of(p.name)
+            if col is None:
+                return None
+            target = self._value_for(col, table, row)
+            if target is None:
+                return None
+            t2, r2, c2 = target
+            value = r2.get(c2)
+            if value is None:
+                return None
+            if self.is_surrogate(col):
+                sub = self.id_source(col, t2, r2, c2, depth, skip)
+                if sub is None:
+                    return None
+                s_calls, s_src, s_stated, s_field = sub
+                base = len(calls)
+                calls += s_calls
+                sources += [{k: _shift(v, base) for k, v in s.items()} for s in s_src]
+                stated += [v for v in s_stated if v not in stated]
+                args[p.name] = value
+                my_src[p.name] = f"${len(calls)}.{s_field}"
+            else:
+                args[p.name] = value
+                my_src[p.name] = "stated"
+                if value not in stated:
+                    stated.append(value)
+        ok, err = _valid(tool, args)
+        return (calls, sources, stated, args, my_src) if ok else None
+
+
+def _shift(src: str, base: int) -> str:
+    m = re.match(r"^\$(\d+)\.(.+)$", src)
+    return f"${int(m.group(1)) + base}.{m.group(2)}" if m else src
+
+
+def _valid(tool: Any, args: dict[str, Any]) -> tuple[bool, str | None]:
+    spec = tool.model_dump(mode="json")
+    for p in spec["params"]:
+        if p["name"] in args:
+            _, err = engine.check_value(p, args[p["name"]])
+            if err is not None:
+                return False, err
+    return True, None

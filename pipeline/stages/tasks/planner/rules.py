@@ -1,0 +1,203 @@
+"""Rule-bound chains (``[stages.tasks] rule_tasks``): writes whose fate depends on the environment's rules.
+
+The user asks for a write a rule governs; whether it may be done depends on values of the database, which the
+agent must read (the rule's condition, ``ir.Rule``) before acting. Code finds the verdict by running each rule's
+condition on the call and the rows it meets, under the engine's read-only authorizer (:func:`against`):
+
+* every planned chain is checked (:func:`annotate`): one whose reference does a write a rule forbids is dropped
+  (its gold would break the policy); one whose writes rules govern and allow is a *decide* task, and carries the
+  verdicts (an agent that refuses it fails);
+* ``compound_rule``: two writes in one request, one allowed and one forbidden; the reference does the allowed
+  one and reads the evidence of the other (its lookups), never its write. The derived verifier gates every row
+  the reference leaves alone, so doing everything (the forbidden write too) scores 0, and doing nothing misses
+  the allowed goal and scores 0.
+
+* ``exception``: a forbidden write whose rule names a compliant alternative (``ir.Rule.alternative``, "put the
+  permit on hold"); the request asks for the forbidden write alone, the reference reads its evidence and does the
+  alternative on the same row. Doing nothing misses the alternative's change; doing the forbidden write changes
+  what the gold state keeps (the row the alternative changes is pinned whole, every other row by the gates).
+
+A request for the forbidden write alone with no alternative would have the initial state as its gold, which doing
+nothing also reaches; the proofs refuse such tasks, so it only comes inside a compound or as an exception. A chain's ``rules``: per governed write
+asked for, the id of each rule governing it, whether the rule ``allows`` or ``forbids`` it, and the write (tool
+and arguments; the forbidden one is in no reference, adversarial checks can replay it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pipeline.ir import Environment, Rule, ToolCall
+from pipeline.runtime import engine
+from pipeline.runtime.replay import fresh, play
+from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
+from pipeline.stages.tasks.planner.shapes import writes
+
+SEEDS = 6
+"""Seeds of the write shape tried per seed of this one (a create names one parent row per seed)."""
+MAX_PER_TOOL = 6
+
+
+def governing(p: Planner, tool: str) -> list[Rule]:
+    return [r for r in p.env.rules if tool in r.tools]
+
+
+def against(env: Environment, conn: sqlite3.Connection, call: ToolCall) -> list[Rule] | None:
+    """The rules that forbid ``call`` on the state of ``conn`` (in policy order); None when a condition cannot be
+    evaluated. Each condition runs as the returns query of a read tool with the governed tool's parameters: the
+    arguments are checked as the tool's, the statement is read-only under the engine's authorizer."""
+    params = [q.model_dump(mode="json") for q in env.tool(call.tool).params]
+    out = []
+    for rule in (r for r in env.rules if call.tool in r.tools):
+        probe = {"name": f"rule_{rule.id}"[:64], "kind": "read", "params": params, "steps": [],
+                 "returns": {"sql": rule.condition, "mode": "all"}}
+        res = engine.run_tool(conn, probe, dict(call.arguments), now=env.clock)
+        if not res.get("ok"):
+            return None
+        if res["result"]:
+            out.append(rule)
+    return out
+
+
+def forbidding(p: Planner, call: ToolCall) -> list[Rule] | None:
+    """:func:`against` on the planner's initial rows."""
+    return against(p.env, p.conn, call)
+
+
+def annotate(env: Environment, chain: Chain, initial_db: str | Path | None = None) -> Chain | None:
+    """``chain`` with the verdicts of the writes it does (each judged on the state it meets when replayed), or None
+    when a rule forbids one of them or cannot be evaluated."""
+    verdicts: list[dict[str, Any]] = []
+    with fresh(env, initial_db) as run:
+        for call in chain.calls:
+            if any(call.tool in r.tools for r in env.rules):
+                found = against(env, run.inst.conn, call)
+                if found is None or found:
+                    return None
+                verdicts += _verdicts(env, call, [])
+            play(run, [call], changes=False)
+            if run.error is not None:
+                return None
+    if chain.rules or not verdicts:
+        return chain
+    return replace(chain, rules=verdicts)
+
+
+def _governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]]:
+    """Single writes of governed tools (the write shape over several seeds), each with the rules forbidding it.
+    Found once per planner and seed (``Planner.memo``): each rule shape asks for them."""
+    key = ("governed_writes", seed)
+    if key not in p.memo:
+        p.memo[key] = list(_find_governed_writes(p, seed))
+    yield from p.memo[key]
+
+
+def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]]:
+    seen: set[str] = set()
+    per_tool: dict[tuple[str, bool], int] = {}
+    for s in range(seed, seed + SEEDS):
+        for ch in writes(p, s):
+            last = ch.calls[-1]
+            if ch.signature() in seen or not governing(p, last.tool):
+                continue
+            seen.add(ch.signature())
+            forbid = forbidding(p, last)
+            if forbid is None:
+                continue
+            key = (last.tool, bool(forbid))
+            if per_tool.get(key, 0) >= MAX_PER_TOOL:
+                continue
+            per_tool[key] = per_tool.get(key, 0) + 1
+            yield ch, forbid
+
+
+def _verdicts(env: Environment, write: ToolCall, forbid: list[Rule]) -> list[dict[str, Any]]:
+    """Per rule governing ``write``: its id, ``allows`` or ``forbids``, and the write (its tool and arguments)."""
+    ids = {r.id for r in forbid}
+    return [{"id": r.id, "verdict": "forbids" if r.id in ids else "allows", "tool": write.tool,
+             "arguments": dict(write.arguments)} for r in env.rules if write.tool in r.tools]
+
+
+def _said(p: Planner, ch: Chain) -> Goal:
+    """The forbidden write's goal, with the values its write would set when the tool takes none (an approval
+    that sets a status): the request must still say what is asked."""
+    goal = ch.goals[0]
+    if goal.values or goal.kind != "update":
+        return goal
+    with fresh(p.env) as run:
+        play(run, ch.calls, changes=False)
+        changes = run.changes() if run.error is None else []
+    values = tuple((col, c.after[col]) for c in changes if c.op == "update" and c.after
+                   for col in c.changed_columns if c.table == goal.table)
+    return Goal(goal.kind, goal.table, goal.named, goal.owner, goal.asked, values, goal.refs, goal.items, goal.which,
+                goal.key, goal.where)
+
+
+def _still_forbidden(p: Planner, a: Chain, b: Chain) -> bool:
+    """Whether ``b``'s write is still forbidden once ``a``'s calls are done (a cap may count ``a``'s new row)."""
+    with fresh(p.env) as run:
+        play(run, a.calls, changes=False)
+        return run.error is None and bool(against(p.env, run.inst.conn, b.calls[-1]))
+
+
+def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
+    """An allowed write and a forbidden one in the same request (the same tool first, else any), on other rows."""
+    found = list(_governed_writes(p, seed))
+    allowed = [ch for ch, forbid in found if not forbid]
+    for b, forbid in ((ch, f) for ch, f in found if f):
+        tool = b.calls[-1].tool
+        mates = sorted(allowed, key=lambda a: a.calls[-1].tool != tool)
+        a = next((a for a in mates if a.calls[-1].arguments != b.calls[-1].arguments and a.goals[0].named !=
+                  b.goals[0].named), None)
+        if a is None or not _still_forbidden(p, a, b):
+            continue
+        n = len(a.calls)
+        evidence = b.calls[:-1]
+        yield Chain("compound_rule", a.calls + evidence,
+                    a.facts + ["In the same message, also: " + b.facts[0]],
+                    must_state=a.must_state + [v for v in b.must_state if v not in a.must_state],
+                    hidden=a.hidden + b.hidden,
+                    sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources[:-1]],
+                    goals=a.goals + [_said(p, b)],
+                    rules=_verdicts(p.env, a.calls[-1], []) + _verdicts(p.env, b.calls[-1], forbid))
+
+
+def exceptions(p: Planner, seed: int) -> Iterator[Chain]:
+    """A forbidden write whose rule names a compliant alternative (``ir.Rule.alternative``): the request asks for
+    the forbidden write alone; the reference reads its evidence (its lookups) and does the alternative on the same
+    row, which the rules allow there and which changes it. The forbidden write's verdict carries the alternative
+    (``instead``); the proofs' adversaries replay the forbidden write (``overreach``, ``blind``)."""
+    for ch, forbid in _governed_writes(p, seed):
+        rule = next((r for r in forbid if r.alternative is not None), None)
+        if rule is None or rule.alternative is None:
+            continue
+        write = ch.calls[-1]
+        alt = rule.alternative.call(dict(write.arguments))
+        if any(v is None for v in alt.arguments.values()) or forbidding(p, alt) != []:
+            continue
+        last = ch.sources[-1] if ch.sources else {}
+        src = {**{q: last.get(pn, "stated") for q, pn in rule.alternative.same.items()},
+               **{k: "policy" for k in rule.alternative.fixed}}
+        instead = {"tool": alt.tool, "arguments": dict(alt.arguments)}
+        verdicts = [{**v, "instead": instead} if v["id"] == rule.id else v for v in _verdicts(p.env, write, forbid)]
+        told = [v for v in rule.alternative.fixed.values() if isinstance(v, str) and len(v) > 2
+                and v not in ch.must_state]  # the request asks for the forbidden write, not the alternative
+        yield Chain("exception", ch.calls[:-1] + [alt], list(ch.facts), must_state=list(ch.must_state),
+                    hidden=ch.hidden + told, sources=ch.sources[:-1] + [src], goals=[_said(p, ch)],
+                    rules=verdicts + _verdicts(p.env, alt, []))
+
+
+def decide_rules(p: Planner, seed: int) -> Iterator[Chain]:
+    """Single governed writes the rules allow, looked for over more rows than the plain write shapes try (a rule
+    that forbids most rows, "fiction books cannot be loaned", would otherwise leave its tool in no task): each a
+    decide task, with the verdicts of its write."""
+    for ch, forbid in _governed_writes(p, seed):
+        if not forbid:
+            yield replace(ch, rules=_verdicts(p.env, ch.calls[-1], []))
+
+
+RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules, "decide_rule": decide_rules, "exception": exceptions}

@@ -1,0 +1,384 @@
+"""The task shapes, each instantiated by code from real rows (see ``chains`` for what they mean)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from pipeline.ir import ToolCall
+from pipeline.runtime.state import qi
+from pipeline.stages.tasks.planner.aggregates import aggregates, read_all, summable
+from pipeline.stages.tasks.planner.chains import (
+    _DATE,
+    Chain,
+    Goal,
+    Named,
+    Planner,
+    _shift,
+    _valid,
+    answer_type,
+    fact_text,
+)
+from pipeline.stages.tasks.planner.values import enum_of, new_value, plain_value, rotate, unique_cols
+
+MAX_OTHERS = 40
+
+
+def _others(p: Planner, table: str, col: str, expected: Any, stated: list[Any]) -> list[Any]:
+    vals = [r[0] for r in p.conn.execute(
+        f"SELECT DISTINCT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL ORDER BY 1 LIMIT {MAX_OTHERS + 1}")]
+    return [v for v in vals if v != expected and v not in stated and isinstance(v, str)][:MAX_OTHERS]
+
+
+# ---------------------------------------------------------------- questions
+
+
+def lookups(p: Planner, seed: int) -> Iterator[Chain]:
+    for table in sorted(p.keys):
+        nk = p.keys[table]
+        info = p.infos[table]
+        cols = [c for c in info.columns if c not in nk.columns and not p.is_surrogate((table, c))]
+        for i, row in enumerate(rotate(p.rows(table), seed)[:6]):
+            desc = p.describe(table, row)
+            if desc is None:
+                continue
+            for col in rotate(cols, seed + i):
+                value = row.get(col)
+                if value is None:
+                    continue
+                got = p.reach(table, row, (table, col))
+                if got is None:
+                    continue
+                calls, sources, stated, _field = got
+                if any(v == value for v in stated):
+                    continue
+                kind = answer_type(info, col, value, enum_of(p, table, col))
+                stated_all = [v for _, v in desc] + [v for v in stated if v not in [d for _, d in desc]]
+                answer = {"type": kind, "value": value, "stated": [str(v) for v in stated_all]}
+                if kind in ("text", "enum"):
+                    answer["others"] = _others(p, table, col, value, stated_all)
+                yield Chain("lookup", calls, [f"Ask for the {col.replace('_', ' ')} of the {table} row with "
+                                              f"{fact_text(desc)}."],
+                            must_state=stated_all, hidden=[value], answer=answer, sources=sources,
+                            goals=[Goal("lookup", table, p.named(table, row, desc, stated), asked=col)])
+                break
+
+
+# ---------------------------------------------------------------- writes
+
+
+class WriteArgs(NamedTuple):
+    calls: list[ToolCall]
+    """Lookups the write needs first."""
+    sources: list[dict[str, str]]
+    stated: list[Any]
+    args: dict[str, Any]
+    src: dict[str, str]
+    facts: list[str]
+    values: list[tuple[str, Any]]
+    """New values as data: (column or parameter, value)."""
+    refs: list[tuple[str, str, Named]]
+    """Existing rows a new value points at: (column, table, how the user names the row)."""
+
+
+def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, Any] | None, creating: bool,
+                seed: int, preset: dict[str, tuple[Any, str]] | None = None) -> WriteArgs | None:
+    """Arguments of a write tool for ``row`` (update/delete) or a new row (create)."""
+    calls: list[ToolCall] = []
+    sources: list[dict[str, str]] = []
+    stated: list[Any] = []
+    args: dict[str, Any] = {}
+    src: dict[str, str] = {}
+    facts: list[str] = []
+    values: list[tuple[str, Any]] = []
+    refs: list[tuple[str, str, Named]] = []
+    uniq = unique_cols(p, table)
+    template = rotate(p.rows(table), seed)[0] if creating and p.rows(table) else None
+    for prm in tool.params:
+        if preset and prm.name in preset:  # a value read by an earlier call of the chain
+            args[prm.name], src[prm.name] = preset[prm.name]
+            continue
+        use = next((u for u in shape.uses.get(prm.name, []) if u.column is not None), None)
+        if use is None:
+            if prm.required:
+                return None
+            continue
+        col = use.column
+        if use.role == "filter" and not creating:
+            if row is None:
+                return None
+            target = p._value_for(col, table, row)
+            if target is None:
+                if prm.required:
+                    return None
+                continue
+            t2, r2, c2 = target
+            value = r2.get(c2)
+            if value is None:
+                return None
+            if p.is_surrogate(col):
+                sub = p.id_source(col, t2, r2, c2, 0, frozenset())
+                if sub is None:
+                    return None
+                s_calls, s_src, s_stated, s_field = sub
+                base = len(calls)
+                calls += s_calls
+                sources += [{k: _shift(v, base) for k, v in s.items()} for s in s_src]
+                stated += [v for v in s_stated if v not in stated]
+                src[prm.name] = f"${len(calls)}.{s_field}"
+            else:
+                stated.append(value)
+                src[prm.name] = "stated"
+            args[prm.name] = value
+        elif use.role == "value":
+            t, c = col
+            if p.is_surrogate(col):
+                # a foreign key of a new/updated row: name an existing parent row, look its id up
+                fk = [(pp, pc) for cc, pp, pc in p.infos[t].foreign_keys if cc == c]
+                if not fk:
+                    return None
+                parent_table = fk[0][0]
+                prow = rotate(p.rows(parent_table), seed + len(args))[0] if p.rows(parent_table) else None
+                if prow is None:
+                    return None
+                pdesc = p.describe(parent_table, prow)
+                sub = p.reach(parent_table, prow, (parent_table, fk[0][1] or p.infos[parent_table].key[0]))
+                if sub is None or pdesc is None:
+                    return None
+                s_calls, s_src, s_stated, s_field = sub
+                base = len(calls)
+                calls += s_calls
+                sources += [{k: _shift(v, base) for k, v in s.items()} for s in s_src]
+                stated += [v for v in s_stated if v not in stated]
+                args[prm.name] = prow[fk[0][1] or p.infos[parent_table].key[0]]
+                src[prm.name] = f"${len(calls)}.{s_field}"
+                facts.append(f"{c.replace('_', ' ')}: the {parent_table} row with {fact_text(pdesc)}")
+                refs.append((c, parent_table, p.named(parent_table, prow, pdesc, s_stated)))
+                continue
+            current = (row or template or {}).get(c)
+            if not use.direct:  # the parameter only feeds an expression (``date(:now, '+' || :days || ' days')``)
+                value = plain_value(prm)
+                if value is None:
+                    if prm.required:
+                        return None
+                    continue
+                args[prm.name] = value
+                src[prm.name] = "stated"
+                stated.append(value)
+                facts.append(f"{prm.name.replace('_', ' ')} {value!r}")
+                values.append((prm.name, value))
+                continue
+            if creating:
+                value = current if current is not None and c not in uniq and not (
+                    p.keys.get(t) and c in p.keys[t].columns) else new_value(p, t, c, current, prm, True)
+                if value is None and current is not None:
+                    value = current
+            else:
+                value = new_value(p, t, c, current, prm, c in uniq)
+            if value is None:
+                if prm.required:
+                    return None
+                continue
+            args[prm.name] = value
+            src[prm.name] = "stated"
+            stated.append(value)
+            facts.append(f"{c.replace('_', ' ')} {value!r}")
+            values.append((c, value))
+        elif prm.required:
+            return None
+    ok, _ = _valid(tool, args)
+    if not ok or any(q.required and q.name not in args for q in tool.params):
+        return None
+    return WriteArgs(calls, sources, stated, args, src, facts, values, refs)
+
+
+def _subject(p: Planner, shape: Any, tool: Any) -> str | None:
+    """The table whose row a write names through its filter parameter (a foreign key names the parent)."""
+    for prm in tool.params:
+        col = shape.column_of(prm.name, "filter")
+        if col is None:
+            continue
+        t, c = col
+        for cc, pp, _pc in p.infos[t].foreign_keys:
+            if cc == c:
+                return pp
+        return t
+    return None
+
+
+def writes(p: Planner, seed: int) -> Iterator[Chain]:
+    """Single writes (``create``, ``update``, ``delete``) of each write tool on rows chosen by ``seed``. Found once
+    per planner and seed (``Planner.memo``): the rule shapes ask for the same seeds again."""
+    key = ("writes", seed)
+    if key not in p.memo:
+        p.memo[key] = list(_writes(p, seed))
+    yield from p.memo[key]
+
+
+def _writes(p: Planner, seed: int) -> Iterator[Chain]:
+    for name in sorted(p.shapes):
+        shape = p.shapes[name]
+        tool = p.env.tool(name)
+        if shape.kind != "write" or shape.target is None:
+            continue
+        table = shape.target
+        if shape.op == "create":
+            got = _write_args(p, tool, shape, table, None, True, seed)
+            if got is None:
+                continue
+            calls, sources, stated, args, src, facts = got[:6]
+            yield Chain("create", calls + [ToolCall(tool=name, arguments=args)],
+                        [f"Create a new {table} row: " + "; ".join(facts) + "."],
+                        must_state=stated, sources=sources + [src], hidden=[],
+                        goals=[Goal("create", table, values=tuple(got.values), refs=tuple(got.refs))])
+            continue
+        subject = _subject(p, shape, tool)
+        if subject is None or subject not in p.infos:
+            continue
+        for row in rotate(p.rows(subject), seed)[:6]:
+            desc = p.describe(subject, row)
+            if desc is None:
+                continue
+            got = _write_args(p, tool, shape, subject, row, False, seed)
+            if got is None:
+                continue
+            calls, sources, stated, args, src, facts = got[:6]
+            new = [v for _, v in got.values]
+            named = p.named(subject, row, desc, [v for v in stated if v not in new])
+            for _, v in desc:
+                if v not in stated:
+                    stated.append(v)
+            change = "; ".join(facts)
+            what = f"{tool.description.rstrip('.')}, for the {subject} row with {fact_text(desc)}"
+            goal = Goal(shape.op, table, named, owner=subject if subject != table else "", values=tuple(got.values),
+                        refs=tuple(got.refs), key=p.row_key(table, row) if subject == table else ())
+            yield Chain(shape.op, calls + [ToolCall(tool=name, arguments=args)],
+                        [what + (f": {change}." if change else ".")],
+                        must_state=stated, sources=sources + [src], hidden=[], goals=[goal])
+
+
+def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
+    """Create a row, then a row that refers to it through the id the first call returned."""
+    for pname in sorted(p.shapes):
+        ps = p.shapes[pname]
+        if ps.op != "create" or ps.target is None:
+            continue
+        id_field = next((f for f, c in ps.outputs.items() if c == (ps.target, p.infos[ps.target].key[0])), None)
+        if id_field is None:
+            continue
+        first = _write_args(p, p.env.tool(pname), ps, ps.target, None, True, seed)
+        if first is None or first[0]:
+            continue
+        _, _, stated1, args1, src1, facts1 = first[:6]
+        new_id = p.conn.execute(f"SELECT COALESCE(MAX(rowid), 0) + 1 FROM {qi(ps.target)}").fetchone()[0]
+        for cname in sorted(p.shapes):
+            cs = p.shapes[cname]
+            if cs.op != "create" or cs.target is None or cname == pname:
+                continue
+            link = [prm for prm in p.env.tool(cname).params
+                    if any(u.role == "value" and u.column is not None and
+                           any(cc == u.column[1] and pp == ps.target for cc, pp, _ in p.infos[cs.target].foreign_keys)
+                           for u in cs.uses.get(prm.name, []))]
+            if not link:
+                continue
+            child = _write_args(p, p.env.tool(cname), cs, cs.target, None, True, seed + 1,
+                                preset={link[0].name: (new_id, f"$1.{id_field}")})
+            if child is None:
+                continue
+            calls2, sources2, stated2, args2, src2, facts2 = child[:6]
+            # the lookups the child needs come after the first create: shift their references by one call
+            calls_mid = calls2
+            sources_mid = [{k: _shift(v, 1) for k, v in s_.items()} for s_ in sources2]
+            src2 = {k: (v if k == link[0].name else _shift(v, 1)) for k, v in src2.items()}
+            yield Chain("parent_child",
+                        [ToolCall(tool=pname, arguments=args1)] + calls_mid + [ToolCall(tool=cname, arguments=args2)],
+                        [f"Create a new {ps.target} row: " + "; ".join(facts1) + ",",
+                         f"then a new {cs.target} row that belongs to it: " + "; ".join(facts2) + "."],
+                        must_state=stated1 + [v for v in stated2 if v not in stated1], hidden=[new_id],
+                        sources=[src1] + sources_mid + [src2],
+                        goals=[Goal("create", ps.target, values=tuple(first.values), refs=tuple(first.refs)),
+                               Goal("child", cs.target, values=tuple(child.values), refs=tuple(child.refs))])
+            break
+
+
+def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
+    """List rows reached by a lookup, choose the one with the highest/lowest value of a column, write on it (the
+    rows of a paged lister read page by page: the choice is among all of them). The column is a quantity or a date
+    (:func:`~pipeline.stages.tasks.planner.aggregates.summable`: not a key, a reference or a column named as an id)."""
+    for agg in aggregates(p, seed):
+        if agg.goals[0].kind != "count" or agg.goals[0].where:
+            continue  # a total reads the same rows as its count; a filtered count has no words for a choice
+        lister = agg.calls[-1]
+        before = len(agg.calls) - 1
+        shape = p.shapes[lister.tool]
+        listing = read_all(p, lister.tool, dict(lister.arguments), agg.sources[-1])
+        result = listing.rows if listing is not None else []
+        listed = shape.target
+        if listing is None or listed is None or not p.infos[listed].int_pk:
+            continue
+        pk = p.infos[listed].key[0]
+        pk_field = shape.output_for((listed, pk))
+        if pk_field is None:
+            continue
+        # a quantity or a date of the listed rows, never a key or a reference ("the highest court id" chooses nothing)
+        order_cols = [k for k, c in shape.outputs.items() if c is not None and c[0] == listed and summable(p, c, k)
+                      and all(r.get(k) is not None for r in result)]
+        for k in order_cols:
+            vals = [r[k] for r in result]
+            if len(set(map(str, vals))) != len(vals) or not all(isinstance(v, int | float) or
+                                                                  (isinstance(v, str) and _DATE.match(v)) for v in vals):
+                continue
+            high = seed % 2 == 0
+            chosen = max(result, key=lambda r: r[k]) if high else min(result, key=lambda r: r[k])
+            shown_by = before + listing.at[result.index(chosen)] + 1  # the call whose result shows the chosen row
+            row = next((r for r in p.rows(listed, 500) if r[pk] == chosen[pk_field]), None)
+            if row is None:
+                continue
+            for wname in sorted(p.shapes):
+                ws = p.shapes[wname]
+                if ws.kind != "write" or ws.op == "create" or _subject(p, ws, p.env.tool(wname)) != listed:
+                    continue
+                wtool = p.env.tool(wname)
+                id_param = next((q.name for q in wtool.params if ws.column_of(q.name, "filter") == (listed, pk)), None)
+                if id_param is None:
+                    continue
+                got = _write_args(p, wtool, ws, listed, row, False, seed,
+                                  preset={id_param: (row[pk], f"${shown_by}.{pk_field}")})
+                if got is None or got[0]:
+                    continue
+                _calls, _src, stated_w, args, src, facts = got[:6]
+                which = "highest" if high else "lowest"
+                dated = all(isinstance(v, str) for v in vals)
+                change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
+                yield Chain("decide_write", agg.calls[:before] + listing.calls + [ToolCall(tool=wname, arguments=args)],
+                            [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are", " rows"),
+                             f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],
+                            must_state=agg.must_state + [v for v in stated_w if v not in agg.must_state],
+                            hidden=[row[pk]], sources=agg.sources[:before] + listing.sources + [src],
+                            goals=[Goal("decide_" + ws.op, listed, agg.goals[0].named, owner=agg.goals[0].table, asked=k,
+                                        values=tuple(got.values), refs=tuple(got.refs), items=agg.goals[0].items,
+                                        which=("latest" if high else "earliest") if dated else which,
+                                        key=p.row_key(listed, row))])
+                break
+            break
+
+
+def compounds(p: Planner, seed: int) -> Iterator[Chain]:
+    """Two independent goals in one request (width): two writes on different rows with different tools,
+    each reached through its own lookups; the second half's references shift past the first half's calls."""
+    singles = [c for c in writes(p, seed) if c.shape in ("update", "delete", "create") and c.steps >= 2]
+    for i, a in enumerate(singles):
+        for b in singles[i + 1:]:
+            if a.calls[-1].tool == b.calls[-1].tool:
+                continue
+            n = len(a.calls)
+            yield Chain("compound", a.calls + b.calls, a.facts + ["In the same message, also: " + b.facts[0]],
+                        must_state=a.must_state + [v for v in b.must_state if v not in a.must_state],
+                        hidden=a.hidden + b.hidden,
+                        sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources],
+                        goals=a.goals + b.goals)
+            break
+
+
+SHAPES = {"lookup": lookups, "aggregate": aggregates, "write": writes, "parent_child": parent_child,
+          "decide_write": decide_writes, "compound": compounds}
