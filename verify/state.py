@@ -126,6 +126,18 @@ def singular_forms(table: str) -> set[str]:
     return out
 
 
+def singular(word: str) -> str:
+    """An English plural's singular by its ending ("batches" -> "batch", "categories" -> "category"): how code
+    names one row of a table (``pipeline.stages.wording``, the planner's intents)."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
 def id_table(infos: dict[str, TableInfo], param: str) -> str | None:
     """The table an ``<entity>_id`` parameter points at (``member_id`` -> ``members``), if any."""
     if not param.lower().endswith("_id"):
