@@ -144,10 +144,6 @@ def _label(col: str) -> str:
     return col.split(".")[-1].replace("_", " ")
 
 
-def fact_text(facts: list[tuple[str, Any]]) -> str:
-    return ", ".join(f"{_label(k)} {v!r}" for k, v in facts)
-
-
 def thing(table: str) -> str:
     """One row of ``table`` in words: the table's name with spaces, its last word singular ("overdue_fines" ->
     "overdue fine"). The planner's intents say this, never the table's name, "row" or "table"."""
