@@ -17,8 +17,9 @@ from pipeline.ir import Environment, Param, Returns, Scenario, SeedRows, Step, T
 from pipeline.stages.planner import plan_chains
 from pipeline.stages.planner.chains import row_words
 from pipeline.stages.planner.keys import surrogates
-from pipeline.stages.tasks import lint_request, schema_identifier
+from pipeline.stages.tasks import _template_chunks, lint_request, schema_identifier
 from pipeline.stages.wording import request_from_plan
+from verify import reward
 from verify.derive import derive_verifier
 from verify.replay import fresh
 
@@ -159,3 +160,16 @@ def test_the_lint_refuses_the_schemas_own_names_in_any_language(planned) -> None
     # a value the request must state may hold one: it is the user's value, not the schema's name
     assert schema_identifier(env, "Write to due_date_team@example.org, please.", ["due_date_team@example.org"]) is None
     assert schema_identifier(env, "Quelle est la date de retour ?") is None
+
+
+def test_a_phrase_code_itself_says_is_no_copy_of_the_plan(planned) -> None:
+    """The intent and code's request name a row alike ("for the loan of the book ..."): that phrase is a person's
+    words, not the plan's; a phrase only the plan says ("ask for the due date of ...") is still a copy."""
+    env = lending_env()
+    descriptions = [t.description for t in env.tools]
+    c, _, text = next((c, i, t) for c, i, t in planned if c.shape == "update" and t)
+    assert text is not None
+    assert [k for k in _template_chunks(c.facts, descriptions) if k in reward.normalize_text(text)], text
+    assert lint_request(env, c, text, plain=True) is None
+    c, intent, _ = next((c, i, t) for c, i, t in planned if c.shape == "lookup" and "loan of the book" in i)
+    assert "the plan's wording" in (lint_request(env, c, intent, plain=True) or ""), intent
