@@ -17,6 +17,7 @@ from pipeline.stages.tasks.bank import (
     generate_tasks,
     lint_request,
 )
+from pipeline.stages.tasks.code_wording import request_from_plan
 from pipeline.stages.tasks.planner import make_planner, plan_chains
 from tests.fixtures.library import library_env
 from verify.proofs import prove
@@ -175,9 +176,11 @@ def test_lint_refuses_tool_names_schema_identifiers_and_copied_plan_wording() ->
     assert lint_request(env, chain, f"Please sort this out for me: {values}.") is None
     assert "the plan's wording" in lint_request(env, chain, chain.facts[0])
     # the connecting words of a fact, without its values and the tools' own descriptions, runs of 4+ words
-    assert _template_chunks(["Among the loans rows, for the members row with name 'Ann', take the one with the "
-                             "highest due date, and for it: Renew a loan: days 7."], ["Renew a loan."]) == [
-        "among the loans rows", "for the members row with name", "take the one with the highest due date"]
+    assert _template_chunks(["Among the loans the member 'Ann' has.", "take the one with the highest due date, "
+                             "and for it: Renew a loan: days 7."], ["Renew a loan."]) == [
+        "among the loans the member", "take the one with the highest due date"]
+    said = request_from_plan(chain)  # code's own request is no copy of the plan
+    assert said is not None and lint_request(env, chain, said) is None
     assert "speaks of loans rows" in lint_request(env, chain, f"Please add a loans row: {values}.")
     tool = chain.calls[-1].tool
     assert "_" in tool and f"names the tool {tool}" in lint_request(env, chain, f"Use {tool} with {values}.")

@@ -119,6 +119,55 @@ def _schema_words(ddls: tuple[str, ...]) -> frozenset[str]:
         conn.close()
 
 
+@functools.lru_cache(maxsize=64)
+def _identifiers(ddls: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(``table`` or ``column``, name) of the schema's names a person would not write: each table and column whose
+    name has an underscore, and each id column (an integer primary key, a foreign key) whatever its name; longest
+    first."""
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        for ddl in ddls:
+            try:
+                conn.execute(ddl)
+            except sqlite3.Error:
+                continue
+        out: dict[str, str] = {}
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            if "_" in name:
+                out.setdefault(name.casefold(), "table")
+            cols = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
+            pk = [r for r in cols if r[5]]
+            ids = {r[3] for r in conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall()}
+            if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER":
+                ids.add(pk[0][1])
+            for r in cols:
+                if "_" in r[1] or r[1] in ids:
+                    out.setdefault(r[1].casefold(), "column")
+        return tuple(sorted(((k, n) for n, k in out.items()), key=lambda x: (-len(x[1]), x[1])))
+    finally:
+        conn.close()
+
+
+def schema_identifier(env: Environment, text: str, values: Sequence[Any] = ()) -> tuple[str, str] | None:
+    """(``table`` or ``column``, name) of the first schema name :func:`_identifiers` lists that ``text`` writes as the
+    schema does (a whole word, any case; the ``values`` it states taken out first: an address may hold one), else
+    None. Language-neutral: it reads the schema, not words of a language."""
+    rest = text
+    for v in sorted({str(v) for v in values if isinstance(v, str) and v}, key=len, reverse=True):
+        rest = rest.replace(v, " ")
+    for kind, name in _identifiers(tuple(t.ddl for t in env.tables)):
+        if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", rest, re.IGNORECASE):
+            return kind, name
+    return None
+
+
+def _code_words(chain: Chain) -> str:
+    """The request code writes for ``chain`` (English, normalized; empty when it has none)."""
+    return reward.normalize_text(request_from_plan(chain) or "")
+
+
 def database_word(env: Environment, norm: str, language: str = "en") -> str | None:
     """The first of :func:`database_words` that the normalized request ``norm`` uses as a whole word, else None."""
     words = set(re.findall(r"\w+", norm))
@@ -152,6 +201,9 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
     for table in env.tables:
         if "_" in table.name and table.name.lower() in text.lower():
             return f"{it} names the table {table.name}; say it as the user would"
+    if ident := schema_identifier(env, text, chain.must_state):  # the schema's own names: "due_date", "loan_id"
+        kind, name = ident
+        return f"{it} names the {kind} {name} as the schema writes it; say it the way this user would"
     for table in env.tables:  # the planner's facts say "<table> row(s)"; users do not (nor "<singular> row")
         spaced = table.name.replace("_", " ")
         forms = [table.name] + ([spaced, " ".join(spaced.split()[:-1] + [singular(spaced.split()[-1])])]
@@ -163,7 +215,7 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
         return (f"{it} speaks of a {said_db!r}, the database's word; write it the way this user would say it, of "
                 "the things themselves")
     for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
-        if chunk in norm:
+        if chunk in norm and chunk not in _code_words(chain):  # words code itself says are a person's words
             return (f"{it} copies the plan's wording ({chunk!r}); write the message the way this user "
                     "would say it, in their own words")
     missing = [v for v in chain.must_state if not said(text, v)]

@@ -24,7 +24,7 @@ from pipeline.prompts import render_section, sections
 from pipeline.runtime import reward
 from pipeline.runtime.state import Change
 from pipeline.runtime.values import _ISO_VALUE, dates, numbers, stated, without  # noqa: F401 (re-exported)
-from pipeline.stages.tasks.planner.chains import Chain, Goal, Named
+from pipeline.stages.tasks.planner.chains import Chain, Goal, Named, by_name, row_parts
 
 PROMPT = "wording"
 
@@ -111,9 +111,23 @@ class _Words:
         return self.join([self("pair", label=self.label(ref, table), value=self.value(v)) for ref, v in named])
 
     def what(self, table: str, named: Named, owner: str = "") -> str:
+        """The row of ``table`` that ``named`` names (``owner``: a row of ``owner`` named so, and ``table``'s row
+        of it) as a person names it: by a name ("the book 'Emma'"), by its parents ("the loan of the book 'Emma'
+        and the member 'Bob Stone'"), by its own columns in words; a language without the sections for names and
+        parents says every column ("the loan with book title 'Emma' and member name 'Bob Stone'")."""
         if owner:
-            return self("what_of", thing=self.thing(table), owner=self.thing(owner), named=self.named(named, owner))
-        return self("what", thing=self.thing(table), named=self.named(named, table))
+            return self("what_of", thing=self.thing(table), owner=self.what(owner, named))
+        own, parents = row_parts(table, named)
+        if not parents and by_name(own) and self.has("what_name"):
+            return self("what_name", thing=self.thing(table), value=self.value(own[0][1]))
+        if not parents or not self.has("what_parents"):
+            return self("what", thing=self.thing(table), named=self.named(named, table))
+        rows = self.join([self("what_name", thing=self.thing(t), value=self.value(pairs[0][1]))
+                          if by_name(pairs) and self.has("what_name") else self("what", thing=self.thing(t), named=self.named(tuple(pairs), t))
+                          for t, pairs in parents])
+        if own:
+            return self("what_parents_with", thing=self.thing(table), parents=rows, named=self.named(tuple(own), table))
+        return self("what_parents", thing=self.thing(table), parents=rows)
 
 
 def _changes(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[tuple[str, str]],
@@ -121,7 +135,7 @@ def _changes(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[
     """What a write sets, in words: its new values and the rows they point at, or (a write that takes no new
     value) the columns its replay changed on its row, else on the rows of tables no other goal updates."""
     out = [w("change", label=w.label(c, goal.table), value=w.value(v)) for c, v in goal.values]
-    out += [w("change", label=w.label(c, goal.table), value=w.what(t, named)) for c, t, named in goal.refs]
+    out += [w("change", label=w.thing(t), value=w.what(t, named)) for _c, t, named in goal.refs]  # not "book id"
     if out or goal.kind.endswith("delete"):
         return out
     mine = [c for c in changes if c.op == "update" and c.table == goal.table and goal.key and tuple(c.key) == goal.key]

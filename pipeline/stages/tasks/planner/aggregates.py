@@ -23,7 +23,7 @@ from pipeline.dbmodel.keynames import id_named
 from pipeline.ir import ToolCall
 from pipeline.runtime import reward
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _valid, fact_text
+from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _valid, row_words, said
 from pipeline.stages.tasks.planner.values import rotate
 
 MAX_PAGES = 3
@@ -184,19 +184,19 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                 # its own description's words: a tool listing only open loans counts fewer than all loans)
                 kind = "" if counted == t and n == p.conn.execute(
                     f"SELECT count(*) FROM {qi(t)} WHERE {qi(c)} = ?", (arow[akey],)).fetchone()[0] \
-                    else f" there are of this kind: {_gist(tool)}"
+                    else f", of the kind this lists: {_gist(tool)}"
+                whose = row_words(anchor_table, desc)
+                many = counted.replace("_", " ")
                 named = p.named(anchor_table, arow, desc, stated)
                 items = counted if not kind or _lists_all(p, counted, anchor_table, arow[akey], n) else ""
-                yield Chain("aggregate", full, [f"Ask how many {counted} rows{kind or ' there are'}, for the "
-                                                f"{anchor_table} row with {fact_text(desc)}."],
+                yield Chain("aggregate", full, [f"Ask how many {many} {whose} has{kind}."],
                             must_state=stated_all, hidden=[n],
                             answer={"type": "number", "value": n, "stated": [str(v) for v in stated_all]},
                             sources=srcs, goals=[Goal("count", anchor_table, named, asked="*", items=items)])
                 for pname, (wt, wc), v, m in where_counts(p, tool, shape, args, n, seed, stated_all):
                     must = stated_all + [v]
                     yield Chain("aggregate", calls + [ToolCall(tool=name, arguments={**args, pname: v})],
-                                [f"Ask how many {counted} rows with {wc.replace('_', ' ')} {v!r}"
-                                 f"{kind or ' there are'}, for the {anchor_table} row with {fact_text(desc)}."],
+                                [f"Ask how many {many} with {wc.replace('_', ' ')} {said(v)} {whose} has{kind}."],
                                 must_state=must, hidden=[m],
                                 answer={"type": "number", "value": m, "stated": [str(x) for x in must]},
                                 sources=sources + [{**src, pname: "stated"}],
@@ -212,8 +212,7 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                     total = sum(r[k] for r in result)
                     total = round(total, 6) if isinstance(total, float) else total
                     yield Chain("aggregate", calls + listing.calls,
-                                [f"Ask for the total {k.replace('_', ' ')} over the {counted} "
-                                 f"rows{kind}, for the {anchor_table} row with {fact_text(desc)}."],
+                                [f"Ask for the total {k.replace('_', ' ')} of the {many} {whose} has{kind}."],
                                 must_state=stated_all, hidden=[total],
                                 answer={"type": "number", "value": total, "stated": [str(v) for v in stated_all]},
                                 sources=sources + listing.sources,
@@ -233,7 +232,7 @@ def _table_counts(p: Planner, tool: Any, shape: ToolShape, seed: int) -> Iterato
         if wt != counted:
             continue
         yield Chain("aggregate", [ToolCall(tool=tool.name, arguments={pname: v})],
-                    [f"Ask how many {counted} rows with {wc.replace('_', ' ')} {v!r} there are."],
+                    [f"Ask how many {counted.replace('_', ' ')} have {wc.replace('_', ' ')} {said(v)}."],
                     must_state=[v], hidden=[m], answer={"type": "number", "value": m, "stated": [str(v)]},
                     sources=[{pname: "stated"}],
                     goals=[Goal("count", counted, asked="*", items=counted, where=((f"{wt}.{wc}", v),))])

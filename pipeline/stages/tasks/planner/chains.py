@@ -28,10 +28,12 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.dbmodel.analysis import Col, ToolShape
+from pipeline.dbmodel.keynames import singular
 from pipeline.dbmodel.keys import NaturalKey, describe, surrogate_columns
 from pipeline.ir import Environment, ToolCall
 from pipeline.runtime import engine
@@ -143,8 +145,62 @@ def _label(col: str) -> str:
     return col.split(".")[-1].replace("_", " ")
 
 
-def fact_text(facts: list[tuple[str, Any]]) -> str:
-    return ", ".join(f"{_label(k)} {v!r}" for k, v in facts)
+def thing(table: str) -> str:
+    """One row of ``table`` in words: the table's name with spaces, its last word singular ("overdue_fines" ->
+    "overdue fine"). The planner's intents say this, never the table's name, "row" or "table"."""
+    words = table.replace("_", " ").split()
+    return " ".join(words[:-1] + [singular(words[-1])]) if words else table
+
+
+def said(value: Any) -> str:
+    """A value as a person writes it in a sentence: text in quotes, a date or a number as it is."""
+    if isinstance(value, str) and not _DATE.match(value):
+        return repr(value)
+    return str(value)
+
+
+def by_name(pairs: Sequence[tuple[str, Any]]) -> bool:
+    """Whether one text value names a row by itself ("the book 'Emma'"), not a date or a number."""
+    return len(pairs) == 1 and isinstance(pairs[0][1], str) and not _DATE.match(pairs[0][1])
+
+
+def row_parts(table: str, facts: Sequence[tuple[str, Any]]
+              ) -> tuple[list[tuple[str, Any]], list[tuple[str, list[tuple[str, Any]]]]]:
+    """``facts`` (``("table.column", value)``, :func:`describe`'s) split into the row's own and, in order, each
+    parent row's (a table's facts that follow one another name one row)."""
+    own: list[tuple[str, Any]] = []
+    parents: list[tuple[str, list[tuple[str, Any]]]] = []
+    for ref, v in facts:
+        t = ref.rpartition(".")[0]
+        if not t or t == table:
+            own.append((ref, v))
+        elif parents and parents[-1][0] == t:
+            parents[-1][1].append((ref, v))
+        else:
+            parents.append((t, [(ref, v)]))
+    return own, parents
+
+
+def row_words(table: str, facts: Sequence[tuple[str, Any]]) -> str:
+    """How a person names the row of ``table`` that ``facts`` name: by a name ("the book 'Emma'"), by its parents
+    ("the loan of the book 'Emma' and the member 'Bob Stone'") and by its own columns in words ("the payment with
+    amount 12.5"); no id, no table or column name. In English: what the planner's intents say (the request written
+    by code says it with ``prompts/wording.md``'s sections, :meth:`pipeline.stages.tasks.code_wording._Words.what`)."""
+    own, parents = row_parts(table, facts)
+    if not parents and by_name(own):
+        return f"the {thing(table)} {said(own[0][1])}"
+    text = f"the {thing(table)}"
+    if parents:
+        text += " of " + " and ".join(_row_of(t, pairs) for t, pairs in parents)
+    if own:
+        text += (", with " if parents else " with ") + " and ".join(f"{_label(c)} {said(v)}" for c, v in own)
+    return text
+
+
+def _row_of(table: str, pairs: list[tuple[str, Any]]) -> str:
+    if by_name(pairs):
+        return f"the {thing(table)} {said(pairs[0][1])}"
+    return f"the {thing(table)} with " + " and ".join(f"{_label(c)} {said(v)}" for c, v in pairs)
 
 
 def answer_type(info: TableInfo, col: str, value: Any, enum: list[Any] | None) -> str:

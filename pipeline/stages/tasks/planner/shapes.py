@@ -17,7 +17,9 @@ from pipeline.stages.tasks.planner.chains import (
     _shift,
     _valid,
     answer_type,
-    fact_text,
+    row_words,
+    said,
+    thing,
 )
 from pipeline.stages.tasks.planner.values import enum_of, new_value, plain_value, rotate, unique_cols
 
@@ -57,8 +59,7 @@ def lookups(p: Planner, seed: int) -> Iterator[Chain]:
                 answer = {"type": kind, "value": value, "stated": [str(v) for v in stated_all]}
                 if kind in ("text", "enum"):
                     answer["others"] = _others(p, table, col, value, stated_all)
-                yield Chain("lookup", calls, [f"Ask for the {col.replace('_', ' ')} of the {table} row with "
-                                              f"{fact_text(desc)}."],
+                yield Chain("lookup", calls, [f"Ask for the {col.replace('_', ' ')} of {row_words(table, desc)}."],
                             must_state=stated_all, hidden=[value], answer=answer, sources=sources,
                             goals=[Goal("lookup", table, p.named(table, row, desc, stated), asked=col)])
                 break
@@ -152,7 +153,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 stated += [v for v in s_stated if v not in stated]
                 args[prm.name] = prow[fk[0][1] or p.infos[parent_table].key[0]]
                 src[prm.name] = f"${len(calls)}.{s_field}"
-                facts.append(f"{c.replace('_', ' ')}: the {parent_table} row with {fact_text(pdesc)}")
+                facts.append(f"for {row_words(parent_table, pdesc)}")  # no id column's name: the row it names
                 refs.append((c, parent_table, p.named(parent_table, prow, pdesc, s_stated)))
                 continue
             current = (row or template or {}).get(c)
@@ -165,7 +166,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 args[prm.name] = value
                 src[prm.name] = "stated"
                 stated.append(value)
-                facts.append(f"{prm.name.replace('_', ' ')} {value!r}")
+                facts.append(f"{prm.name.replace('_', ' ')} {said(value)}")
                 values.append((prm.name, value))
                 continue
             if creating:
@@ -182,7 +183,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
             args[prm.name] = value
             src[prm.name] = "stated"
             stated.append(value)
-            facts.append(f"{c.replace('_', ' ')} {value!r}")
+            facts.append(f"{c.replace('_', ' ')} {said(value)}")
             values.append((c, value))
         elif prm.required:
             return None
@@ -228,7 +229,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
                 continue
             calls, sources, stated, args, src, facts = got[:6]
             yield Chain("create", calls + [ToolCall(tool=name, arguments=args)],
-                        [f"Create a new {table} row: " + "; ".join(facts) + "."],
+                        [f"Create a new {thing(table)}: " + "; ".join(facts) + "."],
                         must_state=stated, sources=sources + [src], hidden=[],
                         goals=[Goal("create", table, values=tuple(got.values), refs=tuple(got.refs))])
             continue
@@ -249,7 +250,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
                 if v not in stated:
                     stated.append(v)
             change = "; ".join(facts)
-            what = f"{tool.description.rstrip('.')}, for the {subject} row with {fact_text(desc)}"
+            what = f"{tool.description.rstrip('.')}, for {row_words(subject, desc)}"
             goal = Goal(shape.op, table, named, owner=subject if subject != table else "", values=tuple(got.values),
                         refs=tuple(got.refs), key=p.row_key(table, row) if subject == table else ())
             yield Chain(shape.op, calls + [ToolCall(tool=name, arguments=args)],
@@ -292,8 +293,8 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
             src2 = {k: (v if k == link[0].name else _shift(v, 1)) for k, v in src2.items()}
             yield Chain("parent_child",
                         [ToolCall(tool=pname, arguments=args1)] + calls_mid + [ToolCall(tool=cname, arguments=args2)],
-                        [f"Create a new {ps.target} row: " + "; ".join(facts1) + ",",
-                         f"then a new {cs.target} row that belongs to it: " + "; ".join(facts2) + "."],
+                        [f"Create a new {thing(ps.target)}: " + "; ".join(facts1) + ",",
+                         f"then a new {thing(cs.target)} that belongs to it: " + "; ".join(facts2) + "."],
                         must_state=stated1 + [v for v in stated2 if v not in stated1], hidden=[new_id],
                         sources=[src1] + sources_mid + [src2],
                         goals=[Goal("create", ps.target, values=tuple(first.values), refs=tuple(first.refs)),
@@ -351,7 +352,7 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                 dated = all(isinstance(v, str) for v in vals)
                 change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
                 yield Chain("decide_write", agg.calls[:before] + listing.calls + [ToolCall(tool=wname, arguments=args)],
-                            [agg.facts[0].replace("Ask how many ", "Among the ").replace(" rows there are", " rows"),
+                            [agg.facts[0].replace("Ask how many ", "Among the "),
                              f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],
                             must_state=agg.must_state + [v for v in stated_w if v not in agg.must_state],
                             hidden=[row[pk]], sources=agg.sources[:before] + listing.sources + [src],
