@@ -174,8 +174,9 @@ def database_word(env: Environment, norm: str, language: str = "en") -> str | No
 
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated (or a run of
-    :data:`~pipeline.stages.wording.COPIED_WORDS` of its words), a value the chain needs left out, a surrogate id or
-    the answer given away. Language-independent: values, not word lists.
+    :data:`~pipeline.stages.wording.COPIED_WORDS` of its words), a schema name as the schema writes it
+    (:func:`schema_identifier`: ``due_date``, ``overdue_fines``, ``id``), a value the chain needs left out, a
+    surrogate id or the answer given away. Language-independent: values and the schema, not word lists.
 
     ``plain`` (``[stages.tasks] template_fallback``): values are read as :func:`pipeline.stages.wording.stated`
     reads them (equivalent written forms), text speaking about the request itself is refused, and the problems
