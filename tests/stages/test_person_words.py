@@ -173,3 +173,15 @@ def test_a_phrase_code_itself_says_is_no_copy_of_the_plan(planned) -> None:
     assert lint_request(env, c, text, plain=True) is None
     c, intent, _ = next((c, i, t) for c, i, t in planned if c.shape == "lookup" and "loan of the book" in i)
     assert "the plan's wording" in (lint_request(env, c, intent, plain=True) or ""), intent
+
+
+def test_a_reference_named_for_what_it_points_at_is_a_persons_word() -> None:
+    """``author INTEGER REFERENCES authors``: "the author" is how a person says it; ``id`` and ``author_ref`` are
+    the schema's."""
+    env = Environment(scenario=Scenario(name="Shelf", description="Books and their authors."), tables=[
+        Table(name="authors", ddl="CREATE TABLE authors (id INTEGER PRIMARY KEY, name TEXT NOT NULL) STRICT"),
+        Table(name="books", ddl="CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT NOT NULL, author INTEGER "
+                                "NOT NULL REFERENCES authors(id), author_ref INTEGER REFERENCES authors(id)) STRICT")])
+    assert schema_identifier(env, "Who is the author of 'Emma'?") is None
+    assert schema_identifier(env, "What is the ID of the author of 'Emma'?") == ("column", "id")
+    assert schema_identifier(env, "Set author_ref of 'Emma'.") == ("column", "author_ref")

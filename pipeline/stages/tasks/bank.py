@@ -122,8 +122,8 @@ def _schema_words(ddls: tuple[str, ...]) -> frozenset[str]:
 @functools.lru_cache(maxsize=64)
 def _identifiers(ddls: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(``table`` or ``column``, name) of the schema's names a person would not write: each table and column whose
-    name has an underscore, and each id column (an integer primary key, a foreign key) whatever its name; longest
-    first."""
+    name has an underscore (``loan_id``, ``due_date``) and an integer primary key whatever its name (``id``); longest
+    first. A foreign key without an underscore is named for what it points at (``author``): a person says that."""
     import sqlite3
 
     conn = sqlite3.connect(":memory:")
@@ -139,9 +139,7 @@ def _identifiers(ddls: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
                 out.setdefault(name.casefold(), "table")
             cols = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
             pk = [r for r in cols if r[5]]
-            ids = {r[3] for r in conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall()}
-            if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER":
-                ids.add(pk[0][1])
+            ids = {pk[0][1]} if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else set()
             for r in cols:
                 if "_" in r[1] or r[1] in ids:
                     out.setdefault(r[1].casefold(), "column")
@@ -176,8 +174,9 @@ def database_word(env: Environment, norm: str, language: str = "en") -> str | No
 
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated (or a run of
-    :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` of its words), a value the chain needs left out, a surrogate id or
-    the answer given away. Language-independent: values, not word lists.
+    :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` of its words), a schema name as the schema writes it
+    (:func:`schema_identifier`: ``due_date``, ``overdue_fines``, ``id``), a value the chain needs left out, a
+    surrogate id or the answer given away. Language-independent: values and the schema, not word lists.
 
     ``plain`` (``[stages.tasks] template_fallback``): values are read as :func:`pipeline.stages.tasks.code_wording.stated`
     reads them (equivalent written forms), text speaking about the request itself is refused, and the problems
