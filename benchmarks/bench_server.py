@@ -50,18 +50,6 @@ async def call(name: str, request: Request):
     return {"ok": True, "result": await request.json()}
 
 
-def problems_of(runs: dict[str, list[dict]]) -> list[str]:
-    """Why the runs failed: calls answered other than HTTP 200, or a run in which none was answered."""
-    out = []
-    for kind, v in runs.items():
-        for i, x in enumerate(v, start=1):
-            if x["errors"]:
-                out.append(f"{kind} run {i}: {x['errors']} call(s) answered other than HTTP 200")
-            if not x["ok"]:
-                out.append(f"{kind} run {i}: no call answered")
-    return out
-
-
 if __name__ == "__main__":
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
