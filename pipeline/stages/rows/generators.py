@@ -484,9 +484,11 @@ VOCAB_ASK = 12
 VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 12
 VOCAB_WANT = 24
 VOCAB_SHOWN = 8
-"""Values shown per continuation call after the first: the examples' first two and the newest kept. Shown the
-whole list so far, the embedded model copies it back (2026-11-28: a third call on the books' titles returned the
-11 values it was shown and no new one)."""
+"""Values shown per continuation call after the first: the examples' first two and a spread of the values kept so
+far (:func:`pipeline.meaning.vocab.spread`, moved along each call). Shown the whole list so far, the embedded model
+copies it back (2026-11-28: a third call on the books' titles returned the 11 values it was shown and no new one);
+shown the newest kept, it continues them into variants of one value (2026-11-28: shown five editions of "The
+Catcher in the Rye: The Complete Edition", it wrote ten more, "(ePub)", "(VHS)", "(Blu-ray Disc)", ...)."""
 VOCAB_DRY = 2
 """Calls in a row that add fewer than three new values before the list ends."""
 
@@ -509,17 +511,18 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
                   ) -> tuple[list[str], int]:
     """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
     most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
-    later ones show two of them and the newest values kept (``VOCAB_SHOWN``), and a call after one that added
+    later ones show two of them and a spread of the values kept (``VOCAB_SHOWN``), and a call after one that added
     fewer than three samples (``retry_temperature``, a seed per call) rather than repeat the greedy reply; the list
     ends after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
-    value so far, placeholders, glued or suffixed values), and with ``shape`` only values that look like the
+    value so far, placeholders, glued or suffixed values, variants of a value so far: the same with more words
+    after it, or most of its beginning shared), and with ``shape`` only values that look like the
     examples (unless that would keep fewer than half). Returns (values, calls)."""
     got: list[str] = []
     offered: list[str] = []
     calls = dry = 0
     budget = VOCAB_ASK * value_tokens(seeds) + 40
     while len(got) < want and calls < rounds:
-        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *got[-(VOCAB_SHOWN - len(seeds[:2])):]]
+        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *vocab.spread(got, VOCAB_SHOWN - len(seeds[:2]), calls)]
         shown = shown[-30:]
         what = render_section("seed_data", "continue_items", sep=json.dumps(sep, ensure_ascii=False)) if sep else ""
         prompt = render_section(
@@ -755,7 +758,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             more, calls = continue_list(scenario, table, c.name, items, VOCAB_WANT, VOCAB_ROUNDS, client,
                                         settings, sep=sep)
             out.calls += calls
-            pool = vocab.clean([*items, *more])
+            pool = vocab.clean([*items, *more], variants=False)  # more: checked for variants as it came
             if vocab.later_lower(texts, sep):
                 pool = list(dict.fromkeys(i[:1].lower() + i[1:] for i in pool))
             lo, hi = vocab.list_counts(texts, sep)
@@ -763,7 +766,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
                                  pool=pool, pattern=sep, min=float(lo), max=float(max(hi, lo)))
             continue
         placeholder = vocab.placeholder_examples(texts)
-        seeds = [] if placeholder else vocab.clean(texts)
+        seeds = [] if placeholder else vocab.clean(texts, variants=False)
         want = ctx.rows if unique else VOCAB_WANT
         rounds = VOCAB_ROUNDS_UNIQUE if unique else VOCAB_ROUNDS
         shape = prof.profile(seeds) if len(seeds) >= 2 else None
