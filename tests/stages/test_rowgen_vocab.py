@@ -60,3 +60,36 @@ def test_a_continued_list_keeps_no_variants_and_shows_a_spread_of_what_it_kept()
     again = continuing(replies)
     assert rowgen.continue_list(SCENARIO, BOOKS, "title", EXAMPLES, 60, 5, again, small_settings()) == (got, calls)
     assert again.requests == client.requests
+
+
+MEMBERS = ir.Table(name="members", natural_key=["name"], ddl=(
+    "CREATE TABLE members (member_id INTEGER PRIMARY KEY, name TEXT NOT NULL, address TEXT NOT NULL, home_city TEXT "
+    "NOT NULL, favourite TEXT NOT NULL) STRICT"))
+MEMBER_REPLIES = [
+    {"rows": [["Christina Berry", "123 Main St, Anytown, USA", "New York", "The Great Gatsby"],
+              ["Paul Johnson", "456 Elm St, Anytown, USA", "Chicago", "To Kill a Mockingbird"],
+              ["Teresa Boyd", "789 Oak St, Anytown, USA", "San Francisco", "1984"],
+              ["Malik Zhang", "890 Pine St, Anytown, USA", "Boston", "Pride and Prejudice"]]},
+    # the model picks lists for every text column (2026-11-28: the library's members.address)
+    {"locale": "en_US", "columns": {"name": {"kind": "person_name"}, "address": {"kind": "text_pool"},
+                                    "home_city": {"kind": "text_pool"}, "favourite": {"kind": "text_pool"}}},
+]
+
+
+def test_a_list_of_addresses_or_cities_the_model_chose_is_the_street_or_city_generator() -> None:
+    from pipeline.stages.rows.populate import generate_seed
+    from tests.stages.test_rowgen import gen_settings, scripted
+
+    pools = {"address": ["123 Main St, Anytown, UK", "456 Elm St, Anytown, France"], "home_city": ["Denver"],
+             "favourite": REAL}
+    res = generate_seed(SCENARIO, (MEMBERS,), scripted(MEMBER_REPLIES, pools), gen_settings(entity_rows=(30, 30)))
+    assert res.ok, res.rejections
+    (members,) = res.value
+    gens = {g.column: g for g in members.plan.generators}
+    assert gens["address"].kind == "street_address" and gens["address"].pattern == ", "
+    assert gens["home_city"].kind == "city"
+    assert gens["favourite"].kind == "text_pool"  # titles are no place
+    addresses = [r["address"] for r in members.rows]
+    assert not [a for a in addresses if "Anytown" in a]  # the examples' placeholders drawn again too
+    assert all(", " in a and any(ch.isdigit() for ch in a) for a in addresses)
+    assert len(set(addresses)) == len(addresses)
