@@ -93,3 +93,25 @@ def test_a_list_of_addresses_or_cities_the_model_chose_is_the_street_or_city_gen
     assert not [a for a in addresses if "Anytown" in a]  # the examples' placeholders drawn again too
     assert all(", " in a and any(ch.isdigit() for ch in a) for a in addresses)
     assert len(set(addresses)) == len(addresses)
+
+
+def test_a_unique_list_keeps_spare_values_for_the_tasks_new_values() -> None:
+    """A UNIQUE column's list is continued until it holds as many new values as the table has rows; its examples'
+    rows take their own values, so as many values as there are examples are left for a planned create."""
+    from pipeline.stages.rows.populate import generate_seed
+    from pipeline.stages.tasks.planner.values import fresh_text
+    from tests.stages.test_rowgen import gen_settings, scripted
+
+    shelf = ir.Table(name="shelf", natural_key=["title"], ddl=(
+        "CREATE TABLE shelf (shelf_id INTEGER PRIMARY KEY, title TEXT NOT NULL UNIQUE, copies INTEGER NOT NULL) STRICT"))
+    replies = [{"rows": [[t, 2] for t in EXAMPLES]},
+               {"locale": "en_GB", "columns": {"title": {"kind": "text_pool"},
+                                               "copies": {"kind": "integer", "min": 1, "max": 5}}}]
+    res = generate_seed(SCENARIO, (shelf,), scripted(replies, {"title": REAL}), gen_settings(entity_rows=(12, 12)))
+    assert res.ok, res.rejections
+    (rows,) = res.value
+    g = next(g for g in rows.plan.generators if g.column == "title")
+    used = {r["title"] for r in rows.rows}
+    spare = [t for t in g.pool or [] if t not in used]
+    assert len(rows.rows) == 12 and len(spare) >= len(EXAMPLES)
+    assert fresh_text("Dune", used, (g, rows.plan.seed)) in spare
