@@ -398,7 +398,9 @@ def _repeats(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ..
 def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]], cols: list[Column],
           keep: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``row`` with the repeated value of each key set it repeats changed to the nearest unused one (the last
-    column of the set that is neither a reference nor a CHECK-listed value; :func:`variants`)."""
+    column of the set that is neither a reference nor a CHECK-listed value; :func:`variants`): a number counted up,
+    a text's digits moved on (a phone, a code). A text without digits is left as it is (the row is drawn again or
+    dropped): a number added to it would be a uniqueness suffix ("Kathryn Evans 2")."""
     out = dict(row)
     by_name = {c.name: c for c in cols}
     for s, seen in taken.items():
@@ -406,6 +408,8 @@ def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]
             continue
         free = [c for c in s if c in by_name and by_name[c].ref is None and not by_name[c].enum]
         if not free or free[-1] in keep:
+            continue
+        if isinstance(out[free[-1]], str) and not any(ch.isdigit() for ch in out[free[-1]]):
             continue
         for candidate in variants(out[free[-1]]):
             trial = {**out, free[-1]: candidate}

@@ -53,7 +53,10 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
             if vals:
                 return vals[0]
         taken = {r[0] for r in p.conn.execute(f"SELECT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL")}
-        return fresh_text(current, taken, generator_of(p, table, col), locale_of(p))
+        made = generator_of(p, table, col)
+        if made is None and taken and all(isinstance(v, str) and _EMAIL.fullmatch(v) for v in taken):
+            made = (ir.ColumnGenerator(column=col, kind="email"), 0)  # no plan: e-mail addresses, as every row holds
+        return fresh_text(current, taken, made, locale_of(p))
     return None
 
 
@@ -74,6 +77,7 @@ def plain_value(param: Any) -> Any:
 
 
 _DIGITS = re.compile(r"\d+")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 FRESH_DRAWS = 40
 """Values drawn from a column's generator for a new one before giving up (each checked against the rows)."""
 
