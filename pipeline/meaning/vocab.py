@@ -3,14 +3,16 @@
 A list the model continues from a column's examples is kept only with items that are: new (compared case-folded,
 spaces collapsed), not one text with another number or capital letter ("Work A", "Work B", "Depot 3": numbered
 placeholders), not two items of the list glued together ("1984 Charles Dickens"), not an item plus a short suffix
-("Aspirin II", "The Great Gatsby 2": uniqueness by suffix), and not a word said twice in a row ("Antihistamines
-antihistamines"). A list-valued column (every example a list of short items joined by one separator) is found
+("Aspirin II", "The Great Gatsby 2": uniqueness by suffix), not a word said twice in a row ("Antihistamines
+antihistamines"), and not a variant of a value kept before it (:func:`variant_of`: "The Catcher in the Rye: The
+Complete Edition (ePub)" after "The Catcher in the Rye", "... (Hardcover)" after "... (Paperback)"). A list-valued column (every example a list of short items joined by one separator) is found
 from its examples by :func:`list_separator`.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -71,19 +73,120 @@ def glued(text: str, items: Iterable[str] | set[str]) -> str | None:
     return None
 
 
-def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str] = ()) -> list[str]:
+SHARED = 0.75
+"""A value whose beginning, shared with a value kept before it and cut back to a word boundary, covers this share
+of the shorter one's characters (spaces collapsed, case folded) is a variant of it. Measured 2026-11-28 (pairs in
+tests/meaning/test_meaning.py): distinct values stay under it ("The Lord of the Rings" / "The Lord of the Flies"
+0.71, "Der Herr der Ringe" / "Der Herr der Diebe" 0.67, "無印良品 アロマオイル" / "無印良品 アロマディフューザー" 0.73,
+"ソニー ワイヤレスイヤホン ブラック" / "... ホワイト" 0.72, "Cien años de soledad" / "Cien años de perdón" 0.63,
+"Harry Potter and the Chamber of Secrets" / "... the Prisoner of Azkaban" 0.51); a value and the same with more
+words after it is 1.0; the library's editions written without punctuation ("The Catcher in the Rye Complete
+Edition Paperback" / "... Hardcover") 0.80. The line sits between a last word that changes after a long shared
+beginning (a variant) and a shared beginning of two or three words (a series, a brand: distinct values)."""
+SHARED_HEAD = 0.5
+"""The same share for a beginning that ends at a punctuation mark (':' '(' '：' '（' ..., a mark not between two
+letters or digits, so not "Blu-ray", "J.K", "ハリー・ポッター"): a head and its qualifiers ("The Hobbit: A
+Comprehensive Edition (ePub)" / "... (Audio Book)" 0.88, "The Catcher in the Rye: A Novel" / "The Catcher in the
+Rye: The Complete Edition" 0.74, "Die Verwandlung (Taschenbuch)" / "Die Verwandlung (Gebundene Ausgabe)" 0.59).
+A short head stays under it ("Star Wars: A New Hope" / "Star Wars: The Empire Strikes Back" 0.48)."""
+
+
+def _wide(ch: str) -> bool:
+    """A character of a script written without spaces between words (East Asian wide or full-width: 東, ア)."""
+    return unicodedata.east_asian_width(ch) in ("W", "F")
+
+
+def _boundary(text: str, i: int) -> bool:
+    """Whether a word may end before ``text[i]``: the end of the text, a character on either side that is
+    neither a letter nor a digit, or a wide one (each ideograph or kana may end a word)."""
+    if i <= 0 or i >= len(text):
+        return True
+    a, b = text[i - 1], text[i]
+    return not (a.isalnum() and b.isalnum()) or _wide(a) or _wide(b)
+
+
+def _mark(text: str, i: int) -> bool:
+    """Whether ``text[i]`` is a punctuation mark that ends a head ("Dune:", "Dune (", "デューン：") rather than one
+    inside a word ("Blu-ray", "J.K", "Philosopher's")."""
+    ch = text[i]
+    if not unicodedata.category(ch).startswith("P"):
+        return False
+    return not (0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum())
+
+
+def extends(longer: str, shorter: str) -> bool:
+    """Whether ``longer`` is ``shorter`` followed by more words ("The Great Gatsby in New York" of "The Great
+    Gatsby"; "東京タワー" of "東京"), compared by :func:`norm`."""
+    a, b = norm(longer), norm(shorter)
+    return len(a) > len(b) > 0 and a.startswith(b) and _boundary(a, len(b))
+
+
+def shared_share(a: str, b: str) -> tuple[float, float]:
+    """How much of the shorter of ``a`` and ``b`` (by :func:`norm`) their common beginning covers: (up to its last
+    word boundary, up to its last punctuation mark that ends a head; :func:`_mark`), each over the shorter's
+    length; spaces at the cut are not counted."""
+    x, y = norm(a), norm(b)
+    short = min(len(x), len(y))
+    if not short:
+        return 0.0, 0.0
+    n = 0
+    while n < short and x[n] == y[n]:
+        n += 1
+    while n > 0 and not (_boundary(x, n) and _boundary(y, n)):
+        n -= 1
+    head = x[:n].rstrip()
+    marks = [i for i in range(len(head)) if _mark(x, i)]
+    return len(head) / short, (marks[-1] + 1) / short if marks else 0.0
+
+
+def variant_of(text: str, kept: Iterable[str]) -> str | None:
+    """The value of ``kept`` that ``text`` is a variant of, or None: one of them is the other followed by more
+    words (:func:`extends`), or they share most of their beginning (:func:`shared_share`, :data:`SHARED`; a head
+    ending in a punctuation mark, :data:`SHARED_HEAD`). Their structure only: no word of any language is read."""
+    t = norm(text)
+    for k in kept:
+        other = norm(k)
+        if not other or other == t:
+            continue
+        if extends(t, other) or extends(other, t):
+            return k
+        words, head = shared_share(t, other)
+        if words >= SHARED or head >= SHARED_HEAD:
+            return k
+    return None
+
+
+def spread(values: Sequence[str], k: int, turn: int = 0) -> list[str]:
+    """``k`` of ``values`` spread evenly over the whole list, in its order (all of them when there are no more than
+    ``k``); ``turn`` moves the picks along (a golden-ratio step each turn, so successive calls see different
+    values). Deterministic."""
+    n = len(values)
+    if n <= k:
+        return list(values)
+    step = n / k
+    offset = (turn * 0.6180339887) % 1.0
+    picks = sorted({min(n - 1, int((i + offset) * step)) for i in range(k)})
+    return [values[i] for i in picks]
+
+
+def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str] = (),
+          variants: bool = True) -> list[str]:
     """``items`` in order, without blanks, repeats of each other or of ``known`` (the examples, earlier items),
     numbered placeholders (counting ``refused``, values offered before and left out), glued values, suffixed
-    values and words said twice."""
+    values, words said twice and (with ``variants``) variants of ``known`` or of an earlier item
+    (:func:`variant_of`). The model's own examples are cleaned with ``variants`` off: they are the column's
+    specification, and two of them may share a beginning."""
     seen = {norm(k) for k in known}
+    kept = [norm(k) for k in known]
     out: list[str] = []
     for raw in items:
         item = " ".join(str(raw).split()).strip(" \t\"'")
         if not item or norm(item) in seen or said_twice(item):
             continue
-        if glued(item, seen):
+        if glued(item, seen) or (variants and variant_of(item, kept)):
             continue
         seen.add(norm(item))
+        kept.append(norm(item))
         out.append(item)
     drop = numbered([*known, *refused, *out])
     return [i for i in out if i not in drop]

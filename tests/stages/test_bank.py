@@ -4,9 +4,11 @@ for it proves, and no (shape, tool chain, asked column) repeated while another i
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
+from pipeline import ir
 from pipeline.ir import ToolCall
 from pipeline.llm import fake_client
 from pipeline.stages.tasks.bank import TaskSettings, generate_tasks
@@ -39,9 +41,20 @@ def test_next_chain_takes_an_unused_write_tool_then_the_least_repeated_triple() 
     assert next_chain(chains, {1, 2, 3, 4, 5}, bank, writes) is None
 
 
+def with_vocabulary(env: Any) -> Any:
+    """``env`` with a rows-stage plan whose lists hold names no row has: a create's new title or beer name comes
+    from the column's vocabulary (``planner.values.fresh_text``), never from a suffix; these fixtures have none."""
+    words = {"books": ("title", ["Middlemarch", "Beloved", "Dracula", "Walden"]),
+             "beers": ("name", ["Harbour Haze", "Copper Gose", "Amber Tripel", "Velvet Porter"])}
+    seed = [s.model_copy(update={"plan": ir.RowPlan(seed=3, examples=len(s.rows), generators=[
+        ir.ColumnGenerator(column=words[s.table][0], kind="text_pool", pool=words[s.table][1])])})
+        if s.table in words else s for s in env.seed]
+    return env.model_copy(update={"seed": seed})
+
+
 @pytest.mark.parametrize("make_env", [library_env, brewery_env])
 def test_a_spread_bank_uses_every_write_tool_and_repeats_no_shape_and_chain(make_env) -> None:
-    env = make_env()
+    env = with_vocabulary(make_env())
     writes = {t.name for t in env.tools if t.kind == "write"}
     settings = TaskSettings(max_attempts=1, spread_bank=True)
     res = generate_tasks(env, fake_client([echo] * 60), n=8, settings=settings)
@@ -55,7 +68,7 @@ def test_a_spread_bank_uses_every_write_tool_and_repeats_no_shape_and_chain(make
 
 
 def test_with_both_switches_a_model_that_never_words_well_still_gets_a_spread_bank() -> None:
-    env = brewery_env()
+    env = with_vocabulary(brewery_env())
     writes = {t.name for t in env.tools if t.kind == "write"}
     res = generate_tasks(env, fake_client([BAD] * 200), n=8,
                          settings=TaskSettings(max_attempts=2, spread_bank=True, template_fallback=True))

@@ -484,9 +484,11 @@ VOCAB_ASK = 12
 VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 12
 VOCAB_WANT = 24
 VOCAB_SHOWN = 8
-"""Values shown per continuation call after the first: the examples' first two and the newest kept. Shown the
-whole list so far, the embedded model copies it back (2026-11-28: a third call on the books' titles returned the
-11 values it was shown and no new one)."""
+"""Values shown per continuation call after the first: the examples' first two and a spread of the values kept so
+far (:func:`pipeline.meaning.vocab.spread`, moved along each call). Shown the whole list so far, the embedded model
+copies it back (2026-11-28: a third call on the books' titles returned the 11 values it was shown and no new one);
+shown the newest kept, it continues them into variants of one value (2026-11-28: shown five editions of "The
+Catcher in the Rye: The Complete Edition", it wrote ten more, "(ePub)", "(VHS)", "(Blu-ray Disc)", ...)."""
 VOCAB_DRY = 2
 """Calls in a row that add fewer than three new values before the list ends."""
 
@@ -509,17 +511,18 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
                   ) -> tuple[list[str], int]:
     """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
     most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
-    later ones show two of them and the newest values kept (``VOCAB_SHOWN``), and a call after one that added
+    later ones show two of them and a spread of the values kept (``VOCAB_SHOWN``), and a call after one that added
     fewer than three samples (``retry_temperature``, a seed per call) rather than repeat the greedy reply; the list
     ends after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
-    value so far, placeholders, glued or suffixed values), and with ``shape`` only values that look like the
+    value so far, placeholders, glued or suffixed values, variants of a value so far: the same with more words
+    after it, or most of its beginning shared), and with ``shape`` only values that look like the
     examples (unless that would keep fewer than half). Returns (values, calls)."""
     got: list[str] = []
     offered: list[str] = []
     calls = dry = 0
     budget = VOCAB_ASK * value_tokens(seeds) + 40
     while len(got) < want and calls < rounds:
-        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *got[-(VOCAB_SHOWN - len(seeds[:2])):]]
+        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *vocab.spread(got, VOCAB_SHOWN - len(seeds[:2]), calls)]
         shown = shown[-30:]
         what = render_section("seed_data", "continue_items", sep=json.dumps(sep, ensure_ascii=False)) if sep else ""
         prompt = render_section(
@@ -554,7 +557,24 @@ PERSON_SIM, PERSON_MARGIN = 0.38, 0.08
 examples, and by how much closer than the samples of a company, a street or a city, for a list the model chose to
 be people instead (measured 2026-11-28: names 0.48, authors 0.42, German names 0.43; book titles 0.28, vehicles
 0.23, medicines 0.12)."""
-PERSON_RIVALS: tuple[ir.GeneratorKind, ...] = ("company", "street_address", "city")
+STREET_SIM, STREET_MARGIN = 0.33, 0.03
+"""The same for a street generator's samples (measured 2026-11-28, 24 samples of each generator in the examples'
+locale; street / best rival): the library's "123 Main St, Anytown, USA" 0.38 / 0.26 (city), "12 Baker Street"
+0.43 / 0.36, "Calle Mayor 5, Madrid" (es_ES) 0.47 / 0.41, "Hauptstraße 12, 10115 Berlin" (de_DE) 0.35 / 0.31,
+"12 rue de la Paix, Paris" (fr_FR) 0.56 / 0.31. Missed (stays a list): "10 Downing Street, London" (en_GB) 0.31 /
+0.27. Other columns stay under it: warehouses ("North Warehouse", "Dock 4 Storage") 0.31 / 0.29, library branches
+0.30 / 0.34 (city), bus routes 0.29, venues 0.28, book titles 0.14, medicines 0.07."""
+CITY_SIM, CITY_MARGIN = 0.38, 0.08
+"""The same for a city generator's samples: cities 0.40 / 0.24, German cities 0.42 / 0.30; near misses without
+the margin: library branches 0.34 / 0.30 (street), venues 0.34 / 0.28, German book titles 0.34 / 0.30.
+Companies are left to the model's choice: a company generator's samples sit no closer to company names than a
+city's do ("Acme Corp" 0.25 / 0.23, "Northwind Traders" 0.28 / 0.28)."""
+SHOWN_KINDS: dict[ir.GeneratorKind, tuple[float, float]] = {
+    "person_name": (PERSON_SIM, PERSON_MARGIN), "street_address": (STREET_SIM, STREET_MARGIN),
+    "city": (CITY_SIM, CITY_MARGIN)}
+"""The generators a list the model chose may turn into, with the similarity and margin each needs."""
+COMPARED: tuple[ir.GeneratorKind, ...] = ("person_name", "company", "street_address", "city")
+"""Whose samples are compared with a column's examples (each kind's rivals are the others)."""
 
 
 def digit_pattern(texts: Sequence[str], unique_rows: int | None) -> str | None:
@@ -584,8 +604,10 @@ def digit_pattern(texts: Sequence[str], unique_rows: int | None) -> str | None:
 
 def shown_kind(col: Column, texts: list[str], ctx: Context, locale: str, seed: int) -> ir.GeneratorKind | None:
     """The generator the column's example values show when the model chose a list for them: e-mail addresses
-    (each one local part, '@' and a dotted domain) or people (a person generator's samples close in meaning to
-    the examples, :data:`PERSON_SIM`, and closer than other generators' samples). None: a list it is."""
+    (each one local part, '@' and a dotted domain), or people, streets or cities (:data:`SHOWN_KINDS`: that
+    generator's samples close in meaning to the examples and closer by a margin than the samples of the other
+    generators of :data:`COMPARED`; people also only when their samples look like the examples by shape). None: a
+    list it is."""
     if len(texts) < 2:
         return None
     if all(_EMAIL.fullmatch(t) for t in texts):
@@ -595,19 +617,36 @@ def shown_kind(col: Column, texts: list[str], ctx: Context, locale: str, seed: i
     p = prof.profile(texts)
     if p is None:
         return None
-    loc = locale if locale in LOCALES else DEFAULT_LOCALE
-    sims: dict[str, float] = {}
-    kinds: tuple[ir.GeneratorKind, ...] = ("person_name", *PERSON_RIVALS)
-    for kind in kinds:
-        g = ir.ColumnGenerator(column=col.name, kind=kind)
-        maker = ValueMaker(loc, seed + 13, [g], [col], ctx.examples)
-        samples = [str(maker.value(g, {}, {})) for _ in range(TRIAL_ROWS)]
-        if kind == "person_name" and prof.contradiction(p, samples):
-            return None
-        sims[kind] = float((ctx.vectors(samples) @ ctx.vectors.centroid(texts)).mean())
-    rival = max(sims[k] for k in PERSON_RIVALS)
-    return "person_name" if sims["person_name"] >= PERSON_SIM and sims["person_name"] >= rival + PERSON_MARGIN \
-        else None
+    sims = kind_similarities(col, texts, ctx.vectors, locale, seed)
+    for kind, (least, margin) in SHOWN_KINDS.items():
+        rival = max(v for k, v in sims.items() if k != kind)
+        if sims[kind] < least or sims[kind] < rival + margin:
+            continue
+        if kind == "person_name" and prof.contradiction(p, samples_of(col, kind, ctx, locale, seed)):
+            continue
+        return kind
+    return None
+
+
+def samples_of(col: Column, kind: ir.GeneratorKind, ctx: Context | None, locale: str, seed: int) -> list[str]:
+    """``TRIAL_ROWS`` values of generator ``kind`` for ``col`` in ``locale`` (deterministic in ``seed``)."""
+    g = ir.ColumnGenerator(column=col.name, kind=kind)
+    maker = ValueMaker(locale if locale in LOCALES else DEFAULT_LOCALE, seed + 13, [g], [col],
+                       ctx.examples if ctx else {})
+    return [str(maker.value(g, {}, {})) for _ in range(TRIAL_ROWS)]
+
+
+def kind_similarities(col: Column, texts: Sequence[str], vectors: prof.Vectors, locale: str, seed: int
+                      ) -> dict[ir.GeneratorKind, float]:
+    """Mean MiniLM cosine of each :data:`COMPARED` generator's samples to the centroid of ``texts``."""
+    centre = vectors.centroid(list(texts))
+    return {k: float((vectors(samples_of(col, k, None, locale, seed)) @ centre).mean()) for k in COMPARED}
+
+
+def joined_by(texts: Sequence[str]) -> str | None:
+    """The separator (:data:`pipeline.meaning.vocab.SEPARATORS`) every example holds: an address written on one
+    line as its places joined ("123 Main St, Anytown, USA"); None when some example holds none."""
+    return next((sep for sep in vocab.SEPARATORS if texts and all(sep in t for t in texts)), None)
 
 
 @dataclass
@@ -746,8 +785,9 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             gens[c.name] = _code(g, f"the examples' shape {pattern!r}", kind="code", pattern=pattern, pool=None)
             continue
         kind = shown_kind(c, texts, ctx, locale, seed)
-        if kind is not None:  # people and e-mail addresses: thousands from the generator, not a short list
-            gens[c.name] = _code(g, f"{kind}, as the examples show", kind=kind, pool=None, pattern=None)
+        if kind is not None:  # people, places, e-mail addresses: thousands from the generator, not a short list
+            sep = joined_by(texts) if kind == "street_address" else None  # the whole address, as the examples
+            gens[c.name] = _code(g, f"{kind}, as the examples show", kind=kind, pool=None, pattern=sep)
             continue
         sep = vocab.list_separator(texts)
         if sep:
@@ -755,7 +795,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             more, calls = continue_list(scenario, table, c.name, items, VOCAB_WANT, VOCAB_ROUNDS, client,
                                         settings, sep=sep)
             out.calls += calls
-            pool = vocab.clean([*items, *more])
+            pool = vocab.clean([*items, *more], variants=False)  # more: checked for variants as it came
             if vocab.later_lower(texts, sep):
                 pool = list(dict.fromkeys(i[:1].lower() + i[1:] for i in pool))
             lo, hi = vocab.list_counts(texts, sep)
@@ -763,7 +803,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
                                  pool=pool, pattern=sep, min=float(lo), max=float(max(hi, lo)))
             continue
         placeholder = vocab.placeholder_examples(texts)
-        seeds = [] if placeholder else vocab.clean(texts)
+        seeds = [] if placeholder else vocab.clean(texts, variants=False)
         want = ctx.rows if unique else VOCAB_WANT
         rounds = VOCAB_ROUNDS_UNIQUE if unique else VOCAB_ROUNDS
         shape = prof.profile(seeds) if len(seeds) >= 2 else None

@@ -27,6 +27,7 @@ from typing import Any
 from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column
+from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
 from pipeline.hashing import content_hash
 from pipeline.settings import BuildSettings
 
@@ -35,7 +36,6 @@ STOP_AFTER = 40
 """Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
 NULL_SHARE = 0.1
 """Share of nulls in a nullable reference other than the first parent (an optional link is sometimes unset)."""
-_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def derive_seed(scenario: ir.Scenario, table: str) -> int:
@@ -130,11 +130,6 @@ def time_format(examples: list[Any]) -> tuple[str, bool]:
     return "T", True
 
 
-def _one_line(text: Any) -> str:
-    """Faker's text on one line (a British address has a line break) with single spaces."""
-    return " ".join(str(text).replace("\n", ", ").split())
-
-
 def _slug(text: str) -> str:
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     return re.sub(r"[^a-z0-9]+", ".", ascii_text.lower()).strip(".") or "mail"
@@ -145,7 +140,7 @@ class ValueMaker:
 
     def __init__(self, locale: str, seed: int, gens: list[ir.ColumnGenerator], cols: list[Column],
                  examples: dict[str, list[Any]]) -> None:
-        from faker import Faker  # the one place Faker is imported (a heavy import)
+        from faker import Faker  # a heavy import (also in pipeline.dbmodel.draws, which draws its values)
 
         self.fake = Faker(locale)
         self.fake.seed_instance(seed)
@@ -191,12 +186,8 @@ class ValueMaker:
             if not keys or (not col.notnull and rng.random() < NULL_SHARE):
                 return None
             return rng.choices(keys, cum_weights=self.popularity.get(g.column))[0]
-        if k == "person_name":
-            return f"{f.first_name()} {f.last_name()}"
-        if k in ("first_name", "last_name", "company", "street_address", "city", "postcode", "country"):
-            return _one_line(getattr(f, k)())
-        if k == "phone":
-            return _one_line(f.phone_number())
+        if k in FAKER_KINDS:  # a street address with a pattern: the whole address, joined as the examples
+            return faker_value(f, k, g.pattern)
         if k == "email":
             return self._email(row)
         if k in ("date", "datetime"):
@@ -220,8 +211,7 @@ class ValueMaker:
             wf, wt = (g.weights or [1.0, 1.0])[:2]
             return int(rng.random() < wt / (wf + wt))
         if k == "code":
-            return "".join(str(rng.randrange(10)) if ch == "#" else rng.choice(_LETTERS) if ch == "?" else ch
-                           for ch in g.pattern or "")
+            return code_value(rng, g.pattern or "")
         if k == "text_pool" and g.pattern and g.max:  # a list-valued column: items joined by its separator
             return self._items(g)
         if k == "text_pool" and self.unused.get(g.column):
@@ -408,7 +398,9 @@ def _repeats(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ..
 def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]], cols: list[Column],
           keep: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``row`` with the repeated value of each key set it repeats changed to the nearest unused one (the last
-    column of the set that is neither a reference nor a CHECK-listed value; :func:`variants`)."""
+    column of the set that is neither a reference nor a CHECK-listed value; :func:`variants`): a number counted up,
+    a text's digits moved on (a phone, a code). A text without digits is left as it is (the row is drawn again or
+    dropped): a number added to it would be a uniqueness suffix ("Kathryn Evans 2")."""
     out = dict(row)
     by_name = {c.name: c for c in cols}
     for s, seen in taken.items():
@@ -416,6 +408,8 @@ def _bump(row: dict[str, Any], taken: dict[tuple[str, ...], set[tuple[Any, ...]]
             continue
         free = [c for c in s if c in by_name and by_name[c].ref is None and not by_name[c].enum]
         if not free or free[-1] in keep:
+            continue
+        if isinstance(out[free[-1]], str) and not any(ch.isdigit() for ch in out[free[-1]]):
             continue
         for candidate in variants(out[free[-1]]):
             trial = {**out, free[-1]: candidate}

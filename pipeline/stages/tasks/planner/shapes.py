@@ -172,7 +172,8 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
             if creating:
                 value = current if current is not None and c not in uniq and not (
                     p.keys.get(t) and c in p.keys[t].columns) else new_value(p, t, c, current, prm, True)
-                if value is None and current is not None:
+                alone = c in uniq or (p.keys.get(t) is not None and tuple(p.keys[t].columns) == (c,))
+                if value is None and current is not None and not alone:  # a key's value repeated: another task
                     value = current
             else:
                 value = new_value(p, t, c, current, prm, c in uniq)

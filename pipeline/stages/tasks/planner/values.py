@@ -7,6 +7,9 @@ import re
 from collections.abc import Set
 from typing import Any
 
+from pipeline import ir
+from pipeline.dbmodel.draws import drawn
+from pipeline.hashing import content_hash
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner.chains import _DATE, Planner
 
@@ -50,7 +53,10 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
             if vals:
                 return vals[0]
         taken = {r[0] for r in p.conn.execute(f"SELECT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL")}
-        return fresh_text(current, taken)
+        made = generator_of(p, table, col)
+        if made is None and taken and all(isinstance(v, str) and _EMAIL.fullmatch(v) for v in taken):
+            made = (ir.ColumnGenerator(column=col, kind="email"), 0)  # no plan: e-mail addresses, as every row holds
+        return fresh_text(current, taken, made, locale_of(p))
     return None
 
 
@@ -71,11 +77,43 @@ def plain_value(param: Any) -> Any:
 
 
 _DIGITS = re.compile(r"\d+")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+FRESH_DRAWS = 40
+"""Values drawn from a column's generator for a new one before giving up (each checked against the rows)."""
 
 
-def fresh_text(value: str, taken: Set[Any] = frozenset()) -> str:
-    """A value like ``value`` that no row has: a code or number with its last digits moved on (``K-004`` ->
-    ``K-005``, ``555-0101`` -> ``555-0102``), an address with a 2 in its local part, else a second of a name."""
+def generator_of(p: Planner, table: str, col: str) -> tuple[ir.ColumnGenerator, int] | None:
+    """How the rows stage made ``table.col`` (its ``SeedRows.plan``) and the plan's seed; None without a plan."""
+    for s in p.env.seed:
+        if s.table == table and s.plan is not None:
+            g = next((g for g in s.plan.generators if g.column == col), None)
+            return (g, s.plan.seed) if g is not None else None
+    return None
+
+
+def locale_of(p: Planner) -> str:
+    return next((s.plan.locale for s in p.env.seed if s.plan is not None), "en_US")
+
+
+def fresh_text(value: str, taken: Set[Any] = frozenset(),
+               made: tuple[ir.ColumnGenerator, int] | None = None, locale: str = "en_US") -> str | None:
+    """A new value for the column of ``value`` that no row has (``taken``), or None (the planner then picks another
+    task): an item of the column's own vocabulary that no row uses (``made``: its generator and the plan's seed; a
+    list the rows stage continued from the examples), else a value of its generator (people, companies, places,
+    phones, e-mail addresses, code patterns) drawn with a seed from the plan's and the value, else, for a code or
+    number written as text, its last digits moved on (``K-004`` -> ``K-005``, ``555-0101`` -> ``555-0102``, the
+    same width). Never a suffix ("The Great Gatsby II", "jane2@example.com": a value made unique, not a real one).
+    Deterministic."""
+    seed = int(content_hash({"value": value, "seed": made[1] if made else 0}, 12), 16)
+    if made is not None:
+        g = made[0]
+        if g.kind == "text_pool" and g.pool and not (g.pattern and g.max):  # a list-valued column is no vocabulary
+            unused = [v for v in g.pool if v not in taken]
+            if unused:
+                return unused[seed % len(unused)]
+        fresh = [v for v in drawn(g, locale, seed, FRESH_DRAWS) if v not in taken and v != value]
+        if fresh:
+            return fresh[0]
     runs = list(_DIGITS.finditer(value))
     if runs:
         m = runs[-1]
@@ -84,10 +122,7 @@ def fresh_text(value: str, taken: Set[Any] = frozenset()) -> str:
             cand = value[:m.start()] + digits + value[m.end():]
             if cand not in taken:
                 return cand
-    if "@" in value:
-        local, _, domain = value.partition("@")
-        return f"{local}2@{domain}"
-    return f"{value} II"
+    return None
 
 
 def unique_cols(p: Planner, table: str) -> set[str]:
