@@ -94,7 +94,7 @@ matched as one text, the action and its condition, this beat the mean of their s
 the code's message, 4 of 9); unrelated prose 0.16-0.27."""
 TABLE_MARGIN = 0.05
 """How much nearer to the prose another table may be than the nearest a candidate is about (:func:`fits`); measured
-(:func:`ground`): a tie 0.005 (a fee's rule: applicants, permits), the wrong subject 0.097 (a renewal's rule: renewals
+(:func:`ground`): a near tie 0.005 (a fee's rule: permits, applicants), the wrong subject 0.097 (a renewal's rule: renewals
 0.621, loans 0.524) and 0.126 (unpaid fines: overdue fines 0.463, loans 0.337)."""
 ACTION_MIN = 0.25
 """MiniLM similarity a prose rule needs with the candidate's tool description: right pairs 0.389-0.673, a return's
@@ -569,8 +569,8 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
       (0.718; action 0.573, condition 0.544, loans 0.575 the nearest table).
 
     On the brewery and the permit office (tests/stages/test_policy.py) every rule grounds where it did: action
-    0.389-0.673, condition 0.265-0.875, the candidate's table the nearest or within 0.005 of it ("Fees above 1200
-    need a supervisor.": applicants 0.209, permits 0.214)."""
+    0.389-0.673, condition 0.265-0.875, the candidate's table the nearest (a near tie for "Fees above 1200 need a
+    supervisor.": permits 0.214, applicants 0.209)."""
     table = fits(env, rules, checked, words, threshold)
     pairs = sorted(((table[i][j].joint, i, j) for i in range(len(rules)) for j in range(len(checked))
                     if not table[i][j].refused), key=lambda e: (-e[0], e[1], e[2]))
