@@ -158,6 +158,14 @@ def updated_columns(env: ir.Environment) -> set[tuple[str, str]]:
     return out
 
 
+def _tables(sql: str) -> set[str]:
+    """The tables a statement names (none when the parser cannot read it)."""
+    try:
+        return {t.name for t in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Table)}
+    except Exception:  # noqa: BLE001 - a statement the parser cannot read names no table known
+        return set()
+
+
 def key_column(c: Column) -> bool:
     """A column that names a row rather than measures it: a primary key (or part of one), a foreign key, or a
     column named as an id (``court_id`` left without its ``REFERENCES`` when the table it named was dropped). No
@@ -236,6 +244,21 @@ class Finder:
                 if c is not None and not key_column(c) and (u.column not in self.sampler.unique):
                     return u.column[0], c
         return None
+
+    def about(self, c: Candidate) -> set[str]:
+        """The tables candidate ``c`` is about: those its tool writes, those its condition reads, and the table of
+        the row its probed parameter names (a cap on a book's loans is about the book too)."""
+        tool = self.env.tool(c.tool)
+        out = {t for s in tool.steps if s.kind == "write" for t in _tables(s.sql)} | _tables(c.condition)
+        prm = next((q for q in tool.params if q.name == c.probe), None)
+        if prm is not None and (subj := self.subject(tool, prm)) is not None:
+            out.add(subj[0])
+        return out & {t.name for t in self.env.tables}
+
+    def table_text(self, table: ir.Table) -> str:
+        """A table in words, for MiniLM: its name, the columns that measure it (not keys) and its description."""
+        cols = ", ".join(label(c.name) for c in self.columns(table.name) if not key_column(c))
+        return f"{label(table.name)}: {cols}" + (f". {table.description.strip()}" if table.description.strip() else "")
 
     # ------------------------------------------------------------------ the candidates of one tool
 
