@@ -229,6 +229,11 @@ class BuildSettings(BaseModel):
     """Add by code, for every table users change (one some write tool writes, or its child), the create and the
     updates of its status-like (CHECK-listed) and quantity columns that no tool provides, at most
     ``gap_tools_max`` (``pipeline.stages.tools.write_gaps``)."""
+    goal_coverage: bool = True
+    """Check that the scenario's goals are served by write tools (MiniLM similarity, one goal per write tool,
+    ``pipeline.meaning.goals``): goals no planned write tool serves are named to the tool planner once, in one more
+    plan call asking for their write tools; goals still unserved by the working tools are recorded in the build's
+    report (with the nearest table, and whether any table resembles the goal)."""
     policy: bool = False
     """After the tools, a policy: code proposes rules from the schema and the seeded rows (a CHECK-listed status
     that blocks a write, a cap on a parent's children, a threshold on an amount or a date), keeps those that allow

@@ -39,6 +39,7 @@ from pipeline.dbmodel.ddl import rows_of, scratch_db
 from pipeline.dbmodel.keys import settle_natural_keys
 from pipeline.envdir import EnvDirError, build_database
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import goals
 from pipeline.runtime import EnvInstance, engine
 from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
@@ -262,6 +263,64 @@ def plan_tools(scenario: ir.Scenario, intents: Sequence[Intent], tables: Sequenc
     return planned, None, attempts
 
 
+def table_words(tables: Sequence[ir.Table]) -> list[tuple[str, list[str]]]:
+    """Each table's name and column names (as the schema has them), for :func:`pipeline.meaning.goals.match_goals`."""
+    conn = scratch_db(tables)
+    try:
+        return [(t.name, [r[1] for r in conn.execute(f"PRAGMA table_info({qi(t.name)})")]) for t in tables]
+    finally:
+        conn.close()
+
+
+def plan_goal_tools(scenario: ir.Scenario, intents: Sequence[Intent], tables: Sequence[ir.Table],
+                    plan: list[ToolPlanItem], client: LLMClientProtocol, settings: BuildSettings,
+                    encode: goals.Encode = goals.default_encode) -> tuple[list[ToolPlanItem], int]:
+    """The scenario's goals that no planned write tool serves (``pipeline.meaning.goals``: MiniLM similarity of the
+    goal with the write tool's name and purpose, one goal per tool) named to the planner once, in one more plan call
+    asking for their write tools; the new tools (names not planned yet, at least one write) are added to the plan.
+    Returns (the plan, LLM replies). Nothing is asked when every goal is served or the scenario states none."""
+    if not settings.goal_coverage or not scenario.goals:
+        return plan, 0
+    matches = goals.match_goals(scenario.goals, [(it.name, it.purpose) for it in plan if it.kind == "write"],
+                                table_words(tables), encode)
+    missing = [m.goal for m in matches if not m.covered]
+    if not missing:
+        return plan, 0
+    taken = {it.name for it in plan}
+    focus = "\n\n" + render_section("tools", "plan_goals", goals="\n".join(f"- {g}" for g in missing),
+                                     planned=", ".join(it.name for it in plan) or "(none)")
+
+    def check(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
+        items = _items(reply, taken)
+        if not any(it.kind == "write" for it in items):
+            return None, "the reply has no new write tool; plan a write tool for each goal named."
+        return items, None
+
+    out = _plan_call(scenario, intents, tables, client, settings, 1, len(missing), focus, check)
+    return plan + (out.value or []), out.attempts
+
+
+def goal_notes(env: ir.Environment, encode: goals.Encode = goals.default_encode) -> list[ir.Rejection]:
+    """A note for each of the scenario's goals that no working write tool serves (``pipeline.meaning.goals``), with
+    the nearest write tool and table and their similarities; when no table resembles the goal, the note says the
+    schema may lack what records it."""
+    if not env.scenario.goals:
+        return []
+    matches = goals.match_goals(env.scenario.goals, [(t.name, t.description) for t in env.tools if t.kind == "write"],
+                                table_words(env.tables), encode)
+    notes = []
+    for m in matches:
+        if m.covered:
+            continue
+        reason = f"no write tool serves the scenario's goal {m.goal!r}"
+        if not m.resembles_a_table:
+            reason += " and no table resembles it: the schema may lack the records it needs"
+        notes.append(ir.Rejection(stage=STAGE, item=m.goal, reason=reason, evidence={
+            "nearest_tool": m.nearest, "tool_similarity": m.score, "needed": goals.COVER,
+            "nearest_table": m.table, "table_similarity": m.table_score, "table_needed": goals.RESEMBLE}))
+    return notes
+
+
 # ------------------------------------------------------------------ writing one tool
 
 _NOT_NULL = re.compile(r"NOT NULL constraint failed: (\w+)\.(\w+)")
@@ -381,6 +440,8 @@ def generate_tools(
     if plan is None:
         rejections.append(ir.Rejection(stage=STAGE, item=scenario.name, reason=f"no usable tool plan: {plan_error}"))
         return StageResult(None, tuple(rejections), attempts)
+    plan, more = plan_goal_tools(scenario, intents, tables, plan, client, settings)
+    attempts += more
 
     ws = Workspace(scenario, tables, seed, settings.clock)
     try:
@@ -405,6 +466,8 @@ def generate_tools(
         rejections += covering.cover(ws, settings)
         rejections += fill_gaps(ws, settings)
         env = ws.environment()
+        if settings.goal_coverage:
+            rejections += goal_notes(env)
     finally:
         ws.close()
 
