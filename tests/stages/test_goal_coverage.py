@@ -9,7 +9,13 @@ from pipeline import ir
 from pipeline.llm import fake_client
 from pipeline.meaning.goals import COVER, match_goals
 from pipeline.stages.rows.populate import generate_seed
-from pipeline.stages.tools.toolset import ToolPlanItem, generate_tools, goal_notes, plan_goal_tools, table_words
+from pipeline.stages.tools.toolset import (
+    ToolPlanItem,
+    generate_tools,
+    goal_notes,
+    plan_goal_tools,
+    table_words,
+)
 from tests.stages.library_replies import (
     BOOK_ROWS,
     FIND_MEMBER,
