@@ -230,8 +230,9 @@ class BuildSettings(BaseModel):
     updates of its status-like (CHECK-listed) and quantity columns that no tool provides, at most
     ``gap_tools_max`` (``pipeline.stages.tools.write_gaps``)."""
     goal_coverage: bool = True
-    """Check that the scenario's goals are served by write tools (MiniLM similarity, one goal per write tool,
-    ``pipeline.meaning.goals``): goals no planned write tool serves are named to the tool planner once, in one more
+    """Keep the scenario's goals through the build (MiniLM similarity, ``pipeline.meaning.goals``): goals the intents
+    stage's list does not say again are named back to it once; then, one goal per write tool, goals no planned write
+    tool serves are named to the tool planner once, in one more
     plan call asking for their write tools; goals still unserved by the working tools are recorded in the build's
     report (with the nearest table, and whether any table resembles the goal)."""
     policy: bool = False

@@ -114,3 +114,30 @@ def test_a_goal_still_unserved_after_the_tools_are_written_is_noted(seed) -> Non
     assert notes[0].evidence["nearest_table"] == "loans" and notes[0].evidence["table_similarity"] < 0.5
     assert goal_notes(res.value) == notes  # the same environment, the same notes
     assert [n for n, _ in table_words(TABLES)] == ["members", "books", "loans"]
+
+
+def test_goals_the_intents_leave_out_are_named_back_once() -> None:
+    from pipeline.stages.schema.intents import generate_intents
+    from tests.stages.library_replies import INTENTS as INTENTS_REPLY
+
+    # the intents the embedded model wrote for the example's library: 1 of its 5 goals kept
+    lost = {"intents": [{"goal": g, "kind": k} for g, k in [
+        ("find a book", "read"), ("list all books", "read"), ("add a new book", "write"),
+        ("change the status of a book", "write"), ("cancel a loan", "write"), ("place a hold on a book", "write")]]}
+    kept = {"intents": [*lost["intents"][:4], *[{"goal": g, "kind": "write"} for g in LIBRARY_GOALS[:4]]][:7]}
+    scenario = SCENARIO.model_copy(update={"goals": LIBRARY_GOALS})
+    settings = small_settings(intents_max=8)
+    client = fake_client([lost, kept])
+    res = generate_intents(scenario, client, settings)
+    assert res.ok and len(client.requests) == 2
+    asked = client.requests[1][-1]["content"]
+    assert all(f"- {g}" in asked for g in LIBRARY_GOALS[:4]) and "place a hold on a book" not in asked
+    assert [i.goal for i in res.value] == [i["goal"] for i in kept["intents"]]
+    # named once: a reply that still leaves them out is taken as it is
+    client = fake_client([lost, {"intents": lost["intents"][:5]}, kept])
+    res = generate_intents(scenario, client, settings)
+    assert res.ok and len(client.requests) == 2 and len(res.value) == 5
+    # goals said again in the model's words ask nothing more
+    said = SCENARIO.model_copy(update={"goals": ["lend a book", "return a book"]})
+    client = fake_client([INTENTS_REPLY])
+    assert generate_intents(said, client, small_settings()).ok and len(client.requests) == 1

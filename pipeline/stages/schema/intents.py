@@ -2,7 +2,9 @@
 
 ``generate_intents(scenario, client, settings) -> StageResult[tuple[Intent, ...]]``. One small call; the
 reply is checked (distinct goals, at least one read and one write, enough of them) and the problem is
-fed back when it is not.
+fed back when it is not. The scenario's own goals are kept: those no intent says again (MiniLM similarity,
+``pipeline.meaning.goals.missing_goals``) are named back once (the model once kept 1 of the library's 5, and the
+schema and tools, planned from the intents, then had no holds, returns, renewals or paid fines).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic import BaseModel, Field, create_model
 from pipeline import ir
 from pipeline.ir import Intent
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import goals
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 
@@ -61,17 +64,32 @@ def check_intents(items: list[Any], minimum: int) -> tuple[tuple[Intent, ...] | 
 
 
 def generate_intents(
-    scenario: ir.Scenario, client: LLMClientProtocol, settings: BuildSettings
+    scenario: ir.Scenario, client: LLMClientProtocol, settings: BuildSettings,
+    encode: goals.Encode = goals.default_encode,
 ) -> StageResult[tuple[Intent, ...]]:
-    goals = "".join(f"\n- {g}" for g in scenario.goals)
+    """The intents, with the scenario's goals kept: a list that says none of its intents again (MiniLM similarity,
+    ``pipeline.meaning.goals.missing_goals``) gets them named back once (with ``goal_coverage``); the list that
+    comes back is taken even if it still leaves one out."""
+    known = "".join(f"\n- {g}" for g in scenario.goals)
     prompt = render_section(
         "intents", "ask", name=scenario.name, description=scenario.description,
-        goals=f"\nKnown goals:{goals}" if goals else "", min=settings.intents_min, max=settings.intents_max,
+        goals=f"\nKnown goals:{known}" if known else "", min=settings.intents_min, max=settings.intents_max,
     )
     model = reply_model(settings.intents_min, settings.intents_max)
+    asked: list[str] = []
+
+    def check(reply: Any) -> tuple[tuple[Intent, ...] | None, str | None]:
+        value, error = check_intents(reply.intents, settings.intents_min)
+        if value is None or asked or not settings.goal_coverage or not scenario.goals:
+            return value, error
+        missing = goals.missing_goals(scenario.goals, [i.goal for i in value], encode)
+        if not missing:
+            return value, None
+        asked.extend(missing)  # named once: a list that still leaves a goal out is then taken as it is
+        return value, render_section("intents", "missing_goals", goals="".join(f"\n- {g}" for g in missing))
+
     out = ask_with_feedback(
-        client, model, user(prompt),
-        lambda r: check_intents(r.intents, settings.intents_min),  # type: ignore[attr-defined]
+        client, model, user(prompt), check,
         stage=STAGE, max_attempts=settings.max_attempts, retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_intents,
         feedback=lambda e: render_section("intents", "feedback", error=e),
     )
