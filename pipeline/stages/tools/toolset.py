@@ -7,7 +7,10 @@ First the declared natural keys are checked against the seeded rows (``dbmodel.k
 tools are planned (name, read/write, purpose, the tables each uses, the goals each serves) over the schema and
 its natural keys: read tools that find a row by what users know and give its id, read tools that list the rows
 of another row, write tools that take ids. With many tools asked for (``tools_max`` above ``PLAN_CHUNK``) the
-plan is asked table by table. Each tool is then written in its own call (the DDL is in every prompt; the
+plan is asked table by table. With ``goal_coverage``, the scenario's goals that no planned write tool serves (MiniLM
+similarity of the goal with the tool's name and purpose, one goal per tool: ``pipeline.meaning.goals``) are named to
+the planner once, in one more plan call for their write tools (:func:`plan_goal_tools`), and the goals the working
+tools still do not serve are recorded at the end (:func:`goal_notes`). Each tool is then written in its own call (the DDL is in every prompt; the
 prompt's fixed part comes first so the server's prompt cache reuses it). A reply maps onto ``ir.Tool`` (``pipeline.stages.tools.replies``); slips
 are repaired by reading the SQL with a parser, not names: a placeholder that is no parameter becomes one typed
 like the column it meets, and a parameter written into or compared with a ``CHECK (c IN (...))`` column gets
