@@ -73,8 +73,12 @@ class Table(Frozen):
     """The columns a user names a row by (a code, a plate, a name, or name + date); empty: found by code."""
     personal: list[str] = Field(default_factory=list)
     """Columns that record a personal characteristic of someone (gender, ethnicity, religion, nationality, marital
-    status, disability, pregnancy), as the LLM classified them when it wrote the schema: no rule turns on one
+    status, disability, pregnancy), as the LLM classified them when it wrote the schema, that the table keeps
+    because a key relies on them (the others are dropped: ``withheld``): no rule turns on one
     (``pipeline.stages.policy.candidates``). Absent from the JSON when empty, so older environments keep their bytes."""
+    withheld: list[str] = Field(default_factory=list)
+    """Columns the schema stage dropped from the LLM's DDL because it classified them as personal characteristics
+    (``pipeline.stages.schema.personal``): no later stage adds them back. Absent from the JSON when empty."""
 
     @field_validator("name")
     @classmethod
@@ -84,8 +88,9 @@ class Table(Frozen):
     @model_serializer(mode="wrap")
     def _personal_if_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
-        if not self.personal:
-            out.pop("personal", None)
+        for name in ("personal", "withheld"):
+            if not getattr(self, name):
+                out.pop(name, None)
         return out
 
 

@@ -1,13 +1,14 @@
 """DDL text repairs that need no LLM round trip, made to a reply's ``CREATE TABLE`` before SQLite sees it:
 non-STRICT type names (``VARCHAR(80)``, ``DATE``, ``BOOLEAN``) become STRICT ones, a missing ``STRICT`` is
 appended, CHECKs against calendar dates and CHECKs/DEFAULTs that read the wall clock or call ``random()``
-(found by parsing) are dropped. Used by the schema stage (``pipeline.stages.schema.tables``)."""
+(found by parsing) are dropped; a column is dropped from a statement (:func:`drop_column`). Used by the schema stage
+(``pipeline.stages.schema``)."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -94,8 +95,15 @@ def drop_date_literal_checks(ddl: str) -> str:
     use dates around the environment's fixed clock, so such a constraint refuses realistic data (a whole
     table's rows, seen from the 1.5B model; every permit of a permit office). Checks between columns
     (``CHECK (due_date >= loan_date)``) are kept."""
+    return drop_checks(ddl, lambda body: bool(_DATE_LITERAL.search(body) or is_nondeterministic(body)))[0]
+
+
+def drop_checks(ddl: str, drop: Callable[[str], bool]) -> tuple[str, list[str]]:
+    """``ddl`` without the CHECK constraints (column or table constraints) whose expression ``drop`` says to drop,
+    and the removed constraints' text. Found by scanning with string literals blanked, so a ``'CHECK ('`` inside a
+    DEFAULT is no constraint."""
     bare = _STRING.sub(lambda m: "_" * len(m.group(0)), ddl)  # same offsets, no parentheses inside strings
-    out, pos = [], 0
+    out, pos, removed = [], 0, []
     for m in _CHECK_START.finditer(bare):
         if m.start() < pos:
             continue
@@ -106,8 +114,9 @@ def drop_date_literal_checks(ddl: str) -> str:
                 end = i + 1
                 break
         body = ddl[m.end():end - 1] if end is not None else ""
-        if end is None or not (_DATE_LITERAL.search(body) or is_nondeterministic(body)):
+        if end is None or not drop(body):
             continue
+        removed.append(ddl[m.start():end].lstrip(", "))
         start = m.start()
         if m.group(1) is None:  # a column constraint (or a table's first item): drop the spaces before it
             while start > pos and ddl[start - 1] == " ":
@@ -117,7 +126,68 @@ def drop_date_literal_checks(ddl: str) -> str:
         out.append(ddl[pos:start])
         pos = end
     out.append(ddl[pos:])
-    return "".join(out)
+    return "".join(out), removed
+
+
+_NAME_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|[A-Za-z_][A-Za-z0-9_]*")
+
+
+def names_column(sql: str, column: str) -> bool:
+    """Whether the SQL text names ``column`` (bare or quoted, in any case; a string literal names nothing)."""
+    for m in _NAME_TOKEN.finditer(sql):
+        tok = m.group(0)
+        if tok[0] == "'":
+            continue
+        name = tok[1:-1] if tok[0] in "\"`[" else tok
+        if name.lower() == column.lower():
+            return True
+    return False
+
+
+def column_items(ddl: str) -> list[str]:
+    """The top-level items of a ``CREATE TABLE``'s column list (column definitions and table constraints), as
+    written, split at the commas outside parentheses and string literals."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), ddl)
+    open_at = bare.find("(")
+    if open_at < 0:
+        return []
+    items, depth, start = [], 0, open_at + 1
+    for i in range(open_at, len(bare)):
+        depth += {"(": 1, ")": -1}.get(bare[i], 0)
+        if depth == 1 and bare[i] == ",":
+            items.append(ddl[start:i].strip())
+            start = i + 1
+        elif depth == 0:
+            items.append(ddl[start:i].strip())
+            break
+    return [item for item in items if item]
+
+
+def drop_column(ddl: str, table: str, column: str) -> tuple[str, list[str]] | str:
+    """``ddl`` (the ``CREATE TABLE`` of ``table``) without ``column``, by SQLite's own ``ALTER TABLE ... DROP
+    COLUMN`` (the column's definition goes with its own constraints; the rest of the text is kept as written),
+    after the CHECK constraints that name it elsewhere (``CHECK (pregnant = 0 OR sex = 'f')``) are removed; with
+    those constraints' text. Or why SQLite refuses (the column is a key, UNIQUE, indexed, in a generated
+    column...)."""
+    conn = sqlite3.connect(":memory:")  # the table alone, no foreign-key enforcement: only its text changes
+    try:
+        conn.execute(ddl)
+        removed: list[str] = []
+        try:
+            conn.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
+        except sqlite3.Error:
+            trimmed, removed = drop_checks(ddl, lambda body: names_column(body, column))
+            conn.execute(f'DROP TABLE "{table}"')
+            conn.execute(trimmed)
+            conn.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
+            own = [item for item in column_items(ddl) if names_column(item.split(None, 1)[0], column)]
+            removed = [c for c in removed if not any(c in item for item in own)]  # its own went with it anyway
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    except sqlite3.Error as e:
+        return str(e)
+    finally:
+        conn.close()
+    return row[0], removed
 
 
 def normalise_ddl(ddl: str) -> str:

@@ -243,20 +243,98 @@ def test_natural_keys_are_declared_per_table_and_surrogates_refused() -> None:
     assert '"natural_key": ["sku"]' in schema.requests[0][0]["content"]  # the prompt shows how
 
 
-def test_personal_characteristics_are_the_models_classification_kept_as_column_names() -> None:
-    """The reply's ``personal`` (columns recording gender, religion...) fills ``Table.personal`` with the table's own
-    column names: another case is read as the column, a name that is no column or is a key is left out; a table
-    with none leaves it out of the JSON (older environments keep their bytes)."""
-    gendered = MEMBERS_DDL.replace("status TEXT", "gender TEXT, status TEXT")
-    reply = {"tables": [
-        {"name": "members", "ddl": gendered, "natural_key": ["email"], "personal": ["Gender", "shoe_size", "member_id"]},
+PERSONAL_MEMBERS = ("CREATE TABLE members (member_id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL "
+                    "UNIQUE, gender TEXT NOT NULL CHECK (gender IN ('f', 'm', 'x')), religion TEXT, "
+                    "status TEXT NOT NULL CHECK (status IN ('active', 'suspended')), "
+                    "CHECK (religion IS NULL OR \"Gender\" <> 'x'), CHECK (name <> email)) STRICT")
+
+
+def personal_reply() -> dict:
+    """members records gender and religion (classified, with a CHECK elsewhere naming both) and the model also
+    classifies its primary key and its UNIQUE email; loans' classified reference stays; the natural key named
+    gender too."""
+    return {"tables": [
+        {"name": "members", "ddl": PERSONAL_MEMBERS, "natural_key": ["email", "gender"],
+         "personal": ["Gender", "religion", "shoe_size", "member_id", "email"]},
         {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"], "personal": []},
-        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]},  # left out: none
+        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"], "personal": ["member_id"]},
     ]}
-    client = fake_client([reply])
+
+
+def test_personal_characteristics_are_dropped_from_the_schema_unless_a_key_relies_on_them() -> None:
+    """The reply's ``personal`` (the model's classification: columns recording gender, religion...) drops those
+    columns from the DDL with the CHECKs that name them and from the natural key; a classified key (primary key,
+    UNIQUE, foreign key) stays, classified in ``Table.personal``; each is noted; ``withheld`` keeps the names."""
+    client = fake_client([personal_reply()])
     res = generate_schema(SCENARIO, INTENTS, client, small_settings())
-    assert [t.personal for t in res.value] == [["gender"], [], []]
-    assert "personal" in res.value[0].model_dump() and "personal" not in res.value[1].model_dump()
+    members, books, loans = res.value
+    assert members.ddl == ("CREATE TABLE members (member_id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT "
+                           "NOT NULL UNIQUE, status TEXT NOT NULL CHECK (status IN ('active', 'suspended')), "
+                           "CHECK (name <> email)) STRICT")
+    assert [c.name for c in table_columns(scratch_db(res.value), members)] == ["member_id", "name", "email", "status"]
+    assert (members.personal, members.withheld) == (["member_id", "email"], ["gender", "religion"])
+    assert (loans.personal, loans.withheld, loans.ddl) == (["member_id"], [], LOANS_DDL)
+    assert (books.personal, books.withheld, books.ddl) == ([], [], BOOKS_DDL)
+    assert members.natural_key == ["email"]  # gender left the declared key, email alone is kept
+    notes = {r.item: r for r in res.rejections if r.evidence.get("personal")}
+    assert notes["members.gender"].reason == ("column members.gender dropped: the schema's LLM classified it as a "
+                                              "personal characteristic, which an environment does not store "
+                                              "(with 1 CHECK naming it)")
+    assert notes["members.gender"].evidence["checks_dropped"] == ['CHECK (religion IS NULL OR "Gender" <> \'x\')']
+    assert notes["members.religion"].evidence == {"table": "members", "column": "religion", "personal": "dropped"}
+    assert "it is the primary key" in notes["members.member_id"].reason
+    assert "it is a UNIQUE constraint" in notes["members.email"].reason
+    assert "it is a foreign key to members" in notes["loans.member_id"].reason
+    assert set(notes) == {"members.gender", "members.religion", "members.member_id", "members.email",
+                          "loans.member_id"}
+    dumped = members.model_dump()
+    assert dumped["withheld"] == ["gender", "religion"] and "withheld" not in books.model_dump()
+    assert "personal" not in books.model_dump()  # a table with none keeps older environments' bytes
     assert '"personal": []' in client.requests[0][0]["content"]  # the examples show the field
+    assert '"personal": ["nationality"]' in client.requests[0][0]["content"]  # ...and a classified column
     schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
     assert "personal" in json.dumps(schema)
+
+
+def test_a_dropped_personal_column_reaches_no_later_stage() -> None:
+    """The rows stage asks for and inserts rows of the schema without the dropped columns: its prompt, its row
+    model and the database never name them."""
+    from pipeline.stages.rows.populate import generate_seed
+    from tests.stages.library_replies import BOOK_ROWS, LOAN_ROWS, MEMBER_ROWS
+
+    tables = generate_schema(SCENARIO, INTENTS, fake_client([personal_reply()]), small_settings()).value
+    client = fake_client([MEMBER_ROWS, BOOK_ROWS, LOAN_ROWS])
+    res = generate_seed(SCENARIO, tables, client, small_settings(row_generators=False))
+    assert res.ok, [r.reason for r in res.rejections]
+    asked = json.dumps([client.requests, client.bodies]).lower()
+    assert "members" in asked and "gender" not in asked and "religion" not in asked
+    assert all(set(row) == {"member_id", "name", "email", "status"} for row in res.value[0].rows)
+
+
+def test_classified_columns_stay_when_sqlite_cannot_drop_them() -> None:
+    """A generated column reads the classified one: SQLite refuses the drop, the column stays classified and the
+    note says why."""
+    ddl = ("CREATE TABLE members (member_id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE, gender TEXT, "
+           "label TEXT GENERATED ALWAYS AS (email || gender)) STRICT")
+    reply = {"tables": [{"name": "members", "ddl": ddl, "natural_key": ["email"], "personal": ["gender"]},
+                        {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"], "personal": []},
+                        {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]}]}
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    members = res.value[0]
+    assert (members.ddl, members.personal, members.withheld) == (ddl, ["gender"], [])
+    note = next(r for r in res.rejections if r.item == "members.gender")
+    assert note.reason.startswith("column members.gender kept though classified as a personal characteristic: "
+                                  "SQLite does not drop it (")
+
+
+def test_drop_column_keeps_the_text_and_removes_only_the_checks_naming_the_column_elsewhere() -> None:
+    from pipeline.dbmodel.ddl import column_items, drop_column
+
+    ddl = ("CREATE TABLE t (id INTEGER PRIMARY KEY, code TEXT UNIQUE, a TEXT DEFAULT 'x, (a)' CHECK (a <> ''), "
+           "b TEXT CHECK (b <> 'a'), CHECK (length(a) < 9), CONSTRAINT c CHECK (b IS NULL OR [A] IS NULL)) STRICT")
+    assert column_items(ddl)[2] == "a TEXT DEFAULT 'x, (a)' CHECK (a <> '')"
+    assert drop_column(ddl, "t", "a") == (
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, code TEXT UNIQUE, b TEXT CHECK (b <> 'a')) STRICT",
+        ["CHECK (length(a) < 9)", "CONSTRAINT c CHECK (b IS NULL OR [A] IS NULL)"])
+    assert drop_column(ddl, "t", "code") == 'cannot drop UNIQUE column: "code"'
+    assert drop_column(ddl, "t", "id") == 'cannot drop PRIMARY KEY column: "id"'

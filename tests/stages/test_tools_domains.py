@@ -206,3 +206,28 @@ def test_a_write_whose_guard_refuses_every_call_on_existing_rows_is_fed_back(see
     feedback = client.requests[3][-1]["content"]
     assert "a guard refused every call: Keg" in feedback and "is not clean" in feedback
     assert res.value.tool("fill_keg").steps[0].sql == FILL_KEG["guards"][0]["sql"]
+
+
+def test_a_column_dropped_as_personal_is_fed_back_not_added_again(seed) -> None:
+    """A column the schema stage dropped as a personal characteristic (``Table.withheld``) is never added back for a
+    tool that writes it: the tool is wrong, SQLite's error goes back to the LLM."""
+    tables = (TABLES[0].model_copy(update={"withheld": ["brewer_nationality"]}), TABLES[1])
+    nationality = dict(RECORD_GRAVITY, params=[{"name": "batch_id", "type": "integer", "description": "The batch"},
+                                               {"name": "brewer_nationality", "type": "string",
+                                                "description": "The brewer's nationality"}],
+                       writes=["UPDATE batches SET brewer_nationality = :brewer_nationality WHERE batch_id = :batch_id"],
+                       returns={"sql": "SELECT batch_id, brewer_nationality FROM batches WHERE batch_id = :batch_id",
+                                "mode": "one"})
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("record_gravity", "write", ["batches"], [3]))
+    client = fake_client([p, FIND_BATCH, FILL_KEG, nationality, RECORD_GRAVITY])
+    res = generate_tools(SCENARIO, INTENTS, tables, seed, client, small_settings(**{"tools_min": 2, **LLM_TOOLS}))
+    assert res.ok and len(client.requests) == 5
+    assert "no such column: brewer_nationality" in client.requests[4][-1]["content"]
+    batches = next(t for t in res.value.tables if t.name == "batches")
+    assert "brewer_nationality" not in batches.ddl and batches.withheld == ["brewer_nationality"]
+    assert batches.ddl.endswith("final_gravity REAL) STRICT")  # other columns are still added for a tool
+    # without the mark, the same reply adds the column (the refusal above is the mark's doing)
+    client = fake_client([p, FIND_BATCH, FILL_KEG, nationality])
+    res = generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, **LLM_TOOLS}))
+    assert res.ok and "brewer_nationality TEXT" in next(t for t in res.value.tables if t.name == "batches").ddl

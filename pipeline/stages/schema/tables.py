@@ -5,7 +5,9 @@
 One call writes every table's ``CREATE TABLE`` and its natural key (the column(s) a user names a row by:
 a code, a number, a plate, a name, or a combination such as name + date; never the generated id, never only
 references), which fills ``ir.Table.natural_key`` (an unusable declaration is left empty and recorded; the
-seeded rows must then make it unique, see ``dbmodel.keys.settle_natural_keys``). Each statement gets
+seeded rows must then make it unique, see ``dbmodel.keys.settle_natural_keys``), and the columns that record a
+personal characteristic, which are dropped unless a key relies on them (``personal.withhold_personal``, after the
+tables are checked). Each statement gets
 deterministic repairs that need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/
 ``BOOLEAN`` become ``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended; CHECKs against calendar
 dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped;
@@ -37,6 +39,7 @@ from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
+from pipeline.stages.schema.personal import withhold_personal
 
 if TYPE_CHECKING:
     from pipeline.ir import Intent
@@ -50,9 +53,10 @@ class TableItem(BaseModel):
     ddl: str
     natural_key: list[str] = Field(min_length=1, max_length=3)
     """The column(s) a user names a row by: a code, a number, a plate, a name, or a combination."""
-    personal: list[str] = Field(default_factory=list, max_length=6)
+    personal: list[str] = Field(default_factory=list, max_length=10)
     """Columns that record a personal characteristic of someone (gender, ethnicity, religion, nationality, marital
-    status, disability, pregnancy): the model's classification, which code holds rules to (no rule turns on one)."""
+    status, disability, pregnancy): the model's classification; code drops them (``personal.withhold_personal``) but
+    for a key, on which no rule then turns."""
 
 
 class DdlFix(BaseModel):
@@ -312,20 +316,11 @@ def declare_natural_keys(tables: list[ir.Table], declared: dict[str, list[str]]
     return out, rejections
 
 
-def declare_personal(tables: list[ir.Table], declared: dict[str, list[str]]) -> list[ir.Table]:
-    """Fill ``Table.personal`` from the reply's classification, as the table's own column names (a name that is no
-    column of it, or that is a key, says nothing about one and is left out)."""
-    conn = scratch_db(tables)
-    out = []
-    try:
-        for t in tables:
-            cols = {c.name.lower(): c for c in table_columns(conn, t) if not c.pk and c.ref is None}
-            said = [cols[n.strip().strip('"`[]').lower()].name for n in declared.get(t.name, [])
-                    if n.strip().strip('"`[]').lower() in cols]
-            out.append(t.model_copy(update={"personal": list(dict.fromkeys(said))}))
-    finally:
-        conn.close()
-    return out
+def _follow_renames(personal: dict[str, list[str]], renamed: list[ir.Rejection]) -> dict[str, list[str]]:
+    """The reply's ``personal`` names after ``fix_key_names`` renamed foreign-key columns (its notes' evidence)."""
+    new = {(str(r.evidence["table"]), str(r.evidence["column"]).lower()): str(r.evidence["renamed"])
+           for r in renamed if {"table", "column", "renamed"} <= r.evidence.keys()}
+    return {t: [new.get((t, c.strip().strip('"`[]').lower()), c) for c in cols] for t, cols in personal.items()}
 
 
 def generate_schema(
@@ -383,9 +378,11 @@ def generate_schema(
     if settings.fix_key_names:
         tables, keys, renamed = fix_key_names(tables, keys, check_tables)
         rejections.extend(renamed)
+        personal = _follow_renames(personal, renamed)
+    tables, keys, personal_notes = withhold_personal(tables, personal, keys, check_tables)
+    rejections.extend(personal_notes)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)
-    tables = declare_personal(tables, personal)
     if len(tables) < settings.tables_min:
         rejections.append(ir.Rejection(
             stage=STAGE, item=scenario.name,

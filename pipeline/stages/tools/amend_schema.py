@@ -139,7 +139,8 @@ def _near(name: str, columns: Sequence[str]) -> str | None:
 
 def propose(tool: ir.Tool, tables: Sequence[ir.Table], conn: sqlite3.Connection) -> list[Amendment]:
     """The amendments ``tool`` needs from the schema on ``conn`` (at most ``MAX_PER_TOOL``; none when the tool
-    needs more than that, or names a column that is a slip for an existing one: then the tool is wrong)."""
+    needs more than that, names a column that is a slip for an existing one, or one the schema stage dropped as a
+    personal characteristic (``ir.Table.withheld``): then the tool is wrong)."""
     infos = table_infos(conn)
     enums = {t.name: check_enums(t.ddl) for t in tables}
     params = {p.name: p.type for p in tool.params}
@@ -164,10 +165,13 @@ def propose(tool: ir.Tool, tables: Sequence[ir.Table], conn: sqlite3.Connection)
         if tool.kind == "write":  # a read tool naming a missing column has the wrong column: feedback fixes it
             for table, col, typ in _missing_reads(tree, infos, params, skip):
                 found.append(Amendment(table, col, "add_column", typ))
+    withheld = {(t.name, c.lower()) for t in tables for c in t.withheld}
     out: list[Amendment] = []
     for a in found:
         if a.kind == "add_column" and _near(a.column, infos[a.table].columns):
             return []
+        if a.kind == "add_column" and (a.table, a.column.lower()) in withheld:
+            return []  # a personal characteristic the schema stage dropped: the tool is wrong, not the schema
         if not any((b.table, b.column, b.kind) == (a.table, a.column, a.kind) and (a.kind == "add_column" or
                                                                                    b.value == a.value) for b in out):
             out.append(a)

@@ -1,0 +1,136 @@
+"""Personal characteristics out of the schema: columns the schema stage's LLM classified as recording one are
+dropped before any later stage sees them.
+
+The schema reply's ``personal`` lists, per table, the columns that record a personal characteristic of someone
+(gender, ethnicity, religion, nationality, marital status, disability, pregnancy): the model's classification,
+in whatever language the columns are named; code holds no word list. An environment has no need to store one:
+the rows the small model makes for them are nonsense (a pharmacy whose patients were 78% "pregnant", 75 of them
+men) and they invite discriminatory rules and requests. So :func:`withhold_personal` drops each classified column
+from its ``CREATE TABLE`` (SQLite's own ``ALTER TABLE ... DROP COLUMN``, with any CHECK elsewhere that names it,
+``pipeline.dbmodel.ddl.drop_column``) and from the table's declared natural key, and records
+``ir.Table.withheld`` (so the tools stage never adds it back) and one note per column in the stage's rejections
+(``report.json``'s ``build.rejections``). A classified column that is part of a key stays (the primary key, a
+foreign key, a UNIQUE constraint or index, or a column another table references: the schema depends on it),
+classified in ``ir.Table.personal``, so no rule turns on it (``pipeline.stages.policy.candidates``); so does one
+SQLite will not drop (a generated column reads it), with the reason noted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from pipeline import ir
+from pipeline.dbmodel.ddl import drop_column, scratch_db
+
+STAGE = "schema"
+
+
+def _name(raw: str) -> str:
+    return raw.strip().strip('"`[]').lower()
+
+
+def classified(tables: list[ir.Table], declared: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per table, the reply's ``personal`` names as the table's own column names (read in any case, quotes
+    stripped; a name that is no column of the table says nothing about one and is left out)."""
+    conn = scratch_db(tables)
+    try:
+        out = {}
+        for t in tables:
+            cols = {r[1].lower(): r[1] for r in conn.execute(f'PRAGMA table_info("{t.name}")').fetchall()}
+            out[t.name] = list(dict.fromkeys(cols[_name(n)] for n in declared.get(t.name, []) if _name(n) in cols))
+    finally:
+        conn.close()
+    return out
+
+
+def key_roles(conn: sqlite3.Connection, tables: list[ir.Table]) -> dict[tuple[str, str], str]:
+    """(table, lower-case column) -> the key it is part of, for every column the schema's keys rely on: a primary
+    key, a foreign key, a UNIQUE constraint or an index, a column another table's foreign key points at."""
+    roles: dict[tuple[str, str], str] = {}
+    for t in tables:
+        for r in conn.execute(f'PRAGMA table_info("{t.name}")').fetchall():
+            if r[5]:
+                roles.setdefault((t.name, r[1].lower()), "the primary key")
+        for fk in conn.execute(f'PRAGMA foreign_key_list("{t.name}")').fetchall():
+            parent, col, to = fk[2], fk[3], fk[4]
+            roles.setdefault((t.name, col.lower()), f"a foreign key to {parent}")
+            if to is not None:
+                roles.setdefault((parent, to.lower()), f"referenced by {t.name}.{col}")
+        for idx in conn.execute(f'PRAGMA index_list("{t.name}")').fetchall():
+            what = "a UNIQUE constraint" if idx[2] else f"the index {idx[1]}"
+            for info in conn.execute(f'PRAGMA index_info("{idx[1]}")').fetchall():
+                if info[2] is not None:
+                    roles.setdefault((t.name, info[2].lower()), what)
+    return roles
+
+
+def withhold_personal(
+    tables: list[ir.Table], declared: dict[str, list[str]], keys: dict[str, list[str]],
+    check: Callable[[list[tuple[str, str]]], dict[str, str | None]],
+) -> tuple[list[ir.Table], dict[str, list[str]], list[ir.Rejection]]:
+    """Drop the columns the reply classified as personal characteristics (see the module doc).
+
+    ``tables`` are valid (created in this order), ``declared`` the reply's ``personal`` per table, ``keys`` the
+    declared natural keys, ``check`` the schema stage's check (name -> error or None). Returns the tables (their
+    DDL without the dropped columns, ``personal`` = the classified columns kept, ``withheld`` = the dropped ones),
+    the natural keys without the dropped columns, and one note per classified column."""
+    said = classified(tables, declared)
+    conn = scratch_db(tables)
+    try:
+        roles = key_roles(conn, tables)
+    finally:
+        conn.close()
+    out: list[ir.Table] = []
+    notes: list[ir.Rejection] = []
+    dropped: dict[str, list[str]] = {}
+    for t in tables:
+        ddl, kept, gone = t.ddl, [], []
+        for col in said[t.name]:
+            item = f"{t.name}.{col}"
+            role = roles.get((t.name, col.lower()))
+            if role is not None:
+                kept.append(col)
+                notes.append(ir.Rejection(
+                    stage=STAGE, item=item,
+                    reason=f"column {item} kept though classified as a personal characteristic: it is {role}; "
+                           f"no rule turns on it",
+                    evidence={"table": t.name, "column": col, "personal": "kept", "key": role}))
+                continue
+            result = drop_column(ddl, t.name, col)
+            if isinstance(result, str):
+                kept.append(col)
+                notes.append(ir.Rejection(
+                    stage=STAGE, item=item,
+                    reason=f"column {item} kept though classified as a personal characteristic: SQLite does not "
+                           f"drop it ({result}); no rule turns on it",
+                    evidence={"table": t.name, "column": col, "personal": "kept", "error": result}))
+                continue
+            ddl, checks = result
+            gone.append(col)
+            evidence: dict[str, object] = {"table": t.name, "column": col, "personal": "dropped"}
+            if checks:
+                evidence["checks_dropped"] = checks
+            notes.append(ir.Rejection(
+                stage=STAGE, item=item,
+                reason=f"column {item} dropped: the schema's LLM classified it as a personal characteristic, which "
+                       f"an environment does not store" + (f" (with {len(checks)} CHECK naming it)" if checks else ""),
+                evidence=evidence))
+        dropped[t.name] = gone
+        out.append(t.model_copy(update={"ddl": ddl, "personal": kept, "withheld": gone}))
+    if not any(dropped.values()):
+        return out, keys, notes
+    errors = check([(t.name, t.ddl) for t in out])
+    bad = {n: e for n, e in errors.items() if e is not None}
+    if bad:  # dropping only removes what nothing else names: not expected, but never leave a schema that fails
+        restored = [t.model_copy(update={"personal": said[t.name], "withheld": []}) for t in tables]
+        why = "; ".join(f"{n}: {e}" for n, e in sorted(bad.items()))
+        return restored, keys, [ir.Rejection(
+            stage=STAGE, item=f"{t.name}.{c}",
+            reason=f"column {t.name}.{c} kept though classified as a personal characteristic: the schema without "
+                   f"it does not build ({why}); no rule turns on it",
+            evidence={"table": t.name, "column": c, "personal": "kept", "error": why})
+            for t in tables for c in said[t.name]]
+    new_keys = {name: [c for c in cols if _name(c) not in {d.lower() for d in dropped.get(name, [])}]
+                for name, cols in keys.items()}
+    return out, new_keys, notes
