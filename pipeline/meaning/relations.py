@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any, Literal
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -93,6 +93,24 @@ def clock_side(values: Sequence[Any], today: date) -> Literal["past", "future"] 
         return "past"
     if all(d >= today for d in days):
         return "future"
+    return None
+
+
+CLOCK_SPAN = 180
+"""Days a range on one side of the clock spans at least (its examples all on the clock's day give it none)."""
+
+
+def clock_range(start: date, end: date, side: Literal["past", "future"] | None, today: date
+                ) -> tuple[date, date] | None:
+    """``start``..``end`` moved onto ``side`` of ``today`` (its examples' side), at least :data:`CLOCK_SPAN` days
+    wide when it had to move or was a single day (examples all dated today, a range of today alone: every row of
+    the table on one day); None when it needs no change."""
+    if side == "past" and (end > today or start >= end):
+        end = min(end, today)
+        return min(start, end - timedelta(days=CLOCK_SPAN)), end
+    if side == "future" and (start < today or start >= end):
+        start = max(start, today)
+        return start, max(end, start + timedelta(days=CLOCK_SPAN))
     return None
 
 

@@ -190,3 +190,18 @@ def test_an_unplaceable_child_is_dropped_not_moved() -> None:
         assert "no day" in str(e)
     else:
         raise AssertionError("a renewal dated by today on a loan that begins after it was placed")
+
+
+def test_a_range_of_the_clock_day_alone_spreads_onto_the_examples_side() -> None:
+    # the 2026-11-28 n1 library: every example loan and renewal dated today, the model's range today..today: every
+    # one of 37 loans and 35 renewals on one day
+    day = TODAY
+    assert relations.clock_side(["2026-01-15"] * 4, TODAY) == "past"
+    assert relations.clock_range(day, day, "past", TODAY) == (TODAY - timedelta(days=relations.CLOCK_SPAN), TODAY)
+    ahead = relations.clock_range(date(2026, 3, 1), date(2026, 3, 1), "future", TODAY)
+    assert ahead == (date(2026, 3, 1), date(2026, 3, 1) + timedelta(days=relations.CLOCK_SPAN))
+    # a range already on its side and wider than a day: kept; one across the clock: cut at today
+    assert relations.clock_range(date(2025, 12, 1), date(2026, 1, 10), "past", TODAY) is None
+    assert relations.clock_range(date(2025, 12, 1), date(2026, 6, 1), "past", TODAY) == (
+        TODAY - timedelta(days=relations.CLOCK_SPAN), TODAY)
+    assert relations.clock_range(day, day, None, TODAY) is None

@@ -760,15 +760,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
             continue
         side = relations.clock_side(ex.get(name, []), today)
-        start, end = date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10])
-        if side == "past" and end > today:
-            end = today
-            start = min(start, end - timedelta(days=180))
-        elif side == "future" and start < today:
-            start = today
-            end = max(end, start + timedelta(days=180))
-        else:
+        moved = relations.clock_range(date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10]), side, today)
+        if moved is None:
             continue
+        start, end = moved
         gens[name] = _code(g, f"dated {'up to' if side == 'past' else 'from'} today, as every example",
                            start=start.isoformat(), end=end.isoformat())
     # numbers: the examples' sign
