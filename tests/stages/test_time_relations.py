@@ -205,3 +205,14 @@ def test_a_range_of_the_clock_day_alone_spreads_onto_the_examples_side() -> None
     assert relations.clock_range(date(2025, 12, 1), date(2026, 6, 1), "past", TODAY) == (
         TODAY - timedelta(days=relations.CLOCK_SPAN), TODAY)
     assert relations.clock_range(day, day, None, TODAY) is None
+
+
+def test_a_child_prompt_shows_its_parents_dates() -> None:
+    # shown only each loan's start, the model fined the loans made today; every date column is shown, by its values
+    from pipeline.stages.rows.populate import parent_choices
+
+    loans = _loans(3)
+    conn = _db(KSIAZKI, KARY, loans)
+    values, line = parent_choices(conn, KSIAZKI, "nr")
+    assert values == (1, 2, 3)
+    assert line.split("; ")[0] == f"1 = od {loans[1]['loan_date']}, termin {loans[1]['due_date']}"
