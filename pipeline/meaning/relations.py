@@ -7,6 +7,11 @@
 - :func:`sign`: a numeric column whose every example is positive, or at least zero.
 - :func:`parent_orders`: a child's date column that is never before (or never after) a date of the parent row
   its reference names, in every example (a renewal after its loan began).
+- :func:`parent_clocks`: the parents a child exists for, when every example child names a parent whose date is on
+  one side of the environment's clock while other parents are on the other (a fine only on a loan past due; the
+  child needs no date of its own).
+- :func:`positional`: whether the example children name the parents the model was shown first, in that order (a
+  choice by position, which shows nothing about the parents).
 - :func:`violations`: the rows that break an order.
 """
 
@@ -15,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any, Literal
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -91,6 +96,24 @@ def clock_side(values: Sequence[Any], today: date) -> Literal["past", "future"] 
     return None
 
 
+CLOCK_SPAN = 180
+"""Days a range on one side of the clock spans at least (its examples all on the clock's day give it none)."""
+
+
+def clock_range(start: date, end: date, side: Literal["past", "future"] | None, today: date
+                ) -> tuple[date, date] | None:
+    """``start``..``end`` moved onto ``side`` of ``today`` (its examples' side), at least :data:`CLOCK_SPAN` days
+    wide when it had to move or was a single day (examples all dated today, a range of today alone: every row of
+    the table on one day); None when it needs no change."""
+    if side == "past" and (end > today or start >= end):
+        end = min(end, today)
+        return min(start, end - timedelta(days=CLOCK_SPAN)), end
+    if side == "future" and (start < today or start >= end):
+        start = max(start, today)
+        return start, max(end, start + timedelta(days=CLOCK_SPAN))
+    return None
+
+
 def sign(values: Sequence[Any]) -> Literal["positive", "non_negative"] | None:
     nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     if not nums:
@@ -133,6 +156,56 @@ def parent_orders(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapp
                 out.append(ParentOrder(col, via, pc, True, 0))  # book's publication made loans of 2037
             elif max(gaps) <= 0:
                 out.append(ParentOrder(col, via, pc, False, 0))
+    return out
+
+
+MIN_PARENTS = 3
+"""Distinct example parents needed before their side of the clock is taken as a relation (two agree by chance one
+time in two)."""
+
+
+@dataclass(frozen=True)
+class ParentClock:
+    """Children name only parent rows whose ``parent_column`` is on ``side`` of the clock (on or before today for
+    'past', on or after it for 'future'), the parent named by the child's ``via`` column."""
+
+    via: str
+    parent_column: str
+    side: Literal["past", "future"]
+
+    def holds(self, parent: Mapping[str, Any] | None, today: date) -> bool:
+        day = as_date(parent.get(self.parent_column)) if parent is not None else None
+        if day is None:
+            return False
+        return day <= today if self.side == "past" else day >= today
+
+
+def positional(keys: Sequence[Any], listed: Sequence[Any]) -> bool:
+    """Whether the distinct non-null ``keys`` the example children name are the first of ``listed`` (the parent keys
+    in the order the model was shown them): a model that takes the first parents it sees chose nothing."""
+    named = list(dict.fromkeys(k for k in keys if k is not None))
+    return bool(named) and set(named) == set(listed[: len(named)])
+
+
+def parent_clocks(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapping[Any, Mapping[str, Any]],
+                  today: date, listed: Sequence[Any] = ()) -> list[ParentClock]:
+    """The sides of the clock every example child's parent is on, for each date column of the parent whose rows
+    lie on both sides (one side for every parent restricts nothing). None from fewer than :data:`MIN_PARENTS`
+    distinct parents, nor from children that name the first parents of ``listed`` (:func:`positional`)."""
+    keys = [k for k in examples.get(via, []) if k is not None]
+    named = [parents[k] for k in dict.fromkeys(keys) if k in parents]
+    if len(named) < MIN_PARENTS or positional(keys, listed):
+        return []
+    everyone = list(parents.values())
+    names = list(dict.fromkeys(c for r in everyone for c in r))
+    out = []
+    for pc in date_columns({c: [r.get(c) for r in everyone] for c in names}):
+        side = clock_side([r.get(pc) for r in named], today)
+        if side is None:
+            continue
+        rel = ParentClock(via, pc, side)
+        if not all(rel.holds(r, today) for r in everyone):
+            out.append(rel)
     return out
 
 

@@ -49,7 +49,16 @@ from pipeline.meaning import profile as prof
 from pipeline.meaning import relations, vocab
 from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.rows.maker import Shape, ValueMaker, derive_seed, fill, key_sets, table_shape
+from pipeline.stages.rows.maker import (
+    ChildRelations,
+    Shape,
+    ValueMaker,
+    child_relations,
+    derive_seed,
+    fill,
+    key_sets,
+    table_shape,
+)
 
 STAGE = "seed_data"
 LOCALES = ("en_US", "en_GB", "en_CA", "en_AU", "en_IE", "de_DE", "fr_FR", "es_ES", "es_MX", "it_IT", "nl_NL",
@@ -656,7 +665,7 @@ class Settled:
 
     gens: dict[str, ir.ColumnGenerator | None]
     cap: int | None = None
-    bounds: list[tuple[str, str, dict[Any, date], bool, int]] = field(default_factory=list)
+    related: ChildRelations = field(default_factory=ChildRelations)
     rewrite: list[str] = field(default_factory=list)
     calls: int = 0
     keep: set[str] = field(default_factory=set)
@@ -751,15 +760,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
             continue
         side = relations.clock_side(ex.get(name, []), today)
-        start, end = date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10])
-        if side == "past" and end > today:
-            end = today
-            start = min(start, end - timedelta(days=180))
-        elif side == "future" and start < today:
-            start = today
-            end = max(end, start + timedelta(days=180))
-        else:
+        moved = relations.clock_range(date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10]), side, today)
+        if moved is None:
             continue
+        start, end = moved
         gens[name] = _code(g, f"dated {'up to' if side == 'past' else 'from'} today, as every example",
                            start=start.isoformat(), end=end.isoformat())
     # numbers: the examples' sign
@@ -831,20 +835,9 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
                                                          g.kind not in ("date_after",))):
             if c.name not in out.rewrite:
                 out.rewrite.append(c.name)
-    # a child's dates against its parent row's, as every example shows
-    for c in cols:
-        if c.ref is None or c.ref[0] == table.name:
-            continue
-        parent, key = c.ref
-        prow = conn.execute(f'SELECT * FROM "{parent}"')
-        pnames = [d[0] for d in prow.description]
-        parents = {r[pnames.index(key)]: dict(zip(pnames, r, strict=True)) for r in prow}
-        for po in relations.parent_orders(ex, c.name, parents):
-            if po.column not in asked_names or gens.get(po.column) is None:
-                continue
-            dates = {k: d for k, r in parents.items() for d in [relations.as_date(r.get(po.parent_column))]
-                     if d is not None}
-            out.bounds.append((po.column, c.name, dates, po.after, po.min_days))
+    # time across tables, as every example shows: a child's dates against its parent's, which parents have children
+    out.related = child_relations(conn, table.name, cols, ex, {n for n in asked_names if gens.get(n) is not None},
+                                  today)
     return out
 
 
@@ -917,7 +910,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     if done.cap is not None and done.cap < len(shape.fixed):  # a UNIQUE list shorter than the table: fewer rows
         shape = Shape(fixed=shape.fixed[:max(0, done.cap)], refs=shape.refs, primary=shape.primary)
     maker = ValueMaker(locale, seed, gens, cols, examples)
-    maker.bounds = done.bounds
+    maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
     rejections = [ir.Rejection(stage=STAGE, item=f"{table.name}.{c.name}",
                                reason=f"generator choice failed, fell back to one from the column's type and "

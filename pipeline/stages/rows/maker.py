@@ -10,6 +10,11 @@ many), its other references drawn from a skewed popularity so some parents are s
 Rows are inserted one by one into the scratch database (foreign keys on): a row that repeats a UNIQUE set or the
 table's natural key, or that SQLite refuses (a CHECK, a type), is drawn again, at most ``RETRIES`` times; a row
 still refused is dropped and counted by reason (the caller records a Rejection).
+
+Time across tables (:func:`child_relations`, from the example rows' values, never from names): a child's date
+within the dates of the parent its reference names, on the examples' side of the clock; a child only for the parents
+the examples' children all had on one side of the clock (a fine only on a loan already due). A child that no
+parent's dates can hold is dropped (:class:`Unplaceable`), never written against them.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column
+from pipeline.dbmodel.ddl import row_order
 from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
 from pipeline.hashing import content_hash
+from pipeline.meaning import relations
 from pipeline.settings import BuildSettings
 
 RETRIES = 6
@@ -36,6 +43,8 @@ STOP_AFTER = 40
 """Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
 NULL_SHARE = 0.1
 """Share of nulls in a nullable reference other than the first parent (an optional link is sometimes unset)."""
+MAX_REF_VALUES = 40
+"""Parent keys a child table's prompt lists (``pipeline.stages.rows.populate``), in :func:`listed_keys`' order."""
 
 
 def derive_seed(scenario: ir.Scenario, table: str) -> int:
@@ -113,6 +122,72 @@ def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], s
     return Shape(fixed=fixed, refs=refs, primary=primary)
 
 
+# ------------------------------------------------------------------ time across tables
+
+
+Bound = tuple[str, str, dict[Any, date], bool, int]
+"""(child's date column, reference column, parent key -> parent's date, after (else before), days)."""
+
+
+class Unplaceable(ValueError):
+    """No value of a child's date fits its parent's dates and the clock: the row is drawn again or dropped."""
+
+
+def listed_keys(conn: sqlite3.Connection, parent: str, key: str, limit: int = MAX_REF_VALUES) -> list[Any]:
+    """The parent keys a child's prompt lists, in that order (the parent's first rows)."""
+    return [r[0] for r in conn.execute(f'SELECT "{key}" FROM "{parent}" ORDER BY {row_order(conn, parent)} '
+                                       f'LIMIT {int(limit)}') if r[0] is not None]
+
+
+def parent_rows(conn: sqlite3.Connection, parent: str, key: str) -> dict[Any, dict[str, Any]]:
+    cur = conn.execute(f'SELECT * FROM "{parent}"')
+    names = [d[0] for d in cur.description]
+    return {r[names.index(key)]: dict(zip(names, r, strict=True)) for r in cur}
+
+
+@dataclass
+class ChildRelations:
+    """What a child table's example rows show about time across tables: date bounds per parent (``bounds``), the
+    parent keys each reference may name (``allowed``; a reference absent names any), each own date column's side
+    of the clock (``clock``), and what was inferred (``notes``, for the plan's record)."""
+
+    bounds: list[Bound] = field(default_factory=list)
+    allowed: dict[str, set[Any]] = field(default_factory=dict)
+    clock: dict[str, Literal["past", "future"]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def child_relations(conn: sqlite3.Connection, table: str, cols: list[Column], examples: dict[str, list[Any]],
+                    drawn: set[str], today: date) -> ChildRelations:
+    """Infer, from the example rows already in ``conn`` (their values: ``examples``) and their parents' rows, the
+    relations code holds when drawing the rest: :func:`pipeline.meaning.relations.parent_orders` for the date
+    columns code draws (``drawn``), :func:`pipeline.meaning.relations.parent_clocks` for which parents a child may
+    name, and :func:`pipeline.meaning.relations.clock_side` of each drawn date column."""
+    out = ChildRelations()
+    for name in drawn:
+        side = relations.clock_side(examples.get(name, []), today) if name in relations.date_columns(
+            {name: examples.get(name, [])}) else None
+        if side is not None:
+            out.clock[name] = side
+    for c in cols:
+        if c.ref is None or c.ref[0] == table:
+            continue
+        parent, key = c.ref
+        parents = parent_rows(conn, parent, key)
+        for po in relations.parent_orders(examples, c.name, parents):
+            if po.column not in drawn:
+                continue
+            dates = {k: d for k, r in parents.items() for d in [relations.as_date(r.get(po.parent_column))]
+                     if d is not None}
+            out.bounds.append((po.column, c.name, dates, po.after, po.min_days))
+        for pc in relations.parent_clocks(examples, c.name, parents, today, listed_keys(conn, parent, key)):
+            ok = {k for k, r in parents.items() if pc.holds(r, today)}
+            out.allowed[c.name] = out.allowed.get(c.name, ok) & ok
+            out.notes.append(f"{c.name}: only {parent} rows whose {pc.parent_column} is "
+                             f"{'on or before' if pc.side == 'past' else 'on or after'} today, as every example")
+    return out
+
+
 # ------------------------------------------------------------------ values
 
 
@@ -156,8 +231,21 @@ class ValueMaker:
         self.popularity: dict[str, list[float]] = {}
         self.unused: dict[str, list[Any]] = {}
         """Per column of a UNIQUE list: its items not yet drawn (drawn without replacement, last first)."""
-        self.bounds: list[tuple[str, str, dict[Any, date], bool, int]] = []
+        self.bounds: list[Bound] = []
         """(column, reference column, parent key -> parent's date, after, days): set by the caller."""
+        self.allowed: dict[str, set[Any]] = {}
+        """Reference column -> the parent keys it may name (:func:`child_relations`); absent: any."""
+        self.clock: dict[str, Literal["past", "future"]] = {}
+        """Date column -> the side of ``today`` its examples are on, held with :attr:`bounds`."""
+        self.today: date | None = None
+
+    def relate(self, rel: ChildRelations, today: date) -> None:
+        """Hold ``rel`` in every row drawn from now on."""
+        self.bounds, self.allowed, self.clock, self.today = list(rel.bounds), dict(rel.allowed), dict(rel.clock), today
+
+    def placeable(self, row: dict[str, Any]) -> bool:
+        """Whether the references already in ``row`` name parents its child may have (:attr:`allowed`)."""
+        return all(row.get(via) is None or row[via] in keys for via, keys in self.allowed.items() if via in row)
 
     def references(self, refs: dict[str, list[Any]]) -> None:
         """A skewed popularity per reference column: parents in a seeded order, weights 1/(rank+1)."""
@@ -183,9 +271,18 @@ class ValueMaker:
         col = self.by_col[g.column]
         if k == "reference":
             keys = refs.get(g.column) or []
+            if g.column in self.allowed:
+                keys = [k for k in keys if k in self.allowed[g.column]]
+            if not keys and col.notnull and g.column in self.allowed:
+                raise Unplaceable(f"no {g.parent or 'parent'} row fits the relations the example rows show")
             if not keys or (not col.notnull and rng.random() < NULL_SHARE):
                 return None
-            return rng.choices(keys, cum_weights=self.popularity.get(g.column))[0]
+            cum = self.popularity.get(g.column)
+            if cum is not None and len(cum) != len(keys):  # some parents not allowed: their weights left out
+                allowed = self.allowed[g.column]
+                weights = [w for k, w in zip(refs[g.column], _weights(cum), strict=True) if k in allowed]
+                cum = list(_cumulate(weights))
+            return rng.choices(keys, cum_weights=cum)[0]
         if k in FAKER_KINDS:  # a street address with a pattern: the whole address, joined as the examples
             return faker_value(f, k, g.pattern)
         if k == "email":
@@ -243,7 +340,9 @@ class ValueMaker:
     def bound(self, column: str, value: Any, row: dict[str, Any], g: ir.ColumnGenerator) -> Any:
         """``value`` moved to respect the parent dates the examples show (:attr:`bounds`): a child's date not
         before (or not after) its parent row's dates, all of them at once (a renewal between its loan's start and
-        its due date; moved one bound after another, a date pushed before the due date fell before the start)."""
+        its due date; moved one bound after another, a date pushed before the due date fell before the start), and
+        on its examples' side of the clock (:attr:`clock`, for a column drawn in a range). Raises
+        :class:`Unplaceable` when no day fits (a loan that began after today for a renewal dated by today)."""
         got = _maybe_date(value)
         if got is None:
             return value
@@ -253,12 +352,19 @@ class ValueMaker:
             base = dates.get(row.get(via)) if col == column else None
             if base is not None:
                 (lows if after else highs).append(base + timedelta(days=days) if after else base - timedelta(days=days))
+        if not lows and not highs:
+            return value
+        side = self.clock.get(column) if g.kind in ("date", "datetime") else None
+        if side is not None and self.today is not None:
+            (highs if side == "past" else lows).append(self.today)
         low, high = max(lows, default=None), min(highs, default=None)
+        if low is not None and high is not None and high < low:
+            raise Unplaceable(f"{column}: no day between {low} and {high} fits its parent's dates and the clock")
         if (low is None or got >= low) and (high is None or got <= high):
             return value
         rest = str(value)[10:]
         if low is not None and high is not None:
-            day = low + timedelta(days=self.rng.randint(0, (high - low).days)) if high >= low else low
+            day = low + timedelta(days=self.rng.randint(0, (high - low).days))
         elif low is not None:
             end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
             span = (end - low).days if end is not None and end > low else 30
@@ -300,6 +406,11 @@ def _maybe_date(value: Any) -> date | None:
         return date.fromisoformat(str(value)[:10]) if value is not None else None
     except ValueError:
         return None
+
+
+def _weights(cum: list[float]) -> list[float]:
+    """Cumulative weights back to weights."""
+    return [b - a for a, b in zip([0.0, *cum[:-1]], cum, strict=True)]
 
 
 def _cumulate(weights: list[float]) -> Any:
@@ -353,8 +464,17 @@ def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: V
     out, streak = Filled(), 0
     for fixed in shape.fixed:
         error = ""
+        if not maker.placeable(fixed):  # its parent is one the examples' children never had: no child drawn
+            out.dropped["its parent is not one the example rows give children (the relations they show)"] += 1
+            continue
+        unplaced = False
         for attempt in range(RETRIES):
-            row = maker.row(fixed, refs)
+            try:
+                row = maker.row(fixed, refs)
+            except Unplaceable as e:
+                error, unplaced = str(e), True
+                continue
+            unplaced = False
             error = _repeats(row, taken)
             if error and attempt == RETRIES - 1:  # the last draw: its repeated value made unique, as for LLM rows
                 row = _bump(row, taken, cols, keep)
@@ -375,6 +495,8 @@ def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: V
             break
         else:
             out.dropped[error] += 1
+            if unplaced:  # a parent no child's dates fit says nothing of the generators
+                continue
             streak += 1
             if streak >= STOP_AFTER:
                 out.stopped = True

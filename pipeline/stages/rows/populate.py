@@ -41,16 +41,16 @@ from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.dbmodel.ddl import row_order, rows_of, scratch_db
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.meaning import findings as semantic
+from pipeline.meaning import relations
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import generators as rowgen
-from pipeline.stages.rows.maker import unique_sets
+from pipeline.stages.rows.maker import MAX_REF_VALUES, unique_sets
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
 
 STAGE = "seed_data"
-MAX_REF_VALUES = 40
 MAX_LABEL = 48
 
 
@@ -92,17 +92,26 @@ def _short(v: Any) -> str:
 
 
 def parent_choices(conn: sqlite3.Connection, parent: ir.Table, key: str) -> tuple[tuple[Any, ...], str]:
-    """The first ``MAX_REF_VALUES`` keys of ``parent`` and a prompt line labelling each."""
+    """The first ``MAX_REF_VALUES`` keys of ``parent`` and a prompt line labelling each: its first text column and
+    status-like columns, then every date column (by its values) named, so that a child can fit its parent's time
+    (a fine on a loan whose due date is past: shown only the loan's start, the model fined loans made today)."""
     pcols = table_columns(conn, parent)
     text, flags = _label_columns(pcols)
     extra = [c for c in [text, *flags] if c and c != key]
-    sel = ", ".join(f'"{c}"' for c in [key, *extra])
-    rows = conn.execute(f'SELECT {sel} FROM "{parent.name}" ORDER BY {row_order(conn, parent.name)} '
-                        f"LIMIT {MAX_REF_VALUES}").fetchall()
+    order = row_order(conn, parent.name)
+    cur = conn.execute(f'SELECT * FROM "{parent.name}" ORDER BY {order} LIMIT {MAX_REF_VALUES}')
+    names = [d[0] for d in cur.description]
+    full = [dict(zip(names, r, strict=True)) for r in cur]
+    dated = [c for c in relations.date_columns({n: [r[n] for r in full] for n in names}) if c != key]
+    if dated:
+        extra = [c for c in extra if c not in dated]
+    rows = [(r[key], *(r[c] for c in extra)) for r in full]
     values = tuple(dict.fromkeys(r[0] for r in rows if r[0] is not None))
     parts = []
-    for r in rows:
+    for r, whole in zip(rows, full, strict=True):
         desc = " ".join(_short(v) for v in r[1:] if v is not None)
+        when = ", ".join(f"{c} {whole[c]}" for c in dated if whole[c] is not None)
+        desc = f"{desc} ({when})" if desc and when else desc or when
         parts.append(f"{json.dumps(r[0])} = {desc}" if desc else json.dumps(r[0]))
     return values, "; ".join(parts)
 

@@ -1,0 +1,218 @@
+"""Time across tables, inferred from example rows' values (never from names) and held by the row maker: a child
+only for the parents the examples' children had on one side of the clock (a fine only on a loan already due), a
+child's date within its parent's dates and on its examples' side of the clock, a child no parent fits dropped."""
+
+from __future__ import annotations
+
+import random
+from datetime import date, timedelta
+from typing import Any
+
+from pipeline import ir
+from pipeline.dbmodel.columns import table_columns
+from pipeline.dbmodel.ddl import scratch_db
+from pipeline.meaning import relations
+from pipeline.settings import BuildSettings
+from pipeline.stages.rows.maker import (
+    ValueMaker,
+    child_relations,
+    fill,
+    key_sets,
+    table_shape,
+)
+
+TODAY = date(2026, 1, 15)
+
+
+def _loans(n: int = 30) -> dict[int, dict[str, Any]]:
+    """Loans made over the 60 days before today, due 21 days later: about a third not yet due."""
+    out = {}
+    for k in range(1, n + 1):
+        start = TODAY - timedelta(days=2 * k)
+        out[k] = {"loan_id": k, "loan_date": start.isoformat(), "due_date": (start + timedelta(days=21)).isoformat()}
+    return out
+
+
+# ------------------------------------------------------------------ inference (relations.py)
+
+
+def test_children_only_on_parents_past_a_date_when_every_example_child_is() -> None:
+    loans = _loans()
+    due = [k for k, r in loans.items() if r["due_date"] <= TODAY.isoformat()]
+    examples = {"loan_id": due[2:6], "fine_amount": [5.0, 3.5, 4.0, 6.0]}
+    got = relations.parent_clocks(examples, "loan_id", loans, TODAY, listed=list(loans)[:40])
+    # the due date: examples' loans all due by today, other loans not yet; the start: every loan began by today
+    assert got == [relations.ParentClock("loan_id", "due_date", "past")]
+    assert got[0].holds(loans[due[0]], TODAY) and not got[0].holds(loans[1], TODAY)
+
+
+def test_no_relation_from_children_that_straddle_the_clock_or_from_too_few_parents() -> None:
+    loans = _loans()
+    mixed = {"loan_id": [1, 2, 20, 25], "fine_amount": [1.0, 2.0, 3.0, 4.0]}  # loans 1, 2 not yet due
+    assert relations.parent_clocks(mixed, "loan_id", loans, TODAY) == []
+    two = {"loan_id": [20, 25, 20], "fine_amount": [1.0, 2.0, 3.0]}
+    assert relations.parent_clocks(two, "loan_id", loans, TODAY) == []
+
+
+def test_children_naming_the_first_parents_shown_show_nothing() -> None:
+    # the 2026-11-28 library: its 4 example fines named loans 1, 2, 3, 4, the first keys its prompt listed (all
+    # due after today); taken as a relation, every fine would sit on a loan not yet due
+    loans = {k: {"loan_date": "2026-01-15", "due_date": "2026-02-15"} for k in range(1, 5)}
+    loans.update({k: {"loan_date": "2025-11-01", "due_date": "2025-12-01"} for k in range(5, 30)})
+    examples = {"loan_id": [1, 2, 3, 4], "fine_amount": [5.0, 3.5, 4.0, 6.0]}
+    assert relations.positional(examples["loan_id"], list(range(1, 41)))
+    assert relations.parent_clocks(examples, "loan_id", loans, TODAY, listed=list(range(1, 41))) == []
+    assert relations.parent_clocks(examples, "loan_id", loans, TODAY) != []  # the same, when no listing is known
+    assert not relations.positional([1, 2, 5], list(range(1, 41)))
+
+
+def test_names_are_not_read() -> None:
+    # the same values under other names (Polish-like and meaningless): the same relation, named by the new names
+    loans = _loans()
+    renamed = {k: {"nr": k, "kolumna_a": r["loan_date"], "zzz": r["due_date"]} for k, r in loans.items()}
+    due = [k for k, r in loans.items() if r["due_date"] <= TODAY.isoformat()]
+    examples = {"wypozyczenie": due[:4], "kwota": [5.0, 3.5, 4.0, 6.0]}
+    assert relations.parent_clocks(examples, "wypozyczenie", renamed, TODAY) == [
+        relations.ParentClock("wypozyczenie", "zzz", "past")]
+
+
+# ------------------------------------------------------------------ the maker holds them (maker.py)
+
+LOANS = ir.Table(name="loans", ddl="CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, loan_date TEXT NOT NULL, "
+                                   "due_date TEXT NOT NULL) STRICT")
+FINES = ir.Table(name="fines", ddl="CREATE TABLE fines (fine_id INTEGER PRIMARY KEY, loan_id INTEGER NOT NULL "
+                                   "REFERENCES loans(loan_id), fine_amount REAL NOT NULL CHECK (fine_amount > 0)) "
+                                   "STRICT")
+RENEWALS = ir.Table(name="renewals", ddl="CREATE TABLE renewals (renewal_id INTEGER PRIMARY KEY, loan_id INTEGER "
+                                         "NOT NULL REFERENCES loans(loan_id), renewal_date TEXT NOT NULL) STRICT")
+# the same pair, in another language's words
+KSIAZKI = ir.Table(name="wypozyczenia", ddl="CREATE TABLE wypozyczenia (nr INTEGER PRIMARY KEY, od TEXT NOT NULL, "
+                                            "termin TEXT NOT NULL) STRICT")
+KARY = ir.Table(name="kary", ddl="CREATE TABLE kary (id INTEGER PRIMARY KEY, wyp INTEGER NOT NULL REFERENCES "
+                                 "wypozyczenia(nr), kwota REAL NOT NULL CHECK (kwota > 0)) STRICT")
+
+
+def _db(parent: ir.Table, child: ir.Table, loans: dict[int, dict[str, Any]]) -> Any:
+    conn = scratch_db([parent, child])
+    for r in loans.values():
+        conn.execute(f'INSERT INTO "{parent.name}" VALUES (?, ?, ?)', (r["loan_id"], r["loan_date"], r["due_date"]))
+    return conn
+
+
+def _fill(conn: Any, table: ir.Table, examples_sql: list[tuple[Any, ...]], gens: list[ir.ColumnGenerator]
+          ) -> tuple[Any, Any]:
+    cols = table_columns(conn, table)
+    names = [c.name for c in cols if not c.auto_id]
+    for row in examples_sql:
+        conn.execute(f'INSERT INTO "{table.name}" ({", ".join(names)}) VALUES ({", ".join("?" for _ in names)})',
+                     row)
+    examples = {n: [r[i] for r in examples_sql] for i, n in enumerate(names)}
+    ref = next(c for c in cols if c.ref is not None)
+    assert ref.ref is not None
+    gens = [ir.ColumnGenerator(column=ref.name, kind="reference", by="code", parent=ref.ref[0], key=ref.ref[1]),
+            *gens]
+    drawn = {g.column for g in gens if g.kind != "reference"}
+    rel = child_relations(conn, table.name, cols, examples, drawn, TODAY)
+    sets = key_sets(conn, table, names)
+    settings = BuildSettings(child_fanout=(1, 3), child_rows_max=200)
+    shape = table_shape(conn, table, cols, sets, len(examples_sql), settings, random.Random(5))
+    maker = ValueMaker("en_US", 5, gens, cols, examples)
+    maker.relate(rel, TODAY)
+    return rel, fill(conn, table, cols, maker, shape, sets)
+
+
+def _fine_examples(loans: dict[int, dict[str, Any]]) -> list[tuple[Any, ...]]:
+    due = [k for k, r in loans.items() if r["due_date"] < TODAY.isoformat()]
+    return [(due[3], 5.0), (due[7], 3.5), (due[1], 4.0), (due[9], 6.0)]
+
+
+def test_fines_only_on_loans_already_due() -> None:
+    loans = _loans()
+    conn = _db(LOANS, FINES, loans)
+    amount = ir.ColumnGenerator(column="fine_amount", kind="amount", min=1, max=20)
+    rel, filled = _fill(conn, FINES, _fine_examples(loans), [amount])
+    assert set(rel.allowed) == {"loan_id"} and rel.notes
+    rows = conn.execute("SELECT f.loan_id, l.due_date FROM fines f JOIN loans l USING (loan_id)").fetchall()
+    assert len(rows) > 15
+    assert all(d <= TODAY.isoformat() for _, d in rows), [r for r in rows if r[1] > TODAY.isoformat()]
+    assert filled.dropped and not filled.stopped  # the children planned for loans not yet due: dropped
+
+
+def test_the_same_pair_in_other_words() -> None:
+    loans = _loans()
+    conn = _db(KSIAZKI, KARY, loans)
+    amount = ir.ColumnGenerator(column="kwota", kind="amount", min=1, max=20)
+    _, filled = _fill(conn, KARY, _fine_examples(loans), [amount])
+    rows = conn.execute("SELECT w.termin FROM kary k JOIN wypozyczenia w ON w.nr = k.wyp").fetchall()
+    assert len(rows) > 15 and all(d <= TODAY.isoformat() for (d,) in rows)
+    assert filled.inserted == len(rows) - 4
+
+
+def test_fines_anywhere_when_the_examples_show_no_choice() -> None:
+    loans = _loans()
+    conn = _db(LOANS, FINES, loans)
+    amount = ir.ColumnGenerator(column="fine_amount", kind="amount", min=1, max=20)
+    rel, _ = _fill(conn, FINES, [(1, 5.0), (2, 3.5), (3, 4.0), (4, 6.0)], [amount])  # the first loans listed
+    assert rel.allowed == {}
+
+
+def test_renewals_within_their_loan_and_by_today_and_none_for_a_loan_not_begun() -> None:
+    loans = _loans()
+    loans[31] = {"loan_id": 31, "loan_date": "2026-01-20", "due_date": "2026-02-10"}  # begins after today
+    conn = _db(LOANS, RENEWALS, loans)
+    examples = [(k, (date.fromisoformat(loans[k]["loan_date"]) + timedelta(days=1)).isoformat()) for k in (3, 5, 8)]
+    day = ir.ColumnGenerator(column="renewal_date", kind="date", start="2025-06-01", end=TODAY.isoformat())
+    rel, filled = _fill(conn, RENEWALS, examples, [day])
+    assert {(b[0], b[3]) for b in rel.bounds} == {("renewal_date", True), ("renewal_date", False)}
+    assert rel.clock == {"renewal_date": "past"}
+    rows = conn.execute("SELECT r.loan_id, r.renewal_date, l.loan_date, l.due_date FROM renewals r "
+                        "JOIN loans l USING (loan_id)").fetchall()
+    assert len(rows) > 15
+    for loan, d, start, due in rows:
+        assert start <= d <= min(due, TODAY.isoformat()), (loan, d, start, due)
+    assert 31 not in {r[0] for r in rows}
+    assert not filled.stopped
+
+
+def test_an_unplaceable_child_is_dropped_not_moved() -> None:
+    loans = {1: {"loan_id": 1, "loan_date": "2026-01-20", "due_date": "2026-02-10"}}
+    conn = _db(LOANS, RENEWALS, loans)
+    cols = table_columns(conn, RENEWALS)
+    g = ir.ColumnGenerator(column="renewal_date", kind="date", start="2025-06-01", end=TODAY.isoformat())
+    maker = ValueMaker("en_US", 1, [g], cols, {})
+    rel = child_relations(conn, "renewals", cols, {"loan_id": [1, 1], "renewal_date": ["2026-01-21", "2026-01-22"]},
+                          {"renewal_date"}, TODAY)
+    rel.clock["renewal_date"] = "past"  # dated by today, as examples of another table would show
+    maker.relate(rel, TODAY)
+    try:
+        maker.bound("renewal_date", "2026-01-10", {"loan_id": 1}, g)
+    except ValueError as e:
+        assert "no day" in str(e)
+    else:
+        raise AssertionError("a renewal dated by today on a loan that begins after it was placed")
+
+
+def test_a_range_of_the_clock_day_alone_spreads_onto_the_examples_side() -> None:
+    # the 2026-11-28 n1 library: every example loan and renewal dated today, the model's range today..today: every
+    # one of 37 loans and 35 renewals on one day
+    day = TODAY
+    assert relations.clock_side(["2026-01-15"] * 4, TODAY) == "past"
+    assert relations.clock_range(day, day, "past", TODAY) == (TODAY - timedelta(days=relations.CLOCK_SPAN), TODAY)
+    ahead = relations.clock_range(date(2026, 3, 1), date(2026, 3, 1), "future", TODAY)
+    assert ahead == (date(2026, 3, 1), date(2026, 3, 1) + timedelta(days=relations.CLOCK_SPAN))
+    # a range already on its side and wider than a day: kept; one across the clock: cut at today
+    assert relations.clock_range(date(2025, 12, 1), date(2026, 1, 10), "past", TODAY) is None
+    assert relations.clock_range(date(2025, 12, 1), date(2026, 6, 1), "past", TODAY) == (
+        TODAY - timedelta(days=relations.CLOCK_SPAN), TODAY)
+    assert relations.clock_range(day, day, None, TODAY) is None
+
+
+def test_a_child_prompt_shows_its_parents_dates() -> None:
+    # shown only each loan's start, the model fined the loans made today; every date column is shown, by its values
+    from pipeline.stages.rows.populate import parent_choices
+
+    loans = _loans(3)
+    conn = _db(KSIAZKI, KARY, loans)
+    values, line = parent_choices(conn, KSIAZKI, "nr")
+    assert values == (1, 2, 3)
+    assert line.split("; ")[0] == f"1 = od {loans[1]['loan_date']}, termin {loans[1]['due_date']}"
