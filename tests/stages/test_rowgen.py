@@ -128,6 +128,15 @@ def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None) -> A
             given.update(fresh)
             shown = re.findall(r"^- (.+)$", first, re.M)
             return {"values": fresh or shown[:1] or ["Quarry"]}  # a value already shown adds nothing: the list ends
+        m = re.search(r"Write \d+ more rows of \(([^)]+)\)", first)
+        if m:  # columns continued together: each column's pool, zipped
+            cols = m.group(1).split(", ")
+            fresh = [[v for v in pools.get(c, []) if json.dumps(v) not in first and (c, v) not in given][:8]
+                     for c in cols]
+            rows = [dict(zip(cols, vs, strict=True)) for vs in zip(*fresh, strict=False)]
+            given.update((c, r[c]) for r in rows for c in cols)
+            shown = [json.loads(line) for line in re.findall(r"^(\{.+\})$", first, re.M)]
+            return {"rows": rows or shown[:1]}
         last = messages[-1]["content"]
         if len(messages) > 1 and ("does not fit:" in last or "closer in meaning" in last):
             return json.loads(messages[-2]["content"])
