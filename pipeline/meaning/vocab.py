@@ -203,10 +203,11 @@ def spread(values: Sequence[T], k: int, turn: int = 0) -> list[T]:
 def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str] = (),
           variants: bool = True) -> list[str]:
     """``items`` in order, without blanks, repeats of each other or of ``known`` (the examples, earlier items),
-    numbered placeholders (counting ``refused``, values offered before and left out), glued values, suffixed
+    numbered placeholders (counting ``refused``, values offered before and left out, and every item given), glued values, suffixed
     values, words said twice and (with ``variants``) variants of ``known`` or of an earlier item
     (:func:`variant_of`). The model's own examples are cleaned with ``variants`` off: they are the column's
     specification, and two of them may share a beginning."""
+    items = list(items)
     seen = {norm(k) for k in known}
     kept = [norm(k) for k in known]
     out: list[str] = []
@@ -219,7 +220,7 @@ def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str
         seen.add(norm(item))
         kept.append(norm(item))
         out.append(item)
-    drop = numbered([*known, *refused, *out])
+    drop = numbered(list(dict.fromkeys([*known, *refused, *out, *(" ".join(str(i).split()) for i in items)])))
     return [i for i in out if i not in drop]
 
 
@@ -283,8 +284,8 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
     two models), except in the ``distinct`` places (the key a row is named by: a title is not written twice with
     two authors); a field new to its column must not be blank, a word said twice, glued from values of the rows so
     far (any column's: "1984 George Orwell") or suffixed, a variant of the column's values so far (with
-    ``variants``), nor another column's value ("Moby Dick" as an author); a numbered placeholder in any place
-    (counting ``refused``) drops its row. ``known`` (the examples, rows kept before) sets the width."""
+    ``variants``), nor another column's value ("Moby Dick" as an author, or its own row's); a numbered placeholder in any place
+    (counting ``refused`` and every row given) drops its row. ``known`` (the examples, rows kept before) sets the width."""
     width = len(known[0]) if known else None
     keys = set(distinct)
     kept: list[tuple[str, ...]] = [tuple(str(v) for v in k) for k in known]
@@ -292,13 +293,14 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
     columns: list[list[str]] = [[norm(k[i]) for k in kept] for i in range(width or 0)]
     every = {v for col in columns for v in col}
     out: list[tuple[str, ...]] = []
+    rows = [tuple(r) for r in rows]
     for raw in rows:
         row = tuple(" ".join(str(v).split()).strip(" \t\"'") for v in raw)
         if width is None:
             width = len(row)
             columns = [[] for _ in range(width)]
         key = tuple(norm(v) for v in row)
-        if len(row) != width or not all(row) or key in seen_rows:
+        if len(row) != width or not all(row) or key in seen_rows or len(set(key)) < len(key):
             continue
         ok = True
         for i, value in enumerate(row):
@@ -323,6 +325,7 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
     drop: set[tuple[str, ...]] = set()
     for i in range(width or 0):
         place = numbered(list(dict.fromkeys([*(str(k[i]) for k in known),
-                                             *(str(r[i]) for r in refused if len(r) > i), *(r[i] for r in out)])))
+                                             *(str(r[i]) for r in [*refused, *rows] if len(r) > i),
+                                             *(r[i] for r in out)])))
         drop.update(r for r in out if r[i] in place)
     return [r for r in out if r not in drop]

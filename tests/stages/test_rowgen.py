@@ -129,13 +129,12 @@ def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None) -> A
             shown = re.findall(r"^- (.+)$", first, re.M)
             return {"values": fresh or shown[:1] or ["Quarry"]}  # a value already shown adds nothing: the list ends
         m = re.search(r"Write \d+ more rows of \(([^)]+)\)", first)
-        if m:  # columns continued together: each column's pool, zipped
+        if m:  # columns continued together: the columns' pools zipped, rows not shown or given before
             cols = m.group(1).split(", ")
-            fresh = [[v for v in pools.get(c, []) if json.dumps(v) not in first and (c, v) not in given][:8]
-                     for c in cols]
-            rows = [dict(zip(cols, vs, strict=True)) for vs in zip(*fresh, strict=False)]
-            given.update((c, r[c]) for r in rows for c in cols)
             shown = [json.loads(line) for line in re.findall(r"^(\{.+\})$", first, re.M)]
+            rows = [r for vs in zip(*(pools.get(c, []) for c in cols), strict=False)
+                    for r in [dict(zip(cols, vs, strict=True))] if r not in shown and repr(vs) not in given][:8]
+            given.update(repr(tuple(r.values())) for r in rows)
             return {"rows": rows or shown[:1]}
         last = messages[-1]["content"]
         if len(messages) > 1 and ("does not fit:" in last or "closer in meaning" in last):
@@ -346,7 +345,8 @@ def test_sample_rows_catch_a_check_the_choice_breaks() -> None:
     assert "SQLite refused 24 of 24 sample rows: CHECK constraint failed: copies_available >= 0" in \
         client.requests[2][-1]["content"]
     lists = sum("more values for" in r[0]["content"] for r in client.requests)
-    assert lists >= 2 and made.attempts == 2 + lists  # two choices, then the title list continued
+    rows = sum("more rows of" in r[0]["content"] for r in client.requests)  # title with author: no new rows
+    assert lists >= 2 and made.attempts == 2 + rows + lists  # two choices, then the title list continued
     assert conn.execute("SELECT MIN(copies_available) FROM books").fetchone()[0] >= 0
     assert "locale" not in client.requests[1][-1]["content"].split("Reply with")[-1]  # asked once per scenario
 
