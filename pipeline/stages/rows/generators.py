@@ -13,7 +13,10 @@ whose sample values do not look like them (:func:`unlike_examples`: character cl
 similarity against other columns' examples) is refused, fed back without a list of options, and replaced by the
 examples' own list if the model insists. Text no generator of people, companies, places, e-mail or phones makes
 comes from a list the LLM continues from the examples (:func:`continue_list`, several short calls, cleaned of
-placeholders, glued and suffixed values); relations the examples show are made to hold by code (:func:`settle`:
+placeholders, glued and suffixed values); list columns set in the same example rows, with a person or company
+column the examples pair with one of them (:func:`tuple_columns`), are continued together as rows
+(:func:`continue_tuples`: a title with its author, a make with its model) and drawn one row of them per generated
+row (:func:`continue_together`); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's); the model's example people,
 phones and addresses are drawn again (:func:`rewrite_examples`); what remains is recorded as semantic findings.
 
