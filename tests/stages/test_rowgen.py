@@ -106,6 +106,9 @@ VOCAB = {"title": [f"The {a} {b}" for a in _FIRST for b in _SECOND],
 """What the scripted model continues a column's list with: real-looking values, 12 a call, none shown before."""
 
 
+BOOK_PAIRS = [{"rows": [{"title": "Emma", "author": "Jane Austen"}]}] * 2
+"""The model's continuation of the books' titles with their authors (the examples pair each author with a book:
+MiniLM, issue 40), in a scripted build: twice a row it had already, so the titles are continued alone."""
 TITLE_LISTS = [{"values": VOCAB["title"][:12]}, {"values": ["Emma"]}, {"values": ["Emma"]}]
 """The model's continuation of the books' titles in a scripted build: twelve new titles, then twice one it had
 already (two calls in a row that add fewer than three end the list: books get their 4 examples and 12 more
