@@ -5,7 +5,8 @@ spaces collapsed), not one text with another number or capital letter ("Work A",
 placeholders), not two items of the list glued together ("1984 Charles Dickens"), not an item plus a short suffix
 ("Aspirin II", "The Great Gatsby 2": uniqueness by suffix), not a word said twice in a row ("Antihistamines
 antihistamines"), and not a variant of a value kept before it (:func:`variant_of`: "The Catcher in the Rye: The
-Complete Edition (ePub)" after "The Catcher in the Rye", "... (Hardcover)" after "... (Paperback)"). A list-valued column (every example a list of short items joined by one separator) is found
+Complete Edition (ePub)" after "The Catcher in the Rye", "... (Hardcover)" after "... (Paperback)"; one value
+spelled twice, :func:`spelled_twice`: "Moby-Dick" after "Moby Dick", "Pramipexole" after "Pramipexol"). A list-valued column (every example a list of short items joined by one separator) is found
 from its examples by :func:`list_separator`.
 """
 
@@ -15,6 +16,10 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from difflib import SequenceMatcher
+from typing import TypeVar
+
+T = TypeVar("T")
 
 SEPARATORS = (", ", "; ", " | ", " / ", "、", "，", ",", ";", "|")
 """Separators a list-valued text may use (punctuation, no words)."""
@@ -139,6 +144,32 @@ def shared_share(a: str, b: str) -> tuple[float, float]:
     return len(head) / short, (marks[-1] + 1) / short if marks else 0.0
 
 
+SPELLED, SPELLED_LEN = 0.9, 10
+"""Two values of at least ``SPELLED_LEN`` characters whose letters match this share (difflib's ratio, case folded)
+are one value spelled twice. Measured 2026-11-28 on the pharmacy's continued medicines ("Pramipexol" /
+"Pramipexole" 0.95, "Dipyridamol" / "Dipyridamole" 0.96, "Lisinopril" / "Lisinoprol" 0.90); distinct values stay
+under it ("The Lord of the Rings" / "The Lord of the Flies" 0.86, "Vitamin B12" / "Vitamin B6" 0.86, "Losartan" /
+"Valsartan" 0.82, "Rivastatin" / "Fluvastatin" 0.76). Numbered episodes fall over it ("Star Wars: Episode IV" /
+"... V" 0.98), as numbered values do elsewhere."""
+
+
+def bare(text: str) -> str:
+    """``text`` case folded with only its letters and digits ("Moby-Dick" and "Moby Dick": "mobydick")."""
+    return "".join(ch for ch in str(text).casefold() if ch.isalnum())
+
+
+def spelled_twice(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one value written twice: the same letters and digits once punctuation and
+    spaces are left out ("Moby Dick" / "Moby-Dick"), or long values that differ in a letter or two
+    (:data:`SPELLED`)."""
+    x, y = norm(a), norm(b)
+    if x == y or not bare(x):
+        return x == y
+    if bare(x) == bare(y):
+        return True
+    return min(len(x), len(y)) >= SPELLED_LEN and SequenceMatcher(None, x, y).ratio() >= SPELLED
+
+
 def variant_of(text: str, kept: Iterable[str]) -> str | None:
     """The value of ``kept`` that ``text`` is a variant of, or None: one of them is the other followed by more
     words (:func:`extends`), or they share most of their beginning (:func:`shared_share`, :data:`SHARED`; a head
@@ -148,7 +179,7 @@ def variant_of(text: str, kept: Iterable[str]) -> str | None:
         other = norm(k)
         if not other or other == t:
             continue
-        if extends(t, other) or extends(other, t):
+        if extends(t, other) or extends(other, t) or spelled_twice(t, other):
             return k
         words, head = shared_share(t, other)
         if words >= SHARED or head >= SHARED_HEAD:
@@ -156,7 +187,7 @@ def variant_of(text: str, kept: Iterable[str]) -> str | None:
     return None
 
 
-def spread(values: Sequence[str], k: int, turn: int = 0) -> list[str]:
+def spread(values: Sequence[T], k: int, turn: int = 0) -> list[T]:
     """``k`` of ``values`` spread evenly over the whole list, in its order (all of them when there are no more than
     ``k``); ``turn`` moves the picks along (a golden-ratio step each turn, so successive calls see different
     values). Deterministic."""
@@ -172,10 +203,11 @@ def spread(values: Sequence[str], k: int, turn: int = 0) -> list[str]:
 def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str] = (),
           variants: bool = True) -> list[str]:
     """``items`` in order, without blanks, repeats of each other or of ``known`` (the examples, earlier items),
-    numbered placeholders (counting ``refused``, values offered before and left out), glued values, suffixed
+    numbered placeholders (counting ``refused``, values offered before and left out, and every item given), glued values, suffixed
     values, words said twice and (with ``variants``) variants of ``known`` or of an earlier item
     (:func:`variant_of`). The model's own examples are cleaned with ``variants`` off: they are the column's
     specification, and two of them may share a beginning."""
+    items = list(items)
     seen = {norm(k) for k in known}
     kept = [norm(k) for k in known]
     out: list[str] = []
@@ -188,7 +220,7 @@ def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str
         seen.add(norm(item))
         kept.append(norm(item))
         out.append(item)
-    drop = numbered([*known, *refused, *out])
+    drop = numbered(list(dict.fromkeys([*known, *refused, *out, *(" ".join(str(i).split()) for i in items)])))
     return [i for i in out if i not in drop]
 
 
@@ -241,3 +273,59 @@ def later_lower(values: Sequence[str], sep: str) -> bool:
     """Whether the examples write every item after the first in lower case (as "Aspirin, ibuprofen")."""
     later = [i.strip() for v in values for i in str(v).split(sep)[1:] if i.strip()]
     return bool(later) and all(i[0].islower() for i in later if i[0].isalpha())
+
+
+def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] = (),
+                 refused: Sequence[Sequence[str]] = (), distinct: Iterable[int] = (0,),
+                 variants: bool = True) -> list[tuple[str, ...]]:
+    """Rows of several text columns continued together (a title with its author, a make with its model), cleaned
+    field by field by the rules of :func:`clean`: a row is kept only when it is new (case-folded) and each of its
+    fields passes. A field may repeat a value its column holds in a kept row (an author of two books, a make of
+    two models), except in the ``distinct`` places (the key a row is named by: a title is not written twice with
+    two authors); a field new to its column must not be blank, a word said twice, glued from values of the rows so
+    far (any column's: "1984 George Orwell") or suffixed, a variant of the column's values so far (with
+    ``variants``), nor another column's value ("Moby Dick" as an author, or its own row's); a numbered placeholder in any place
+    (counting ``refused`` and every row given) drops its row. ``known`` (the examples, rows kept before) sets the width."""
+    width = len(known[0]) if known else None
+    keys = set(distinct)
+    kept: list[tuple[str, ...]] = [tuple(str(v) for v in k) for k in known]
+    seen_rows = {tuple(norm(v) for v in k) for k in kept}
+    columns: list[list[str]] = [[norm(k[i]) for k in kept] for i in range(width or 0)]
+    every = {v for col in columns for v in col}
+    out: list[tuple[str, ...]] = []
+    rows = [tuple(r) for r in rows]
+    for raw in rows:
+        row = tuple(" ".join(str(v).split()).strip(" \t\"'") for v in raw)
+        if width is None:
+            width = len(row)
+            columns = [[] for _ in range(width)]
+        key = tuple(norm(v) for v in row)
+        if len(row) != width or not all(row) or key in seen_rows or len(set(key)) < len(key):
+            continue
+        ok = True
+        for i, value in enumerate(row):
+            n = key[i]
+            if n in columns[i]:
+                if i in keys:
+                    ok = False
+                continue
+            others = {v for j, col in enumerate(columns) if j != i for v in col}
+            if (said_twice(value) or n in others or glued(value, every)
+                    or (variants and variant_of(value, columns[i]))):
+                ok = False
+            if not ok:
+                break
+        if not ok:
+            continue
+        seen_rows.add(key)
+        for i, n in enumerate(key):
+            columns[i].append(n)
+            every.add(n)
+        out.append(row)
+    drop: set[tuple[str, ...]] = set()
+    for i in range(width or 0):
+        place = numbered(list(dict.fromkeys([*(str(k[i]) for k in known),
+                                             *(str(r[i]) for r in [*refused, *rows] if len(r) > i),
+                                             *(r[i] for r in out)])))
+        drop.update(r for r in out if r[i] in place)
+    return [r for r in out if r not in drop]

@@ -106,6 +106,9 @@ VOCAB = {"title": [f"The {a} {b}" for a in _FIRST for b in _SECOND],
 """What the scripted model continues a column's list with: real-looking values, 12 a call, none shown before."""
 
 
+BOOK_PAIRS = [{"rows": [{"title": "Emma", "author": "Jane Austen"}]}] * 2
+"""The model's continuation of the books' titles with their authors (the examples pair each author with a book:
+MiniLM, issue 40), in a scripted build: twice a row it had already, so the titles are continued alone."""
 TITLE_LISTS = [{"values": VOCAB["title"][:12]}, {"values": ["Emma"]}, {"values": ["Emma"]}]
 """The model's continuation of the books' titles in a scripted build: twelve new titles, then twice one it had
 already (two calls in a row that add fewer than three end the list: books get their 4 examples and 12 more
@@ -128,6 +131,14 @@ def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None) -> A
             given.update(fresh)
             shown = re.findall(r"^- (.+)$", first, re.M)
             return {"values": fresh or shown[:1] or ["Quarry"]}  # a value already shown adds nothing: the list ends
+        m = re.search(r"Write \d+ more rows of \(([^)]+)\)", first)
+        if m:  # columns continued together: the columns' pools zipped, rows not shown or given before
+            cols = m.group(1).split(", ")
+            shown = [json.loads(line) for line in re.findall(r"^(\{.+\})$", first, re.M)]
+            rows = [r for vs in zip(*(pools.get(c, []) for c in cols), strict=False)
+                    for r in [dict(zip(cols, vs, strict=True))] if r not in shown and repr(vs) not in given][:8]
+            given.update(repr(tuple(r.values())) for r in rows)
+            return {"rows": rows or shown[:1]}
         last = messages[-1]["content"]
         if len(messages) > 1 and ("does not fit:" in last or "closer in meaning" in last):
             return json.loads(messages[-2]["content"])
@@ -337,7 +348,8 @@ def test_sample_rows_catch_a_check_the_choice_breaks() -> None:
     assert "SQLite refused 24 of 24 sample rows: CHECK constraint failed: copies_available >= 0" in \
         client.requests[2][-1]["content"]
     lists = sum("more values for" in r[0]["content"] for r in client.requests)
-    assert lists >= 2 and made.attempts == 2 + lists  # two choices, then the title list continued
+    rows = sum("more rows of" in r[0]["content"] for r in client.requests)  # title with author: no new rows
+    assert lists >= 2 and made.attempts == 2 + rows + lists  # two choices, then the title list continued
     assert conn.execute("SELECT MIN(copies_available) FROM books").fetchone()[0] >= 0
     assert "locale" not in client.requests[1][-1]["content"].split("Reply with")[-1]  # asked once per scenario
 

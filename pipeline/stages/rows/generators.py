@@ -13,7 +13,10 @@ whose sample values do not look like them (:func:`unlike_examples`: character cl
 similarity against other columns' examples) is refused, fed back without a list of options, and replaced by the
 examples' own list if the model insists. Text no generator of people, companies, places, e-mail or phones makes
 comes from a list the LLM continues from the examples (:func:`continue_list`, several short calls, cleaned of
-placeholders, glued and suffixed values); relations the examples show are made to hold by code (:func:`settle`:
+placeholders, glued and suffixed values); list columns set in the same example rows, with a person or company
+column the examples pair with one of them (:func:`tuple_columns`), are continued together as rows
+(:func:`continue_tuples`: a title with its author, a make with its model) and drawn one row of them per generated
+row (:func:`continue_together`); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's); the model's example people,
 phones and addresses are drawn again (:func:`rewrite_examples`); what remains is recorded as semantic findings.
 
@@ -561,6 +564,128 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
     return got, calls
 
 
+
+TUPLE_ASK = 8
+"""Rows asked per call when several columns are continued together (each row holds several values)."""
+TUPLE_MIN = 8
+"""New rows a tuple continuation must give; with fewer the columns are continued one by one as before."""
+TUPLE_WIDTH = 4
+"""At most this many columns continued together (the first in the table's order)."""
+PAIR_MARGIN = 0.10
+"""How much closer in meaning (MiniLM cosine) the examples' values of a person or company column sit to the values
+of a list column in the same example row than to those of the other rows, for the two to be continued together
+(measured 2026-11-28, four example rows each; matched minus mismatched): books and their authors 0.135 and 0.187,
+makes and models 0.181, medicines and their descriptions 0.168; employees and their job titles 0.045 and -0.031,
+products and the customers who ordered them 0.031, patients and their allergies 0.070. Missed (each column
+continued alone, its people from the generator): songs and their artists 0.070, German books and authors 0.034."""
+
+
+def rows_model(columns: list[str], ask: int) -> type[BaseModel]:
+    """``{"rows": [{<column>: str, ...}, ...]}``, one to ``ask`` rows, each column required (aliased: a column may
+    be called ``json``)."""
+    row = create_model("TupleRow", **{f"c{i}": (str, Field(alias=n)) for i, n in enumerate(columns)},
+                       __base__=BaseModel)  # type: ignore[call-overload]
+    return create_model("TupleRows", rows=(list[row], Field(min_length=1, max_length=ask)),  # type: ignore[valid-type]
+                        __base__=BaseModel)
+
+
+def _row_line(columns: list[str], row: Sequence[str]) -> str:
+    return json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False)
+
+
+def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], seeds: list[tuple[str, ...]],
+                    want: int, rounds: int, client: LLMClientProtocol, settings: BuildSettings,
+                    distinct: Sequence[int] = (0,), shapes: Sequence[prof.Profile | None] = ()
+                    ) -> tuple[list[tuple[str, ...]], int]:
+    """New rows of ``columns`` (values that belong together: a title and its author) continued by the LLM from
+    ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
+    of ``TUPLE_ASK`` rows until ``want`` are kept, the first call showing the examples and later ones two of them
+    and a spread of the rows kept, a call after one that added fewer than three with a sampling temperature, the
+    list ending after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean_tuples`
+    (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
+    every value looks like its column's examples (unless that would keep fewer than half). Returns (rows,
+    calls)."""
+    got: list[tuple[str, ...]] = []
+    offered: list[tuple[str, ...]] = []
+    calls = dry = 0
+    model = rows_model(columns, TUPLE_ASK)
+    per_row = sum(value_tokens([s[i] for s in seeds]) + len(c) // 3 + 4 for i, c in enumerate(columns))
+    budget = TUPLE_ASK * per_row + 40
+    shape = ", ".join(f'"{c}": ...' for c in columns)
+    while len(got) < want and calls < rounds:
+        shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *vocab.spread(got, VOCAB_SHOWN - len(seeds[:2]), calls)]
+        shown = shown[-20:]
+        prompt = render_section(
+            "seed_data", "continue_rows", name=scenario.name, description=scenario.description, ddl=table.ddl,
+            columns=", ".join(columns), n=TUPLE_ASK, shape=shape,
+            values="\n".join(_row_line(columns, r) for r in shown))
+        asker = client if dry == 0 else sampled(client, settings.retry_temperature,
+                                                 getattr(getattr(client, "settings", None), "seed", 0) + calls)
+        calls += 1
+        try:
+            reply, _ = asker.structured_reply(model, user(prompt), stage=STAGE, max_tokens=budget)
+        except LLMUnavailable:
+            raise
+        except LLMError:
+            break
+        rows = [tuple(getattr(r, f"c{i}") for i in range(len(columns))) for r in reply.rows]  # type: ignore[attr-defined]
+        new = vocab.clean_tuples(rows, [*seeds, *got], offered, distinct)
+        offered.extend(rows)
+        if shapes:
+            fit = [r for r in new if all(p is None or prof.misfit(p, v) is None
+                                         for p, v in zip(shapes, r, strict=False))]
+            new = fit if 2 * len(fit) >= len(new) else new
+        got.extend(new)
+        dry = dry + 1 if len(new) < 3 else 0
+        if dry >= VOCAB_DRY:
+            break
+    return got, calls
+
+
+def set_rows(values: Sequence[Any]) -> frozenset[int]:
+    """The example rows (by position) in which a column holds text."""
+    return frozenset(i for i, v in enumerate(values) if isinstance(v, str) and v.strip())
+
+
+def paired(a: Sequence[str], b: Sequence[str], vectors: prof.Vectors) -> float:
+    """How much closer in meaning each ``a[i]`` sits to its own row's ``b[i]`` than to the other rows' values of
+    ``b`` (mean MiniLM cosine, matched minus mismatched); 0.0 with fewer than two rows."""
+    n = len(a)
+    if n < 2 or len(b) != n:
+        return 0.0
+    sims = vectors(list(a)) @ vectors(list(b)).T
+    matched = float(sims.trace()) / n
+    return matched - (float(sims.sum()) - matched * n) / (n * n - n)
+
+
+def tuple_columns(examples: dict[str, list[Any]], lists: Sequence[str], people: Sequence[str],
+                  vectors: prof.Vectors | None) -> list[str]:
+    """The columns continued together (in the order of ``lists`` then ``people``, at most ``TUPLE_WIDTH``), or []:
+    the list columns (``lists``: text the model continues) set in the same example rows (two or more; the largest
+    such set of columns, the first on a tie), with the person and company columns (``people``) set in those rows
+    whose values the examples pair with one of them (:func:`paired`, :data:`PAIR_MARGIN`: an author with their
+    book, not a clerk with a job title). Decided by the example rows alone, no column name is read. Fewer than two
+    columns, or no list column among them: []."""
+    sets = {c: set_rows(examples.get(c, [])) for c in [*lists, *people]}
+    groups: dict[frozenset[int], list[str]] = {}
+    for c in lists:
+        if len(sets[c]) >= 2:
+            groups.setdefault(sets[c], []).append(c)
+    if not groups:
+        return []
+    rows, group = max(groups.items(), key=lambda kv: len(kv[1]))  # max keeps the first on a tie
+    ordered = sorted(rows)
+    if vectors is not None:
+        for p in people:
+            if sets[p] != rows:
+                continue
+            mine = [str(examples[p][i]).strip() for i in ordered]
+            if any(paired([str(examples[c][i]).strip() for i in ordered], mine, vectors) >= PAIR_MARGIN
+                   for c in group):
+                group.append(p)
+    return group[:TUPLE_WIDTH] if len(group) >= 2 else []
+
+
 PERSON_SIM, PERSON_MARGIN = 0.38, 0.08
 """How close (MiniLM, mean cosine to the examples' centroid) a person generator's samples must sit to a column's
 examples, and by how much closer than the samples of a company, a street or a city, for a list the model chose to
@@ -669,6 +794,8 @@ class Settled:
     rewrite: list[str] = field(default_factory=list)
     calls: int = 0
     keep: set[str] = field(default_factory=set)
+    together: list[str] = field(default_factory=list)
+    """Columns continued together as rows (:func:`continue_together`), drawn as one tuple per row."""
 
 
 def _code(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator:
@@ -722,6 +849,52 @@ def elsewhere(column: str, table: str, others: dict[str, list[str]], gens: dict[
         if name != column and g is not None and g.kind == "text_pool" and g.pool and not g.pattern:
             out.update(vocab.norm(t) for t in g.pool)
     return out
+
+
+TUPLE_ROUNDS = 3
+"""Calls for columns continued together when none of them is UNIQUE (``VOCAB_ROUNDS_UNIQUE`` otherwise)."""
+
+
+def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], ctx: Context,
+                      client: LLMClientProtocol, settings: BuildSettings, n_examples: int, out: Settled) -> int:
+    """Continue the columns ``names`` together (:func:`continue_tuples`) from the example rows that set them all,
+    and make them one tuple per row: the key column (the first UNIQUE one, else the first of the table's natural
+    key, else the one whose examples differ most) a list, the others lists aligned with it (``after`` names the key: the row maker draws the same place).
+    With fewer than ``TUPLE_MIN`` new rows the columns are left to be continued one by one. Returns calls."""
+    ex, gens = ctx.examples, out.gens
+    rows = sorted(set_rows(ex.get(names[0], [])))
+    seeds = vocab.clean_tuples([tuple(str(ex[n][i]).strip() for n in names) for i in rows], distinct=(),
+                               variants=False)
+    if len(seeds) < 2:
+        return 0
+    uniques = [i for i, n in enumerate(names) if n in ctx.singles]
+    named = [i for i, n in enumerate(names) if n in (table.natural_key or [])]
+    key = (uniques or named or [max(range(len(names)), key=lambda i: (len({vocab.norm(r[i]) for r in seeds}), -i))])[0]
+    distinct = sorted({key, *uniques})
+    want = ctx.rows if uniques else VOCAB_WANT
+    rounds = VOCAB_ROUNDS_UNIQUE if uniques else TUPLE_ROUNDS
+    shapes = [prof.profile([r[i] for r in seeds]) for i in range(len(names))]
+    more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes)
+    taken = [elsewhere(n, table.name, ctx.others, gens) - {vocab.norm(r[i]) for r in seeds} for i, n in
+             enumerate(names)]  # another column's value ("Moby Dick" as an author), this tuple's own examples aside
+    more = [r for r in more if not any(vocab.norm(v) in taken[i] for i, v in enumerate(r))]
+    if len(more) < min(TUPLE_MIN, want):
+        return calls
+    pool = [*seeds, *more]
+    lead = names[key]
+    for i, n in enumerate(names):
+        g = gens[n]
+        assert g is not None
+        note = (f"continued by the LLM together with {', '.join(m for m in names if m != n)}, one row of them per row"
+                + (f" (drawn as {lead}'s)" if i != key else ""))
+        gens[n] = _code(g, note, kind="text_pool", pool=[r[i] for r in pool], after=None if i == key else lead,
+                        pattern=None, min=None, max=None, start=None, end=None, values=None, weights=None)
+    out.together = list(names)
+    if uniques:
+        out.keep.update(names[i] for i in uniques)
+        left = len(pool) - n_examples
+        out.cap = left if out.cap is None else min(out.cap, left)
+    return calls
 
 
 def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
@@ -778,6 +951,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             gens[name] = _code(g, f"{sign.replace('_', '-')} as every example", min=float(low),
                                max=max(float(g.max or low), float(low)))
     # text: lists continued from the examples
+    shown: dict[str, ir.GeneratorKind] = {}
+    lists: list[str] = []
     for c in asked:
         g = gens.get(c.name)
         if g is None or g.kind != "text_pool" or storage(c) not in ("TEXT", "ANY"):
@@ -790,6 +965,23 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             continue
         kind = shown_kind(c, texts, ctx, locale, seed)
         if kind is not None:  # people, places, e-mail addresses: thousands from the generator, not a short list
+            shown[c.name] = kind
+        elif not vocab.list_separator(texts) and not vocab.placeholder_examples(texts):
+            lists.append(c.name)
+    people = [c.name for c in asked if storage(c) in ("TEXT", "ANY") and (shown.get(c.name) or getattr(
+        gens.get(c.name), "kind", None)) in ("person_name", "company")]
+    together = tuple_columns(ex, lists, people, ctx.vectors)
+    if together:
+        calls = continue_together(scenario, table, together, ctx, client, settings, n_examples, out)
+        out.calls += calls
+    for c in asked:
+        g = gens.get(c.name)
+        if g is None or g.kind != "text_pool" or storage(c) not in ("TEXT", "ANY") or c.name in out.together:
+            continue
+        texts = prof.texts_of(ex.get(c.name, []))
+        unique = c.name in ctx.singles
+        if c.name in shown:
+            kind = shown[c.name]
             sep = joined_by(texts) if kind == "street_address" else None  # the whole address, as the examples
             gens[c.name] = _code(g, f"{kind}, as the examples show", kind=kind, pool=None, pattern=sep)
             continue

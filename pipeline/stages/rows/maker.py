@@ -238,6 +238,9 @@ class ValueMaker:
         self.clock: dict[str, Literal["past", "future"]] = {}
         """Date column -> the side of ``today`` its examples are on, held with :attr:`bounds`."""
         self.today: date | None = None
+        self.drawn: dict[str, int] = {}
+        """Per list column: the index of its pool item drawn last (the row's tuple, for the columns continued
+        with it: a ``text_pool`` whose ``after`` names it draws the same index of its own aligned pool)."""
 
     def relate(self, rel: ChildRelations, today: date) -> None:
         """Hold ``rel`` in every row drawn from now on."""
@@ -311,10 +314,17 @@ class ValueMaker:
             return code_value(rng, g.pattern or "")
         if k == "text_pool" and g.pattern and g.max:  # a list-valued column: items joined by its separator
             return self._items(g)
+        if k == "text_pool" and g.after and not g.pattern and g.after in self.drawn:  # a field of a tuple
+            pool = g.pool or [""]  # aligned with its key column's pool: the same tuple's value
+            return pool[self.drawn[g.after]] if self.drawn[g.after] < len(pool) else rng.choice(pool)
         if k == "text_pool" and self.unused.get(g.column):
-            return self.unused[g.column].pop()
+            value = self.unused[g.column].pop()
+            self.drawn[g.column] = (g.pool or [value]).index(value)
+            return value
         if k == "text_pool":
-            return rng.choice(g.pool or [""])
+            i = rng.randrange(len(g.pool)) if g.pool else 0
+            self.drawn[g.column] = i
+            return (g.pool or [""])[i]
         if k == "text_combo":
             return f"{rng.choice(g.pool or [''])} {rng.choice(g.pool2 or [''])}"
         raise ValueError(f"unknown generator kind {k!r}")
@@ -421,9 +431,10 @@ def _cumulate(weights: list[float]) -> Any:
 
 
 def order_generators(gens: list[ir.ColumnGenerator]) -> list[ir.ColumnGenerator]:
-    """Generators in drawing order: an email after the names it is built from, a ``date_after`` after its base."""
+    """Generators in drawing order: an email after the names it is built from, a ``date_after`` after its base, a
+    tuple's field after its key column."""
     rank = {"reference": 0, "email": 2, "date_after": 3}
-    out = sorted(gens, key=lambda g: rank.get(g.kind, 1))
+    out = sorted(gens, key=lambda g: 1.5 if g.kind == "text_pool" and g.after else rank.get(g.kind, 1))
     done: list[ir.ColumnGenerator] = [g for g in out if g.kind != "date_after"]
     left = [g for g in out if g.kind == "date_after"]
     while left:

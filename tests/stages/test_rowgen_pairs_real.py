@@ -1,0 +1,38 @@
+"""Columns continued together with the real embedded model (issue 40), on two domains that appear nowhere in the
+example catalog: a car rental fleet's makes and models, a perfumery's fragrances and their houses. What must hold
+whatever the small model writes: the one short call per round parses into rows of both columns, enough new rows
+are kept (``TUPLE_MIN``) after cleaning, no row repeats a kept one or its key, no value is its own row's other
+value, and the calls stay within the rounds given. Not run by the helper that wrote it (no model time then)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import ir
+from pipeline.meaning import vocab
+from pipeline.settings import BuildSettings
+from pipeline.stages.rows import generators as rowgen
+
+FLEET = (ir.Scenario(name="Car rental fleet", description="A car rental company keeps its fleet and its bookings."),
+         ir.Table(name="vehicles", natural_key=["model"], ddl=(
+             "CREATE TABLE vehicles (vehicle_id INTEGER PRIMARY KEY, make TEXT NOT NULL, model TEXT NOT NULL, "
+             "seats INTEGER NOT NULL) STRICT")),
+         ["make", "model"], [("Toyota", "Corolla"), ("BMW", "X5"), ("Ford", "Focus"), ("Honda", "Civic")], 1)
+PERFUMERY = (ir.Scenario(name="Perfumery", description="A perfume shop sells fragrances from many houses."),
+             ir.Table(name="fragrances", natural_key=["fragrance"], ddl=(
+                 "CREATE TABLE fragrances (fragrance_id INTEGER PRIMARY KEY, fragrance TEXT NOT NULL UNIQUE, house "
+                 "TEXT NOT NULL, price REAL NOT NULL) STRICT")),
+             ["fragrance", "house"], [("No. 5", "Chanel"), ("Sauvage", "Dior"), ("Light Blue", "Dolce & Gabbana")], 0)
+
+
+@pytest.mark.real_llm
+@pytest.mark.parametrize("domain", [FLEET, PERFUMERY], ids=["fleet", "perfumery"])
+def test_rows_of_two_columns_continued_by_the_real_model(real_llm: object, domain: tuple) -> None:
+    scenario, table, columns, seeds, key = domain
+    got, calls = rowgen.continue_tuples(scenario, table, columns, seeds, 24, 3, real_llm,  # type: ignore[arg-type]
+                                        BuildSettings(), distinct=(key,))
+    assert 1 <= calls <= 3
+    assert len(got) >= rowgen.TUPLE_MIN, got
+    assert all(len(r) == 2 and all(r) and vocab.norm(r[0]) != vocab.norm(r[1]) for r in got), got
+    keys = [vocab.norm(r[key]) for r in [*seeds, *got]]
+    assert len(keys) == len(set(keys)), got
