@@ -42,10 +42,10 @@ def test_next_chain_takes_an_unused_write_tool_then_the_least_repeated_triple() 
 
 
 def with_vocabulary(env: Any) -> Any:
-    """``env`` with a rows-stage plan whose lists hold names no row has: a create's new title or beer name comes
-    from the column's vocabulary (``planner.values.fresh_text``), never from a suffix; these fixtures have none."""
-    words = {"books": ("title", ["Middlemarch", "Beloved", "Dracula", "Walden"]),
-             "beers": ("name", ["Harbour Haze", "Copper Gose", "Amber Tripel", "Velvet Porter"])}
+    """``env`` with a rows-stage plan whose list holds titles no row has: a create's new title comes from the
+    column's vocabulary (``planner.values.fresh_text``), never from a suffix; the library fixture has none (the
+    brewery's holds beer names no row has, ``tests.fixtures.brewery.BEERS_SEEDED``)."""
+    words = {"books": ("title", ["Middlemarch", "Beloved", "Dracula", "Walden"])}
     seed = [s.model_copy(update={"plan": ir.RowPlan(seed=3, examples=len(s.rows), generators=[
         ir.ColumnGenerator(column=words[s.table][0], kind="text_pool", pool=words[s.table][1])])})
         if s.table in words else s for s in env.seed]
@@ -68,7 +68,7 @@ def test_a_spread_bank_uses_every_write_tool_and_repeats_no_shape_and_chain(make
 
 
 def test_with_both_switches_a_model_that_never_words_well_still_gets_a_spread_bank() -> None:
-    env = with_vocabulary(brewery_env())
+    env = brewery_env()
     writes = {t.name for t in env.tools if t.kind == "write"}
     res = generate_tasks(env, fake_client([BAD] * 200), n=8,
                          settings=TaskSettings(max_attempts=2, spread_bank=True, template_fallback=True))
