@@ -74,8 +74,9 @@ def test_killed_ray_driver_resumes_from_what_the_workers_cached(tmp_path):
     seeds, stages = example_inputs(tmp_path / "inputs")
     config = config_file(tmp_path / "inputs", stages)
     out = tmp_path / "catalog"
-    mark = f"ENVFOUNDRY_TEST_RUN={uuid.uuid4().hex}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ENVFOUNDRY_TEST_RUN": mark.split("=", 1)[1]}
+    token = uuid.uuid4().hex
+    mark = f"ENVFOUNDRY_TEST_RUN={token}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ENVFOUNDRY_TEST_RUN": token}
     with SimulatedEndpoint(replay) as ep:
         proc = subprocess.Popen(_cmd(out, ep.url, seeds, config), cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
