@@ -28,7 +28,9 @@ def test_200_concurrent_sessions_with_the_exported_defaults(tmp_path):
     assert {task_id for task_id, _ in many["rewards"]} == set(expected)
     found = re.search(r"up to (\d+) concurrent sessions \(ENVFOUNDRY_MAX_SESSIONS, default 1024\); one session "
                       r"measured (\d+) KiB at start-up", report["startup"])
-    assert found and int(found.group(1)) == 1024 and int(found.group(2)) >= 100, report["startup"][-2000:]
+    # the measure is a real database copy, not a zero: the example's smallest environment (360 rows since the
+    # 2026-11-28 regeneration) copies 68 KiB; the previous example's 100+
+    assert found and int(found.group(1)) == 1024 and int(found.group(2)) >= 32, report["startup"][-2000:]
     assert "up to 2 concurrent sessions" in report["cap_startup"], report["cap_startup"][-2000:]
     refused = report["cap"]["refused"]
     assert refused, report["cap"]
