@@ -20,6 +20,20 @@ SLACK = 0.3
 MARGIN = 0.12
 """How much closer to another column's examples than to its own a sample must be (mean cosine) to be that
 column's kind of value."""
+ITEM_MARGIN, ITEM_SIM = 0.20, 0.50
+"""How much closer one continued value must sit (MiniLM cosine to the examples' centroids) to another column's
+examples than to its own column's, and how close to that column's at least, to be that column's kind of value and
+refused (:func:`closer_elsewhere`). Measured 2026-11-28 (benchmarks/results/seed_pairs.md; margin / similarity to
+the other column): values of another column continued into a list "fiction" among book titles +0.47 / 0.91,
+"1925" +0.31 / 0.74, "F. Scott Fitzgerald" +0.29 / 0.71, "non-fiction" +0.31 / 0.69, "1953" +0.27 / 0.63, "Jane
+Austen" +0.23 / 0.74; German titles: "Hermann Hesse" +0.37 / 0.78, "Roman" +0.55 / 0.84, "1901" +0.52 / 0.68;
+German authors: "Erzählung" +0.21 / 0.53; Spanish medicines: "Ana Torres" +0.35 / 0.63. Real values stay under
+one of the two: "Siddhartha" among German titles +0.26 / 0.46 (near the authors), "Corolla" among car models
++0.17 / 0.60 (near its make), "Losartán" +0.16 / 0.43, "Faust" +0.14 / 0.51. Missed: "J.D. Salinger" among titles
++0.14 / 0.46, "Novelle" among German titles +0.15 / 0.53, "Der Prozess" among authors +0.22 / 0.44; "timeless"
+(+0.02) is refused by its small first letter among capitalised titles (:func:`misfit`). A column whose examples
+are mostly digits (a year, a count) is compared only with values that are mostly digits ("3 Series" sat +0.22 /
+0.51 nearer a count of seats than to car models)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,9 @@ class Profile:
     length: tuple[int, int]
     marks: frozenset[str]
     """Characters that are neither letters, digits nor spaces and that every example holds."""
+    capital: bool = False
+    """Every example that starts with a letter starts with a capital one (two such examples at least): "The
+    Hobbit", "Fiction". Scripts without case never set it."""
 
 
 def _digit_share(text: str) -> float:
@@ -56,8 +73,10 @@ def profile(values: Sequence[Any]) -> Profile | None:
     words = [len(t.split()) for t in texts]
     lengths = [len(t) for t in texts]
     marks = set.intersection(*(_marks(t) for t in texts)) if len(texts) >= 2 else set()
+    firsts = [t[0] for t in texts if t[0].isalpha()]
+    capital = len(firsts) >= 2 and all(c.isupper() for c in firsts)
     return Profile(tuple(texts), (min(shares), max(shares)), (min(words), max(words)), (min(lengths), max(lengths)),
-                   frozenset(marks))
+                   frozenset(marks), capital)
 
 
 def word_range(p: Profile) -> tuple[int, int]:
@@ -87,6 +106,8 @@ def misfit(p: Profile, value: Any) -> str | None:
     missing = sorted(p.marks - _marks(text))
     if missing:
         return f"lacks {' '.join(repr(m) for m in missing)}, which every example holds"
+    if p.capital and text[0].islower():
+        return "starts with a small letter where every example starts with a capital"
     return None
 
 
@@ -129,6 +150,34 @@ class Vectors:
 
         c = self(list(texts)).mean(axis=0)
         return c / (np.linalg.norm(c) or 1.0)
+
+
+def closer_elsewhere(vectors: Vectors, own: Sequence[str], others: Mapping[str, Sequence[str]],
+                     items: Sequence[str]) -> dict[str, tuple[str, float, float]]:
+    """The ``items`` that sit close to another column's examples (:data:`ITEM_SIM`) and closer than to their own
+    column's (``own``) by more than :data:`ITEM_MARGIN`, each with (that column, its similarity to ``own``'s centroid, to that column's): a
+    continued value of another column's kind ("J.D. Salinger" or "fiction" among book titles). Item by item,
+    by meaning alone: no word of any language is read."""
+    own = [t for t in own if t]
+    items = [i for i in dict.fromkeys(items) if i]
+    groups = {name: [t for t in texts if t] for name, texts in others.items()}
+    groups = {name: texts for name, texts in groups.items() if texts and set(texts) != set(own)}
+    if not own or not items or not groups:
+        return {}
+    numeric = {name for name, texts in groups.items() if 2 * sum(_digit_share(t) >= 0.5 for t in texts) > len(texts)}
+    vs = vectors(items)
+    own_sims = vs @ vectors.centroid(own)
+    other = {name: vs @ vectors.centroid(texts) for name, texts in groups.items()}
+    out: dict[str, tuple[str, float, float]] = {}
+    for k, item in enumerate(items):
+        near = [n for n in other if n not in numeric or _digit_share(item) >= 0.5]
+        if not near:
+            continue
+        name = max(near, key=lambda n: float(other[n][k]))
+        best, mine = float(other[name][k]), float(own_sims[k])
+        if best >= ITEM_SIM and best > mine + ITEM_MARGIN:
+            out[item] = (name, round(mine, 3), round(best, 3))
+    return out
 
 
 def semantic_misfit(vectors: Vectors, own: Sequence[str], others: Mapping[str, Sequence[str]],

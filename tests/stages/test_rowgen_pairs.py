@@ -160,10 +160,12 @@ def test_generated_rows_keep_each_make_with_its_model() -> None:
     assert len({m for _, m in made}) > len(CARS)
 
 
-def test_too_few_rows_fall_back_to_one_list_per_column() -> None:
+def test_no_usable_new_row_falls_back_to_one_list_per_column() -> None:
+    """Every continued row puts a make in the model's place ("Honda", "Toyota"): refused, no new row; each column
+    is continued alone."""
     from pipeline.stages.rows.populate import generate_seed
 
-    pools = {"make": [a for a, _ in MORE_CARS[:3]], "model": [b for _, b in MORE_CARS[:3]]}
+    pools = {"make": ["Honda", "Honda", "Honda"], "model": ["Toyota", "BMW", "Ford"]}
     client = scripted(vehicle_replies(), pools)
     res = generate_seed(SCENARIO, (VEHICLES,), client, gen_settings(entity_rows=(20, 20)))
     assert res.ok, res.rejections
@@ -173,6 +175,29 @@ def test_too_few_rows_fall_back_to_one_list_per_column() -> None:
     asked = [m[0]["content"] for m in client.requests]
     assert any("more rows of (make, model)" in a for a in asked)
     assert any("more values for make" in a for a in asked) and any("more values for model" in a for a in asked)
+    assert {(r["make"], r["model"]) for r in vehicles.rows} >= set(CARS)
+
+
+def test_a_few_true_rows_are_kept_together_rather_than_lists_apart() -> None:
+    """Three new (make, model) rows, far fewer than the table's 20 (the library's books gave 7 on 2026-11-28 and
+    fell back to "Moby Dick" by an invented "Cole Marks"): the rows are kept, each make with its model; the table
+    is made from them (fewer rows where the model names each row, said in a short_list rejection)."""
+    from pipeline.stages.rows.populate import generate_seed
+
+    pools = {"make": [a for a, _ in MORE_CARS[:3]], "model": [b for _, b in MORE_CARS[:3]]}
+    client = scripted(vehicle_replies(), pools)
+    res = generate_seed(SCENARIO, (VEHICLES,), client, gen_settings(entity_rows=(20, 20)))
+    assert res.ok, res.rejections
+    (vehicles,) = res.value
+    gens = {g.column: g for g in vehicles.plan.generators}
+    assert {gens["make"].after, gens["model"].after} == {None, "model"}
+    asked = [m[0]["content"] for m in client.requests]
+    assert not any("more values for" in a for a in asked)  # no list apart
+    made = [(r["make"], r["model"]) for r in vehicles.rows]
+    assert set(made) <= set(CARS) | set(MORE_CARS[:3])  # never a Toyota Mustang
+    assert set(made) - set(CARS) == {("Toyota", "Corolla"), ("Ford", "Mustang")}  # "3 Series": two words, not one
+    if len(made) < 20:
+        assert any((r.evidence or {}).get("kind") == "short_list" for r in res.rejections), res.rejections
 
 
 SHELF = ir.Table(name="shelf", natural_key=["title"], ddl=(

@@ -35,7 +35,7 @@ import math
 import random
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal, get_args
@@ -519,7 +519,8 @@ def value_tokens(seeds: Sequence[str]) -> int:
 
 
 def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: list[str], want: int, rounds: int,
-                  client: LLMClientProtocol, settings: BuildSettings, sep: str | None = None, shape: prof.Profile | None = None
+                  client: LLMClientProtocol, settings: BuildSettings, sep: str | None = None, shape: prof.Profile | None = None,
+                  mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None
                   ) -> tuple[list[str], int]:
     """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
     most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
@@ -527,8 +528,11 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
     fewer than three samples (``retry_temperature``, a seed per call) rather than repeat the greedy reply; the list
     ends after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
     value so far, placeholders, glued or suffixed values, variants of a value so far: the same with more words
-    after it, or most of its beginning shared), and with ``shape`` only values that look like the
-    examples (unless that would keep fewer than half). Returns (values, calls)."""
+    after it, or most of its beginning shared), with ``shape`` only values that look like the
+    examples (unless that would keep fewer than half), and with ``mates`` (the table's other columns' example
+    values) and ``vectors`` no value closer in meaning to another column's examples than to the seeds
+    (:func:`pipeline.meaning.profile.closer_elsewhere`: an author or a genre among titles). Returns (values,
+    calls)."""
     got: list[str] = []
     offered: list[str] = []
     calls = dry = 0
@@ -557,6 +561,9 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
         if shape is not None:
             fit = [v for v in new if prof.misfit(shape, v) is None]
             new = fit if 2 * len(fit) >= len(new) else new
+        if vectors is not None and mates:
+            away = prof.closer_elsewhere(vectors, seeds, mates, new)
+            new = [v for v in new if v not in away]
         got.extend(new)
         dry = dry + 1 if len(new) < 3 else 0
         if dry >= VOCAB_DRY:
@@ -567,8 +574,11 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
 
 TUPLE_ASK = 8
 """Rows asked per call when several columns are continued together (each row holds several values)."""
-TUPLE_MIN = 8
-"""New rows a tuple continuation must give; with fewer the columns are continued one by one as before."""
+TUPLE_MIN = 1
+"""New rows a tuple continuation must give; with none the columns are continued one by one. A few true rows beat
+many false ones (2026-11-28: the library's books gave 7 new (title, genre, author) rows, under the 8 asked then,
+and each column continued alone gave "Moby Dick" by the invented "Cole Marks"); a UNIQUE key then makes fewer rows
+(the short_list rejection says so), a key that may repeat draws the rows again."""
 TUPLE_WIDTH = 4
 """At most this many columns continued together (the first in the table's order)."""
 PAIR_MARGIN = 0.10
@@ -595,7 +605,8 @@ def _row_line(columns: list[str], row: Sequence[str]) -> str:
 
 def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], seeds: list[tuple[str, ...]],
                     want: int, rounds: int, client: LLMClientProtocol, settings: BuildSettings,
-                    distinct: Sequence[int] = (0,), shapes: Sequence[prof.Profile | None] = ()
+                    distinct: Sequence[int] = (0,), shapes: Sequence[prof.Profile | None] = (),
+                    mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None
                     ) -> tuple[list[tuple[str, ...]], int]:
     """New rows of ``columns`` (values that belong together: a title and its author) continued by the LLM from
     ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
@@ -603,8 +614,11 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
     and a spread of the rows kept, a call after one that added fewer than three with a sampling temperature, the
     list ending after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean_tuples`
     (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
-    every value looks like its column's examples (unless that would keep fewer than half). Returns (rows,
-    calls)."""
+    every value looks like its column's examples (unless that would keep fewer than half), and with ``mates`` (the
+    table's columns' example values by name) and ``vectors`` no row with a value closer in meaning to the examples
+    of a column outside the row than to its own column's (:func:`pipeline.meaning.profile.closer_elsewhere`; the
+    row's own columns are paired by design, a model near its make, and one of their values in another place is
+    refused by :func:`pipeline.meaning.vocab.clean_tuples`). Returns (rows, calls)."""
     got: list[tuple[str, ...]] = []
     offered: list[tuple[str, ...]] = []
     calls = dry = 0
@@ -635,11 +649,29 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
             fit = [r for r in new if all(p is None or prof.misfit(p, v) is None
                                          for p, v in zip(shapes, r, strict=False))]
             new = fit if 2 * len(fit) >= len(new) else new
+        if vectors is not None and mates:
+            away = [prof.closer_elsewhere(vectors, [s[i] for s in seeds],
+                                          {k: v for k, v in mates.items() if k not in columns}, [r[i] for r in new])
+                    for i in range(len(columns))]
+            new = [r for r in new if not any(v in away[i] for i, v in enumerate(r))]
         got.extend(new)
         dry = dry + 1 if len(new) < 3 else 0
         if dry >= VOCAB_DRY:
             break
     return got, calls
+
+
+def mates_of(examples: dict[str, list[Any]], names: Sequence[str]) -> dict[str, list[str]]:
+    """The example values of the columns ``names`` as texts (numbers too: a year "1925" continued into the titles'
+    list is the year column's kind of value), for :func:`pipeline.meaning.profile.closer_elsewhere`; a column
+    whose examples hold fewer than two different values is left out."""
+    out: dict[str, list[str]] = {}
+    for n in names:
+        texts = [str(v).strip() for v in examples.get(n, []) if v is not None and not isinstance(v, bool)
+                 and str(v).strip()]
+        if len(set(texts)) >= 2:
+            out[n] = texts
+    return out
 
 
 def set_rows(values: Sequence[Any]) -> frozenset[int]:
@@ -856,11 +888,14 @@ TUPLE_ROUNDS = 3
 
 
 def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], ctx: Context,
-                      client: LLMClientProtocol, settings: BuildSettings, n_examples: int, out: Settled) -> int:
+                      client: LLMClientProtocol, settings: BuildSettings, n_examples: int, out: Settled,
+                      mates: Mapping[str, Sequence[str]] | None = None) -> int:
     """Continue the columns ``names`` together (:func:`continue_tuples`) from the example rows that set them all,
     and make them one tuple per row: the key column (the first UNIQUE one, else the first of the table's natural
     key, else the one whose examples differ most) a list, the others lists aligned with it (``after`` names the key: the row maker draws the same place).
-    With fewer than ``TUPLE_MIN`` new rows the columns are left to be continued one by one. Returns calls."""
+    With fewer than ``TUPLE_MIN`` new rows the columns are left to be continued one by one; with fewer rows than the
+    table needs and a UNIQUE column among them, the table gets fewer rows (``out.cap``). ``mates``: the table's
+    columns' example values (:func:`mates_of`). Returns calls."""
     ex, gens = ctx.examples, out.gens
     rows = sorted(set_rows(ex.get(names[0], [])))
     seeds = vocab.clean_tuples([tuple(str(ex[n][i]).strip() for n in names) for i in rows], distinct=(),
@@ -874,7 +909,8 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     want = ctx.rows if uniques else VOCAB_WANT
     rounds = VOCAB_ROUNDS_UNIQUE if uniques else TUPLE_ROUNDS
     shapes = [prof.profile([r[i] for r in seeds]) for i in range(len(names))]
-    more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes)
+    more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes,
+                                  mates=mates_of(ex, list(ex)) if mates is None else mates, vectors=ctx.vectors)
     taken = [elsewhere(n, table.name, ctx.others, gens) - {vocab.norm(r[i]) for r in seeds} for i, n in
              enumerate(names)]  # another column's value ("Moby Dick" as an author), this tuple's own examples aside
     more = [r for r in more if not any(vocab.norm(v) in taken[i] for i, v in enumerate(r))]
@@ -968,11 +1004,12 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             shown[c.name] = kind
         elif not vocab.list_separator(texts) and not vocab.placeholder_examples(texts):
             lists.append(c.name)
+    mates = mates_of(ex, [c.name for c in asked])
     people = [c.name for c in asked if storage(c) in ("TEXT", "ANY") and (shown.get(c.name) or getattr(
         gens.get(c.name), "kind", None)) in ("person_name", "company")]
     together = tuple_columns(ex, lists, people, ctx.vectors)
     if together:
-        calls = continue_together(scenario, table, together, ctx, client, settings, n_examples, out)
+        calls = continue_together(scenario, table, together, ctx, client, settings, n_examples, out, mates)
         out.calls += calls
     for c in asked:
         g = gens.get(c.name)
@@ -1003,7 +1040,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         want = ctx.rows if unique else VOCAB_WANT
         rounds = VOCAB_ROUNDS_UNIQUE if unique else VOCAB_ROUNDS
         shape = prof.profile(seeds) if len(seeds) >= 2 else None
-        more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape)
+        more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape,
+                                    mates={k: v for k, v in mates.items() if k != c.name}, vectors=ctx.vectors)
         out.calls += calls
         taken = elsewhere(c.name, table.name, ctx.others, gens)
         more = [v for v in more if vocab.norm(v) not in taken]  # another column's value: "Moby Dick" as an author
