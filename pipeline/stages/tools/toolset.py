@@ -20,7 +20,10 @@ Each tool is then checked for real: ``checks.check_tool`` (every statement prepa
 against the schema; non-deterministic SQL refused), then execution on the seeded rows
 (``pipeline.stages.tools.exercise``: a write must store its arguments as given). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
-the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool. Other failures go
+the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
+values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
+write, the states their guards let through and refuse, its DEFAULT), drawn again once every tool is written, with a
+note per column (or NULL and a note saying nothing tells a value). Other failures go
 back to the LLM (bounded by ``max_attempts``); a tool that never passes is dropped with a Rejection. The
 environment is kept with at least one working read and one working write tool and either ``tools_min`` working
 tools or working tools that still serve every goal the plan assigned.
@@ -48,6 +51,7 @@ from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
+from pipeline.stages.tools import added_values
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
@@ -144,30 +148,59 @@ class Workspace:
             return f"called with the values of a seeded {table} row it found nothing: {out}"
         return None
 
-    def amended(self, amendments: Sequence[amend.Amendment]) -> Workspace | str:
+    def _reseeded(self, tables: Sequence[ir.Table], columns: Sequence[tuple[str, str]], tools: Sequence[ir.Tool],
+                  clear: bool = False) -> tuple[list[ir.SeedRows], list[ir.Rejection]]:
+        """The seeded rows inserted into ``tables``, with the added ``columns`` filled from what ``tools`` say about
+        them (``pipeline.stages.tools.added_values``; ``clear``: their values are first set to NULL, to be filled
+        again), and the notes of the filling. Raises ``EnvDirError``/``sqlite3.Error`` when a row does not fit."""
+        env = self.env.model_copy(update={"tables": list(tables)})
+        conn = engine.connect()
+        try:
+            build_database(env, conn)
+            if clear:
+                for table, column in columns:
+                    conn.execute(f"UPDATE {qi(table)} SET {qi(column)} = NULL")
+            notes = added_values.fill(conn, tables, columns, tools, STAGE)
+            plans = {s.table: s.plan for s in self.seed}  # the row generators' choice is kept
+            return [rows_of(conn, t, plans.get(t.name)) for t in tables], notes
+        finally:
+            conn.close()
+
+    def added_columns(self) -> list[tuple[str, str]]:
+        """The (table, column) pairs the amendments added."""
+        return list(dict.fromkeys((a.table, a.column) for a in self.amendments if a.kind == "add_column"))
+
+    def amended(self, amendments: Sequence[amend.Amendment], tool: ir.Tool | None = None) -> Workspace | str:
         """A new workspace with ``amendments`` made and the seeded rows inserted again, or why not (the schema
-        does not build, a row no longer fits, a tool accepted earlier no longer passes its static checks)."""
+        does not build, a row no longer fits, a tool accepted earlier no longer passes its static checks). A
+        column added gets values in the seeded rows from what the tools so far and ``tool`` (the one that needs
+        the amendment) say about it."""
         if len(self.amendments) + len(amendments) > MAX_AMENDMENTS:
             return f"at most {MAX_AMENDMENTS} schema amendments per environment"
         tables = amend.apply(self.tables, amendments)
         if isinstance(tables, str):
             return tables
-        env = self.env.model_copy(update={"tables": tables})
-        conn = engine.connect()
+        added = [(a.table, a.column) for a in amendments if a.kind == "add_column"]
         try:
-            build_database(env, conn)
-            plans = {s.table: s.plan for s in self.seed}  # the row generators' choice is kept
-            seed = [rows_of(conn, t, plans.get(t.name)) for t in tables]
+            seed, _ = self._reseeded(tables, added, [*self.tools, *([tool] if tool is not None else [])])
         except (EnvDirError, sqlite3.Error) as e:
             return f"the seeded rows do not fit the amended schema: {e}"
-        finally:
-            conn.close()
         ws = Workspace(self.scenario, tables, seed, self.clock, self.tools, [*self.amendments, *amendments])
         broken = checks.check_tools(ws.schema_conn, [t.model_dump(mode="json") for t in self.tools])
         if broken:
             ws.close()
             return f"the amended schema breaks the tools {sorted(broken)}"
         return ws
+
+    def refilled(self) -> tuple[Workspace, list[ir.Rejection]]:
+        """The workspace with the seeded values of every column the amendments added drawn again from what all
+        its tools say about it (tools written after the amendment may guard it), and a note per column (the
+        values given, or why it stays NULL). Returns this workspace and no note when no column was added."""
+        added = self.added_columns()
+        if not added:
+            return self, []
+        seed, notes = self._reseeded(self.tables, added, self.tools, clear=True)
+        return Workspace(self.scenario, self.tables, seed, self.clock, self.tools, self.amendments), notes
 
 
 # ------------------------------------------------------------------ the plan
@@ -373,7 +406,7 @@ def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, set
         error = ws.problems(tool, settings.sample_calls)
         proposed = amend.propose(tool, ws.tables, ws.schema_conn)
         if proposed and (error is not None or any(a.kind == "allow_value" for a in proposed)):
-            trial = ws.amended(proposed)
+            trial = ws.amended(proposed, tool)
             if isinstance(trial, Workspace):
                 again = to_tool(plan, reply, trial.schema_conn)
                 if trial.problems(again, settings.sample_calls) is None:
@@ -468,6 +501,11 @@ def generate_tools(
             ws.tools.append(tool)
         rejections += covering.cover(ws, settings)
         rejections += fill_gaps(ws, settings)
+        refilled, notes = ws.refilled()  # the added columns' seeded values, from every tool now written
+        if refilled is not ws:
+            ws.close()
+            ws = refilled
+        rejections += notes
         env = ws.environment()
         if settings.goal_coverage:
             rejections += goal_notes(env)

@@ -1,0 +1,298 @@
+"""Values for the seeded rows of a column the tools stage added (``amend_schema``: ``ALTER TABLE ... ADD COLUMN``).
+
+A column added for a tool is NULL in every seeded row, and NULL is never equal or unequal to anything: a guard
+``status = 'available'`` or ``status != 'returned'`` then refuses every seeded row, a rule over the column never
+applies and a task about it reads nothing. :func:`fill` gives those rows values taken from what the tools themselves
+say about the column, read from their SQL by a parser (no names, no words):
+
+- what a guard lets through (``accept``): ``c = v`` / ``c IN (...)`` in a guard that must exist or in a write's own
+  ``WHERE`` (the write changes only such rows), ``c != v`` / ``c NOT IN (...)`` in a guard that must not exist;
+- what a guard refuses (``refuse``): the converse (``c != v`` in a guard that must exist, ``c = v`` in one that must
+  not exist);
+- what the tools write or compare it with otherwise (``known``): literals in ``SET c = v`` / ``INSERT (c) VALUES (v)``
+  and in a read's comparisons, the ``enum`` of a parameter written into or compared with it, a ``CHECK (c IN ...)``
+  list; and the column's ``DEFAULT``.
+
+Values whose type the column's declared type refuses are ignored. A row's initial state is a value the guards
+accept (the 'before' state, so the write tools work on seeded rows): the accepted values that no guard refuses,
+else the DEFAULT, else every known value no guard refuses. When other known values exist (the states a guard
+refuses, the values a write leaves behind), about a quarter of the rows (:data:`OTHER_SHARE`, at least one) take
+them, so a guard or rule that refuses some rows has rows to refuse. Those rows are the ones no child table refers to
+when there are enough: a row other rows depend on (a loan with renewals, a book with loans) keeps a state the
+guards accept, so writes on its dependants are not refused for a state the seed alone gave it. Values are dealt
+in turn over a shuffled row order, each list in the order the tools name them, the shuffle seeded by the table and
+column (deterministic). When the tools name no value, or only values their guards refuse, the column stays NULL
+and a note says so.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from pipeline import ir
+from pipeline.dbmodel.columns import check_enums
+from pipeline.dbmodel.ddl import row_order
+from pipeline.runtime.state import TableInfo, qi, table_infos
+
+OTHER_SHARE = 0.25
+"""The share of rows given a known value other than the 'before' state, when the tools name one."""
+
+
+@dataclass
+class Evidence:
+    """What the tools say about one column (values in the order the tools name them)."""
+
+    accept: list[Any] = field(default_factory=list)
+    refuse: list[Any] = field(default_factory=list)
+    known: list[Any] = field(default_factory=list)
+    default: Any = None
+
+    def add(self, kind: str, values: Sequence[Any]) -> None:
+        bucket: list[Any] = getattr(self, kind)
+        for v in values:
+            if v not in bucket:
+                bucket.append(v)
+
+    def vocabulary(self) -> list[Any]:
+        extra = [self.default] if self.default is not None else []
+        return list(dict.fromkeys([*self.accept, *self.refuse, *self.known, *extra]))
+
+    def before(self) -> list[Any]:
+        """The values a seeded row starts in (see the module docstring); empty when none is told."""
+        accepted = [v for v in self.accept if v not in self.refuse]
+        if accepted:
+            return accepted
+        if self.default is not None and self.default not in self.refuse:
+            return [self.default]
+        return [v for v in self.vocabulary() if v not in self.refuse]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"accept": list(self.accept), "refuse": list(self.refuse), "known": list(self.known),
+                "default": self.default}
+
+
+def _literal(node: exp.Expr) -> Any:
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        v = _literal(node.this)
+        return -v if v is not None else None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        try:
+            return int(node.this)
+        except ValueError:
+            try:
+                return float(node.this)
+            except ValueError:
+                return None
+    if isinstance(node, exp.Boolean):
+        return int(bool(node.this))
+    return None
+
+
+def _values(node: exp.Expr | None, enums: dict[str, list[Any]]) -> list[Any]:
+    """The values an expression stands for: a literal, or a parameter's enum."""
+    if node is None:
+        return []
+    if isinstance(node, exp.Paren):
+        return _values(node.this, enums)
+    if isinstance(node, exp.Placeholder):
+        return list(enums.get(node.name, []))
+    v = _literal(node)
+    return [] if v is None else [v]
+
+
+def _fits(value: Any, declared: str) -> bool:
+    """Whether a column of SQLite type ``declared`` holds ``value`` as it is (STRICT tables refuse the rest)."""
+    t = declared.upper()
+    if "INT" in t:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if any(k in t for k in ("CHAR", "CLOB", "TEXT")):
+        return isinstance(value, str)
+    if any(k in t for k in ("REAL", "FLOA", "DOUB")):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def _owner(col: exp.Column, tree: exp.Expr, infos: dict[str, TableInfo]) -> str | None:
+    """The table a column reference belongs to, when the statement tells it unambiguously."""
+    aliases = {t.alias_or_name.lower(): t.name for t in tree.find_all(exp.Table)}
+    if col.table:
+        table = aliases.get(col.table.lower())
+        return table if table in infos and col.name in infos[table].columns else None
+    owners = {t.name for t in tree.find_all(exp.Table) if t.name in infos and col.name in infos[t.name].columns}
+    return owners.pop() if len(owners) == 1 else None
+
+
+def _negated(node: exp.Expr) -> bool:
+    """Whether ``node`` sits under an odd number of NOTs."""
+    flips, cur = 0, node.parent
+    while cur is not None:
+        if isinstance(cur, exp.Not):
+            flips += 1
+        cur = cur.parent
+    return flips % 2 == 1
+
+
+def _statement(sql: str, role: str, table: str, column: str, infos: dict[str, TableInfo],
+               enums: dict[str, list[Any]], ev: Evidence) -> None:
+    """Add what one statement says about ``table.column`` to ``ev``. ``role``: 'exist' / 'not_exist' (a guard),
+    'write' (a write statement) or 'read' (anything else)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except Exception:
+        return
+    if tree is None:
+        return
+    assigned: set[int] = set()
+    if isinstance(tree, exp.Insert) and isinstance(tree.this, exp.Schema) and isinstance(tree.this.this, exp.Table):
+        if tree.this.this.name == table:
+            cols = [c.name for c in tree.this.expressions]
+            rows = tree.expression.expressions if isinstance(tree.expression, exp.Values) else []
+            for row in rows:
+                for c, v in zip(cols, row.expressions, strict=False):
+                    if c == column:
+                        ev.add("known", _values(v, enums))
+    if isinstance(tree, exp.Update) and isinstance(tree.this, exp.Table):
+        for eq in tree.args.get("expressions") or []:
+            if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column):
+                assigned.add(id(eq))
+                if tree.this.name == table and eq.left.name == column:
+                    ev.add("known", _values(eq.right, enums))
+    for cmp in tree.find_all(exp.EQ, exp.NEQ, exp.In):
+        if id(cmp) in assigned:
+            continue
+        if isinstance(cmp, exp.In):
+            col, sides = cmp.this, list(cmp.expressions)
+            positive = True
+        elif isinstance(cmp, (exp.EQ, exp.NEQ)):
+            col, other = (cmp.left, cmp.right) if isinstance(cmp.left, exp.Column) else (cmp.right, cmp.left)
+            sides, positive = [other], isinstance(cmp, exp.EQ)
+        else:
+            continue
+        values = [v for e in sides for v in _values(e, enums)]
+        if not isinstance(col, exp.Column) or col.name != column or _owner(col, tree, infos) != table or not values:
+            continue
+        if _negated(cmp):
+            positive = not positive
+        if role == "read" or any(isinstance(e, exp.Placeholder) for e in sides):
+            ev.add("known", values)  # a filter, or a parameter's enum: values, not a state the write needs
+            continue
+        if role == "not_exist":
+            positive = not positive
+        ev.add("accept" if positive else "refuse", values)
+
+
+def evidence(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlite3.Connection) -> Evidence:
+    """What ``tools`` say about ``table.column`` (the schema and rows on ``conn``)."""
+    infos = table_infos(conn)
+    ev = Evidence()
+    for tool in tools:
+        enums = {p.name: list(p.enum) for p in tool.params if p.enum}
+        for step in tool.steps:
+            role = (step.must or "exist") if step.kind == "guard" else \
+                "write" if step.kind == "write" and tool.kind == "write" else "read"
+            _statement(step.sql, role, table.name, column, infos, enums, ev)
+        if tool.returns is not None:
+            _statement(tool.returns.sql, "read", table.name, column, infos, enums, ev)
+    ev.add("known", check_enums(table.ddl).get(column, ()))
+    for _cid, name, _typ, _nn, dflt, _pk in conn.execute(f"PRAGMA table_info({qi(table.name)})"):
+        if name == column and dflt is not None:
+            try:
+                ev.default = _literal(sqlglot.parse_one(str(dflt), read="sqlite"))
+            except Exception:
+                ev.default = None
+    declared = infos[table.name].column_type(column)
+    for kind in ("accept", "refuse", "known"):
+        setattr(ev, kind, [v for v in getattr(ev, kind) if _fits(v, declared)])
+    if ev.default is not None and not _fits(ev.default, declared):
+        ev.default = None
+    return ev
+
+
+def _referenced(conn: sqlite3.Connection, table: str, infos: dict[str, TableInfo]) -> set[int]:
+    """The rowids of ``table``'s rows that some row of another table refers to."""
+    out: set[int] = set()
+    for child, info in infos.items():
+        for col, parent, pcol in info.foreign_keys:
+            if parent != table or child == table:
+                continue
+            target = pcol or (infos[table].key[0] if infos[table].key else "rowid")
+            out |= {r[0] for r in conn.execute(
+                f"SELECT rowid FROM {qi(table)} WHERE {qi(target)} IN (SELECT {qi(col)} FROM {qi(child)})")}
+    return out
+
+
+def fill(conn: sqlite3.Connection, tables: Sequence[ir.Table], columns: Sequence[tuple[str, str]],
+         tools: Sequence[ir.Tool], stage: str = "tools") -> list[ir.Rejection]:
+    """Give the rows of each added ``(table, column)`` on ``conn`` values from what ``tools`` say about it (see the
+    module docstring), by UPDATE in ``conn`` (a value a constraint refuses leaves its row NULL). Returns a note per
+    column: the values given and why, or why it stays NULL."""
+    notes: list[ir.Rejection] = []
+    by_name = {t.name: t for t in tables}
+    infos = table_infos(conn)
+    for table_name, column in dict.fromkeys(columns):
+        table = by_name.get(table_name)
+        if table is None or table_name not in infos or column not in infos[table_name].columns:
+            continue
+        item = f"{table_name}.{column}"
+        try:
+            rowids = [r[0] for r in conn.execute(
+                f"SELECT rowid FROM {qi(table_name)} WHERE {qi(column)} IS NULL ORDER BY {row_order(conn, table_name)}")]
+        except sqlite3.OperationalError:  # WITHOUT ROWID
+            notes.append(ir.Rejection(stage=stage, item=item, reason=f"column {item} added for a tool: its seeded "
+                                      "rows stay NULL (a table without rowid is not filled)"))
+            continue
+        if not rowids:
+            continue
+        ev = evidence(tools, table, column, conn)
+        before = ev.before()
+        if not before:
+            told = ev.vocabulary()
+            why = (f"the tools name only values their guards refuse ({', '.join(map(repr, told))})" if told
+                   else "no tool writes, compares or guards it with a value, and it has no DEFAULT")
+            notes.append(ir.Rejection(stage=stage, item=item, reason=f"column {item} added for a tool: its "
+                                      f"{len(rowids)} seeded rows stay NULL: {why}", evidence=ev.as_json()))
+            continue
+        others = [v for v in ev.vocabulary() if v not in before]
+        rng = random.Random(f"{table_name}.{column}")
+        order = list(rowids)
+        rng.shuffle(order)
+        k = 0
+        if others and len(order) > 1:
+            k = min(len(order) // 2, max(1, math.floor(len(order) * OTHER_SHARE + 0.5)))
+        referenced = _referenced(conn, table_name, infos)
+        free = [r for r in order if r not in referenced]
+        tied = [r for r in order if r in referenced]
+        other_rows = (free + tied)[:k]
+        chosen = set(other_rows)
+        values: dict[int, Any] = {r: others[i % len(others)] for i, r in enumerate(other_rows)}
+        values.update({r: before[i % len(before)] for i, r in enumerate(r for r in order if r not in chosen)})
+        counts: dict[Any, int] = {}
+        refused = 0
+        for rowid in rowids:
+            try:
+                conn.execute("SAVEPOINT fill_added")
+                conn.execute(f"UPDATE {qi(table_name)} SET {qi(column)} = ? WHERE rowid = ?", (values[rowid], rowid))
+                conn.execute("RELEASE fill_added")
+                counts[values[rowid]] = counts.get(values[rowid], 0) + 1
+            except sqlite3.DatabaseError:
+                conn.execute("ROLLBACK TO fill_added")
+                conn.execute("RELEASE fill_added")
+                refused += 1
+        spread = ", ".join(f"{v!r} in {n}" for v, n in counts.items())
+        reason = (f"column {item} added for a tool: its {len(rowids)} seeded rows filled from what the tools say "
+                  f"about it: {spread} (the guards' 'before' state: {', '.join(map(repr, before))})")
+        if refused:
+            reason += f"; {refused} rows stay NULL (a constraint refused the value)"
+        notes.append(ir.Rejection(stage=stage, item=item, reason=reason,
+                                  evidence={**ev.as_json(), "counts": {str(v): n for v, n in counts.items()}}))
+    return notes
