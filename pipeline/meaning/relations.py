@@ -5,6 +5,8 @@
 - :func:`clock_side`: a date column whose every example sits on one side of the environment's clock (all loans
   began by today).
 - :func:`sign`: a numeric column whose every example is positive, or at least zero.
+- :func:`number_range`, :func:`range_misfit`: the range a numeric column's examples span, widened by half that
+  span on each side, and why a chosen range disagrees with them (leaves an example out, or is far wider).
 - :func:`parent_orders`: a child's date column that is never before (or never after) a date of the parent row
   its reference names, in every example (a renewal after its loan began).
 - :func:`parent_clocks`: the parents a child exists for, when every example child names a parent whose date is on
@@ -17,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -122,6 +125,68 @@ def sign(values: Sequence[Any]) -> Literal["positive", "non_negative"] | None:
         return "positive"
     if all(v >= 0 for v in nums):
         return "non_negative"
+    return None
+
+
+SPREAD_PAD = 0.5
+"""How far beyond its examples a numeric column's range reaches, as a share of their span on each side (of their
+magnitude when they are all one value, at least 1): four invoices of 50-100 give 25-125, four ages of 25-40 give
+18-47 (integers rounded inwards), four fines of 3.50-6.00 give 2.25-7.25."""
+SPREAD_MAX = 4.0
+"""How many times the examples' span (their magnitude when they are all one value, at least 1) a chosen range may
+be wide before it is narrowed to :func:`number_range`. Measured 2026-11-28 on the embedded model's choices for
+four domains (benchmarks/results/number_ranges.md): the ranges a reader keeps are 1.0-3.0 times the span (dosages
+10-200 for 15-200, ages 18-65 for 25-45, years 1800-2026 for 1813-1960, renewals 0-3 for four zeros); those a
+reader refuses are 8-40 times (ages 0-120 for 25-40: minors in a clinical trial; years 0-2026 for 1813-1960;
+invoices 0-1000 for 50-100; fines 0-100 for 3.50-6.00; quantities 0-100 for 1-5)."""
+
+
+def numbers(values: Sequence[Any]) -> list[float]:
+    """The numbers among ``values`` (no booleans, no NULL, no text)."""
+    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def _scale(nums: Sequence[float]) -> float:
+    span = max(nums) - min(nums)
+    return span if span > 0 else max(abs(nums[0]), 1.0)
+
+
+def number_range(values: Sequence[Any], integer: bool) -> tuple[float, float] | None:
+    """The range a numeric column's example ``values`` show: their smallest to largest, widened by
+    :data:`SPREAD_PAD` of their span on each side, never across zero when every example is positive (an integer
+    then starts at 1) or below it when none is negative; with ``integer`` both ends whole numbers, rounded
+    inwards (ages 25-40 give 18-47, not 17-48). None without a number."""
+    nums = numbers(values)
+    if not nums:
+        return None
+    lo, hi = min(nums), max(nums)
+    pad = SPREAD_PAD * _scale(nums)
+    a, b = lo - pad, hi + pad
+    side = sign(nums)
+    if side == "positive":
+        a = max(a, 1.0 if integer else min(lo / 2, 0.01))
+    elif side == "non_negative":
+        a = max(a, 0.0)
+    if integer:
+        a, b = float(math.ceil(a)), float(math.floor(b))
+        b = max(a, b)
+    return a, b
+
+
+def range_misfit(lo: float, hi: float, values: Sequence[Any]) -> str | None:
+    """Why the range ``lo``..``hi`` disagrees with a numeric column's example ``values``: an example outside it,
+    or a width over :data:`SPREAD_MAX` times the examples' span (their magnitude when all one value, at least
+    1). None when it fits or there is no number."""
+    nums = numbers(values)
+    if not nums:
+        return None
+    shown = ", ".join(f"{v:g}" for v in sorted(set(nums)))
+    out = [v for v in nums if not lo <= v <= hi]
+    if out:
+        return f"the examples {shown} are not all within {lo:g}..{hi:g}"
+    width, scale = hi - lo, _scale(nums)
+    if width > SPREAD_MAX * scale:
+        return f"{lo:g}..{hi:g} is {width / scale:.0f} times as wide as the examples ({shown}) spread"
     return None
 
 

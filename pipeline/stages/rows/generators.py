@@ -198,14 +198,17 @@ def _range_error(g: ir.ColumnGenerator) -> str | None:
     return None
 
 
-def _dates_error(g: ir.ColumnGenerator) -> str | None:
+def _dates_error(g: ir.ColumnGenerator, examples: Sequence[Any] = ()) -> str | None:
+    """Why ``g``'s start and end are unusable; years before 1900 or after 2100 only where no example of the
+    column (``examples``) is dated there (a book of 1813 among the model's own examples)."""
     try:
         start, end = date.fromisoformat((g.start or "")[:10]), date.fromisoformat((g.end or "")[:10])
     except ValueError:
         return f"{g.kind} needs \"start\" and \"end\" as 'YYYY-MM-DD' (got {g.start!r}, {g.end!r})"
     if start > end:
         return f"start ({start}) is after end ({end})"
-    if start.year < 1900 or end.year > 2100:
+    years = [d.year for d in (relations.as_date(v) for v in examples) if d is not None]
+    if start.year < min([1900, *years]) or end.year > max([2100, *years]):
         return f"dates between {start} and {end} are not plausible for this data"
     return None
 
@@ -247,7 +250,7 @@ def check_column(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         if err:
             return err
     elif k in ("date", "datetime"):
-        err = _dates_error(g)
+        err = _dates_error(g, ctx.examples.get(col.name, []))
         if err:
             return err
     elif k == "date_after":
@@ -310,18 +313,18 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
     st = storage(col)
     nums = [v for v in ex if isinstance(v, int | float) and not isinstance(v, bool)]
     if st in ("INTEGER", "REAL") or (ex and len(nums) == len(ex)):
-        lo, hi = (min(nums), max(nums)) if nums else (1, 100)
+        kind: ir.GeneratorKind = "integer" if st == "INTEGER" else "amount"
+        lo, hi = relations.number_range(nums, kind == "integer") or (1, 100)  # not only the 3-4 examples' values
         hi = max(hi if hi > lo else lo + 10, lo + 10 * ctx.rows if unique else lo)
-        return ir.ColumnGenerator(kind="integer" if st == "INTEGER" else "amount", min=lo, max=hi, **base)
+        return ir.ColumnGenerator(kind=kind, min=lo, max=hi, **base)
     texts = [str(v) for v in ex]
     if not texts:  # no example: a list continued from the column's place in the schema
         return ir.ColumnGenerator(kind="text_pool", **base)
     dated: tuple[tuple[ir.GeneratorKind, re.Pattern[str]], ...] = (("date", _DATE), ("datetime", _DATETIME))
-    for kind, shape in dated:
+    for date_kind, shape in dated:
         if all(shape.fullmatch(t) for t in texts):
-            days = sorted(date.fromisoformat(t[:10]) for t in texts)
-            lo_d = min(days[0], date.fromordinal(days[-1].toordinal() - 180))
-            return ir.ColumnGenerator(kind=kind, start=lo_d.isoformat(), end=days[-1].isoformat(), **base)
+            start, end = _dates_of(texts) or ("", "")
+            return ir.ColumnGenerator(kind=date_kind, start=start, end=end, **base)
     if all(_EMAIL.fullmatch(t) for t in texts):
         return ir.ColumnGenerator(kind="email", **base)
     shapes = {re.sub(r"\d", "#", t) for t in texts}
@@ -331,6 +334,86 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
             pattern = pattern.replace("#", "##", 1)
         return ir.ColumnGenerator(kind="code", pattern=pattern, **base)
     return ir.ColumnGenerator(kind="text_pool", pool=list(dict.fromkeys(texts))[:POOL_MAX], **base)
+
+
+def _dates_of(texts: Sequence[Any]) -> tuple[str, str] | None:
+    """The dates a column's examples span (at least 180 days, back from the latest), as 'YYYY-MM-DD'; None
+    without an example date."""
+    days = sorted(d for d in (relations.as_date(t) for t in texts) if d is not None)
+    if not days:
+        return None
+    return min(days[0], days[-1] - timedelta(days=180)).isoformat(), days[-1].isoformat()
+
+
+def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[str, ir.ColumnGenerator]
+                 ) -> ir.ColumnGenerator:
+    """The model's choice of a number or date generator made to agree with the column's example values, by code
+    and at once (no feedback round trip: the embedded model sent ``{"kind": "integer", "weights": [1, 1]}`` back
+    five times after being told it needs "min" and "max", 2026-11-28):
+
+    - a number range missing or unusable: the examples' range (:func:`pipeline.meaning.relations.number_range`),
+      recorded as a fallback (a rejection says so);
+    - a number range that leaves an example out or is far wider than the examples spread
+      (:func:`pipeline.meaning.relations.range_misfit`: invoices 0-1000 for examples of 50-100): narrowed to the
+      examples' range, kept within the model's where the model's holds every example;
+    - dates without a usable start and end (days given as "min" and "max"): the examples' dates, a fallback;
+    - ``date_after`` without a usable "after" or days: the order and gaps the examples show with another date
+      column (:func:`pipeline.meaning.relations.date_orders`), else the examples' own dates, a fallback.
+
+    Values only: no column name is read. Without example values the choice is returned as it came (the checks
+    and the feedback judge it)."""
+    ex = ctx.examples.get(col.name, [])
+    k = g.kind
+    if k in ("integer", "amount"):
+        integer = k == "integer"
+        wide = relations.number_range(ex, integer)
+        if wide is None:
+            return g
+        err = _range_error(g)
+        if err:
+            if col.name in ctx.singles and integer:  # enough different values for a UNIQUE column, as fallback's
+                wide = (wide[0], max(wide[1], wide[0] + 10 * ctx.rows))
+            return _fallback_of(g, f"the model's {k} had no usable range ({err}): the examples' range "
+                                   f"{wide[0]:g}..{wide[1]:g}", min=wide[0], max=wide[1])
+        assert g.min is not None and g.max is not None
+        why = relations.range_misfit(g.min, g.max, ex)
+        if why is None:
+            return g
+        lo, hi = wide
+        if all(g.min <= v <= g.max for v in relations.numbers(ex)):  # the model's range holds them: stay inside it
+            lo, hi = max(lo, g.min), min(hi, g.max)
+        if col.name in ctx.singles and integer and math.floor(hi) - math.ceil(lo) + 1 < ctx.rows:
+            return g  # a UNIQUE column needs the model's wider range (the capacity check passed it)
+        return _code(g, f"{why}: narrowed to the examples' range {lo:g}..{hi:g}", min=lo, max=hi)
+    texts = [v for v in ex if isinstance(v, str)]
+    if k in ("date", "datetime") and _dates_error(g, texts):
+        span = _dates_of(texts)
+        if span is None:
+            return g
+        return _fallback_of(g, f"the model's {k} had no usable dates ({_dates_error(g, texts)}): the examples' dates "
+                               f"{span[0]}..{span[1]}", start=span[0], end=span[1], min=None, max=None)
+    if k == "date_after" and _after_error(g, {**gens, col.name: g}):
+        why = _after_error(g, {**gens, col.name: g})
+        order = relations.nearest_before(relations.date_orders(
+            {n: v for n, v in ctx.examples.items() if n == col.name or n in gens})).get(col.name)
+        if order is not None:
+            return _fallback_of(g, f"the model's date_after was unusable ({why}): {order.min_days}-"
+                                   f"{order.max_days} days after {order.first}, as the examples",
+                                after=order.first, min=float(order.min_days), max=float(order.max_days),
+                                start=None, end=None)
+        span = _dates_of(texts)
+        if span is None:
+            return g
+        return _fallback_of(g, f"the model's date_after was unusable ({why}): the examples' dates "
+                               f"{span[0]}..{span[1]}", kind="date", after=None, start=span[0], end=span[1],
+                            min=None, max=None)
+    return g
+
+
+def _fallback_of(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator:
+    """``g`` with settings code took from the examples where the model's were missing or unusable (a fallback:
+    ``fill_table`` records a rejection with ``note``)."""
+    return g.model_copy(update={"by": "fallback", "note": note, **update})
 
 
 # ------------------------------------------------------------------ meaning: sample values against the examples
@@ -457,6 +540,8 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if with_locale:
             picked[0] = reply.locale
         got = {c.name: generator_of(c.name, getattr(reply.columns, f"c{i}"), c) for i, c in enumerate(asked)}
+        for c in asked:  # numbers and dates agree with the examples, by code (no round trip)
+            got[c.name] = fit_examples(c, got[c.name], ctx, {**good, **got})
         errors.clear()
         for c in asked:
             err = check_column(c, got[c.name], ctx, {**good, **got}) or unlike_examples(c, got[c.name], ctx,
