@@ -154,3 +154,12 @@ def test_a_date_after_without_days_takes_the_examples_gaps() -> None:
     g = next(g for g in made.plan.generators if g.column == "end_date")
     assert (g.kind, g.after, g.min, g.max, g.by) == ("date_after", "start_date", 60, 89, "fallback")
     assert len(_asked(client)) == 1
+
+
+def test_a_date_range_may_reach_the_years_its_examples_show() -> None:
+    col = _cols(PROJECTS_DDL, "projects")["start_date"]
+    g = ir.ColumnGenerator(column="start_date", kind="date", start="1813-08-17", end="1960-07-11")
+    old = rowgen.Context(rows=60, singles=frozenset(), examples={"start_date": ["1925-04-10", "1813-08-17"]})
+    assert rowgen.check_column(col, g, old, {"start_date": g}) is None  # a book of 1813 among the examples
+    none = rowgen.Context(rows=60, singles=frozenset(), examples={"start_date": ["1925-04-10", "1949-06-25"]})
+    assert "not plausible" in (rowgen.check_column(col, g, none, {"start_date": g}) or "")
