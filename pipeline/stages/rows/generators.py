@@ -17,7 +17,9 @@ placeholders, glued and suffixed values); list columns set in the same example r
 column the examples pair with one of them (:func:`tuple_columns`), are continued together as rows
 (:func:`continue_tuples`: a title with its author, a make with its model) and drawn one row of them per generated
 row (:func:`continue_together`); relations the examples show are made to hold by code (:func:`settle`:
-date order, the clock, signs, list separators, a child's dates after its parent's); the model's example people,
+date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
+with the examples as soon as the model chooses them (:func:`fit_examples`: a range far wider than the examples
+narrowed, a range or dates the reply lacks taken from them, no round trip); the model's example people,
 phones and addresses are drawn again (:func:`rewrite_examples`); what remains is recorded as semantic findings.
 
 Nothing here reads meaning into column names: the choice is the LLM's and code checks it against the column's
