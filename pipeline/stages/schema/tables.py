@@ -249,7 +249,7 @@ def dangling_references(current: dict[str, str]) -> list[Dangling]:
         for fk in _foreign_keys(ddl, name) or []:
             if str(fk[2]).lower() not in have:
                 groups.setdefault(fk[0], []).append(fk)
-        for rows in groups.values():
+        for _, rows in sorted(groups.items(), reverse=True):  # SQLite lists the last one written first
             out.append(Dangling(name, tuple(r[3] for r in rows), rows[0][2], tuple(r[4] for r in rows)))
     return out
 
