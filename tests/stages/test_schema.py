@@ -13,7 +13,9 @@ from pipeline.dbmodel.ddl import normalise_ddl, scratch_db
 from pipeline.ir import Intent
 from pipeline.llm import fake_client
 from pipeline.stages.schema.tables import (
+    canonical_references,
     check_tables,
+    dangling_references,
     drop_dangling_references,
     generate_schema,
     order_tables,
@@ -338,3 +340,105 @@ def test_drop_column_keeps_the_text_and_removes_only_the_checks_naming_the_colum
         ["CHECK (length(a) < 9)", "CONSTRAINT c CHECK (b IS NULL OR [A] IS NULL)"])
     assert drop_column(ddl, "t", "code") == 'cannot drop UNIQUE column: "code"'
     assert drop_column(ddl, "t", "id") == 'cannot drop PRIMARY KEY column: "id"'
+
+
+# ------------------------------------------------------------------ a table the reply references but did not write
+
+LOANS_ONLY = {"tables": [{"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]},
+                         {"name": "loans", "ddl": LOANS_DDL, "natural_key": ["member_id", "loan_date"]}]}
+BOOKS_ITEM = {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"], "personal": []}
+LIBRARY = SCENARIO.model_copy(update={"entities": ["Member", "Book", "Loan"]})
+
+
+def test_a_missing_table_is_written_by_one_more_call_and_keeps_its_references() -> None:
+    """Seen on Project Billing (the 1.5B model): billing_records.consultant_id REFERENCES consultants, no
+    consultants table; dropping the link left consultants as bare numbers. One more call writes the table."""
+    client = fake_client([LOANS_ONLY, BOOKS_ITEM])
+    res = generate_schema(LIBRARY, INTENTS, client, small_settings(tables_min=1, tables_max=3))
+    assert res.ok and res.rejections == () and res.attempts == 2 and len(client.requests) == 2
+    assert [t.name for t in res.value] == ["members", "books", "loans"]  # parents first
+    books, loans = res.value[1], res.value[2]
+    assert (books.ddl, books.natural_key) == (BOOKS_DDL, ["title"])
+    assert loans.ddl == LOANS_DDL  # the link is kept
+    cols = {c.name: c for c in table_columns(scratch_db(res.value), loans)}
+    assert cols["book_id"].ref == ("books", "book_id")
+    ask = client.requests[1]
+    assert ask[:2] == [client.requests[0][0], {"role": "assistant", "content": json.dumps(LOANS_ONLY)}]
+    said = ask[-1]["content"]
+    assert 'reference the table "books", which your reply did not write' in said
+    assert "loans(book_id) REFERENCES books(book_id)" in said and LOANS_DDL in said
+    assert "with book_id as its key" in said and MEMBERS_DDL not in said
+    assert "keeps: Member, Book, Loan." in said  # the scenario's kinds of record
+    schema = client.bodies[1]["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"name", "ddl", "natural_key", "personal"}
+    # a scenario without entities gets no line for them
+    client = fake_client([LOANS_ONLY, BOOKS_ITEM])
+    generate_schema(SCENARIO, INTENTS, client, small_settings(tables_min=1, tables_max=3))
+    assert "kinds of record" not in client.requests[1][-1]["content"]
+
+
+def dropped_link(res, why: str) -> None:
+    assert res.ok and [t.name for t in res.value] == ["members", "loans"]
+    assert "REFERENCES books" not in res.value[1].ddl and "book_id INTEGER NOT NULL," in res.value[1].ddl
+    note = next(r for r in res.rejections if r.item == "loans.book_id")
+    assert note.stage == "schema"
+    assert note.evidence == {"table": "loans", "column": "book_id", "missing_table": "books"}
+    assert note.reason.startswith("foreign key loans(book_id) REFERENCES books(book_id) dropped, the column kept "
+                                  "without its link: the schema has no table books (")
+    assert why in note.reason, note.reason
+
+
+def test_a_failing_extra_call_drops_the_link_with_a_rejection_naming_table_column_and_missing_table() -> None:
+    # the table it writes fails in SQLite: one call, no fix conversation for it
+    client = fake_client([LOANS_ONLY, {**BOOKS_ITEM, "ddl": BROKEN_BOOKS}])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings(tables_min=1))
+    dropped_link(res, "the table its call wrote failed: " + sqlite_error(BROKEN_BOOKS))
+    assert len(client.requests) == 2 and res.attempts == 2
+    # its key is not what the reference points at
+    other_key = BOOKS_DDL.replace("book_id INTEGER PRIMARY KEY", "id INTEGER PRIMARY KEY")
+    res = generate_schema(SCENARIO, INTENTS, fake_client([LOANS_ONLY, {**BOOKS_ITEM, "ddl": other_key}]),
+                          small_settings(tables_min=1))
+    dropped_link(res, "books has no column book_id, which loans references")
+    not_a_key = BOOKS_DDL.replace("book_id INTEGER PRIMARY KEY", "code INTEGER PRIMARY KEY, book_id INTEGER")
+    res = generate_schema(SCENARIO, INTENTS, fake_client([LOANS_ONLY, {**BOOKS_ITEM, "ddl": not_a_key}]),
+                          small_settings(tables_min=1))
+    dropped_link(res, "must be the PRIMARY KEY or a UNIQUE column of books")
+    # another table than the missing one
+    res = generate_schema(SCENARIO, INTENTS, fake_client([LOANS_ONLY, {**BOOKS_ITEM, "ddl": MEMBERS_DDL}]),
+                          small_settings(tables_min=1))
+    dropped_link(res, "the call that was to write it wrote members instead")
+    # no usable reply
+    client = fake_client([LOANS_ONLY, {"name": "books"}], validation_retries=0)
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings(tables_min=1))
+    dropped_link(res, "the call that was to write it gave no usable reply: ")
+    # the schema is full: no call at all
+    client = fake_client([LOANS_ONLY])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings(tables_min=1, tables_max=2))
+    dropped_link(res, "the schema already has 2 tables, its tables_max, so none was asked for")
+    assert len(client.requests) == 1 and res.attempts == 1
+
+
+def test_a_reference_to_an_existing_table_in_other_case_or_quotes_is_not_dangling() -> None:
+    """SQLite resolves REFERENCES "Members"(Member_ID) to members(member_id); so does the stage, which writes it
+    as created so that the later stages' exact comparisons hold. No extra call, no dropped link."""
+    loans = (LOANS_DDL.replace("REFERENCES members(member_id)", 'REFERENCES "Members" (Member_ID)')
+             .replace("REFERENCES books(book_id)", "REFERENCES [BOOKS]"))
+    current = {"members": MEMBERS_DDL, "books": BOOKS_DDL, "loans": loans}
+    assert dangling_references(current) == []
+    assert drop_dangling_references(current) == current
+    assert canonical_references(current)["loans"] == (
+        LOANS_DDL.replace("REFERENCES members(member_id)", "REFERENCES members (member_id)")
+        .replace("REFERENCES books(book_id)", "REFERENCES books"))
+    assert canonical_references({"members": MEMBERS_DDL, "loans": LOANS_DDL}) == \
+        {"members": MEMBERS_DDL, "loans": LOANS_DDL}  # as created already: the same bytes
+    reply = {"tables": [{"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]},
+                        {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"]},
+                        {"name": "loans", "ddl": loans, "natural_key": ["member_id", "loan_date"]}]}
+    client = fake_client([reply])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
+    assert res.ok and res.rejections == () and len(client.requests) == 1
+    cols = {c.name: c for c in table_columns(scratch_db(res.value), res.value[2])}
+    assert (cols["member_id"].ref, cols["book_id"].ref) == (("members", "member_id"), ("books", "book_id"))
+    # a name that only starts like an existing one is another table
+    assert [d.parent for d in dangling_references({"members": MEMBERS_DDL, "loans": LOANS_DDL.replace(
+        "REFERENCES members(member_id)", "REFERENCES members2(member_id)")})] == ["members2", "books"]  # in the order written

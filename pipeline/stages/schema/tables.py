@@ -18,6 +18,12 @@ primary key, foreign keys that point at existing tables and key columns (``PRAGM
 at most ``max_attempts - 1`` times; a table still failing is dropped with a Rejection (and so is any
 table that references a dropped one). The tables come out parents first.
 
+A table the reply references but did not write (``billing_records.consultant_id REFERENCES consultants`` with no
+consultants table) gets one more call that writes it (``prompts/schema.md`` ``missing``: the scenario's kinds of
+record and the referencing table, continuing the schema conversation), checked like the others, while the schema
+has fewer than ``tables_max`` tables; otherwise the link is dropped (the column stays) and a Rejection names the
+table, the column and the missing table. References are resolved as SQLite does, without regard to case or quotes.
+
 Also the schema introspection the later stages share: :func:`scratch_db`, :func:`table_columns`.
 """
 
@@ -26,7 +32,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, Field, create_model
 
@@ -202,36 +208,227 @@ def _valid_listing(current: dict[str, str], errors: dict[str, str | None]) -> st
 
 
 _FK_ACTIONS = r"(?:\s+ON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION))*"
+_OPEN, _CLOSE = r"[\"`\[]?", r"[\"`\]]?"
+_AFTER_NAME = r"(?![A-Za-z0-9_])"
+
+
+def _foreign_keys(ddl: str, name: str) -> list[tuple[Any, ...]] | None:
+    """``PRAGMA foreign_key_list`` of ``ddl`` created alone (SQLite accepts a REFERENCES to a missing table at
+    CREATE time), or None when SQLite refuses the statement (the fix conversation handles that)."""
+    conn = connect()
+    try:
+        conn.execute(ddl)
+        return list(conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall())
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
+class Dangling(NamedTuple):
+    """A foreign key to a table the schema does not have: ``table(columns) REFERENCES parent(to)``."""
+
+    table: str
+    columns: tuple[str, ...]
+    parent: str
+    to: tuple[str | None, ...]
+
+    def sql(self) -> str:
+        to = "" if None in self.to else f"({', '.join(str(c) for c in self.to)})"
+        return f"{self.table}({', '.join(self.columns)}) REFERENCES {self.parent}{to}"
+
+
+def dangling_references(current: dict[str, str]) -> list[Dangling]:
+    """The foreign keys of ``current`` (name -> DDL) to tables it does not have, in table order. SQLite resolves
+    table names without regard to case or quotes, and so does this: ``REFERENCES "Members"`` is not dangling
+    when ``members`` exists (:func:`canonical_references` then writes it as ``members``)."""
+    have = {n.lower() for n in current}
+    out: list[Dangling] = []
+    for name, ddl in current.items():
+        groups: dict[int, list[tuple[Any, ...]]] = {}
+        for fk in _foreign_keys(ddl, name) or []:
+            if str(fk[2]).lower() not in have:
+                groups.setdefault(fk[0], []).append(fk)
+        for _, rows in sorted(groups.items(), reverse=True):  # SQLite lists the last one written first
+            out.append(Dangling(name, tuple(r[3] for r in rows), rows[0][2], tuple(r[4] for r in rows)))
+    return out
+
+
+def canonical_references(current: dict[str, str]) -> dict[str, str]:
+    """Write each REFERENCES to a table of ``current`` with the table's and its columns' names as created:
+    ``REFERENCES "Members"(Member_ID)`` becomes ``REFERENCES members(member_id)`` when ``members(member_id)``
+    exists. SQLite accepts either; the checks here and the later stages compare names exactly."""
+    by_lower = {n.lower(): n for n in current}
+    columns: dict[str, dict[str, str]] = {}
+    conn = connect()
+    try:
+        for n, ddl in current.items():
+            try:
+                conn.execute(ddl)
+            except sqlite3.Error:
+                continue
+            columns[n] = {r[1].lower(): r[1] for r in conn.execute(f'PRAGMA table_info("{n}")').fetchall()}
+    finally:
+        conn.close()
+    out = dict(current)
+    for name, ddl in current.items():
+        written = {str(fk[2]) for fk in _foreign_keys(ddl, name) or []}
+        new = ddl
+        for parent in sorted(written):
+            canon = by_lower.get(parent.lower())
+            if canon is None:
+                continue
+            cols = columns.get(canon, {})
+
+            def fix(m: re.Match[str], canon: str = canon, cols: dict[str, str] = cols) -> str:
+                names = None if m.group(4) is None else [c.strip() for c in m.group(4).split(",")]
+                fixed = None if names is None else [cols.get(c.strip('"`[]').lower(), c) for c in names]
+                if m.group(2) == canon and fixed == names:
+                    return m.group(0)  # as created already: the statement keeps its bytes
+                return m.group(1) + canon + ("" if fixed is None else f"{m.group('gap')}({', '.join(fixed)})")
+
+            new = re.sub(rf"(\bREFERENCES\s+){_OPEN}({re.escape(parent)}){_CLOSE}{_AFTER_NAME}"
+                         rf"(?:(?P<gap>\s*)\(([^)]*)\))?", fix, new, flags=re.I)
+        if new != ddl:
+            out[name] = new
+    return out
 
 
 def drop_dangling_references(current: dict[str, str]) -> dict[str, str]:
     """Remove foreign keys to tables the schema does not have (``orders.customer_name REFERENCES customers``
     when no customers table was written): the column stays, the link goes. Without this the table fails and
-    is dropped, and with it often the application's central table (seen from the 1.5B model); asking the
-    model to fix one table cannot add the missing one."""
+    is dropped, and with it often the application's central table (seen from the 1.5B model). The stage first
+    asks for each missing table once (:func:`write_missing_tables`) and records every link it drops
+    (:func:`dangling_notes`)."""
     out = dict(current)
+    have = {n.lower() for n in current}
+    for name, ddl in current.items():
+        fks = _foreign_keys(ddl, name)
+        if fks is None:
+            continue
+        missing = sorted({str(fk[2]) for fk in fks if str(fk[2]).lower() not in have})
+        new = ddl
+        for parent in missing:
+            p = re.escape(parent)
+            new = re.sub(rf",\s*(?:CONSTRAINT\s+\w+\s+)?FOREIGN\s+KEY\s*\([^)]*\)\s*REFERENCES\s+{_OPEN}{p}{_CLOSE}"
+                         rf"{_AFTER_NAME}\s*(?:\([^)]*\))?{_FK_ACTIONS}", "", new, flags=re.I)
+            new = re.sub(rf"\s+REFERENCES\s+{_OPEN}{p}{_CLOSE}{_AFTER_NAME}\s*(?:\([^)]*\))?{_FK_ACTIONS}", "", new,
+                         flags=re.I)
+        if new != ddl:
+            out[name] = new
+    return out
+
+
+def dangling_notes(current: dict[str, str], why: dict[str, str]) -> list[ir.Rejection]:
+    """One rejection per foreign key :func:`drop_dangling_references` is about to drop, naming the table, the
+    column and the missing table; ``why`` (missing table, lower case -> text) says why it was not written."""
+    out = []
+    for d in dangling_references(current):
+        reason = why.get(d.parent.lower(), "no table was asked for it")
+        out.append(ir.Rejection(
+            stage=STAGE, item=f"{d.table}.{', '.join(d.columns)}",
+            reason=(f"foreign key {d.sql()} dropped, the column kept without its link: the schema has no table "
+                    f"{d.parent} ({reason})"),
+            evidence={"table": d.table, "column": ", ".join(d.columns), "missing_table": d.parent}))
+    return out
+
+
+def _link_error(tables: dict[str, str], child: str, parent: str) -> str | None:
+    """Why ``child``'s foreign keys to ``parent`` do not point at a key of ``parent`` (its PRIMARY KEY or a UNIQUE
+    column set), or None; ``tables`` (name -> DDL) are created together."""
     conn = connect()
     try:
-        for name, ddl in current.items():
+        for ddl in tables.values():
             try:
-                conn.execute(ddl)  # SQLite accepts a REFERENCES to a missing table at CREATE time
-                fks = conn.execute(f'PRAGMA foreign_key_list("{name}")').fetchall()
-                conn.execute(f'DROP TABLE "{name}"')
+                conn.execute(ddl)
             except sqlite3.Error:
                 continue
-            missing = sorted({fk[2] for fk in fks if fk[2] not in current})
-            new = ddl
-            for parent in missing:
-                p = re.escape(parent)
-                new = re.sub(rf",\s*(?:CONSTRAINT\s+\w+\s+)?FOREIGN\s+KEY\s*\([^)]*\)\s*REFERENCES\s+[\"`]?{p}[\"`]?"
-                             rf"\s*(?:\([^)]*\))?{_FK_ACTIONS}", "", new, flags=re.I)
-                new = re.sub(rf"\s+REFERENCES\s+[\"`]?{p}[\"`]?\s*(?:\([^)]*\))?{_FK_ACTIONS}", "", new,
-                             flags=re.I)
-            if new != ddl:
-                out[name] = new
+        pcols = {r[1].lower() for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()}
+        keys = [{c.lower() for c in k} for k in _key_sets(conn, parent)]
+        groups: dict[int, list[tuple[Any, ...]]] = {}
+        for fk in conn.execute(f'PRAGMA foreign_key_list("{child}")').fetchall():
+            if str(fk[2]).lower() == parent.lower():
+                groups.setdefault(fk[0], []).append(fk)
+        for rows in groups.values():
+            dst = [r[4] for r in rows]
+            if None in dst:
+                if not keys or len(keys[0]) != len(rows):
+                    return f"{child}({', '.join(r[3] for r in rows)}) REFERENCES {parent}: its PRIMARY KEY does not match"
+                continue
+            absent = [d for d in dst if d.lower() not in pcols]
+            if absent:
+                return f"{parent} has no column {', '.join(absent)}, which {child} references"
+            if {d.lower() for d in dst} not in keys:
+                return (f"{child} references {parent}({', '.join(dst)}), which must be the PRIMARY KEY or a UNIQUE "
+                        f"column of {parent}")
     finally:
         conn.close()
-    return out
+    return None
+
+
+def _write_missing(
+    client: LLMClientProtocol, settings: BuildSettings, scenario: ir.Scenario, conv: list[dict[str, Any]],
+    current: dict[str, str], parent: str, refs: list[Dangling],
+) -> tuple[tuple[str, TableItem] | None, str | None]:
+    """One LLM call for the missing table ``parent``, continuing the schema conversation; the table (its name as
+    created, the reply with the repaired DDL) or why not. Validated in SQLite with the other tables: its own
+    checks, and every reference to it points at a key of it."""
+    key = {", ".join(str(c) for c in r.to) for r in refs if None not in r.to}
+    kinds = render_section("schema", "missing_kinds", entities=", ".join(scenario.entities)) \
+        if scenario.entities else ""
+    prompt = render_section(
+        "schema", "missing", table=parent, references="\n".join(r.sql() for r in refs),
+        referencing="\n".join(dict.fromkeys(current[r.table] for r in refs)), kinds=kinds,
+        key=" / ".join(sorted(key)) if key else "PRIMARY KEY")
+    try:
+        reply, _raw = client.structured_reply(TableItem, conv + user(prompt), stage=STAGE,
+                                              max_tokens=budget(settings.max_tokens_schema, 300, 1))
+    except LLMUnavailable:
+        raise
+    except LLMError as e:
+        return None, f"the call that was to write it gave no usable reply: {e}"
+    ddl = normalise_ddl(reply.ddl)
+    name = ddl_table_name(ddl)
+    if name is None or name.lower() != parent.lower():
+        return None, f"the call that was to write it wrote {name or 'no CREATE TABLE'} instead: {reply.ddl}"
+    trial = drop_dangling_references(canonical_references({**current, name: ddl}))
+    error = check_tables(list(trial.items()))[name]
+    for r in refs:
+        error = error or _link_error(trial, r.table, name)
+    if error is not None:
+        return None, f"the table its call wrote failed: {error}; {ddl}"
+    return (name, reply.model_copy(update={"ddl": ddl})), None
+
+
+def write_missing_tables(
+    client: LLMClientProtocol, settings: BuildSettings, scenario: ir.Scenario, conv: list[dict[str, Any]],
+    current: dict[str, str],
+) -> tuple[list[tuple[str, TableItem]], dict[str, str], int]:
+    """For each table the schema references but does not have (``billing_records.consultant_id REFERENCES
+    consultants`` with no consultants table: the domain's consultants would be bare numbers), one more call
+    writes it, while the schema has fewer than ``tables_max`` tables. Returns the tables written (name, reply
+    with the repaired DDL), why each other missing table was not written (lower-case name -> text, for
+    :func:`dangling_notes`), and the LLM calls made."""
+    refs = dangling_references(current)
+    parents: dict[str, list[Dangling]] = {}
+    for r in refs:
+        parents.setdefault(r.parent.lower(), []).append(r)
+    added: list[tuple[str, TableItem]] = []
+    why: dict[str, str] = {}
+    calls = 0
+    for low, mine in parents.items():
+        have = len(current) + len(added)
+        if have >= settings.tables_max:
+            why[low] = f"the schema already has {have} tables, its tables_max, so none was asked for"
+            continue
+        calls += 1
+        table, error = _write_missing(client, settings, scenario, conv,
+                                      {**current, **{n: t.ddl for n, t in added}}, mine[0].parent, mine)
+        if table is None:
+            why[low] = error or ""
+        else:
+            added.append(table)
+    return added, why, calls
 
 
 def settle(current: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
@@ -357,13 +554,22 @@ def generate_schema(
         keys[name] = list(item.natural_key)
         personal[name] = list(item.personal)
 
+    conv = messages + [{"role": "assistant", "content": raw.content}]
+    current = canonical_references(current)
+    added, why, calls = write_missing_tables(client, settings, scenario, conv, current)
+    attempts += calls
+    for name, item in added:
+        current[name] = item.ddl
+        keys[name] = list(item.natural_key)
+        personal[name] = list(item.personal)
+    current = canonical_references(current)
+    rejections.extend(dangling_notes(current, why))
     current = drop_dangling_references(current)
     errors = check_tables(list(current.items()))
     if settings.max_attempts >= 2:
         for name in list(current):
             if errors.get(name) is None:
                 continue
-            conv = messages + [{"role": "assistant", "content": raw.content}]
             fixed, n = _fix_table(client, settings, conv, current, errors, name)
             attempts += n
             if fixed is not None:
