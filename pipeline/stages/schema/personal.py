@@ -13,6 +13,14 @@ from its ``CREATE TABLE`` (SQLite's own ``ALTER TABLE ... DROP COLUMN``, with an
 foreign key, a UNIQUE constraint or index, or a column another table references: the schema depends on it),
 classified in ``ir.Table.personal``, so no rule turns on it (``pipeline.stages.policy.candidates``); so does one
 SQLite will not drop (a generated column reads it), with the reason noted.
+
+The model's classification is not the last word: on the example's regenerated pharmacy it listed none of
+``patients.gender CHECK (gender IN ('male', 'female'))``, which then stayed and was drawn at random against the
+names. So code classifies too (:func:`found_by_meaning`: MiniLM similarity of each column's name, and its
+CHECK-listed values, with short definitions of the characteristics, ``pipeline.meaning.personal``), and the columns
+withheld are the union of both; each note's evidence says which check found the column (``found_by``: ``llm``,
+``minilm`` or both) and, for MiniLM, its score and nearest characteristic. MiniLM reads English names only (the
+benchmark in ``benchmarks/results/personal_columns.md``): a German, Spanish or French name is left to the model.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import sqlite3
 from collections.abc import Callable
 
 from pipeline import ir
+from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import drop_column, scratch_db
+from pipeline.meaning.personal import Encode, Finding, default_encode, personal_columns
 
 STAGE = "schema"
 
@@ -42,6 +52,29 @@ def classified(tables: list[ir.Table], declared: dict[str, list[str]]) -> dict[s
     finally:
         conn.close()
     return out
+
+
+def found_by_meaning(tables: list[ir.Table], encode: Encode = default_encode
+                     ) -> tuple[dict[str, dict[str, Finding]], list[ir.Rejection]]:
+    """Per table, the columns whose meaning is a personal characteristic (``pipeline.meaning.personal``: the
+    column's name as words, with its CHECK-listed values), by their own names; and a note when MiniLM cannot load
+    (then only the model's classification counts)."""
+    from pipeline.embed import EmbeddingError
+
+    conn = scratch_db(tables)
+    try:
+        cols = [(t.name, c.name, c.enum or ()) for t in tables for c in table_columns(conn, t)]
+    finally:
+        conn.close()
+    try:
+        found = personal_columns(cols, encode)
+    except EmbeddingError as e:
+        return {}, [ir.Rejection(stage=STAGE, item="personal", reason=f"columns not checked for personal "
+                                 f"characteristics by meaning (only the schema's LLM classified them): {e}")]
+    out: dict[str, dict[str, Finding]] = {}
+    for f in found:
+        out.setdefault(f.table, {})[f.column] = f
+    return out, []
 
 
 def key_roles(conn: sqlite3.Connection, tables: list[ir.Table]) -> dict[tuple[str, str], str]:
@@ -67,54 +100,71 @@ def key_roles(conn: sqlite3.Connection, tables: list[ir.Table]) -> dict[tuple[st
 
 def withhold_personal(
     tables: list[ir.Table], declared: dict[str, list[str]], keys: dict[str, list[str]],
-    check: Callable[[list[tuple[str, str]]], dict[str, str | None]],
+    check: Callable[[list[tuple[str, str]]], dict[str, str | None]], encode: Encode | None = default_encode,
 ) -> tuple[list[ir.Table], dict[str, list[str]], list[ir.Rejection]]:
-    """Drop the columns the reply classified as personal characteristics (see the module doc).
+    """Drop the columns the reply or code classified as personal characteristics (see the module doc).
 
     ``tables`` are valid (created in this order), ``declared`` the reply's ``personal`` per table, ``keys`` the
-    declared natural keys, ``check`` the schema stage's check (name -> error or None). Returns the tables (their
-    DDL without the dropped columns, ``personal`` = the classified columns kept, ``withheld`` = the dropped ones),
-    the natural keys without the dropped columns, and one note per classified column."""
-    said = classified(tables, declared)
+    declared natural keys, ``check`` the schema stage's check (name -> error or None), ``encode`` MiniLM's
+    (:func:`found_by_meaning`; None: the reply's classification alone). Returns the tables (their DDL without the
+    dropped columns, ``personal`` = the classified columns kept, ``withheld`` = the dropped ones), the natural keys
+    without the dropped columns, and one note per classified column."""
+    llm = classified(tables, declared)
+    meaning, notes = found_by_meaning(tables, encode) if encode is not None else ({}, [])
+    said = {t.name: list(dict.fromkeys(llm[t.name] + list(meaning.get(t.name, {})))) for t in tables}
     conn = scratch_db(tables)
     try:
         roles = key_roles(conn, tables)
     finally:
         conn.close()
     out: list[ir.Table] = []
-    notes: list[ir.Rejection] = []
     dropped: dict[str, list[str]] = {}
+
+    def by(table: str, col: str) -> tuple[str, str, dict[str, object]]:
+        """Who classified the column (words for the note's start), MiniLM's say (words for its end), and the
+        evidence."""
+        finding = meaning.get(table, {}).get(col)
+        found_by = (["llm"] if col in llm[table] else []) + (["minilm"] if finding is not None else [])
+        evidence: dict[str, object] = {"found_by": found_by}
+        if finding is None:
+            return "the schema's LLM classified it", "", evidence
+        evidence.update(similarity=finding.score, concept=finding.concept)
+        who = "the schema's LLM and MiniLM classified it" if "llm" in found_by else "MiniLM classified it"
+        return who, f" (MiniLM: {finding.score:.2f} with \"{finding.concept}\")", evidence
+
     for t in tables:
         ddl, kept, gone = t.ddl, [], []
         for col in said[t.name]:
             item = f"{t.name}.{col}"
+            who, said_so, found = by(t.name, col)
             role = roles.get((t.name, col.lower()))
             if role is not None:
                 kept.append(col)
                 notes.append(ir.Rejection(
                     stage=STAGE, item=item,
-                    reason=f"column {item} kept though classified as a personal characteristic: it is {role}; "
-                           f"no rule turns on it",
-                    evidence={"table": t.name, "column": col, "personal": "kept", "key": role}))
+                    reason=f"column {item} kept though {who} as a personal characteristic: it is {role}; "
+                           f"no rule turns on it{said_so}",
+                    evidence={"table": t.name, "column": col, "personal": "kept", "key": role, **found}))
                 continue
             result = drop_column(ddl, t.name, col)
             if isinstance(result, str):
                 kept.append(col)
                 notes.append(ir.Rejection(
                     stage=STAGE, item=item,
-                    reason=f"column {item} kept though classified as a personal characteristic: SQLite does not "
-                           f"drop it ({result}); no rule turns on it",
-                    evidence={"table": t.name, "column": col, "personal": "kept", "error": result}))
+                    reason=f"column {item} kept though {who} as a personal characteristic: SQLite does not "
+                           f"drop it ({result}); no rule turns on it{said_so}",
+                    evidence={"table": t.name, "column": col, "personal": "kept", "error": result, **found}))
                 continue
             ddl, checks = result
             gone.append(col)
-            evidence: dict[str, object] = {"table": t.name, "column": col, "personal": "dropped"}
+            evidence: dict[str, object] = {"table": t.name, "column": col, "personal": "dropped", **found}
             if checks:
                 evidence["checks_dropped"] = checks
             notes.append(ir.Rejection(
                 stage=STAGE, item=item,
-                reason=f"column {item} dropped: the schema's LLM classified it as a personal characteristic, which "
-                       f"an environment does not store" + (f" (with {len(checks)} CHECK naming it)" if checks else ""),
+                reason=f"column {item} dropped: {who} as a personal characteristic, which "
+                       f"an environment does not store" + (f" (with {len(checks)} CHECK naming it)" if checks else "")
+                       + said_so,
                 evidence=evidence))
         dropped[t.name] = gone
         out.append(t.model_copy(update={"ddl": ddl, "personal": kept, "withheld": gone}))
@@ -125,11 +175,11 @@ def withhold_personal(
     if bad:  # dropping only removes what nothing else names: not expected, but never leave a schema that fails
         restored = [t.model_copy(update={"personal": said[t.name], "withheld": []}) for t in tables]
         why = "; ".join(f"{n}: {e}" for n, e in sorted(bad.items()))
-        return restored, keys, [ir.Rejection(
+        return restored, keys, [n for n in notes if n.evidence.get("personal") is None] + [ir.Rejection(
             stage=STAGE, item=f"{t.name}.{c}",
-            reason=f"column {t.name}.{c} kept though classified as a personal characteristic: the schema without "
-                   f"it does not build ({why}); no rule turns on it",
-            evidence={"table": t.name, "column": c, "personal": "kept", "error": why})
+            reason=f"column {t.name}.{c} kept though {by(t.name, c)[0]} as a personal characteristic: the schema "
+                   f"without it does not build ({why}); no rule turns on it{by(t.name, c)[1]}",
+            evidence={"table": t.name, "column": c, "personal": "kept", "error": why, **by(t.name, c)[2]})
             for t in tables for c in said[t.name]]
     new_keys = {name: [c for c in cols if _name(c) not in {d.lower() for d in dropped.get(name, [])}]
                 for name, cols in keys.items()}
