@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.meaning.personal import CONCEPTS, TERMS, THRESHOLD, personal_columns, score_columns, texts, words
+from pipeline.meaning.personal import (
+    CONCEPTS,
+    TERMS,
+    THRESHOLD,
+    personal_columns,
+    score_columns,
+    texts,
+    words,
+)
 
 
 def test_a_column_is_read_as_its_names_words_and_with_its_listed_values() -> None:
