@@ -13,6 +13,16 @@ from its ``CREATE TABLE`` (SQLite's own ``ALTER TABLE ... DROP COLUMN``, with an
 foreign key, a UNIQUE constraint or index, or a column another table references: the schema depends on it),
 classified in ``ir.Table.personal``, so no rule turns on it (``pipeline.stages.policy.candidates``); so does one
 SQLite will not drop (a generated column reads it), with the reason noted.
+
+The model's classification is not the last word: on the example's regenerated pharmacy it listed none of
+``patients.gender CHECK (gender IN ('male', 'female'))``, which then stayed and was drawn at random against the
+names. So code classifies too (:func:`found_by_meaning`: MiniLM similarity of each column's name, and its
+CHECK-listed values, with short definitions of the characteristics, ``pipeline.meaning.personal``), and the columns
+withheld are the union of both; each note's evidence says which check found the column (``found_by``: ``llm``,
+``minilm`` or both) and, for MiniLM, its score and nearest characteristic. MiniLM reads English names only (the
+benchmark in ``benchmarks/results/personal_columns.md``): a German, Spanish or French name is left to the model.
+For those, ``personal_question`` (off by default, see :func:`ask_personal`) asks the model one short yes/no question
+per column neither classified (``prompts/schema.md``, section ``personal_question``), and a yes joins the union.
 """
 
 from __future__ import annotations
@@ -20,10 +30,68 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from pydantic import BaseModel
+
 from pipeline import ir
+from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.dbmodel.ddl import drop_column, scratch_db
+from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning.personal import Encode, Finding, default_encode, personal_columns
+from pipeline.stages.feedback import render_section, user
 
 STAGE = "schema"
+
+Ask = Callable[[list[tuple[str, Column]]], tuple[dict[str, list[str]], list[ir.Rejection]]]
+"""The yes/no question (:func:`ask_personal`, bound to a client): (table, column) candidates -> per table the
+columns the model said yes for, and notes."""
+
+CHECKS = {"llm": "the schema's LLM", "minilm": "MiniLM", "question": "the LLM's yes/no question"}
+"""Who may classify a column, as the notes name them."""
+
+
+class PersonalAnswer(BaseModel):
+    personal: bool
+
+
+def ask_personal(client: LLMClientProtocol, columns: list[tuple[str, Column]]
+                 ) -> tuple[dict[str, list[str]], list[ir.Rejection]]:
+    """One short yes/no question per column (``prompts/schema.md`` section ``personal_question``: the table, the
+    column, its type and CHECK-listed values): per table the columns the model says record a personal
+    characteristic. A reply that cannot be used counts as no, with a note; an unreachable LLM raises."""
+    yes: dict[str, list[str]] = {}
+    notes: list[ir.Rejection] = []
+    for table, col in columns:
+        values = f"; one of {', '.join(repr(v) for v in col.enum)}" if col.enum else ""
+        prompt = render_section("schema", "personal_question", table=table, column=col.name, type=col.type,
+                                values=values)
+        try:
+            reply, _ = client.structured_reply(PersonalAnswer, user(prompt), stage=STAGE, max_tokens=QUESTION_TOKENS)
+        except LLMUnavailable:
+            raise
+        except LLMError as e:
+            notes.append(ir.Rejection(stage=STAGE, item=f"{table}.{col.name}",
+                                      reason=f"no usable answer whether {table}.{col.name} records a personal "
+                                             f"characteristic (counted as no): {e}"))
+            continue
+        if reply.personal:  # type: ignore[attr-defined]
+            yes.setdefault(table, []).append(col.name)
+    return yes, notes
+
+
+QUESTION_TOKENS = 16
+"""Reply budget of one yes/no question (``{"personal": false}`` is 7 tokens)."""
+
+
+def candidates(tables: list[ir.Table], classified: dict[str, list[str]]) -> list[tuple[str, Column]]:
+    """The columns the yes/no question is asked about: neither a primary nor a foreign key (ids, not
+    characteristics) nor already classified."""
+    conn = scratch_db(tables)
+    try:
+        return [(t.name, c) for t in tables for c in table_columns(conn, t)
+                if not c.pk and c.ref is None and c.name not in classified.get(t.name, [])]
+    finally:
+        conn.close()
 
 
 def _name(raw: str) -> str:
@@ -42,6 +110,29 @@ def classified(tables: list[ir.Table], declared: dict[str, list[str]]) -> dict[s
     finally:
         conn.close()
     return out
+
+
+def found_by_meaning(tables: list[ir.Table], encode: Encode = default_encode
+                     ) -> tuple[dict[str, dict[str, Finding]], list[ir.Rejection]]:
+    """Per table, the columns whose meaning is a personal characteristic (``pipeline.meaning.personal``: the
+    column's name as words, with its CHECK-listed values), by their own names; and a note when MiniLM cannot load
+    (then only the model's classification counts)."""
+    from pipeline.embed import EmbeddingError
+
+    conn = scratch_db(tables)
+    try:
+        cols = [(t.name, c.name, c.enum or ()) for t in tables for c in table_columns(conn, t)]
+    finally:
+        conn.close()
+    try:
+        found = personal_columns(cols, encode)
+    except EmbeddingError as e:
+        return {}, [ir.Rejection(stage=STAGE, item="personal", reason=f"columns not checked for personal "
+                                 f"characteristics by meaning (only the schema's LLM classified them): {e}")]
+    out: dict[str, dict[str, Finding]] = {}
+    for f in found:
+        out.setdefault(f.table, {})[f.column] = f
+    return out, []
 
 
 def key_roles(conn: sqlite3.Connection, tables: list[ir.Table]) -> dict[tuple[str, str], str]:
@@ -67,54 +158,79 @@ def key_roles(conn: sqlite3.Connection, tables: list[ir.Table]) -> dict[tuple[st
 
 def withhold_personal(
     tables: list[ir.Table], declared: dict[str, list[str]], keys: dict[str, list[str]],
-    check: Callable[[list[tuple[str, str]]], dict[str, str | None]],
+    check: Callable[[list[tuple[str, str]]], dict[str, str | None]], encode: Encode | None = default_encode,
+    ask: Ask | None = None,
 ) -> tuple[list[ir.Table], dict[str, list[str]], list[ir.Rejection]]:
-    """Drop the columns the reply classified as personal characteristics (see the module doc).
+    """Drop the columns the reply or code classified as personal characteristics (see the module doc).
 
     ``tables`` are valid (created in this order), ``declared`` the reply's ``personal`` per table, ``keys`` the
-    declared natural keys, ``check`` the schema stage's check (name -> error or None). Returns the tables (their
-    DDL without the dropped columns, ``personal`` = the classified columns kept, ``withheld`` = the dropped ones),
-    the natural keys without the dropped columns, and one note per classified column."""
-    said = classified(tables, declared)
+    declared natural keys, ``check`` the schema stage's check (name -> error or None), ``encode`` MiniLM's
+    (:func:`found_by_meaning`; None: the reply's classification alone), ``ask`` the yes/no question asked about the
+    :func:`candidates` neither classified (None: not asked). Returns the tables (their DDL without the
+    dropped columns, ``personal`` = the classified columns kept, ``withheld`` = the dropped ones), the natural keys
+    without the dropped columns, and one note per classified column."""
+    llm = classified(tables, declared)
+    meaning, notes = found_by_meaning(tables, encode) if encode is not None else ({}, [])
+    said = {t.name: list(dict.fromkeys(llm[t.name] + list(meaning.get(t.name, {})))) for t in tables}
+    asked: dict[str, list[str]] = {}
+    if ask is not None:
+        asked, asked_notes = ask(candidates(tables, said))
+        notes = notes + asked_notes
+        said = {name: cols + [c for c in asked.get(name, []) if c not in cols] for name, cols in said.items()}
     conn = scratch_db(tables)
     try:
         roles = key_roles(conn, tables)
     finally:
         conn.close()
     out: list[ir.Table] = []
-    notes: list[ir.Rejection] = []
     dropped: dict[str, list[str]] = {}
+
+    def by(table: str, col: str) -> tuple[str, str, dict[str, object]]:
+        """Who classified the column (words for the note's start), MiniLM's say (words for its end), and the
+        evidence."""
+        finding = meaning.get(table, {}).get(col)
+        found_by = ((["llm"] if col in llm[table] else []) + (["minilm"] if finding is not None else [])
+                    + (["question"] if col in asked.get(table, []) else []))
+        evidence: dict[str, object] = {"found_by": found_by}
+        who = " and ".join(CHECKS[k] for k in found_by) + " classified it"
+        if finding is None:
+            return who, "", evidence
+        evidence.update(similarity=finding.score, concept=finding.concept)
+        return who, f" (MiniLM: {finding.score:.2f} with \"{finding.concept}\")", evidence
+
     for t in tables:
         ddl, kept, gone = t.ddl, [], []
         for col in said[t.name]:
             item = f"{t.name}.{col}"
+            who, said_so, found = by(t.name, col)
             role = roles.get((t.name, col.lower()))
             if role is not None:
                 kept.append(col)
                 notes.append(ir.Rejection(
                     stage=STAGE, item=item,
-                    reason=f"column {item} kept though classified as a personal characteristic: it is {role}; "
-                           f"no rule turns on it",
-                    evidence={"table": t.name, "column": col, "personal": "kept", "key": role}))
+                    reason=f"column {item} kept though {who} as a personal characteristic: it is {role}; "
+                           f"no rule turns on it{said_so}",
+                    evidence={"table": t.name, "column": col, "personal": "kept", "key": role, **found}))
                 continue
             result = drop_column(ddl, t.name, col)
             if isinstance(result, str):
                 kept.append(col)
                 notes.append(ir.Rejection(
                     stage=STAGE, item=item,
-                    reason=f"column {item} kept though classified as a personal characteristic: SQLite does not "
-                           f"drop it ({result}); no rule turns on it",
-                    evidence={"table": t.name, "column": col, "personal": "kept", "error": result}))
+                    reason=f"column {item} kept though {who} as a personal characteristic: SQLite does not "
+                           f"drop it ({result}); no rule turns on it{said_so}",
+                    evidence={"table": t.name, "column": col, "personal": "kept", "error": result, **found}))
                 continue
             ddl, checks = result
             gone.append(col)
-            evidence: dict[str, object] = {"table": t.name, "column": col, "personal": "dropped"}
+            evidence: dict[str, object] = {"table": t.name, "column": col, "personal": "dropped", **found}
             if checks:
                 evidence["checks_dropped"] = checks
             notes.append(ir.Rejection(
                 stage=STAGE, item=item,
-                reason=f"column {item} dropped: the schema's LLM classified it as a personal characteristic, which "
-                       f"an environment does not store" + (f" (with {len(checks)} CHECK naming it)" if checks else ""),
+                reason=f"column {item} dropped: {who} as a personal characteristic, which "
+                       f"an environment does not store" + (f" (with {len(checks)} CHECK naming it)" if checks else "")
+                       + said_so,
                 evidence=evidence))
         dropped[t.name] = gone
         out.append(t.model_copy(update={"ddl": ddl, "personal": kept, "withheld": gone}))
@@ -125,11 +241,11 @@ def withhold_personal(
     if bad:  # dropping only removes what nothing else names: not expected, but never leave a schema that fails
         restored = [t.model_copy(update={"personal": said[t.name], "withheld": []}) for t in tables]
         why = "; ".join(f"{n}: {e}" for n, e in sorted(bad.items()))
-        return restored, keys, [ir.Rejection(
+        return restored, keys, [n for n in notes if n.evidence.get("personal") is None] + [ir.Rejection(
             stage=STAGE, item=f"{t.name}.{c}",
-            reason=f"column {t.name}.{c} kept though classified as a personal characteristic: the schema without "
-                   f"it does not build ({why}); no rule turns on it",
-            evidence={"table": t.name, "column": c, "personal": "kept", "error": why})
+            reason=f"column {t.name}.{c} kept though {by(t.name, c)[0]} as a personal characteristic: the schema "
+                   f"without it does not build ({why}); no rule turns on it{by(t.name, c)[1]}",
+            evidence={"table": t.name, "column": c, "personal": "kept", "error": why, **by(t.name, c)[2]})
             for t in tables for c in said[t.name]]
     new_keys = {name: [c for c in cols if _name(c) not in {d.lower() for d in dropped.get(name, [])}]
                 for name, cols in keys.items()}
