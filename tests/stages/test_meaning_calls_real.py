@@ -275,12 +275,14 @@ ELSEWHERE = "A condition report cannot be filed with a report date in the future
 def says_condition(text: str, c: Any) -> bool:
     """Whether prose ``text`` says checked candidate ``c``'s condition, as the policy stage reads a message
     (``house_rules.names_value``, ``house_rules._names``): a state by its listed value, a threshold or a date by a
-    word of its column, a limit by a word of the items it counts."""
+    word of its column (or, a threshold, by its value), a limit by a word of the items it counts."""
     from pipeline.stages.policy.house_rules import _names, names_value
 
     w = c.candidate.words
     if w.get("section") in ("state", "parent_state"):
         return names_value(text, w["value"])
+    if w.get("section") in ("row_over", "value_over") and names_value(text, w["value"]):
+        return True  # a threshold by its value ("stronger than 6.2 percent" for the brewery's abv), as the product
     said = [x.casefold() for x in re.findall(r"\w+", text)]
     keys = ("items", "label") if w.get("section", "").startswith("limit") else ("label",)
     return any(_names(said, w[k]) for k in keys if w.get(k))
