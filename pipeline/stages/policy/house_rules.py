@@ -10,12 +10,14 @@ a Rejection with the reason). Each prose rule grounds in one of them (:func:`gro
 prose and the candidate's :func:`gist`, best pairs first, each used once, none below :data:`GROUND_MIN`, and only
 where the prose is about what the candidate is about, :func:`fits`: the nearest table to the prose is one the
 candidate's tool writes, its condition reads or its row names, and the prose is near its tool's description and its
-condition's columns and values): prose that grounds in nothing is dropped with a Rejection saying why, and a
-candidate no prose supports is not used. The LLM then words
-the grounded rules in one small structured request (``word``: each rule's condition as code checks it, with the
+condition's columns and values, and it says the candidate's condition in the candidate's own words,
+:func:`may_ground`: a state's listed value, a limit's items and a count, a date's or a threshold's column): prose
+that grounds in nothing is dropped with a Rejection saying why, and a candidate no prose supports is not used. The
+LLM then words the grounded rules in one small structured request (``word``: each rule's condition as code checks it, with the
 prose it grounds, and an id), checked by code and fed back on a problem: a message is one whole sentence (not cut)
 that says what its condition checks (:func:`unsaid`: the value compared with and a word of the column) and no
-other rule (:func:`off_rule`: the message passes :func:`fits`' tests for its own candidate); a message
+other rule (:func:`off_rule`: the message passes :func:`fits`' tests for its own candidate), and writes none of
+the request's ids (:func:`ids_in`: "r2", "a7" are the request's handles, never a clerk's words); a message
 that still does not is code's wording of the rule (the sections of each kind). When the LLM writes no usable prose,
 code picks from its shortlist and words the rules itself (a Rejection says so). A finding per kept rule the seeded
 rows break (:func:`rows_breaking`). The environment comes back with ``rules``: each with the real calls it was
