@@ -127,7 +127,7 @@ def test_permit_office_messages_are_fed_back_until_plain_whole_and_saying_their_
     assert [(r.kind, r.tools[0], r.worded_by) for r in rules] == [
         ("state", "book_inspection", "llm"), ("limit", "book_inspection", "code"), ("approval", "correct_fee", "llm")]
     # a message that leaves out what its condition checks is code's wording of the rule
-    assert rules[1].message == "A permit may have at most 3 inspections."
+    assert rules[1].message == "At most 3 inspections per permit."
     assert rules[2].condition == "SELECT 1 WHERE :fee > 1200"
     assert_rules_hold(res.value)
     with EnvInstance(res.value, enforce_policy=True) as inst:  # the message, not the tool's own words
@@ -287,5 +287,7 @@ def test_a_date_condition_grounds_only_prose_that_names_its_date() -> None:
     assert may_ground("Un livre ne peut être ajouté avant sa date de publication.", published)  # the schema's word
     assert may_ground("A renewal request must be made within 30 days of the original loan date.",
                       cand("row_past", "loan date"))
-    # other conditions are said in many ways: MiniLM alone decides ("stronger" for an abv)
-    assert may_ground("The head brewer must approve a new beer stronger than 6.2 percent.", cand("value_over", "abv"))
+    # a threshold by a word of its column or by its value ("stronger than 6.2 percent" for the abv)
+    strong = SimpleNamespace(candidate=SimpleNamespace(words={"section": "value_over", "label": "abv", "value": "6.2"}))
+    assert may_ground("The head brewer must approve a new beer stronger than 6.2 percent.", strong)
+    assert not may_ground("The head brewer must approve a new beer.", strong)
