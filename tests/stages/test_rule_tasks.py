@@ -127,3 +127,65 @@ def test_bank_of_rule_bound_tasks_and_their_rewards(make) -> None:
     plain = generate_tasks(env, fake_client([{"user_request": "no"}] * 400),
                            settings=settings.model_copy(update={"rule_tasks": False})).value or []
     assert not any(t.metadata.get("rules") for t in plain)
+
+
+def test_a_compound_pairs_two_new_rows_for_other_parents() -> None:
+    """Two creates name no row (``Goal.named`` is empty for both): what tells their rows apart is the rows they
+    point at (``refs``). The brewery's start_batch is allowed for one beer and forbidden for another (a cap on a
+    beer's batches): a compound chain asks for both, and the forbidden one would work after the allowed one but
+    for the rule (no two new rows that collide)."""
+    from pipeline.stages.tasks.planner.chains import Goal
+    from pipeline.stages.tasks.planner.rules import touches
+
+    def new(refs: tuple, key: tuple = ()) -> object:
+        return type("C", (), {"goals": [Goal("create", "batches", refs=refs, key=key)]})()
+
+    beer = lambda name: (("beer_id", "beers", (("name", name),)),)  # noqa: E731
+    assert touches(new(beer("Velvet Porter"))) != touches(new(beer("Harbour Haze")))  # type: ignore[arg-type]
+    assert touches(new(beer("Velvet Porter"))) == touches(new(beer("Velvet Porter")))  # type: ignore[arg-type]
+    env = ruled(brewery_env)
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 40, TIERS, spread=True, rules=True)
+    pairs = [c for c in chains if c.shape == "compound_rule" and {r["tool"] for r in c.rules} == {"start_batch"}]
+    assert pairs, [(c.shape, [r["tool"] for r in c.rules]) for c in chains if c.rules]
+    for ch in pairs:
+        allowed = next(r for r in ch.rules if r["verdict"] == "allows")
+        forbidden = next(r for r in ch.rules if r["verdict"] == "forbids")
+        assert allowed["arguments"]["beer_id"] != forbidden["arguments"]["beer_id"]
+        assert [g.kind for g in ch.goals] == ["create", "create"] and ch.goals[0].refs != ch.goals[1].refs
+        with fresh(env) as run:  # the forbidden write works after the reference, but for the rule
+            play(run, [*ch.calls, ir.ToolCall(tool="start_batch", arguments=forbidden["arguments"])], changes=False)
+            assert run.error is None, run.error
+        with EnvInstance(env, enforce_policy=True) as inst:
+            assert all(inst.call(c.tool, c.arguments)["ok"] for c in ch.calls)
+            assert inst.call("start_batch", forbidden["arguments"])["kind"] == "guard"
+
+
+def test_a_compound_takes_an_allowed_partner_no_earlier_compound_took(monkeypatch) -> None:
+    """Two forbidden writes and two allowed ones of the same tool: the second compound chain pairs its forbidden
+    write with the allowed write the first did not use (the same partner twice makes the same change twice: the
+    bank keeps one task of the two); with one allowed write only, both use it."""
+    from pipeline.stages.tasks.planner import make_planner
+    from pipeline.stages.tasks.planner import rules as R
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
+
+    env = ruled(permit_env)
+    rule = next(r for r in env.rules if r.tools == ["correct_fee"])
+
+    def write(pid: int, fee: float) -> Chain:
+        return Chain("update", [ir.ToolCall(tool="correct_fee", arguments={"permit_id": pid, "fee": fee})],
+                     [f"Correct the fee of permit {pid} to {fee}."], [pid, fee], sources=[{}],
+                     goals=[Goal("update", "permits", (("permit", pid),), values=(("fee", fee),), key=(pid,))])
+
+    monkeypatch.setattr(R, "_still_forbidden", lambda p, a, b: True)
+    found = [(write(1, 100.0), []), (write(2, 200.0), []), (write(3, 9000.0), [rule]), (write(4, 9500.0), [rule])]
+    with fresh(env) as run:
+        p = make_planner(env, run)
+        p.memo[("governed_writes", 0)] = found
+        got = list(R.compound_rules(p, 0))
+        p.memo = {("governed_writes", 0): [found[0], *found[2:]]}
+        alone = list(R.compound_rules(p, 0))
+    partners = [c.calls[0].arguments["permit_id"] for c in got]
+    assert partners == [1, 2], partners
+    assert [c.goals[1].named for c in got] == [(("permit", 3),), (("permit", 4),)]
+    assert [c.calls[0].arguments["permit_id"] for c in alone] == [1, 1]

@@ -138,23 +138,40 @@ def _said(p: Planner, ch: Chain) -> Goal:
 
 
 def _still_forbidden(p: Planner, a: Chain, b: Chain) -> bool:
-    """Whether ``b``'s write is still forbidden once ``a``'s calls are done (a cap may count ``a``'s new row)."""
+    """Whether ``b``'s write is still forbidden once ``a``'s calls are done (a cap may count ``a``'s new row), and
+    would work there but for the rules: two new rows asked for in one request may not collide (seen on the
+    brewery: two kegs both coded "K-1006", one per batch)."""
     with fresh(p.env) as run:
         play(run, a.calls, changes=False)
-        return run.error is None and bool(against(p.env, run.inst.conn, b.calls[-1]))
+        if run.error is not None or not against(p.env, run.inst.conn, b.calls[-1]):
+            return False
+        play(run, b.calls, changes=False)
+        return run.error is None
+
+
+def touches(ch: Chain) -> tuple[Any, ...]:
+    """What identifies the row a single write's goal writes (``Goal``): the row it names (an update or a delete),
+    the rows a new row points at (a create names none: its parent rows tell two apart) and the key of the row it
+    changes."""
+    goal = ch.goals[0]
+    return goal.named, goal.refs, goal.key
 
 
 def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
-    """An allowed write and a forbidden one in the same request (the same tool first, else any), on other rows."""
+    """An allowed write and a forbidden one in the same request, on other rows (:func:`touches`: two creates for
+    other parents are on other rows too): as partner, an allowed write no earlier compound chain of this planner
+    took, then the same tool first, else any (a partner taken twice makes the same change twice: one task)."""
     found = list(_governed_writes(p, seed))
     allowed = [ch for ch, forbid in found if not forbid]
+    used: set[str] = p.memo.setdefault(("compound_partners",), set())
     for b, forbid in ((ch, f) for ch, f in found if f):
         tool = b.calls[-1].tool
-        mates = sorted(allowed, key=lambda a: a.calls[-1].tool != tool)
-        a = next((a for a in mates if a.calls[-1].arguments != b.calls[-1].arguments and a.goals[0].named !=
-                  b.goals[0].named), None)
-        if a is None or not _still_forbidden(p, a, b):
+        mates = sorted(allowed, key=lambda a: (a.signature() in used, a.calls[-1].tool != tool))
+        a = next((a for a in mates if a.calls[-1].arguments != b.calls[-1].arguments and touches(a) != touches(b)
+                  and _still_forbidden(p, a, b)), None)
+        if a is None:
             continue
+        used.add(a.signature())
         n = len(a.calls)
         evidence = b.calls[:-1]
         yield Chain("compound_rule", a.calls + evidence,
