@@ -218,3 +218,33 @@ def test_decide_tasks_stay_under_a_fifth_of_the_rule_bound_ones() -> None:
     assert next_chain([allowed, plain], set(), [compound] * 2) == 2
     assert next_chain([allowed], set(), [compound] * 2) is None
     assert next_chain([allowed], set(), [compound] * 5) == 1
+    # a compound chain still to try holds decide tasks back as one in the bank does
+    assert next_chain([allowed, compound], set(), []) == 2
+    assert next_chain([allowed, compound, plain], {2}, [compound]) == 3
+
+
+def test_without_compound_chains_a_governed_tool_still_gets_a_decide_task() -> None:
+    """When neither the bank nor the chains left hold a compound or an exception chain (the plan has none, or none
+    became a task), a governed tool is not left in no task for want of one: decide tasks are taken under a fifth of
+    the bank (at least one), and one more for each governed tool no task uses yet."""
+    from pipeline.stages.tasks.planner import Chain, decide_fits, next_chain
+
+    def chain(shape: str, tool: str, verdict: str | None, n: int = 0) -> Chain:
+        rules = [{"id": "r", "verdict": verdict, "tool": tool, "arguments": {}}] if verdict else []
+        return Chain(shape, [ToolCall(tool=tool, arguments={"n": n})], [], [], rules=rules)
+
+    renew, renew2, fine = chain("create", "renew", "allows"), chain("create", "renew", "allows", 1), \
+        chain("update", "fine", "allows")
+    plain, compound = chain("lookup", "find", None), chain("compound_rule", "renew", "forbids")
+    assert decide_fits([], compound=False, chain=renew)  # at least one
+    assert not decide_fits([renew], compound=False, chain=renew2)  # a second would be half the bank
+    assert decide_fits([renew], compound=False, chain=fine)  # a governed tool no task uses yet
+    assert decide_fits([renew] + [plain] * 8, compound=False, chain=renew2)  # 2 of 10: within a fifth
+    assert not decide_fits([renew] + [plain] * 7, compound=False, chain=renew2)
+    # the plan has no compound chain: the decide chain is taken; a second of the same tool waits for a fifth
+    assert next_chain([renew, plain], set(), []) == 1
+    assert next_chain([renew2, plain], set(), [renew]) == 2
+    assert next_chain([renew2], set(), [renew]) is None
+    assert next_chain([renew2, fine], set(), [renew]) == 2
+    # compound chains were planned but none became a task: the same
+    assert next_chain([compound, renew, plain], {1}, []) == 2

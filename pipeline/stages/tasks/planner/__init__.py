@@ -163,9 +163,13 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     allowed and a forbidden write, or an exception, before a decide task). A decide task (:func:`decide`) is taken
     only while the bank's decide tasks stay under :data:`DECIDE_SHARE` of its rule-bound ones (:func:`decide_fits`):
     an agent that writes whatever it is asked passes each of them, one that does nothing passes none of the
-    others."""
+    others. When neither the bank nor the chains left hold a compound or an exception chain (the plan has none, or
+    none of them became a task), decide tasks are taken under :data:`DECIDE_SHARE` of the bank instead, at least
+    one, and one for each governed tool no task uses yet: a governed tool is in no task only for want of a chain."""
+    compound = any(ch.shape in RULED for ch in bank) or any(
+        i not in tried and ch.shape in RULED for i, ch in enumerate(chains, 1))
     left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
-        decide(chains[i - 1]) and not decide_fits(bank))]
+        decide(chains[i - 1]) and not decide_fits(bank, compound, chains[i - 1]))]
     if writes is None or not left:
         return left[0] if left else None
     uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
@@ -175,7 +179,7 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
 
     def rank(i: int) -> tuple[int, bool, int, int, int]:
         ch = chains[i - 1]
-        ruled = 0 if not short else 0 if ch.shape in ("compound_rule", "exception") else 1 if ch.rules else 2
+        ruled = 0 if not short else 0 if ch.shape in RULED else 1 if ch.rules else 2
         return (ruled, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
 
     return min(left, key=rank)
@@ -185,16 +189,28 @@ DECIDE_SHARE = 0.2
 """The decide tasks' share of a bank's rule-bound tasks stays below this: a blind writer earns less."""
 
 
+RULED = ("compound_rule", "exception")
+"""The rule-bound shapes a blind writer fails (and one that does nothing)."""
+
+
 def decide(ch: Chain) -> bool:
     """A rule-bound chain whose every governed write the rules allow: a blind writer passes it."""
-    return bool(ch.rules) and ch.shape not in ("compound_rule", "exception")
+    return bool(ch.rules) and ch.shape not in RULED
 
 
-def decide_fits(bank: Sequence[Chain]) -> bool:
-    """Whether one more decide task keeps the bank's decide tasks under :data:`DECIDE_SHARE` of its rule-bound
-    tasks (counting the new one)."""
-    ruled = sum(1 for ch in bank if ch.rules) + 1
-    return sum(1 for ch in bank if decide(ch)) + 1 < DECIDE_SHARE * ruled
+def decide_fits(bank: Sequence[Chain], compound: bool = True, chain: Chain | None = None) -> bool:
+    """Whether one more decide task (``chain``) fits a bank that holds ``bank``. With ``compound`` (the bank or the
+    plan has compound or exception chains): while it keeps the bank's decide tasks under :data:`DECIDE_SHARE` of its
+    rule-bound tasks (counting the new one). Without: while the bank's decide tasks, the new one counted, stay
+    within :data:`DECIDE_SHARE` of the bank's tasks (at least one may), or when ``chain`` writes with a governed
+    tool no task of the bank uses (a governed tool is then in a task, though no compound chain holds it)."""
+    decided = sum(1 for ch in bank if decide(ch)) + 1
+    if compound:
+        return decided < DECIDE_SHARE * (sum(1 for ch in bank if ch.rules) + 1)
+    used = {c.tool for ch in bank for c in ch.calls}
+    if chain is not None and {str(v.get("tool", "")) for v in chain.rules} - used:
+        return True
+    return decided <= max(1.0, DECIDE_SHARE * (len(bank) + 1))
 
 
 def _round_robin(groups: list[list[Chain]], k: int, taken: list[Chain]) -> list[Chain]:
