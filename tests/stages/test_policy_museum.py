@@ -185,3 +185,54 @@ def test_whole_refuses_a_message_cut_on_a_quote_and_names_value_reads_grouped_di
     assert names_value("Ein Objekt über 1.200.000 Euro braucht eine Freigabe.", "1200000")
     assert not names_value("An object insured above 1,200,001 euros needs approval.", "1200000")
     assert not names_value("A value of 6.2 percent.", "62")
+
+
+def picks(aid_of: str, text: str) -> Any:
+    """A reply that picks the alternative whose value is ``aid_of`` ("" for none) with message ``text``."""
+    def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        alts = _alternatives(messages[0]["content"])
+        aid = next((a for a, v in alts.items() if v == aid_of), "")
+        return {"rules": [{"id": "r1", "instead": aid, "message": text}]}
+    return reply
+
+
+RESTORED = "An object being restored cannot be lent; instead, its status can be set to in storage."
+
+
+def test_a_valid_alternative_is_kept_when_its_message_is_refused() -> None:
+    """Seen 2026-11-28 on the regenerated library: the model picked a valid alternative for a rule but its message
+    left out the value the rule checks; code reworded the rule and threw the alternative away, and the retries that
+    followed moved it to another rule, then dropped it. Now the pick is kept, worded by code (the condition, then
+    the alternative), in the reply that makes it and when later replies leave the rule without one."""
+    env = museum_env()
+    for later in ([picks("in storage", RESTORED.replace("being restored", "under repair")),
+                   picks("in storage", RESTORED.replace("being restored", "in the workshop"))],
+                  [picks("", "An object being restored cannot be lent."),
+                   picks("", "An object under repair may not be lent.")]):
+        client = fake_client([MUSEUM_PROSE, picks("in storage", RESTORED), *later])
+        res = make_policy(env, client, SETTINGS)
+        assert len(client.requests) == 4
+        assert "the message of r1 must say what the rule checks ('in_conservation')" in client.requests[2][-1]["content"]
+        [rule] = res.value.rules
+        assert rule.worded_by == "code" and rule.alternative is not None and rule.alternative.value == "in_storage"
+        assert rule.message.startswith("Not allowed while the object's status is in conservation. "), rule.message
+        assert names_value(rule.message, "in_storage") and whole(rule.message) and not IDS.search(rule.message)
+        assert_rules_hold(res.value)
+
+
+def test_an_alternative_the_message_names_with_the_lists_ids_is_kept_too() -> None:
+    """A reply that picks a valid alternative but copies the list's ids: the ids are fed back, and the rule keeps
+    the alternative in code's words (no id)."""
+    env = museum_env()
+
+    def copied_pick(messages: list[dict[str, Any]], start: str = "An object") -> dict[str, Any]:
+        reply = copied(messages, start=start)
+        aid = next(a for a, v in _alternatives(messages[0]["content"]).items() if v == "in storage")
+        return {"rules": [{**reply["rules"][0], "instead": aid}]}
+
+    client = fake_client([MUSEUM_PROSE, copied_pick, lambda m: copied_pick(m, "No object"),
+                          lambda m: copied_pick(m, "Never an object")])
+    res = make_policy(env, client, SETTINGS)
+    [rule] = res.value.rules
+    assert rule.worded_by == "code" and rule.alternative is not None and rule.alternative.value == "in_storage"
+    assert not IDS.search(rule.message) and names_value(rule.message, "in_storage"), rule.message

@@ -27,8 +27,9 @@ Exception paths: where code found compliant alternatives to a shortlisted candid
 (:func:`pipeline.stages.policy.candidates.alternatives`), the same request lists them under it (``pick_instead``; at most
 :data:`ALTERNATIVES_SHOWN`, each with an id) and each picked rule may name one (``instead``). :func:`check_instead`
 checks it is offered for that rule, that no other picked rule forbids it, and that the message names its value;
-a message that does not is fed back, and when no better reply comes the rule keeps the alternative with code's
-words. A rule the LLM gives none, and every rule code picks, offers none (``ir.Rule.alternative`` None).
+a message that does not (or that is refused for another reason) is fed back, and when no better reply comes the
+rule keeps the alternative with code's words; a rule a later reply leaves worded by code without one keeps the
+valid alternative an earlier reply picked for it (:func:`kept_picks`). A rule the LLM gives none, and every rule code picks, offers none (``ir.Rule.alternative`` None).
 
 After a repair (the verify loop rewrote a blamed tool or a blamed table's rows), :func:`recheck_policy` checks every
 rule again with the same check on real calls (each rule as the candidate it was, :func:`rule_candidates`): a rule
@@ -371,8 +372,9 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
     """The rules of a reply with their alternatives (:func:`check_pick`'s checks first): an alternative must be one
     offered for its rule (``offered``: rule id -> alternative id -> option) and not one another rule picked
     forbids, and its message must name the alternative's value. Each problem is fed back, and the reply is still
-    acceptable with code's wording of that rule: its condition and the alternative when only the message missed
-    it, its condition alone (no alternative) otherwise; so a small model's pick of rules is kept."""
+    acceptable with code's wording of that rule: its condition, and the alternative whenever the reply picked a
+    valid one (the message refused for missing its value, its condition, or for saying another rule); its condition
+    alone (no alternative) when the pick is not valid. So a small model's pick of rules and alternatives is kept."""
     got, err = check_pick(reply, env)
     if got is None:
         return None, err
@@ -383,24 +385,26 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
     problems: list[str] = []
     for rid, text in got:
         c, aid = by_id[rid], chosen.get(rid, "")
+        option = offered.get(rid, {}).get(aid)
+        against = sorted(keys[k] for k in option.conflicts if k in keys) if option is not None else []
+        kept = option if option is not None and not against else None  # a valid pick: kept whatever the message
+        by_code = message(c, words) + (f" {instead(kept, words)}" if kept is not None else "")
         if ids := ids_in(text, shown):
             # seen 2026-11-28 (the museum, real model): "...; instead, set the object's status to one of: a7 'in
             # storage', a8 'on loan', a9 '": the request's list copied, ids and all, and cut at MESSAGE_MAX
             problems.append(f"the message of {rid} copies the ids {', '.join(ids)} of the list; a clerk says no id: "
                             "write the rule, and what to do instead, in plain words")
-            out.append((c, message(c, words), "code", None))
+            out.append((c, by_code, "code", kept))
             continue
         if (missing := unsaid(text, c)) is not None:
             problems.append(f"the message of {rid} must say what the rule checks ({missing}); say it as a condition "
                             "any request may meet")
-            out.append((c, message(c, words), "code", None))
+            out.append((c, by_code, "code", kept))
             continue
         if (other := off_rule(env, text, c, words)) is not None:
             problems.append(f"the message of {rid} {other}; say that rule, as a condition any request may meet")
-            out.append((c, message(c, words), "code", None))
+            out.append((c, by_code, "code", kept))
             continue
-        option = offered.get(rid, {}).get(aid)
-        against = sorted(keys[k] for k in option.conflicts if k in keys) if option is not None else []
         if not aid:
             out.append((c, text, "llm", None))
         elif option is None:
@@ -420,6 +424,23 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
                             "message, or leave instead empty")
             out.append((c, f"{message(c, words)} {instead(option, words)}", "code", option))
     return out, "; ".join(problems) or None
+
+
+def kept_picks(final: list[Picked], picks: dict[str, Option], words: Words) -> list[Picked]:
+    """``final`` (the reply the pick ends with), where a rule worded by code has no alternative but an earlier reply
+    picked a valid one for it (``picks``: candidate key -> option) that no rule of ``final`` forbids: that rule with
+    it, worded by code (its condition and the alternative). A retry that fixes one message often drops the
+    alternatives (seen 2026-11-28, the library: "a1" picked for r3, then moved to r2, then none): a valid pick is
+    never thrown away."""
+    keys = {c.candidate.key for c, _, _, _ in final}
+    out: list[Picked] = []
+    for c, text, by, option in final:
+        earlier = picks.get(c.candidate.key)
+        if by == "code" and option is None and earlier is not None and not keys & set(earlier.conflicts):
+            out.append((c, f"{message(c, words)} {instead(earlier, words)}", "code", earlier))
+        else:
+            out.append((c, text, by, option))
+    return out
 
 
 def ids_in(text: str, shown: Collection[str]) -> list[str]:
@@ -480,13 +501,19 @@ def pick(env: ir.Environment, short: Sequence[Checked], client: LLMClientProtoco
     prompt = words(section, name=env.scenario.name,
                    description=" ".join(env.scenario.description.split()), candidates=lines, low=low, high=k)
     budget = (MAX_TOKENS + (INSTEAD_TOKENS if alt_ids else 0)) * k + 32
-    out = ask_with_feedback(client, reply_model(ids, low, k, alt_ids), user(prompt),
-                            lambda r: check_instead(r, env, by_id, offered, words),
+    picks: dict[str, Option] = {}  # candidate key -> the latest valid alternative a reply picked for it
+
+    def checked(reply: Any) -> tuple[list[Picked] | None, str | None]:
+        got, err = check_instead(reply, env, by_id, offered, words)
+        picks.update({c.candidate.key: o for c, _, _, o in got or [] if o is not None})
+        return got, err
+
+    out = ask_with_feedback(client, reply_model(ids, low, k, alt_ids), user(prompt), checked,
                             stage=STAGE, max_attempts=settings.max_attempts, max_tokens=budget,
                             retry_temperature=settings.retry_temperature,
                             feedback=lambda e: words("feedback", error=e))
     if out.value is not None:
-        return list(out.value), []
+        return kept_picks(list(out.value), picks, words), []
     note = ir.Rejection(stage=STAGE, item="pick", reason=f"the LLM's pick of rules failed ({out.error}); code "
                                                          "picked and worded them",
                         evidence={"attempts": out.attempts})
