@@ -105,13 +105,15 @@ def nondeterministic_calls(sql: str) -> list[str]:
 # ---------------------------------------------------------------- CHECK constraints
 
 
-def _literal(node: Any) -> tuple[bool, Any]:
+def literal_value(node: Any) -> tuple[bool, Any]:
+    """Whether a parsed SQL expression is a literal (a string, a number, a negated number, in parentheses or
+    not), and its Python value."""
     from sqlglot import exp
 
     if isinstance(node, exp.Paren):
-        return _literal(node.this)
+        return literal_value(node.this)
     if isinstance(node, exp.Neg):
-        ok, value = _literal(node.this)
+        ok, value = literal_value(node.this)
         return (ok and isinstance(value, (int, float)) and not isinstance(value, bool)), (-value if ok else None)
     if isinstance(node, exp.Literal):
         if node.is_string:
@@ -156,9 +158,9 @@ def _comparison(node: Any, rules: dict[str, dict[str, Any]]) -> None:
     flipped = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
     op = ops[type(node)]
     left, right = node.this, node.expression
-    ok, value = _literal(right)
+    ok, value = literal_value(right)
     if not ok:
-        ok, value = _literal(left)
+        ok, value = literal_value(left)
         left, op = right, flipped[op]
     if not ok or not _number(value):
         return
@@ -195,12 +197,12 @@ def _facts(node: Any, rules: dict[str, dict[str, Any]]) -> None:
                         _merge(rules, col, rule)
     elif isinstance(node, exp.In) and not node.args.get("query"):
         column = _column_name(node.this)
-        values = [_literal(e) for e in node.expressions]
+        values = [literal_value(e) for e in node.expressions]
         if column and values and all(ok for ok, _ in values):
             _merge(rules, column, {"enum": list(dict.fromkeys(v for _, v in values))})
     elif isinstance(node, exp.Between):
         column = _column_name(node.this)
-        (lo_ok, lo), (hi_ok, hi) = _literal(node.args["low"]), _literal(node.args["high"])
+        (lo_ok, lo), (hi_ok, hi) = literal_value(node.args["low"]), literal_value(node.args["high"])
         if column and lo_ok and hi_ok and _number(lo) and _number(hi):
             _merge(rules, column, {"minimum": lo, "maximum": hi})
     elif isinstance(node, (exp.GTE, exp.GT, exp.LTE, exp.LT)):

@@ -26,7 +26,8 @@ def test_every_refusing_transcript_says_what_was_done_and_what_was_refused(tmp_p
     talk = {r["task_id"]: r for r in map(json.loads, (tmp_path / "sft_conversation.jsonl").read_text().splitlines())}
     envs = {t.task_id: ce for ce in cat.envs.values() for t in ce.tasks}
     refusing = [t for t in cat.tasks if forbidden(t)]
-    assert len(refusing) >= 3  # the example's library and pharmacy both have some
+    # the example of 2026-11-28 (fourth) has one, the pharmacy's: its library planned no rule-bound task (README)
+    assert refusing
     for task in cat.tasks:
         ce = envs[task.task_id]
         rules = {r.id: r for r in ce.env.rules}

@@ -40,6 +40,7 @@ from sqlglot import exp
 from pipeline import ir
 from pipeline.dbmodel.columns import check_enums
 from pipeline.dbmodel.ddl import row_order
+from pipeline.runtime.sqlshape import literal_value
 from pipeline.runtime.state import TableInfo, qi, table_infos
 
 OTHER_SHARE = 0.25
@@ -80,22 +81,11 @@ class Evidence:
 
 
 def _literal(node: exp.Expr) -> Any:
-    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-        v = _literal(node.this)
-        return -v if v is not None else None
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return node.this
-        try:
-            return int(node.this)
-        except ValueError:
-            try:
-                return float(node.this)
-            except ValueError:
-                return None
+    """A literal's value (``pipeline.runtime.sqlshape.literal_value``; TRUE/FALSE as 1/0), else None."""
     if isinstance(node, exp.Boolean):
         return int(bool(node.this))
-    return None
+    ok, value = literal_value(node)
+    return value if ok else None
 
 
 def _values(node: exp.Expr | None, enums: dict[str, list[Any]]) -> list[Any]:
