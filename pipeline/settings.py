@@ -235,11 +235,6 @@ class BuildSettings(BaseModel):
     tool serves are named to the tool planner once, in one more
     plan call asking for their write tools; goals still unserved by the working tools are recorded in the build's
     report (with the nearest table, and whether any table resembles the goal)."""
-    personal_question: bool = False
-    """In the schema stage, ask the LLM one short yes/no question per column that neither its schema reply nor MiniLM
-    classified as a personal characteristic (``pipeline.stages.schema.personal.ask_personal``); a yes drops the
-    column like theirs. For schemas named in a language MiniLM does not read (its backstop reads English names
-    only); one short call per column."""
     policy: bool = False
     """After the tools, a policy: code proposes rules from the schema and the seeded rows (a CHECK-listed status
     that blocks a write, a cap on a parent's children, a threshold on an amount or a date), keeps those that allow
@@ -279,7 +274,7 @@ class BuildSettings(BaseModel):
         """Switches added after runs were fingerprinted are left out of dumps while at their defaults, so a run
         made without them keeps its fingerprint."""
         data: dict[str, Any] = handler(self)
-        for name in ("policy", "policy_rules", "personal_question"):
+        for name in ("policy", "policy_rules"):
             if getattr(self, name) == type(self).model_fields[name].default:
                 data.pop(name, None)
         return data

@@ -406,48 +406,6 @@ def test_without_minilm_the_models_classification_alone_counts_and_a_note_says_s
     assert out[0].withheld == ["gender"] and notes[0].evidence["found_by"] == ["llm"]
 
 
-GERMAN_PATIENTS = ("CREATE TABLE patienten (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, geburtsdatum "
-                   "TEXT, geschlecht TEXT CHECK (geschlecht IN ('männlich', 'weiblich')), familienstand TEXT, "
-                   "allergien TEXT) STRICT")
-GERMAN_ORDERS = ("CREATE TABLE bestellungen (bestellung_id INTEGER PRIMARY KEY, patient_id INTEGER NOT NULL "
-                 "REFERENCES patienten(patient_id), menge INTEGER CHECK (menge > 0)) STRICT")
-GERMAN_DRUGS = ("CREATE TABLE medikamente (medikament_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-                "dosierung TEXT) STRICT")
-
-
-def test_the_yes_no_question_classifies_what_minilm_cannot_read() -> None:
-    """German names: MiniLM reads English only (``benchmarks/results/personal_columns.md``: geschlecht 0.18), and
-    the schema reply listed nothing. With ``personal_question`` the model is asked one short question per column
-    that is neither a key nor classified (a scripted model here, answering yes for geschlecht and familienstand);
-    a yes drops the column, noted as found by the question. Without the setting nothing is asked (the other tests'
-    clients hold no reply for it)."""
-    import re
-
-    yes = {"geschlecht", "familienstand"}
-
-    def model(messages: list[dict]) -> dict:
-        column = re.search(r'has a column "([^"]+)"', messages[-1]["content"]).group(1)  # type: ignore[union-attr]
-        return {"personal": column in yes}
-
-    reply = {"tables": [
-        {"name": "patienten", "ddl": GERMAN_PATIENTS, "natural_key": ["name"], "personal": []},
-        {"name": "medikamente", "ddl": GERMAN_DRUGS, "natural_key": ["name"], "personal": []},
-        {"name": "bestellungen", "ddl": GERMAN_ORDERS, "natural_key": ["patient_id"], "personal": []}]}
-    client = fake_client([reply] + [model] * 8)
-    res = generate_schema(SCENARIO, INTENTS, client, small_settings(personal_question=True))
-    patients = next(t for t in res.value if t.name == "patienten")
-    assert (patients.withheld, patients.personal) == (["geschlecht", "familienstand"], [])
-    asked = [re.search(r'has a column "([^"]+)"', r[-1]["content"]).group(1) for r in client.requests[1:]]  # type: ignore[union-attr]
-    assert sorted(asked) == sorted(["name", "geburtsdatum", "geschlecht", "familienstand", "allergien", "name",
-                                    "dosierung", "menge"])  # no primary or foreign key
-    assert "(TEXT; one of 'männlich', 'weiblich')" in client.requests[1 + asked.index("geschlecht")][-1]["content"]
-    notes = {r.item: r for r in res.rejections if r.evidence.get("personal")}
-    assert set(notes) == {"patienten.geschlecht", "patienten.familienstand"}
-    assert notes["patienten.geschlecht"].evidence["found_by"] == ["question"]
-    assert notes["patienten.geschlecht"].reason.startswith(
-        "column patienten.geschlecht dropped: the LLM's yes/no question classified it as a personal characteristic")
-
-
 def test_drop_column_keeps_the_text_and_removes_only_the_checks_naming_the_column_elsewhere() -> None:
     from pipeline.dbmodel.ddl import column_items, drop_column
 

@@ -21,8 +21,8 @@ CHECK-listed values, with short definitions of the characteristics, ``pipeline.m
 withheld are the union of both; each note's evidence says which check found the column (``found_by``: ``llm``,
 ``minilm`` or both) and, for MiniLM, its score and nearest characteristic. MiniLM reads English names only (the
 benchmark in ``benchmarks/results/personal_columns.md``): a German, Spanish or French name is left to the model.
-For those, ``personal_question`` (off by default, see :func:`ask_personal`) asks the model one short yes/no question
-per column neither classified (``prompts/schema.md``, section ``personal_question``), and a yes joins the union.
+A yes/no question to the model per column was tried for those and removed (2026-11-28: it caught 6 of 6
+characteristics and dropped 6 of 8 ordinary columns, ``benchmarks/results/personal_columns.md``).
 """
 
 from __future__ import annotations
@@ -30,68 +30,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from pydantic import BaseModel
-
 from pipeline import ir
-from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import drop_column, scratch_db
-from pipeline.llm import LLMError, LLMUnavailable
-from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.meaning.personal import Encode, Finding, default_encode, personal_columns
-from pipeline.stages.feedback import render_section, user
 
 STAGE = "schema"
 
-Ask = Callable[[list[tuple[str, Column]]], tuple[dict[str, list[str]], list[ir.Rejection]]]
-"""The yes/no question (:func:`ask_personal`, bound to a client): (table, column) candidates -> per table the
-columns the model said yes for, and notes."""
-
-CHECKS = {"llm": "the schema's LLM", "minilm": "MiniLM", "question": "the LLM's yes/no question"}
+CHECKS = {"llm": "the schema's LLM", "minilm": "MiniLM"}
 """Who may classify a column, as the notes name them."""
-
-
-class PersonalAnswer(BaseModel):
-    personal: bool
-
-
-def ask_personal(client: LLMClientProtocol, columns: list[tuple[str, Column]]
-                 ) -> tuple[dict[str, list[str]], list[ir.Rejection]]:
-    """One short yes/no question per column (``prompts/schema.md`` section ``personal_question``: the table, the
-    column, its type and CHECK-listed values): per table the columns the model says record a personal
-    characteristic. A reply that cannot be used counts as no, with a note; an unreachable LLM raises."""
-    yes: dict[str, list[str]] = {}
-    notes: list[ir.Rejection] = []
-    for table, col in columns:
-        values = f"; one of {', '.join(repr(v) for v in col.enum)}" if col.enum else ""
-        prompt = render_section("schema", "personal_question", table=table, column=col.name, type=col.type,
-                                values=values)
-        try:
-            reply, _ = client.structured_reply(PersonalAnswer, user(prompt), stage=STAGE, max_tokens=QUESTION_TOKENS)
-        except LLMUnavailable:
-            raise
-        except LLMError as e:
-            notes.append(ir.Rejection(stage=STAGE, item=f"{table}.{col.name}",
-                                      reason=f"no usable answer whether {table}.{col.name} records a personal "
-                                             f"characteristic (counted as no): {e}"))
-            continue
-        if reply.personal:  # type: ignore[attr-defined]
-            yes.setdefault(table, []).append(col.name)
-    return yes, notes
-
-
-QUESTION_TOKENS = 16
-"""Reply budget of one yes/no question (``{"personal": false}`` is 7 tokens)."""
-
-
-def candidates(tables: list[ir.Table], classified: dict[str, list[str]]) -> list[tuple[str, Column]]:
-    """The columns the yes/no question is asked about: neither a primary nor a foreign key (ids, not
-    characteristics) nor already classified."""
-    conn = scratch_db(tables)
-    try:
-        return [(t.name, c) for t in tables for c in table_columns(conn, t)
-                if not c.pk and c.ref is None and c.name not in classified.get(t.name, [])]
-    finally:
-        conn.close()
 
 
 def _name(raw: str) -> str:
@@ -159,24 +106,17 @@ def key_roles(conn: sqlite3.Connection, tables: list[ir.Table]) -> dict[tuple[st
 def withhold_personal(
     tables: list[ir.Table], declared: dict[str, list[str]], keys: dict[str, list[str]],
     check: Callable[[list[tuple[str, str]]], dict[str, str | None]], encode: Encode | None = default_encode,
-    ask: Ask | None = None,
 ) -> tuple[list[ir.Table], dict[str, list[str]], list[ir.Rejection]]:
     """Drop the columns the reply or code classified as personal characteristics (see the module doc).
 
     ``tables`` are valid (created in this order), ``declared`` the reply's ``personal`` per table, ``keys`` the
     declared natural keys, ``check`` the schema stage's check (name -> error or None), ``encode`` MiniLM's
-    (:func:`found_by_meaning`; None: the reply's classification alone), ``ask`` the yes/no question asked about the
-    :func:`candidates` neither classified (None: not asked). Returns the tables (their DDL without the
+    (:func:`found_by_meaning`; None: the reply's classification alone). Returns the tables (their DDL without the
     dropped columns, ``personal`` = the classified columns kept, ``withheld`` = the dropped ones), the natural keys
     without the dropped columns, and one note per classified column."""
     llm = classified(tables, declared)
     meaning, notes = found_by_meaning(tables, encode) if encode is not None else ({}, [])
     said = {t.name: list(dict.fromkeys(llm[t.name] + list(meaning.get(t.name, {})))) for t in tables}
-    asked: dict[str, list[str]] = {}
-    if ask is not None:
-        asked, asked_notes = ask(candidates(tables, said))
-        notes = notes + asked_notes
-        said = {name: cols + [c for c in asked.get(name, []) if c not in cols] for name, cols in said.items()}
     conn = scratch_db(tables)
     try:
         roles = key_roles(conn, tables)
@@ -189,8 +129,7 @@ def withhold_personal(
         """Who classified the column (words for the note's start), MiniLM's say (words for its end), and the
         evidence."""
         finding = meaning.get(table, {}).get(col)
-        found_by = ((["llm"] if col in llm[table] else []) + (["minilm"] if finding is not None else [])
-                    + (["question"] if col in asked.get(table, []) else []))
+        found_by = (["llm"] if col in llm[table] else []) + (["minilm"] if finding is not None else [])
         evidence: dict[str, object] = {"found_by": found_by}
         who = " and ".join(CHECKS[k] for k in found_by) + " classified it"
         if finding is None:

@@ -45,7 +45,7 @@ from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.schema.personal import ask_personal, withhold_personal
+from pipeline.stages.schema.personal import withhold_personal
 
 if TYPE_CHECKING:
     from pipeline.ir import Intent
@@ -585,9 +585,7 @@ def generate_schema(
         tables, keys, renamed = fix_key_names(tables, keys, check_tables)
         rejections.extend(renamed)
         personal = _follow_renames(personal, renamed)
-    tables, keys, personal_notes = withhold_personal(
-        tables, personal, keys, check_tables,
-        ask=(lambda cols: ask_personal(client, cols)) if settings.personal_question else None)
+    tables, keys, personal_notes = withhold_personal(tables, personal, keys, check_tables)
     rejections.extend(personal_notes)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)
