@@ -69,12 +69,17 @@ def test_server_py_alone_serves_and_runs_every_tool_over_mcp(env_dir, tmp_path):
         calls = [(t.name, args) for t in env.tools for args in sampler.arguments(t, 3)]
 
     async def work(base: str):
-        async with streamable_http_client(base + "/mcp") as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                listed = (await session.list_tools()).tools
-                results = [await session.call_tool(name, args) for name, args in calls]
-                return listed, results
+        # each tool's calls in a session of its own (its own copy of the database): two tools that add the same
+        # kind of row (the pharmacy's add_medicine and add_medication) would otherwise meet the other's new row
+        # under a UNIQUE name, and every call of the second would be refused
+        listed, results = [], []
+        for tool in env.tools:
+            async with streamable_http_client(base + "/mcp") as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    listed = listed or (await session.list_tools()).tools
+                    results += [await session.call_tool(name, args) for name, args in calls if name == tool.name]
+        return listed, results
 
     with running_server(alone, db) as base:
         listed, results = asyncio.run(asyncio.wait_for(work(base), timeout=120))

@@ -72,7 +72,12 @@ def test_asking_agent_passes_every_task_and_the_scripted_user_makes_no_error() -
         assert a.passed, (it.task.instruction, script.facts, a.failures, a.messages[-4:])
         assert a.stop == "user_stop" and a.conversation
         assert a.user_errors == [], (it.task.task_id, a.user_errors)
-        assert a.user_turns >= len({repr(f.value) for f in script.facts})  # a value told once serves its facts
+        # a value told once serves its facts; two facts with the same label about the same kind of row are one
+        # question to this agent (the library's compound renewals of two loans: "book title (loan)" twice, one
+        # for each loan; only the allowed renewal's is needed, 2026-11-28)
+        values = {repr(f.value) for f in script.facts}
+        questions = {(f.about, f.label) for f in script.facts}
+        assert a.user_turns >= min(len(values), len(questions)), (a.user_turns, script.facts)
         # the agent never had the request: its first user message is the opening line
         assert a.messages[1] == {"role": "user", "content": script.opening}
 

@@ -1149,9 +1149,10 @@ def mcp_session_key(ctx):
 
 
 def parse_arguments(body):
-    """The request body as JSON (an empty body is ``{}``), or a (status, failure) pair. The gate
-    has already refused bodies over the size limit and bodies that are not declared JSON."""
-    if not body.strip():
+    """The request body as JSON (an empty body, no byte at all, is ``{}``), or a (status, failure) pair. A body of
+    only white space is not JSON and is refused, as any other. The gate has already refused bodies over the size
+    limit and bodies that are not declared JSON."""
+    if not body:
         return {}, None
     try:
         return json.loads(body), None
