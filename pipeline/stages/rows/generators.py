@@ -1097,6 +1097,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if sign and g.min < (low if sign == "positive" else 0):
             gens[name] = _code(g, f"{sign.replace('_', '-')} as every example", min=float(low),
                                max=max(float(g.max or low), float(low)))
+    # a value made of another column's value in the same row, as every example shows (an e-mail of the person's name)
+    made = derived_of(asked, gens, ex, out)
     # text: lists continued from the examples
     shown: dict[str, ir.GeneratorKind] = {}
     lists: list[str] = []
@@ -1173,8 +1175,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             out.keep.add(c.name)
             left = len(pool) - (0 if placeholder else n_examples)
             out.cap = left if out.cap is None else min(out.cap, left)
-    # a value made of another column's value in the same row, as every example shows (an e-mail of the person's name)
-    made = derived_of(asked, gens, ex, out)
+    for d in made:  # a source left without values leaves nothing to make a value of
+        if gens.get(d.source) is None and gens.get(d.column) is not None:
+            gens[d.column] = None
+            out.empty[d.column] = f"made of {d.source}, which has no generator"
     # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values
     for c in asked:
         g = gens.get(c.name)
