@@ -4,6 +4,7 @@ rows too when their source is drawn again; where the examples show no such relat
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -99,3 +100,13 @@ def test_perturbed_rows_keep_a_derived_value_made_of_their_own_source() -> None:
     maker = ValueMaker("en_US", 5, seeded.plan.generators, cols, {})
     row = maker.row({"name": "Ana Lopez", "level": "beginner"}, {})  # the name kept, the rest drawn again
     assert row["login"] == "alopez" and row["email"].startswith("ana.lopez")
+
+
+def test_a_new_value_for_a_task_is_made_the_same_way() -> None:
+    from pipeline.dbmodel.draws import drawn
+
+    g = ir.ColumnGenerator(column="email", kind="derived", after="name", pattern="{0}.{-1}", pool=["@example.com"])
+    got = drawn(g, "en_US", 7, 5)
+    assert got == drawn(g, "en_US", 7, 5) and len(set(got)) == 5
+    assert all(re.fullmatch(r"[a-z]+\.[a-z]+@[a-z.]+", v) and not relations.reserved_domain(v[v.index("@"):])
+               for v in got)
