@@ -1253,13 +1253,10 @@ def _names_model(n: int) -> type[BaseModel]:
 @dataclass
 class Named:
     """What :func:`name_placeholders` did: rejections (a column whose placeholders the model did not replace in
-    every row), LLM calls, rows renamed, rows dropped (a NOT NULL column) and values emptied (a nullable one)."""
+    every row: its rows dropped or its values emptied) and LLM calls."""
 
     rejections: list[ir.Rejection] = field(default_factory=list)
     calls: int = 0
-    renamed: int = 0
-    dropped: int = 0
-    emptied: int = 0
 
 
 def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
@@ -1326,7 +1323,6 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                     continue
                 named[r[ROWID]] = v
                 taken.add(vocab.norm(v))
-        out.renamed += len(named)
         unnamed = [r for r in todo if r[ROWID] not in named]
         if not unnamed:
             continue
@@ -1342,10 +1338,6 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             except sqlite3.Error:
                 conn.execute("ROLLBACK TO unname_row")
                 conn.execute("RELEASE unname_row")
-        if col.notnull:
-            out.dropped += gone
-        else:
-            out.emptied += gone
         what = "left empty" if not col.notnull else "dropped"
         out.rejections.append(ir.Rejection(
             stage=STAGE, item=f"{table.name}.{col.name}",
