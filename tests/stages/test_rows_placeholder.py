@@ -177,3 +177,10 @@ def test_placeholder_columns_are_found_by_the_examples_shape_alone() -> None:
                 "h": ["200mg", "400mg", "100mg", "5ml"], "i": ["Vitamin B12", "Vitamin B6"], "j": ["Item-1", "Item-2"]}
     found = [c.name for c in rowgen.placeholder_columns([col(n) for n in examples], examples)]
     assert found == ["a", "c", "g", "j"]  # a dose or a vitamin's number is part of the value, not a count
+
+
+def test_one_word_and_a_count_is_no_name_for_a_placeholder_row() -> None:
+    assert rowgen.counted("Dish 9") and rowgen.counted("Show E") and not rowgen.counted("Catch-22")
+    assert rowgen.counted("Projekt 12") and rowgen.counted("Salle B")
+    assert not rowgen.counted("Fahrenheit 451") and not rowgen.counted("Vitamin B12")
+    assert not rowgen.counted("Catch Me If You Can") and not rowgen.counted("Beef Pho") and not rowgen.counted("Dune")

@@ -1220,6 +1220,17 @@ def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]
     return out
 
 
+def counted(value: str) -> bool:
+    """Whether ``value`` is one word and a count ("Dish 9", "Show E"; a count of at most two digits or one capital
+    letter, :func:`pipeline.meaning.vocab.stem`): a placeholder on its own, where numbered placeholders were being
+    replaced ("Fahrenheit 451", "Vitamin B12" and "Catch-22" are not)."""
+    toks = vocab.stem(value).split()
+    if len(toks) != 2 or not any(t in ("#", "?") for t in toks):
+        return False
+    digits = re.findall(r"\d+", value)
+    return not digits or len(digits[-1]) <= 2
+
+
 def _label(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str | None:
     """The first text of the parent row ``value`` names (its first TEXT column that is no key and no reference):
     "Christopher Barker" for client 1."""
@@ -1265,11 +1276,12 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
     each such column, the rows that hold one are shown to the model without it, with their other values and the
     labels of the parents they name ("client_id: 1 (Christopher Barker), start_date: ..."), and the model names each
     row (what it does well: a value that fits a whole row, rather than a list from nothing). A value is kept when it
-    is no placeholder (:func:`pipeline.meaning.vocab.numbered`, counting the old values and the whole reply), no
-    word said twice, not glued from two values, no other row's value and not one of its own row's values; a second
-    request, sampled, names the rows the first left. A row still unnamed loses the value (a nullable column) or is
-    dropped (fewer rows rather than placeholders); each such column gets a rejection naming it. Language-neutral:
-    nothing is read from names or words."""
+    is no placeholder (:func:`pipeline.meaning.vocab.numbered`, counting the old values and the whole reply; nor one
+    word and a count alone, :func:`counted`: "Dish 9"), no word said twice, not glued from two values, no other
+    row's value and none of its own row's values or parents' labels; a second request, sampled, names the rows the
+    first left. A row still unnamed loses the value (a nullable column) or is dropped (fewer rows rather than
+    placeholders); each such column gets a rejection naming it. Language-neutral: nothing is read from names or
+    words."""
     out = Named()
     if not _has_rowid(conn, table.name):
         return out
@@ -1298,7 +1310,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             out.calls += 1
             try:
                 reply, _ = asker.structured_reply(_names_model(len(left)), user(prompt), stage=STAGE,
-                                                  max_tokens=len(left) * 24 + 40)
+                                                  max_tokens=len(left) * 40 + 40)
             except LLMUnavailable:
                 raise
             except LLMError:
@@ -1310,7 +1322,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
                         for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
-                if (not v or v in stand_in or vocab.said_twice(v) or vocab.norm(v) in taken | own
+                if (not v or v in stand_in or counted(v) or vocab.said_twice(v) or vocab.norm(v) in taken | own
                         or vocab.glued(v, taken)):
                     continue
                 try:
