@@ -97,9 +97,11 @@ class Table(Frozen):
 GeneratorKind = Literal[
     "person_name", "first_name", "last_name", "company", "street_address", "city", "postcode", "country", "email",
     "phone", "date", "datetime", "date_after", "integer", "amount", "enum", "boolean", "code", "text_pool",
-    "text_combo", "reference",
+    "text_combo", "reference", "derived",
 ]
-"""The menu of column generators (``pipeline.stages.rows.generators``); ``reference`` is chosen by code only."""
+"""The menu of column generators (``pipeline.stages.rows.generators``); ``reference`` and ``derived`` (a value made
+of another column's value in the same row: ``after`` names it, ``pattern`` is the recipe, ``pool`` the endings the
+examples write after it) are chosen by code only."""
 
 
 class ColumnGenerator(Frozen):

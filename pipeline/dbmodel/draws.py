@@ -39,11 +39,14 @@ def code_value(rng: random.Random, pattern: str) -> str:
 
 
 def drawn(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]:
-    """``n`` values of ``g`` (a Faker kind, an e-mail address or a code pattern) in ``locale``, the same for the same
-    seed; empty for any other kind (its values are not made by a generator of this kind)."""
+    """``n`` values of ``g`` (a Faker kind, an e-mail address, a code pattern or a value made of a person's name) in
+    ``locale``, the same for the same seed; empty for any other kind (its values are not made by a generator of
+    this kind)."""
     if g.kind == "code" and g.pattern:
         rng = random.Random(seed)
         return [code_value(rng, g.pattern) for _ in range(n)]
+    if g.kind == "derived" and g.pattern:
+        return _derived(g, locale, seed, n)
     if g.kind not in (*FAKER_KINDS, "email"):
         return []
     from faker import Faker  # heavy: only when a value is drawn
@@ -53,3 +56,26 @@ def drawn(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]:
     if g.kind == "email":
         return [f"{fake.user_name()}@{fake.free_email_domain()}" for _ in range(n)]
     return [faker_value(fake, g.kind, g.pattern) for _ in range(n)]
+
+
+def _derived(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]:
+    """``n`` values of a ``derived`` generator (a value made of another column's, ``pipeline.meaning.relations``)
+    made of people's names of ``locale``: a caller that wants one new value has no row to make it of."""
+    import re
+
+    from faker import Faker
+
+    from pipeline.meaning import relations
+
+    fake = Faker(locale)
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        made = relations.derive(g.pattern or "", faker_value(fake, "person_name"))
+        tail = re.sub(r"\d+", lambda m: "".join(str(rng.randrange(10)) for _ in m.group()), rng.choice(g.pool or [""]))
+        if relations.reserved_domain(tail):
+            tail = f"{tail.rsplit('@', 1)[0]}@{fake.free_email_domain()}"
+        if made:
+            out.append(made + tail)
+    return out

@@ -282,3 +282,179 @@ def violations(rows: Sequence[Mapping[str, Any]], order: DateOrder) -> list[Mapp
         if a is not None and b is not None and b < a:
             out.append(r)
     return out
+
+
+# ------------------------------------------------------------------ a value made of another column's value
+
+RESERVED_DOMAINS = ("example", "test", "invalid", "localhost")
+"""Names reserved for examples (RFC 2606, RFC 6761: example.com, ``.test``, ...): an e-mail domain the examples
+write with one of them as its last or second-to-last label is a stand-in, drawn again by the row maker."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """``column``'s value is made of ``source``'s value in the same row, in every example: the words of the source
+    by place (:func:`recipe_of`: ``"{0}.{-1}"`` the first and last word joined by '.', ``"{0:1}{-1}"`` the first
+    word's initial and the last word), lower-cased (and transliterated to ASCII where the examples are), followed
+    by one of ``tails`` (what the examples write after it: "@example.com", "42@mail.de")."""
+
+    column: str
+    source: str
+    recipe: str
+    tails: tuple[str, ...]
+
+
+def _fold(text: str) -> str:
+    """``text`` case folded, its accents dropped when that leaves ASCII ("José" -> "jose"; "山田" stays)."""
+    import unicodedata
+
+    low = unicodedata.normalize("NFC", text).casefold()
+    bare = "".join(ch for ch in unicodedata.normalize("NFKD", low) if not unicodedata.combining(ch))
+    return bare if bare.isascii() else low
+
+
+def words_of(value: str) -> list[str]:
+    """The words of a source value (whitespace-separated), case folded, each with its letters and digits only
+    ("O'Brien" -> "obrien"); empty words left out."""
+    out = []
+    for tok in str(value).split():
+        w = "".join(ch for ch in _fold(tok) if ch.isalnum())
+        if w:
+            out.append(w)
+    return out
+
+
+def _place(i: int, n: int) -> int:
+    """A word's place as a recipe names it: 0 the first, -1 the last (of two or more), else its index."""
+    return 0 if i == 0 else -1 if i == n - 1 else i
+
+
+def _parse(d: str, words: list[str]) -> tuple[list[tuple[int, bool] | str], int] | None:
+    """The longest run of ``d`` from its start made of ``words`` (each at most once, whole or as its initial),
+    joined by nothing or by one character that is neither a letter, a digit nor a space, and not followed by a
+    letter: (pieces, characters covered), or None when it holds no whole word of two characters or more."""
+    best: list[tuple[list[tuple[int, bool] | str], int]] = []
+
+    def walk(pos: int, used: frozenset[int], pieces: list[tuple[int, bool] | str], whole: bool) -> None:
+        if whole and (not best or pos > best[0][1]) and not (pos < len(d) and d[pos].isalpha()):
+            best[:] = [(list(pieces), pos)]
+        seps = [""]
+        if pieces and pos < len(d) and not d[pos].isalnum() and not d[pos].isspace() and d[pos] not in "{}":
+            seps.append(d[pos])
+        for sep in seps:
+            at = pos + len(sep)
+            head = [sep] if sep else []
+            for i, w in enumerate(words):
+                if i in used:
+                    continue
+                if len(w) >= 2 and d.startswith(w, at):
+                    walk(at + len(w), used | {i}, [*pieces, *head, (i, True)], True)
+                if at < len(d) and d[at] == w[0]:
+                    walk(at + 1, used | {i}, [*pieces, *head, (i, False)], whole)
+
+    walk(0, frozenset(), [], False)
+    return best[0] if best else None
+
+
+def _recipe(pieces: list[tuple[int, bool] | str], n: int) -> str:
+    out = []
+    for p in pieces:
+        if isinstance(p, str):
+            out.append(p)
+        else:
+            i, whole = p
+            out.append(f"{{{_place(i, n)}}}" if whole else f"{{{_place(i, n)}:1}}")
+    return "".join(out)
+
+
+def recipe_of(source: str, derived: str) -> tuple[str, str] | None:
+    """How ``derived`` is made of ``source``: (recipe, tail), or None. The recipe names the source's words by place;
+    a head before them is kept literally ("info@{0}{-1}"). The made part holds a whole word of two characters or
+    more; head and tail hold no space, the head ends and the tail starts with no letter (a name "Al" does not make
+    "alice"). Compared case folded, accents dropped where that leaves ASCII (:func:`words_of`)."""
+    words = words_of(source)
+    d = _fold(str(derived).strip())
+    if not words or not d:
+        return None
+    for start in range(len(d)):
+        head = d[:start]
+        if head and (head[-1].isalnum() or any(ch.isspace() or ch in "{}" for ch in head)):
+            continue
+        got = _parse(d[start:], words)
+        if got is None:
+            continue
+        pieces, end = got
+        tail = d[start + end:]
+        if any(ch.isspace() for ch in tail):
+            return None
+        return head + _recipe(pieces, len(words)), tail
+    return None
+
+
+def derive(recipe: str, source: str) -> str | None:
+    """The part of a derived value made of ``source`` by ``recipe`` (:func:`recipe_of`); a place the source has no
+    word for is left out with the separator before it (a one-word name of "{0}.{-1}" gives its one word); None
+    when no word of the recipe is there."""
+    words = words_of(source)
+    if not words:
+        return None
+    out: list[str] = []
+    used: set[int] = set()
+    sep = ""
+    made = False
+    for m in re.finditer(r"\{(-?\d+)(:1)?\}|([^{}])", recipe):
+        if m.group(3) is not None:
+            sep += m.group(3)
+            continue
+        place = int(m.group(1))
+        i = len(words) - 1 if place == -1 else place
+        if not 0 <= i < len(words) or i in used:
+            if made:
+                sep = ""
+            continue
+        used.add(i)
+        out.append(sep + (words[i] if m.group(2) is None else words[i][0]))
+        sep = ""
+        made = True
+    if not made:
+        return None
+    return "".join(out) + sep
+
+
+def derived_columns(examples: Mapping[str, Sequence[Any]], columns: Sequence[str]) -> list[Derived]:
+    """The columns among ``columns`` whose every example value (at least :data:`MIN_PAIRS` rows holding both) is
+    made of another column's value in the same row by one recipe (:func:`recipe_of`; a copy of the value is not
+    made of it). A column made of several: the one whose words cover
+    most of it (then the first). A column that is made of another is nobody's source. Values only, no name read;
+    any script whose words the examples write as they are (or, for accented letters, without their accents)."""
+    texts = {c: list(examples.get(c, [])) for c in columns}
+    found: dict[str, tuple[int, Derived]] = {}
+    for d in columns:
+        for s in columns:
+            if s == d:
+                continue
+            pairs = [(str(a), str(b)) for a, b in zip(texts[s], texts[d], strict=False)
+                     if isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip()]
+            if len(pairs) < MIN_PAIRS:
+                continue
+            recipes = [recipe_of(a, b) for a, b in pairs]
+            if any(r is None for r in recipes) or len({r[0] for r in recipes if r}) != 1:
+                continue
+            if all(_fold(a).split() == _fold(b).split() for a, b in pairs):
+                continue  # a copy of the value, not a value made of it
+            tails = tuple(dict.fromkeys(r[1] for r in recipes if r))
+            recipe = recipes[0][0] if recipes[0] else ""
+            cover = sum(len(_fold(b)) - len(r[1]) for (_, b), r in zip(pairs, recipes, strict=True) if r)
+            if d not in found or cover > found[d][0]:
+                found[d] = (cover, Derived(d, s, recipe, tails))
+    out = [v for _, v in found.values()]
+    made = {r.column for r in out}
+    return [r for r in out if r.source not in made]
+
+
+def reserved_domain(tail: str) -> bool:
+    """Whether the e-mail domain in ``tail`` (after its '@') is one reserved for examples (:data:`RESERVED_DOMAINS`)."""
+    if "@" not in tail:
+        return False
+    labels = tail.rsplit("@", 1)[1].casefold().strip(".").split(".")
+    return bool(labels) and (labels[-1] in RESERVED_DOMAINS or (len(labels) >= 2 and labels[-2] in RESERVED_DOMAINS))

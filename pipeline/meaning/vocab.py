@@ -30,10 +30,16 @@ def norm(text: str) -> str:
     return " ".join(str(text).casefold().split())
 
 
+_COUNT = re.compile(r"(?<![^\W_])\d+(?![^\W_])")
+"""A run of digits with no letter right before or after it: a number counting values ("Depot 12", "Item-3"), not
+one that is part of a value ("200mg", "Vitamin B12")."""
+
+
 def stem(text: str) -> str:
-    """``text`` with each run of digits as '#' and each one-letter capital token as '?': one stem for "Work A" and
-    "Work B", for "Depot 1" and "Depot 12"."""
-    out = re.sub(r"\d+", "#", text)
+    """``text`` with each run of digits that touches no letter as '#' and each one-letter capital token as '?': one
+    stem for "Work A" and "Work B", for "Depot 1" and "Depot 12"; "200mg" and "400mg" keep theirs (a dose, not a
+    count)."""
+    out = _COUNT.sub("#", text)
     return " ".join("?" if len(tok) == 1 and tok.isupper() else tok for tok in out.split())
 
 

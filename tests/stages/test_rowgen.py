@@ -321,7 +321,8 @@ def test_refused_choices_are_fed_back_and_a_good_reply_is_kept() -> None:
     assert "person_name" not in feedback  # no list of options: the first one listed would be picked for all
     assert "- status: enum values ['away'] are not its CHECK list ['active', 'suspended']" in feedback
     assert "name" not in feedback.split("\n")[1].split(":")[0]
-    assert made.plan.locale == "en_GB" and [g.kind for g in made.plan.generators] == ["person_name", "email", "enum"]
+    # the e-mail made of the name, as every example shows ("alice@example.org" of "Alice Park")
+    assert made.plan.locale == "en_GB" and [g.kind for g in made.plan.generators] == ["person_name", "derived", "enum"]
 
 
 def test_the_menu_offered_per_column_holds_only_generators_that_can_fill_it() -> None:

@@ -74,9 +74,9 @@ TRIAL_ROWS = 24
 FAKER_KINDS = ("person_name", "first_name", "last_name", "company", "street_address", "city", "postcode",
                "country", "email", "phone")
 TEXT_KINDS = (*FAKER_KINDS, "date", "datetime", "date_after", "code", "text_pool", "text_combo")
-MENU = tuple(k for k in get_args(ir.GeneratorKind) if k not in ("reference", "text_combo"))
+MENU = tuple(k for k in get_args(ir.GeneratorKind) if k not in ("reference", "text_combo", "derived"))
 """The generators the LLM picks from: no text_combo (a value glued from two pools: "1984 Charles Dickens"); it
-stays readable in older plans."""
+stays readable in older plans. ``derived`` (a value made of another column's, as the examples show) is code's."""
 FITS = {**{k: ("TEXT",) for k in TEXT_KINDS}, "integer": ("INTEGER", "REAL"), "boolean": ("INTEGER", "REAL"),
         "amount": ("REAL", "INTEGER")}
 CAPACITY = {"country": 200, "boolean": 2}
@@ -915,6 +915,8 @@ class Settled:
     keep: set[str] = field(default_factory=set)
     together: list[str] = field(default_factory=list)
     """Columns continued together as rows (:func:`continue_together`), drawn as one tuple per row."""
+    empty: dict[str, str] = field(default_factory=dict)
+    """Columns left without a generator, and why."""
 
 
 def _code(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator:
@@ -1020,6 +1022,28 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     return calls
 
 
+def derived_of(asked: list[Column], gens: dict[str, ir.ColumnGenerator | None], ex: dict[str, list[Any]],
+               out: Settled) -> list[relations.Derived]:
+    """Set ``derived`` generators for the text columns whose every example value is made of another column's value
+    in the same row (:func:`pipeline.meaning.relations.derived_columns`: "john.smith@example.com" of "John Smith"):
+    in every code row the value is made of that row's own value. Not a column continued with others as rows, nor
+    one whose source code leaves empty. Returns the relations applied."""
+    names = [c.name for c in asked if storage(c) in ("TEXT", "ANY") and not c.enum and gens.get(c.name) is not None
+             and c.name not in out.together and not relations.date_columns({c.name: ex.get(c.name, [])})]
+    applied = []
+    for d in relations.derived_columns({n: ex.get(n, []) for n in names}, names):
+        g = gens.get(d.column)
+        if g is None or gens.get(d.source) is None:
+            continue
+        gens[d.column] = _code(g, f"made of {d.source} in the same row ({d.recipe!r} and what follows it), as "
+                                  "every example", kind="derived", after=d.source, pattern=d.recipe,
+                               pool=list(d.tails), pool2=None, min=None, max=None, start=None, end=None,
+                               values=None, weights=None, distribution=None)
+        out.keep.discard(d.column)
+        applied.append(d)
+    return applied
+
+
 def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
            asked: list[Column], chosen: dict[str, ir.ColumnGenerator | None], ctx: Context, client: LLMClientProtocol,
            settings: BuildSettings, n_examples: int, locale: str = DEFAULT_LOCALE, seed: int = 0) -> Settled:
@@ -1073,6 +1097,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if sign and g.min < (low if sign == "positive" else 0):
             gens[name] = _code(g, f"{sign.replace('_', '-')} as every example", min=float(low),
                                max=max(float(g.max or low), float(low)))
+    # a value made of another column's value in the same row, as every example shows (an e-mail of the person's name)
+    made = derived_of(asked, gens, ex, out)
     # text: lists continued from the examples
     shown: dict[str, ir.GeneratorKind] = {}
     lists: list[str] = []
@@ -1135,6 +1161,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         pool = [*seeds, *more]
         if not pool:
             gens[c.name] = None
+            out.empty[c.name] = (f"its list had no value: {calls} requests to continue "
+                                 + (f"its placeholder examples ({', '.join(repr(t) for t in texts[:4])})"
+                                    if placeholder else "its examples" if texts else "a list without examples")
+                                 + " gave none that is new, no placeholder and not another column's")
             continue
         note = "examples continued by the LLM" + ("; its example values were numbered placeholders" if placeholder
                                                   else "")
@@ -1145,6 +1175,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             out.keep.add(c.name)
             left = len(pool) - (0 if placeholder else n_examples)
             out.cap = left if out.cap is None else min(out.cap, left)
+    for d in made:  # a source left without values leaves nothing to make a value of
+        if gens.get(d.source) is None and gens.get(d.column) is not None:
+            gens[d.column] = None
+            out.empty[d.column] = f"made of {d.source}, which has no generator"
     # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values
     for c in asked:
         g = gens.get(c.name)
@@ -1152,10 +1186,188 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
                                                          g.kind not in ("date_after",))):
             if c.name not in out.rewrite:
                 out.rewrite.append(c.name)
+    for d in made:  # a rewritten source rewrites what is made of it; a stand-in domain ("@example.com") too
+        if d.column not in out.rewrite and (d.source in out.rewrite or any(relations.reserved_domain(t)
+                                                                           for t in d.tails)):
+            out.rewrite.append(d.column)
     # time across tables, as every example shows: a child's dates against its parent's, which parents have children
     out.related = child_relations(conn, table.name, cols, ex, {n for n in asked_names if gens.get(n) is not None},
                                   today)
     return out
+
+
+# ------------------------------------------------------------------ placeholder examples named again
+
+NAME_TRIES = 2
+ROWID = "__rowid__"
+"""Requests that name a table's rows whose example values are placeholders (the second with a sampling
+temperature, for the rows the first left unnamed)."""
+
+
+def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]]) -> list[Column]:
+    """The text columns whose example values are numbered placeholders (:func:`pipeline.meaning.vocab.
+    placeholder_examples`: "Project A".."Project D", "Depot 1", "Depot 2"), not a code the examples share the shape
+    of (:func:`digit_pattern`: "Room 101", "Room 102"). No date, CHECK list, reference or generated id."""
+    out = []
+    for c in cols:
+        if c.auto_id or c.ref is not None or c.enum or storage(c) not in ("TEXT", "ANY"):
+            continue
+        texts = prof.texts_of(list(examples.get(c.name, [])))
+        if relations.date_columns({c.name: texts}):
+            continue
+        if vocab.placeholder_examples(texts) and digit_pattern(texts, None) is None:
+            out.append(c)
+    return out
+
+
+def counted(value: str) -> bool:
+    """Whether ``value`` is one word and a count ("Dish 9", "Show E"; a count of at most two digits or one capital
+    letter, :func:`pipeline.meaning.vocab.stem`): a placeholder on its own, where numbered placeholders were being
+    replaced ("Fahrenheit 451", "Vitamin B12" and "Catch-22" are not)."""
+    toks = vocab.stem(value).split()
+    if len(toks) != 2 or not any(t in ("#", "?") for t in toks):
+        return False
+    digits = re.findall(r"\d+", value)
+    return not digits or len(digits[-1]) <= 2
+
+
+def _label(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str | None:
+    """The first text of the parent row ``value`` names (its first TEXT column that is no key and no reference):
+    "Christopher Barker" for client 1."""
+    refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
+    text = next((r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()
+                 if (r[2] or "").upper() == "TEXT" and not r[5] and r[1] not in refs), None)
+    if text is None:
+        return None
+    row = conn.execute(f'SELECT "{text}" FROM "{parent}" WHERE "{key}" = ?', (value,)).fetchone()
+    return str(row[0]) if row and row[0] is not None else None
+
+
+def _shown_row(conn: sqlite3.Connection, cols: list[Column], row: Mapping[str, Any], hidden: set[str]) -> str:
+    """One row as the naming request shows it: its values but ``hidden`` ones, a reference with its parent's label
+    ("client_id: 1 (Christopher Barker)")."""
+    parts = []
+    for c in cols:
+        if c.auto_id or c.name in hidden or row.get(c.name) is None:
+            continue
+        value = row[c.name]
+        label = _label(conn, c.ref[0], c.ref[1], value) if c.ref is not None else None
+        parts.append(f"{c.name}: {json.dumps(value, ensure_ascii=False)}" + (f" ({label})" if label else ""))
+    return ", ".join(parts) or "(no other value)"
+
+
+def _names_model(n: int) -> type[BaseModel]:
+    return create_model(f"Names_{n}", values=(list[str], Field(min_length=n, max_length=n)),
+                        __base__=BaseModel)  # type: ignore[call-overload]
+
+
+@dataclass
+class Named:
+    """What :func:`name_placeholders` did: rejections (a column whose placeholders the model did not replace in
+    every row: its rows dropped or its values emptied) and LLM calls."""
+
+    rejections: list[ir.Rejection] = field(default_factory=list)
+    calls: int = 0
+
+
+def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
+                      client: LLMClientProtocol, settings: BuildSettings) -> Named:
+    """Replace the model's placeholder example values (:func:`placeholder_columns`) before they seed anything: for
+    each such column, the rows that hold one are shown to the model without it, with their other values and the
+    labels of the parents they name ("client_id: 1 (Christopher Barker), start_date: ..."), and the model names each
+    row (what it does well: a value that fits a whole row, rather than a list from nothing). A value is kept when it
+    is no placeholder (:func:`pipeline.meaning.vocab.numbered`, counting the old values and the whole reply; nor one
+    word and a count alone, :func:`counted`: "Dish 9"), no word said twice, not glued from two values, no other
+    row's value and none of its own row's values or parents' labels; a second request, sampled, names the rows the
+    first left. A row still unnamed loses the value (a nullable column) or is dropped (fewer rows rather than
+    placeholders); each such column gets a rejection naming it. Language-neutral: nothing is read from names or
+    words."""
+    out = Named()
+    if not _has_rowid(conn, table.name):
+        return out
+    for col in placeholder_columns(cols, _table_values(conn, table, cols)):
+        cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cur]
+        olds = [str(r[col.name]) for r in rows if isinstance(r[col.name], str)]
+        fake = vocab.numbered(olds)
+        todo = [r for r in rows if isinstance(r[col.name], str) and r[col.name] in fake]
+        if not todo:
+            continue
+        taken = {vocab.norm(v) for v in olds if v not in fake}
+        offered: list[str] = list(olds)
+        named: dict[int, str] = {}
+        hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID})}
+        for attempt in range(NAME_TRIES):
+            left = [r for r in todo if r[ROWID] not in named]
+            if not left:
+                break
+            lines = [f"{i + 1}. {_shown_row(conn, cols, r, hidden | {col.name})}" for i, r in enumerate(left)]
+            prompt = render_section("seed_data", "name_rows", name=scenario.name, description=scenario.description,
+                                    ddl=table.ddl, column=col.name, n=len(left), rows="\n".join(lines))
+            asker = client if attempt == 0 else sampled(client, settings.retry_temperature,
+                                                        getattr(getattr(client, "settings", None), "seed", 0) + 1)
+            out.calls += 1
+            try:
+                reply, _ = asker.structured_reply(_names_model(len(left)), user(prompt), stage=STAGE,
+                                                  max_tokens=len(left) * 40 + 40)
+            except LLMUnavailable:
+                raise
+            except LLMError:
+                continue
+            values = [" ".join(str(v).split()).strip(" \t\"'") for v in getattr(reply, "values", [])]
+            offered.extend(values)
+            stand_in = vocab.numbered(list(dict.fromkeys(offered)))
+            for r, v in zip(left, values, strict=False):
+                own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
+                own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
+                        for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
+                if (not v or v in stand_in or counted(v) or vocab.said_twice(v) or vocab.norm(v) in taken | own
+                        or vocab.glued(v, taken)):
+                    continue
+                try:
+                    conn.execute("SAVEPOINT name_row")
+                    conn.execute(f'UPDATE "{table.name}" SET "{col.name}" = ? WHERE rowid = ?', (v, r[ROWID]))
+                    conn.execute("RELEASE name_row")
+                except sqlite3.Error:
+                    conn.execute("ROLLBACK TO name_row")
+                    conn.execute("RELEASE name_row")
+                    continue
+                named[r[ROWID]] = v
+                taken.add(vocab.norm(v))
+        unnamed = [r for r in todo if r[ROWID] not in named]
+        if not unnamed:
+            continue
+        gone = 0
+        for r in unnamed:
+            sql = (f'UPDATE "{table.name}" SET "{col.name}" = NULL WHERE rowid = ?' if not col.notnull
+                   else f'DELETE FROM "{table.name}" WHERE rowid = ?')
+            try:
+                conn.execute("SAVEPOINT unname_row")
+                conn.execute(sql, (r[ROWID],))
+                conn.execute("RELEASE unname_row")
+                gone += 1
+            except sqlite3.Error:
+                conn.execute("ROLLBACK TO unname_row")
+                conn.execute("RELEASE unname_row")
+        what = "left empty" if not col.notnull else "dropped"
+        out.rejections.append(ir.Rejection(
+            stage=STAGE, item=f"{table.name}.{col.name}",
+            reason=f"the example values of {table.name}.{col.name} were placeholders "
+                   f"({', '.join(repr(v) for v in sorted(fake)[:4])}) and the model named {len(named)} of "
+                   f"{len(todo)} rows in {NAME_TRIES} requests: {gone} example rows {what}"
+                   + (f", {len(unnamed) - gone} kept (a constraint refused the change)" if gone < len(unnamed) else ""),
+            evidence={"kind": "placeholder_examples", "placeholders": sorted(fake), "named": sorted(named.values())}))
+    return out
+
+
+def _table_values(conn: sqlite3.Connection, table: ir.Table, cols: list[Column]) -> dict[str, list[Any]]:
+    names = [c.name for c in cols if not c.auto_id]
+    if not names:
+        return {}
+    rows = conn.execute(f'SELECT {", ".join(chr(34) + n + chr(34) for n in names)} FROM "{table.name}" '
+                        f'ORDER BY {"rowid" if _has_rowid(conn, table.name) else "1"}').fetchall()
+    return {n: [r[i] for r in rows] for i, n in enumerate(names)}
 
 
 def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], names: list[str],
@@ -1169,11 +1381,15 @@ def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Colum
     if not has_rowid or not mine:
         return 0
     maker = ValueMaker(locale, seed + 11, mine, cols, examples)
-    rowids = [r[0] for r in conn.execute(f'SELECT rowid FROM "{table.name}" ORDER BY rowid')]
+    cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
+    fields = [d[0] for d in cur.description]
+    rows = [dict(zip(fields, r, strict=True)) for r in cur]
     changed = 0
-    for rowid in rowids:
+    for old in rows:
+        rowid = old[ROWID]
+        kept = {k: v for k, v in old.items() if k != ROWID and k not in names}  # what a derived value is made of
         for _ in range(8):
-            row = maker.row({}, {})
+            row = maker.row(kept, {})
             sets = ", ".join(f'"{g.column}" = ?' for g in mine)
             try:
                 conn.execute("SAVEPOINT rewrite")
@@ -1193,9 +1409,13 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
     the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it."""
     cols = table_columns(conn, table)
+    named = name_placeholders(scenario, table, conn, cols, client, settings)  # before they seed anything
     names = [c.name for c in cols if not c.auto_id]
     quoted = ", ".join(f'"{n}"' for n in names)
     rows = conn.execute(f'SELECT {quoted} FROM "{table.name}"').fetchall() if names else []  # insertion order
+    if len(rows) < settings.rows_min:  # its placeholder rows dropped: too few to set the tone (the caller fails)
+        return Made(ir.RowPlan(locale=locale or DEFAULT_LOCALE, seed=derive_seed(scenario, table.name),
+                               examples=len(rows)), named.rejections, named.calls)
     examples = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     seed = derive_seed(scenario, table.name)
     sets = key_sets(conn, table, names)
@@ -1219,7 +1439,10 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
                                           locale, seed)
     locale = locale or DEFAULT_LOCALE
     done = settle(scenario, table, conn, cols, asked, chosen, ctx, client, settings, len(rows), locale, seed)
-    attempts += done.calls
+    attempts += done.calls + named.calls
+    empty = [c for c in asked if c.notnull and done.gens.get(c.name) is None]
+    if empty:  # every code row would break NOT NULL: none is drawn, and the column is named
+        shape = Shape(fixed=[], refs=shape.refs, primary=shape.primary)
     by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
     gens = [by_col[c.name] for c in cols if c.name in by_col]
     if done.rewrite:
@@ -1229,11 +1452,16 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
-    rejections = [ir.Rejection(stage=STAGE, item=f"{table.name}.{c.name}",
-                               reason=f"generator choice failed, fell back to one from the column's type and "
-                                      f"constraints: {g.kind if g else 'left empty'}",
-                               evidence={"error": (g.note if g else "") or ""})
-                  for c in asked for g in [chosen.get(c.name)] if g is None or g.by == "fallback"]
+    rejections = [*named.rejections, *(ir.Rejection(
+        stage=STAGE, item=f"{table.name}.{c.name}",
+        reason=f"generator choice failed, fell back to one from the column's type and constraints: "
+               f"{g.kind if g else 'left empty'}", evidence={"error": (g.note if g else "") or ""})
+        for c in asked for g in [chosen.get(c.name)] if g is None or g.by == "fallback")]
+    rejections.extend(ir.Rejection(
+        stage=STAGE, item=f"{table.name}.{c.name}",
+        reason=f"{table.name}.{c.name} is NOT NULL and has no generator "
+               f"({done.empty.get(c.name) or 'no generator fits it'}): no code-made rows, the table keeps its "
+               f"{len(rows)} example rows", evidence={"kind": "no_generator"}) for c in empty)
     if done.cap is not None and done.cap < ctx.rows - len(rows):
         rejections.append(ir.Rejection(
             stage=STAGE, item=table.name,

@@ -290,6 +290,8 @@ class ValueMaker:
             return faker_value(f, k, g.pattern)
         if k == "email":
             return self._email(row)
+        if k == "derived":
+            return self._derived(g, row)
         if k in ("date", "datetime"):
             start, end = _date(g.start or ""), _date(g.end or "")
             day = start + timedelta(days=rng.randint(0, (end - start).days))
@@ -401,6 +403,20 @@ class ValueMaker:
             return min(math.floor(hi), max(math.ceil(lo), round(x)))
         return round(x, 2)
 
+    def _derived(self, g: ir.ColumnGenerator, row: dict[str, Any]) -> str | None:
+        """A value made of the row's ``g.after`` by the recipe the examples show (``g.pattern``,
+        :func:`pipeline.meaning.relations.derive`), followed by one of the examples' endings (``g.pool``) with its
+        digits drawn again; an e-mail domain reserved for examples ("@example.com") drawn from the locale's."""
+        source = row.get(g.after or "")
+        made = relations.derive(g.pattern or "", str(source)) if source is not None else None
+        if made is None:
+            return None
+        tail = self.rng.choice(g.pool or [""])
+        tail = re.sub(r"\d+", lambda m: "".join(str(self.rng.randrange(10)) for _ in m.group()), tail)
+        if relations.reserved_domain(tail):
+            tail = f"{tail.rsplit('@', 1)[0]}@{self.fake.free_email_domain()}"
+        return made + tail
+
     def _email(self, row: dict[str, Any]) -> str:
         name = next((str(row[c]) for c in self.names if row.get(c)), None)
         if name is None and all(p and row.get(p[0]) for p in self.parts):
@@ -432,8 +448,8 @@ def _cumulate(weights: list[float]) -> Any:
 
 def order_generators(gens: list[ir.ColumnGenerator]) -> list[ir.ColumnGenerator]:
     """Generators in drawing order: an email after the names it is built from, a ``date_after`` after its base, a
-    tuple's field after its key column."""
-    rank = {"reference": 0, "email": 2, "date_after": 3}
+    tuple's field after its key column, a value made of another column's (``derived``) after every other."""
+    rank = {"reference": 0, "email": 2, "date_after": 3, "derived": 4}
     out = sorted(gens, key=lambda g: 1.5 if g.kind == "text_pool" and g.after else rank.get(g.kind, 1))
     done: list[ir.ColumnGenerator] = [g for g in out if g.kind != "date_after"]
     left = [g for g in out if g.kind == "date_after"]
@@ -498,7 +514,7 @@ def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: V
                 error = str(e)
                 continue
             for s in sets:
-                taken[s].add(tuple(row[c] for c in s))
+                taken[s].add(tuple(row.get(c) for c in s))
             for name, key in self_ref.items():
                 refs[name].append(cur.lastrowid if key not in row else row[key])
             out.inserted += 1

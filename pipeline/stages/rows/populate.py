@@ -345,6 +345,13 @@ def generate_seed(
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
+                left = conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0]
+                if left < settings.rows_min:  # its placeholder example rows dropped (rowgen.name_placeholders)
+                    rejections.append(ir.Rejection(
+                        stage=STAGE, item=table.name,
+                        reason=f"table {table.name} has {left} rows once its placeholder examples were dropped, "
+                               f"at least {settings.rows_min} needed"))
+                    return StageResult(None, tuple(rejections), attempts)
         seed = [rows_of(conn, table, plans.get(table.name)) for table in tables]
     finally:
         conn.close()
@@ -381,7 +388,10 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
                  for c, texts in semantic.text_columns(
                      {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in (s.rows[0] if s.rows else {})
                       if not any(g.column == c and g.kind == "reference" for g in s.plan.generators)}).items()}
-        return rows_of(conn, table, rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan)
+        plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan
+        if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
+            return None  # its placeholder example rows dropped (rowgen.name_placeholders)
+        return rows_of(conn, table, plan)
     finally:
         conn.close()
 
