@@ -40,6 +40,7 @@ from pipeline.stages.feedback import ask_with_feedback, copied_words, render_sec
 from pipeline.stages.tasks.code_wording import (
     request_from_plan,
     speaks_about_itself,
+    state_columns,
     stated,
     without,
 )
@@ -211,7 +212,7 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
             return (f"{it} speaks of {table.name} rows, the plan's wording; write it the way this user "
                     "would say it, in their own words")
     if said_db := database_word(env, norm):
-        return (f"{it} speaks of a {said_db!r}, the database's word; write it the way this user would say it, of "
+        return (f"{it} speaks of {said_db!r}, the database's word; write it the way this user would say it, of "
                 "the things themselves")
     for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
         if chunk in norm and chunk not in _code_words(chain):  # words code itself says are a person's words
@@ -419,7 +420,8 @@ def generate_tasks(
     def by_template(i: int, dry: Derivation, attempts: int) -> tuple[Task | None, str, str | None]:
         """Chain ``i`` worded by code: the task, or why not, and the request written."""
         chain = chains[i - 1]
-        text = request_from_plan(chain, dry.changes, skip=ids, language=settings.template_language)
+        text = request_from_plan(chain, dry.changes, skip=ids, language=settings.template_language,
+                                 states=state_columns(env))
         if text is None:
             return None, "its facts have no plain wording", None
         problem = lint_request(env, chain, text, plain=True)
