@@ -317,3 +317,21 @@ def test_a_parent_and_its_child_read_as_one_request() -> None:
     chain = Chain("parent_child", [ToolCall(tool="t", arguments={})], [], ["Ana Lima", "Emma", "pending"], goals=goals)
     assert request_from_plan(chain, states=LENDING) == (
         "Please add a new member with name Ana Lima. Then, for this member, add a new pending loan for the book Emma.")
+
+
+def test_the_lint_refuses_a_value_of_a_fixed_list_in_quotes_in_any_language() -> None:
+    """"How many loans have status 'pending'?" is the database's form of the value; the same value as a word passes.
+    Read from the schema's CHECK lists and quotation marks, so it holds in any language."""
+    env = brewery_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 40, {1: 0.3, 2: 0.4, 3: 0.3}, spread=True)
+                     if c.shape == "update" and c.calls[-1].tool == "set_batch_status")
+    status = dict(chain.goals[0].values)["status"]
+    text = request_from_plan(chain, states=state_columns(env))
+    assert text is not None and f"as {status}" in text and lint_request(env, chain, text, plain=True) is None
+    code = next(v for v in chain.must_state if v != status)
+    for said in (f"For batch {code}, please set status to '{status}'.", f"Pour le lot {code}, statut « {status} ».",
+                 f"Bitte Charge {code} auf „{status}“ setzen."):
+        assert "in quotes" in (lint_request(env, chain, said, plain=True) or ""), said
+        assert "in quotes" in (lint_request(env, chain, said) or ""), said
+    assert lint_request(env, chain, f"Could batch {code} move on to {status}, please?", plain=True) is None

@@ -38,6 +38,7 @@ from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
 from pipeline.stages.tasks.code_wording import (
+    quoted_listed,
     request_from_plan,
     speaks_about_itself,
     state_columns,
@@ -176,8 +177,10 @@ def database_word(env: Environment, norm: str, language: str = "en") -> str | No
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated (or a run of
     :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` of its words), a schema name as the schema writes it
-    (:func:`schema_identifier`: ``due_date``, ``overdue_fines``, ``id``), a value the chain needs left out, a
-    surrogate id or the answer given away. Language-independent: values and the schema, not word lists.
+    (:func:`schema_identifier`: ``due_date``, ``overdue_fines``, ``id``), a value of a fixed list in quotes as the
+    database holds it ("status 'pending'": :func:`~pipeline.stages.tasks.code_wording.quoted_listed`), a value the
+    chain needs left out, a surrogate id or the answer given away. Language-independent: values and the schema, not
+    word lists.
 
     ``plain`` (``[stages.tasks] template_fallback``): values are read as :func:`pipeline.stages.tasks.code_wording.stated`
     reads them (equivalent written forms), text speaking about the request itself is refused, and the problems
@@ -218,6 +221,8 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
         if chunk in norm and chunk not in _code_words(chain):  # words code itself says are a person's words
             return (f"{it} copies the plan's wording ({chunk!r}); write the message the way this user "
                     "would say it, in their own words")
+    if (v := quoted_listed(chain, text, state_columns(env))) is not None:  # "status 'pending'": the database's form
+        return f"{it} writes {v!r} in quotes, as the database holds it; say it as a plain word, the way this user would"
     missing = [v for v in chain.must_state if not said(text, v)]
     if missing and plain:
         dated = any(isinstance(v, str) and reward.dates_in(v) for v in missing)

@@ -111,6 +111,26 @@ def _state_columns(env: Environment) -> Fixed:
     return Fixed(frozenset(lists), frozenset(lists & updated))
 
 
+QUOTES = "'\"\u2018\u2019\u201c\u201d\u00ab\u00bb\u201e\u300c\u300d"
+"""Quotation marks of any language."""
+
+
+def quoted_listed(chain: Chain, text: str, fixed: Fixed) -> str | None:
+    """A value of a fixed list (:class:`Fixed`) the chain's goals hold that ``text`` writes in quotes, as the database
+    holds it ("status 'pending'"), else None. Language-neutral: the schema and quotation marks."""
+    held: set[str] = set()
+    for g in chain.goals:
+        pairs = [(ref if "." in ref else f"{g.table}.{ref}", v) for ref, v in g.values]
+        pairs += [(ref if "." in ref else f"{g.items or g.table}.{ref}", v) for ref, v in g.where]
+        pairs += [(ref, v) for ref, v in g.named if "." in ref]
+        held |= {v for ref, v in pairs if isinstance(v, str) and tuple(ref.rsplit(".", 1)) in fixed.lists}
+    for v in sorted(held):
+        for form in {v, as_words(v)}:
+            if re.search(rf"[{QUOTES}]\s*{re.escape(form)}\s*[{QUOTES}]", text, re.IGNORECASE):
+                return v
+    return None
+
+
 # ---------------------------------------------------------------- writing a request
 
 

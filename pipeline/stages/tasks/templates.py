@@ -44,6 +44,7 @@ from pipeline.runtime.replay import fresh
 from pipeline.stages.feedback import ask_with_feedback
 from pipeline.stages.tasks.bank import lint_request
 from pipeline.stages.tasks.code_wording import (
+    QUOTES,
     Fixed,
     _Words,
     as_words,
@@ -63,8 +64,6 @@ ROUNDS = 3
 CHECK_WITH = 4
 """Chains of a kind a template is filled with and linted on (its own first)."""
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_QUOTES = "'\"\u2018\u2019\u201c\u201d\u00ab\u00bb\u201e\u300c\u300d"
-"""Quotation marks of any language, around a slot."""
 
 
 class Phrased(BaseModel):
@@ -236,7 +235,7 @@ def problem(env: Environment, template: Template, chains: Sequence[Chain], same:
     if re.search(r"\d", outside):
         return render_section(PROMPT, "digits")
     for name in template.states:  # "status '{loan_status}'": the value as the database holds it, not as a word
-        if re.search(rf"[{_QUOTES}]\{{{name}\}}|\{{{name}\}}[{_QUOTES}]", template.text):
+        if re.search(rf"[{QUOTES}]\{{{name}\}}|\{{{name}\}}[{QUOTES}]", template.text):
             return render_section(PROMPT, "quoted", slot="{" + name + "}")
     for ch in chains[:1]:  # the values the LLM was shown: written out, they would be stale for the next rows
         at = places(ch)
