@@ -13,7 +13,10 @@ code templates (:func:`pipeline.stages.tasks.code_wording.request_from_plan`, li
 Reaching other rows: the planner takes the first rows of a table from a seed-dependent order. The sampler plans in
 rounds; round ``r`` of seed ``S`` hands the planner every row of each table in an order shuffled by ``(S, r,
 table)`` and the planner seed ``3r`` (its shapes rotate rows and columns by it), so successive rounds reach rows
-and columns the bank's plan never looked at. The chains of a round are tried in an order shuffled by ``(S, r)``.
+and columns the bank's plan never looked at. The chains of a round are tried shape by shape in turn, each shape's
+chains and the shapes' order shuffled by ``(S, r)`` (:func:`interleaved`: a shape found once a round, an exception,
+is tried as early as one found a hundred times). The model's example rows (the first rows of a table, often
+placeholders) come after every other row in each round's order, as in the build's plan.
 Same environment, seed and options: the same tasks, byte for byte.
 
 Never a repeat: a task whose reference calls, or whose effect (the same end state, or the same answer read by the
@@ -81,7 +84,7 @@ from pipeline.runtime.database import EnvDirError
 from pipeline.runtime.replay import fresh, play
 from pipeline.runtime.state import Change
 from pipeline.stages.tasks.bank import _call_key, _effect_key, build_and_prove, lint_request
-from pipeline.stages.tasks.code_wording import request_from_plan
+from pipeline.stages.tasks.code_wording import request_from_plan, state_columns
 from pipeline.stages.tasks.planner import Chain, ShuffledPlanner, round_chains, shuffled_planner
 from pipeline.stages.tasks.templates import Template, fill, read_templates, says_changes, template_key
 
@@ -299,6 +302,23 @@ def sample(env: Environment, n: int, *, seed: int = 0, initial_db: str | Path | 
     return out
 
 
+def interleaved(chains: Sequence[Chain], rng: random.Random) -> list[Chain]:
+    """``chains`` one shape after another in turn, each shape's chains and the shapes' order shuffled by ``rng``: a
+    shape the planner finds once a round (an exception) is tried as early as one it finds a hundred times (a plain
+    shuffle of all of them left it after the first ``n`` draws most rounds)."""
+    by_shape: dict[str, list[Chain]] = {}
+    for ch in chains:
+        by_shape.setdefault(ch.shape, []).append(ch)
+    shapes = sorted(by_shape)
+    for shape in shapes:
+        rng.shuffle(by_shape[shape])
+    rng.shuffle(shapes)
+    out: list[Chain] = []
+    for k in range(max((len(v) for v in by_shape.values()), default=0)):
+        out += [by_shape[s][k] for s in shapes if k < len(by_shape[s])]
+    return out
+
+
 class _Keys:
     """What a new task must not repeat: effects anywhere; calls and planned chains on the same initial state."""
 
@@ -320,9 +340,9 @@ class _Keys:
 def _round(env: Environment, planner: ShuffledPlanner, out: Sample, keys: _Keys, ids: set[tuple[str, str]],
            db: str | Path | None, seed: int, rnd: int, rules: bool, language: str,
            state: dict[str, Any] | None, templates: Mapping[str, Template]) -> None:
-    """One round: the planner's chains over rows in this round's order, tried in a shuffled order."""
-    chains = round_chains(planner, seed, rnd, db, rules)
-    random.Random(f"{seed}:{rnd}").shuffle(chains)
+    """One round: the planner's chains over rows in this round's order, tried shape by shape in turn
+    (:func:`interleaved`)."""
+    chains = interleaved(round_chains(planner, seed, rnd, db, rules), random.Random(f"{seed}:{rnd}"))
     skey = state["key"] if state is not None else None
     seen = keys.seen(skey)
     for chain in chains:
@@ -364,7 +384,7 @@ def _words(env: Environment, chain: Chain, ids: set[tuple[str, str]], initial_db
             if run.error is not None:
                 return None, "", "replay"
             changes = run.changes()
-    text = request_from_plan(chain, changes, skip=ids, language=language)
+    text = request_from_plan(chain, changes, skip=ids, language=language, states=state_columns(env))
     if text is None:
         return None, "", "wording"
     if lint_request(env, chain, text, plain=True):

@@ -16,6 +16,7 @@ from pipeline.runtime.replay import fresh
 from pipeline.sampler import Want, sample
 from pipeline.stages.tasks import templates as ph
 from pipeline.stages.tasks.bank import lint_request
+from pipeline.stages.tasks.code_wording import state_columns
 from pipeline.stages.tasks.planner import shuffled_planner
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
@@ -167,3 +168,41 @@ def test_the_sampler_fills_a_kind_s_template_and_proves_the_task(brewery) -> Non
     assert {t.metadata["worded_by"] for t in plain.tasks} == {"template"}
     # the same chains, proved the same way: only the words differ
     assert [t.reference_solution for t in plain.tasks] == [t.reference_solution for t in a.tasks]
+
+
+def test_a_state_fills_as_a_word_and_a_template_may_not_quote_it(brewery) -> None:
+    """A value of a fixed list (a batch's status) is a slot code fills as a word; the model's template that puts it
+    in quotes ("status '{new_batch_status}'") writes it as the database holds it, and is refused."""
+    env, groups, _ids = brewery
+    fixed = state_columns(env)
+    g, t = next((g, t) for g in groups if (t := ph.slotted(g[0], states=fixed)) is not None
+                and t.text.startswith("Please mark the batch "))
+    assert t.states and t.text.endswith(" as {" + t.states[0] + "}."), t
+    assert ph.Template.from_json(json.loads(json.dumps(t.to_json()))) == t
+    assert ph.problem(env, t, g, same=t.text) is not None  # the program's own words
+    mine = ph.Template(t.key, t.text.replace("Please mark", "Could you set").replace(" as {", " to {"), t.slots,
+                       t.states)
+    assert ph.problem(env, mine, g) is None
+    quoted = dataclasses.replace(mine, text=mine.text.replace("{" + t.states[0] + "}", "'{" + t.states[0] + "}'"))
+    assert "in quotes" in (ph.problem(env, quoted, g) or "")
+    # without the state list (a file written before) the slot fills as the database holds it, as before
+    assert "states" not in ph.Template(t.key, t.text, t.slots).to_json()
+
+
+def test_a_value_that_is_also_one_of_the_requests_words_gets_no_slot(brewery) -> None:
+    """A value the code's words hold more often than the chain does ("new" in "a new order") would fill the
+    template's own word too: no template for that chain, code words it."""
+    _env, groups, _ids = brewery
+    chain = next(g[0] for g in groups if (t := ph.slotted(g[0])) is not None and "Please add a new keg" in t.text)
+    place = next(p for p, v in ph.places(chain).items() if isinstance(v, str) and p.split(".")[1] == "values")
+    col = place.split(".", 2)[2]
+    goal = chain.goals[int(place.split(".")[0])]
+    old = dict(goal.values)[col]
+
+    def holding(value: str):
+        g2 = dataclasses.replace(goal, values=tuple((c, value if c == col else v) for c, v in goal.values))
+        return dataclasses.replace(chain, goals=[g2 if x is goal else x for x in chain.goals],
+                                   must_state=[value if v == old else v for v in chain.must_state])
+
+    assert ph.slotted(holding("Cellar Z")) is not None
+    assert ph.slotted(holding("new")) is None

@@ -15,7 +15,15 @@ from pipeline.prompts import render_section
 from pipeline.runtime.replay import fresh
 from pipeline.settings import TaskSettings, VerifySettings
 from pipeline.stages.tasks.bank import generate_tasks, lint_request, revise_task
-from pipeline.stages.tasks.code_wording import _Words, numbers, request_from_plan, speaks_about_itself, stated
+from pipeline.stages.tasks.code_wording import (
+    Fixed,
+    _Words,
+    numbers,
+    request_from_plan,
+    speaks_about_itself,
+    state_columns,
+    stated,
+)
 from pipeline.stages.tasks.planner import Chain, Goal, plan_chains
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.library import library_env
@@ -189,8 +197,8 @@ def test_the_plain_lint_refuses_rows_in_the_singular_too() -> None:
     values = ", ".join(map(str, chain.must_state))
     assert "speaks of batches rows" in lint_request(env, chain, f"Which batch row is it, for {values}?", plain=True)
     # the database's own words ("row", "table", "record"...: prompts/tasks.md database_words) either way
-    assert "speaks of a 'row', the database's word" in lint_request(env, chain, f"Which batch row is it, for {values}?")
-    assert "speaks of a 'table'" in lint_request(env, chain, f"Which beer in the beers table is {values}?")
+    assert "speaks of 'row', the database's word" in lint_request(env, chain, f"Which batch row is it, for {values}?")
+    assert "speaks of 'table'" in lint_request(env, chain, f"Which beer in the beers table is {values}?")
     assert lint_request(env, chain, f"When was batch {values} brewed?") is None
 
 
@@ -205,18 +213,18 @@ HS0107 = (("batches.batch_code", "HS-0107"),)
 
 @pytest.mark.parametrize(("goal", "answer", "text"), [
     (Goal("lookup", "renewals", (("books.title", "The Hobbit"), ("members.name", "Zoe Johnson")), asked="renewal_date"),
-     "date", "What is the renewal date of the renewal of the book 'The Hobbit' and the member 'Zoe Johnson'?"),
+     "date", "What is the renewal date of the renewal of the book The Hobbit for the member Zoe Johnson?"),
     (Goal("count", "loans", (("books.title", "The Hobbit"), ("members.name", "Zoe Johnson")), asked="*",
           items="overdue_fines"), "number",
-     "How many overdue fines does the loan of the book 'The Hobbit' and the member 'Zoe Johnson' have?"),
+     "How many overdue fines does the loan of the book The Hobbit for the member Zoe Johnson have?"),
     (Goal("count", "members", (("members.name", "Zoe Johnson"),), asked="*", items="loans"), "number",
-     "How many loans does the member 'Zoe Johnson' have?"),
+     "How many loans does the member Zoe Johnson have?"),
     (Goal("lookup", "fines", (("members.name", "Zoe Johnson"), ("fines.due_date", "2026-01-14")), asked="amount"),
-     "number", "What is the amount of the fine of the member 'Zoe Johnson', with due date January 14, 2026?"),
+     "number", "What is the amount of the fine of the member Zoe Johnson, with due date January 14, 2026?"),
     (Goal("create", "loans", refs=(("book_id", "books", (("books.title", "Emma"),)),
                                    ("member_id", "members", (("members.name", "Bob Stone"),))),
           values=(("due_date", "2026-02-01"),)), None,
-     "Please add a new loan for the book 'Emma' and the member 'Bob Stone', with due date February 1, 2026."),
+     "Please add a new loan for the book Emma and the member Bob Stone, with due date February 1, 2026."),
 ])
 def test_a_row_is_named_by_its_name_or_its_parents_never_by_ids(goal: Goal, answer: str | None, text: str) -> None:
     """A loan is the loan of a book and a member; a member is named by their name; no id column and no table's
@@ -226,18 +234,18 @@ def test_a_row_is_named_by_its_name_or_its_parents_never_by_ids(goal: Goal, answ
 
 @pytest.mark.parametrize(("goal", "answer", "text"), [
     (Goal("lookup", "patients", (("patients.full_name", "Ana Lima"),), asked="allergies"), "text",
-     "What are the allergies of the patient 'Ana Lima'?"),
+     "What are the allergies of the patient Ana Lima?"),
     (Goal("lookup", "batches", HS0107, asked="volume_liters"), "number",  # one number, not a plural
-     "What is the volume liters of the batch 'HS-0107'?"),
-    (Goal("lookup", "batches", HS0107, asked="brewed_on"), "date", "When was the batch 'HS-0107' brewed?"),
+     "What is the volume liters of the batch HS-0107?"),
+    (Goal("lookup", "batches", HS0107, asked="brewed_on"), "date", "When was the batch HS-0107 brewed?"),
     (Goal("decide_update", "batches", HARBOR, owner="beers", asked="brewed_on", values=(("status", "packaged"),),
           items="batches", which="latest"), None,
-     "Among the batches for the beer 'Harbor Stout', please set status to 'packaged' for the one brewed last."),
+     "Of the batches of the beer Harbor Stout, please change the status to packaged for the one brewed last."),
     (Goal("decide_delete", "loans", (("members.email", "dan@example.org"),), owner="members", asked="due_date",
           items="loans", which="earliest"), None,
-     "Among the loans for the member 'dan@example.org', please remove the one with the earliest due date."),
+     "Of the loans of the member dan@example.org, please remove the one with the earliest due date."),
     (Goal("count", "batches", HS0107, asked="*", items="kegs", where=(("kegs.status", "full"),)), "number",
-     "How many kegs with status 'full' does the batch 'HS-0107' have?"),
+     "How many kegs with status full does the batch HS-0107 have?"),
     (Goal("count", "kegs", asked="*", items="kegs", where=(("kegs.size_liters", 30),)), "number",
      "How many kegs with size liters 30 are there?"),
 ])
@@ -248,4 +256,82 @@ def test_templates_read_as_a_plain_request(goal: Goal, answer: str | None, text:
 def test_english_forms_stay_out_of_another_language(french_prompts) -> None:
     goal = Goal("lookup", "patients", (("patients.full_name", "Ana Lima"),), asked="allergies")
     assert request_from_plan(_asking(goal, "text"), language="fr") == \
-        "Quel est le champ allergies de la fiche patients avec full name 'Ana Lima' ?"
+        "Quel est le champ allergies de la fiche patients avec full name Ana Lima ?"
+
+
+# ---------------------------------------------------------------- values of a fixed list, as a person says them
+
+LENDING = Fixed(frozenset({("loans", "status"), ("books", "genre")}), frozenset({("loans", "status")}))
+"""loans.status is a state a tool moves a loan to; books.genre is a fixed list no tool changes."""
+HOBBIT_ZOE = (("books.title", "The Hobbit"), ("members.name", "Zoe Johnson"))
+
+
+def test_the_fixed_lists_and_states_come_from_the_schema_and_the_update_tools() -> None:
+    fixed = state_columns(brewery_env())
+    assert ("batches", "status") in fixed.states  # CHECK-listed and set by set_batch_status
+    assert ("beers", "style") in fixed.lists and ("beers", "style") not in fixed.states  # no tool changes a style
+    assert state_columns(brewery_env()) == fixed
+
+
+@pytest.mark.parametrize(("goal", "text"), [
+    (Goal("count", "loans", asked="*", items="loans", where=(("loans.status", "in_progress"),)),
+     "How many loans are in progress?"),
+    (Goal("count", "members", (("members.name", "Zoe Johnson"),), asked="*", items="loans",
+          where=(("loans.status", "returned"),)),
+     "How many of the loans of the member Zoe Johnson are returned?"),
+    (Goal("count", "books", asked="*", items="books", where=(("books.genre", "science_fiction"),)),
+     "How many books with genre science fiction are there?"),  # a fixed list no tool moves a row through
+    (Goal("update", "loans", HOBBIT_ZOE, values=(("status", "returned"),)),
+     "Please mark the loan of the book The Hobbit for the member Zoe Johnson as returned."),
+    (Goal("update", "loans", HOBBIT_ZOE, values=(("status", "returned"), ("renewal_count", 4))),
+     "Please mark the loan of the book The Hobbit for the member Zoe Johnson as returned, and change the renewal "
+     "count to 4."),
+    (Goal("create", "loans", refs=(("book_id", "books", (("books.title", "Emma"),)),),
+          values=(("status", "pending"), ("due_date", "2026-02-01"))),
+     "Please add a new pending loan for the book Emma, with due date February 1, 2026."),
+    (Goal("decide_update", "loans", (("members.name", "Zoe Johnson"),), owner="members", asked="due_date",
+          values=(("status", "returned"),), items="loans", which="latest"),
+     "Of the loans of the member Zoe Johnson, please mark the one with the latest due date as returned."),
+    (Goal("lookup", "projects", (("projects.name", "Project B"),), asked="start_date"),
+     "What is the start date of Project B?"),  # not "the project Project B"
+    (Goal("lookup", "patients", (("patients.medications", "aspirin, ibuprofen"),), asked="age"),
+     "What is the age of the patient 'aspirin, ibuprofen'?"),  # a list keeps its quotes: it would run on
+])
+def test_a_value_of_a_fixed_list_reads_as_a_word(goal: Goal, text: str) -> None:
+    """Issue 40: "How many loans have status 'pending'?", "please set status to 'returned'" are a form's words."""
+    chain = _asking(goal)
+    assert request_from_plan(chain, states=LENDING) == text
+
+
+def test_a_value_written_as_words_is_stated_and_the_lint_takes_it() -> None:
+    assert stated("How many loans are in progress?", "in_progress")
+    assert stated("How many loans are in_progress?", "in_progress")
+    assert not stated("How many loans are in progress?", "in_review")
+    assert not stated("Write to ana lima@example.org", "ana_lima@example.org")  # an address is no list value
+
+
+def test_a_parent_and_its_child_read_as_one_request() -> None:
+    goals = [Goal("create", "members", values=(("name", "Ana Lima"),)),
+             Goal("child", "loans", refs=(("book_id", "books", (("books.title", "Emma"),)),),
+                  values=(("status", "pending"),))]
+    chain = Chain("parent_child", [ToolCall(tool="t", arguments={})], [], ["Ana Lima", "Emma", "pending"], goals=goals)
+    assert request_from_plan(chain, states=LENDING) == (
+        "Please add a new member with name Ana Lima. Then, for this member, add a new pending loan for the book Emma.")
+
+
+def test_the_lint_refuses_a_value_of_a_fixed_list_in_quotes_in_any_language() -> None:
+    """"How many loans have status 'pending'?" is the database's form of the value; the same value as a word passes.
+    Read from the schema's CHECK lists and quotation marks, so it holds in any language."""
+    env = brewery_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 40, {1: 0.3, 2: 0.4, 3: 0.3}, spread=True)
+                     if c.shape == "update" and c.calls[-1].tool == "set_batch_status")
+    status = dict(chain.goals[0].values)["status"]
+    text = request_from_plan(chain, states=state_columns(env))
+    assert text is not None and f"as {status}" in text and lint_request(env, chain, text, plain=True) is None
+    code = next(v for v in chain.must_state if v != status)
+    for said in (f"For batch {code}, please set status to '{status}'.", f"Pour le lot {code}, statut « {status} ».",
+                 f"Bitte Charge {code} auf „{status}“ setzen."):
+        assert "in quotes" in (lint_request(env, chain, said, plain=True) or ""), said
+        assert "in quotes" in (lint_request(env, chain, said) or ""), said
+    assert lint_request(env, chain, f"Could batch {code} move on to {status}, please?", plain=True) is None

@@ -38,8 +38,10 @@ from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
 from pipeline.stages.tasks.code_wording import (
+    quoted_listed,
     request_from_plan,
     speaks_about_itself,
+    state_columns,
     stated,
     without,
 )
@@ -175,8 +177,10 @@ def database_word(env: Environment, norm: str, language: str = "en") -> str | No
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated (or a run of
     :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` of its words), a schema name as the schema writes it
-    (:func:`schema_identifier`: ``due_date``, ``overdue_fines``, ``id``), a value the chain needs left out, a
-    surrogate id or the answer given away. Language-independent: values and the schema, not word lists.
+    (:func:`schema_identifier`: ``due_date``, ``overdue_fines``, ``id``), a value of a fixed list in quotes as the
+    database holds it ("status 'pending'": :func:`~pipeline.stages.tasks.code_wording.quoted_listed`), a value the
+    chain needs left out, a surrogate id or the answer given away. Language-independent: values and the schema, not
+    word lists.
 
     ``plain`` (``[stages.tasks] template_fallback``): values are read as :func:`pipeline.stages.tasks.code_wording.stated`
     reads them (equivalent written forms), text speaking about the request itself is refused, and the problems
@@ -211,12 +215,14 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
             return (f"{it} speaks of {table.name} rows, the plan's wording; write it the way this user "
                     "would say it, in their own words")
     if said_db := database_word(env, norm):
-        return (f"{it} speaks of a {said_db!r}, the database's word; write it the way this user would say it, of "
+        return (f"{it} speaks of {said_db!r}, the database's word; write it the way this user would say it, of "
                 "the things themselves")
     for chunk in _template_chunks(chain.facts, [t.description for t in env.tools]):
         if chunk in norm and chunk not in _code_words(chain):  # words code itself says are a person's words
             return (f"{it} copies the plan's wording ({chunk!r}); write the message the way this user "
                     "would say it, in their own words")
+    if (v := quoted_listed(chain, text, state_columns(env))) is not None:  # "status 'pending'": the database's form
+        return f"{it} writes {v!r} in quotes, as the database holds it; say it as a plain word, the way this user would"
     missing = [v for v in chain.must_state if not said(text, v)]
     if missing and plain:
         dated = any(isinstance(v, str) and reward.dates_in(v) for v in missing)
@@ -419,7 +425,8 @@ def generate_tasks(
     def by_template(i: int, dry: Derivation, attempts: int) -> tuple[Task | None, str, str | None]:
         """Chain ``i`` worded by code: the task, or why not, and the request written."""
         chain = chains[i - 1]
-        text = request_from_plan(chain, dry.changes, skip=ids, language=settings.template_language)
+        text = request_from_plan(chain, dry.changes, skip=ids, language=settings.template_language,
+                                 states=state_columns(env))
         if text is None:
             return None, "its facts have no plain wording", None
         problem = lint_request(env, chain, text, plain=True)

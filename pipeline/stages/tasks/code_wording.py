@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+from pipeline.dbmodel.analysis import analyse
+from pipeline.dbmodel.columns import check_enums
+from pipeline.dbmodel.ddl import scratch_db
 from pipeline.dbmodel.keynames import singular
+from pipeline.ir import Environment
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import reward
-from pipeline.runtime.state import Change
-from pipeline.runtime.values import _ISO_VALUE, dates, numbers, stated, without  # noqa: F401 (re-exported)
+from pipeline.runtime import values as _values
+from pipeline.runtime.state import Change, table_infos
+from pipeline.runtime.values import _ISO_VALUE, dates, numbers  # noqa: F401 (re-exported)
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Named, by_name, row_parts
 
 PROMPT = "wording"
@@ -40,15 +45,102 @@ def speaks_about_itself(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+def as_words(value: str) -> str:
+    """A value of a fixed list as a person writes it: its underscores as spaces (``in_progress`` -> "in progress");
+    other values as they are."""
+    return value.replace("_", " ").strip() if "_" in value and "@" not in value else value
+
+
+def stated(text: str, value: Any) -> bool:
+    """Whether ``text`` states ``value`` in a form that gives it back exactly (:func:`pipeline.runtime.values.stated`),
+    a value of a fixed list written as words too (:func:`as_words`: "in progress" states ``in_progress``; the tool's
+    list of values gives the exact one back)."""
+    if _values.stated(text, value):
+        return True
+    return isinstance(value, str) and as_words(value) != value and reward.mentions(text, as_words(value))
+
+
+def without(text: str, values: Sequence[Any]) -> str:
+    """``text`` (normalized) with the text ``values`` it mentions taken out, as written or as words."""
+    extra = [as_words(v) for v in values if isinstance(v, str) and as_words(v) != v]
+    return _values.without(text, [*values, *extra])
+
+
+class Fixed(NamedTuple):
+    """The columns whose text values come from a fixed list (``CHECK (col IN (...))``), as (table, column): a
+    person writes such a value as a word ("in progress"), never in quotes as the database holds it."""
+
+    lists: frozenset[tuple[str, str]] = frozenset()
+    states: frozenset[tuple[str, str]] = frozenset()
+    """Those of them a tool updates: a state the row moves through, which a person says as one ("How many loans
+    are pending?", "Please mark it as returned", "a new pending loan"); a fixed list no tool changes (a frequency,
+    a genre) keeps the plain form ("medications with frequency daily")."""
+
+
+_FIXED: dict[int, tuple[Environment, Fixed]] = {}
+
+
+def state_columns(env: Environment) -> Fixed:
+    """:class:`Fixed` of ``env``, read from its DDL and from what its update tools write (language-neutral: the
+    schema and the tools, not the columns' names). Kept per environment object (the sampler asks per chain)."""
+    hit = _FIXED.get(id(env))
+    if hit is not None and hit[0] is env:
+        return hit[1]
+    if len(_FIXED) >= 16:
+        _FIXED.clear()
+    found = _state_columns(env)
+    _FIXED[id(env)] = (env, found)
+    return found
+
+
+def _state_columns(env: Environment) -> Fixed:
+    lists: set[tuple[str, str]] = set()
+    for t in env.tables:
+        for col, allowed in check_enums(t.ddl).items():
+            if allowed and all(isinstance(v, str) for v in allowed):
+                lists.add((t.name, col))
+    if not lists:
+        return Fixed()
+    conn = scratch_db(env.tables)
+    try:
+        shapes = analyse(env, conn, table_infos(conn))
+    finally:
+        conn.close()
+    updated = {u.column for s in shapes.values() if s.kind == "write" and s.op == "update"
+               for us in s.uses.values() for u in us if u.role == "value" and u.column is not None}
+    return Fixed(frozenset(lists), frozenset(lists & updated))
+
+
+QUOTES = "'\"\u2018\u2019\u201c\u201d\u00ab\u00bb\u201e\u300c\u300d"
+"""Quotation marks of any language."""
+
+
+def quoted_listed(chain: Chain, text: str, fixed: Fixed) -> str | None:
+    """A value of a fixed list (:class:`Fixed`) the chain's goals hold that ``text`` writes in quotes, as the database
+    holds it ("status 'pending'"), else None. Language-neutral: the schema and quotation marks."""
+    held: set[str] = set()
+    for g in chain.goals:
+        pairs = [(ref if "." in ref else f"{g.table}.{ref}", v) for ref, v in g.values]
+        pairs += [(ref if "." in ref else f"{g.items or g.table}.{ref}", v) for ref, v in g.where]
+        pairs += [(ref, v) for ref, v in g.named if "." in ref]
+        held |= {v for ref, v in pairs if isinstance(v, str) and tuple(ref.rsplit(".", 1)) in fixed.lists}
+    for v in sorted(held):
+        for form in {v, as_words(v)}:
+            if re.search(rf"[{QUOTES}]\s*{re.escape(form)}\s*[{QUOTES}]", text, re.IGNORECASE):
+                return v
+    return None
+
+
 # ---------------------------------------------------------------- writing a request
 
 
 class _Words:
     """The template sections in one language (English where the language has no section of its own)."""
 
-    def __init__(self, language: str) -> None:
+    def __init__(self, language: str, fixed: Fixed | None = None) -> None:
         self.language = language
         self.keys = set(sections(PROMPT))
+        self.fixed = fixed or Fixed()
 
     def __call__(self, key: str, **values: Any) -> str:
         own = f"{key}_{self.language}"
@@ -58,11 +150,27 @@ class _Words:
         """Whether the language has its own ``key`` section (English: the plain one)."""
         return f"{key}_{self.language}" in self.keys or (self.language == "en" and key in self.keys)
 
+    def state(self, ref: str, table: str, value: Any) -> bool:
+        """Whether ``value`` of ``ref`` (``table.column`` or a bare column of ``table``) is a state a tool moves the
+        row to (:class:`Fixed`)."""
+        t, _, c = ref.rpartition(".")
+        return isinstance(value, str) and (t or table, c) in self.fixed.states
+
+    def listed(self, ref: str, table: str, value: Any) -> bool:
+        """Whether ``value`` of ``ref`` comes from a fixed list (:class:`Fixed`): written as a word."""
+        t, _, c = ref.rpartition(".")
+        return isinstance(value, str) and (t or table, c) in self.fixed.lists
+
     def join(self, items: Sequence[str]) -> str:
         items = list(items)
+        if not items:
+            return ""
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {self('and')} " + items[-1]
 
-    def value(self, v: Any) -> str:
+    def value(self, v: Any, state: bool = False) -> str:
+        """``v`` as a person writes it: yes/no, a number, a date in words (with the language's ``months``), a value
+        of a fixed list as words (``state``: :func:`as_words`), other text as it is, in quotes only when it holds
+        the punctuation that would run it into the sentence (a list, "aspirin, ibuprofen")."""
         if isinstance(v, bool):
             return self("yes" if v else "no")
         if isinstance(v, int | float):
@@ -75,6 +183,10 @@ class _Words:
             if len(months) == 12:
                 return self("date", month=months[int(month) - 1], day=str(int(day)), year=year)
         if _ISO_VALUE.match(s):
+            return s
+        if state:
+            return as_words(s)
+        if not re.search(r"[,;:]|\s[-–]\s", s) and s.strip() == s and s:
             return s
         return f'"{s}"' if "'" in s else f"'{s}'"
 
@@ -108,7 +220,19 @@ class _Words:
         return self.language == "en" and bool(words) and singular(words[-1]) != words[-1]
 
     def named(self, named: Named, table: str) -> str:
-        return self.join([self("pair", label=self.label(ref, table), value=self.value(v)) for ref, v in named])
+        return self.join([self.pair(ref, table, v) for ref, v in named])
+
+    def pair(self, ref: str, table: str, v: Any) -> str:
+        return self("pair", label=self.label(ref, table), value=self.value(v, self.listed(ref, table, v)))
+
+    def name(self, table: str, value: Any) -> str:
+        """A row of ``table`` named by ``value``: "the book Emma"; the name alone when it begins with the thing's
+        word ("Project B", not "the project Project B")."""
+        shown = self.value(value)
+        first = shown.split()[0].strip("'\"").casefold() if shown.split() else ""
+        if first and first == self.thing(table).split()[-1].casefold() and self.has("what_named"):
+            return self("what_named", value=shown)
+        return self("what_name", thing=self.thing(table), value=shown)
 
     def what(self, table: str, named: Named, owner: str = "") -> str:
         """The row of ``table`` that ``named`` names (``owner``: a row of ``owner`` named so, and ``table``'s row
@@ -119,32 +243,39 @@ class _Words:
             return self("what_of", thing=self.thing(table), owner=self.what(owner, named))
         own, parents = row_parts(table, named)
         if not parents and by_name(own) and self.has("what_name"):
-            return self("what_name", thing=self.thing(table), value=self.value(own[0][1]))
+            return self.name(table, own[0][1])
         if not parents or not self.has("what_parents"):
             return self("what", thing=self.thing(table), named=self.named(named, table))
-        rows = self.join([self("what_name", thing=self.thing(t), value=self.value(pairs[0][1]))
-                          if by_name(pairs) and self.has("what_name") else self("what", thing=self.thing(t), named=self.named(tuple(pairs), t))
-                          for t, pairs in parents])
+        said = [self.name(t, pairs[0][1])
+                if by_name(pairs) and self.has("what_name") else self("what", thing=self.thing(t), named=self.named(tuple(pairs), t))
+                for t, pairs in parents]
+        # two parents: "the loan of the book Emma for the member Bob Stone", where the language says so
+        rows = self("parents", first=said[0], second=said[1]) if len(said) == 2 and self.has("parents") \
+            else self.join(said)
         if own:
             return self("what_parents_with", thing=self.thing(table), parents=rows, named=self.named(tuple(own), table))
         return self("what_parents", thing=self.thing(table), parents=rows)
 
 
 def _changes(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[tuple[str, str]],
-             others: Collection[str]) -> list[str]:
-    """What a write sets, in words: its new values and the rows they point at, or (a write that takes no new
-    value) the columns its replay changed on its row, else on the rows of tables no other goal updates."""
-    out = [w("change", label=w.label(c, goal.table), value=w.value(v)) for c, v in goal.values]
-    out += [w("change", label=w.thing(t), value=w.what(t, named)) for _c, t, named in goal.refs]  # not "book id"
-    if out or goal.kind.endswith("delete"):
-        return out
-    mine = [c for c in changes if c.op == "update" and c.table == goal.table and goal.key and tuple(c.key) == goal.key]
-    for ch in mine or [c for c in changes if c.op == "update" and c.table not in others]:
-        for col in ch.changed_columns:
-            new = (ch.after or {}).get(col)
-            if new is not None and (ch.table, col) not in skip:
-                out.append(w("change", label=w.label(f"{ch.table}.{col}", goal.table), value=w.value(new)))
-    return out
+              others: Collection[str], mark: bool) -> tuple[list[str], list[str]]:
+    """What a write sets, in words: (the values of fixed lists it sets, as words: "returned"; the other changes, "the
+    renewal count to 4", and the rows they point at) or, for a write that takes no new value, the columns its
+    replay changed on its row, else on the rows of tables no other goal updates."""
+    sets: list[tuple[str, Any]] = list(goal.values)
+    refs = [w("change", label=w.thing(t), value=w.what(t, named)) for _c, t, named in goal.refs]  # not "book id"
+    if not sets and not refs and not goal.kind.endswith("delete"):
+        mine = [c for c in changes if c.op == "update" and c.table == goal.table and goal.key and
+                tuple(c.key) == goal.key]
+        for ch in mine or [c for c in changes if c.op == "update" and c.table not in others]:
+            for col in ch.changed_columns:
+                new = (ch.after or {}).get(col)
+                if new is not None and (ch.table, col) not in skip:
+                    sets.append((f"{ch.table}.{col}", new))
+    states = [w.value(v, True) for c, v in sets if w.state(c, goal.table, v)] if mark else []
+    rest = [w("change", label=w.label(c, goal.table), value=w.value(v, w.listed(c, goal.table, v)))
+            for c, v in sets if not (states and w.state(c, goal.table, v))]
+    return states, rest + refs
 
 
 def _removed(goal: Goal, changes: Sequence[Change]) -> bool:
@@ -155,10 +286,22 @@ def _removed(goal: Goal, changes: Sequence[Change]) -> bool:
                              all((c.before or {}).get(k) == v for k, v in own) for c in changes)
 
 
+def _split_states(w: _Words, goal: Goal, pairs: Sequence[tuple[str, Any]], table: str, key: str
+                  ) -> tuple[str, list[tuple[str, Any]]]:
+    """``pairs`` split into the values of fixed lists, said as words before the thing ("a new pending loan", when
+    the language has the ``key`` section), and the others."""
+    if not w.has(key):
+        return "", list(pairs)
+    states = [w.value(v, True) for c, v in pairs if w.state(c, table, v)]
+    return w.join(states) if states else "", [(c, v) for c, v in pairs if not w.state(c, table, v)]
+
+
 def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[tuple[str, str]],
-              others: Collection[str], number: bool = False) -> str | None:
-    """One goal in words (``number``: the answer is a number); None when its facts cannot be said plainly (a count
-    over a filtered list, a write whose change is not known)."""
+              others: Collection[str], number: bool = False, parent: str = "") -> str | None:
+    """One goal in words (``number``: the answer is a number; ``parent``: for a ``child`` goal, the table of the row
+    created just before); None when its facts cannot be said plainly (a count over a filtered list, a write whose
+    change is not known). A value of a fixed list reads as a word where the language has the sections for it:
+    "How many loans are pending?", "Please mark ... as returned", "a new pending loan"."""
     k = goal.kind
     if k == "lookup":
         asked = w.label(goal.asked, goal.table)
@@ -168,56 +311,74 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
         return w("lookup_many" if many else "lookup", asked=asked, what=w.what(goal.table, goal.named))
     if k in ("count", "total", "decide_update", "decide_delete") and not goal.items:
         return None
+    items = goal.items.replace("_", " ")
     if k == "count" and goal.where:
-        where = w.join([w("pair", label=w.label(ref, goal.items), value=w.value(v)) for ref, v in goal.where])
+        state, where_pairs = _split_states(w, goal, goal.where, goal.items, "count_state")
+        if state and not where_pairs:
+            if not goal.named:
+                return w("count_all_state", items=items, state=state)
+            return w("count_state", items=items, state=state, what=w.what(goal.table, goal.named))
+        where = w.join([w.pair(ref, goal.items, v) for ref, v in goal.where])
         if not goal.named:
-            return w("count_all_where", items=goal.items.replace("_", " "), where=where)
-        return w("count_where", items=goal.items.replace("_", " "), where=where, what=w.what(goal.table, goal.named))
+            return w("count_all_where", items=items, where=where)
+        return w("count_where", items=items, where=where, what=w.what(goal.table, goal.named))
     if k == "count":
-        return w("count", items=goal.items.replace("_", " "), what=w.what(goal.table, goal.named))
+        return w("count", items=items, what=w.what(goal.table, goal.named))
     if k == "total":
-        return w("total", asked=w.label(goal.asked, goal.items), items=goal.items.replace("_", " "),
-                 what=w.what(goal.table, goal.named))
+        return w("total", asked=w.label(goal.asked, goal.items), items=items, what=w.what(goal.table, goal.named))
     if k in ("create", "child"):
+        state, pairs = _split_states(w, goal, goal.values, goal.table, k + "_state")
         details = ""
         if goal.refs:
             details += " " + w("for", refs=w.join([w.what(t, named) for _, t, named in goal.refs]))
-        if goal.values:
-            pairs = [w("pair", label=w.label(c, goal.table), value=w.value(v)) for c, v in goal.values]
-            details += ("," if goal.refs else "") + " " + w("with", values=w.join(pairs))
-        return w(k, thing=w.thing(goal.table), details=details)
+        if pairs:
+            said = [w.pair(c, goal.table, v) for c, v in pairs]
+            details += ("," if goal.refs else "") + " " + w("with", values=w.join(said))
+        key = k + "_state" if state else k
+        return w(key, thing=w.thing(goal.table), details=details, state=state,
+                 parent=w.thing(parent) if parent else w.thing(goal.table))
     if k == "delete":
         if goal.owner and _removed(goal, changes):
             return w("delete", what=w.what(goal.owner, goal.named))
         return w("delete", what=w.what(goal.table, goal.named, goal.owner))
-    sets = _changes(w, goal, changes, skip, others)
+    verb = w.when(w.label(goal.asked, goal.table)) if k.startswith("decide_") else None
+    mark = w.has("mark") and w.has("mark_and") if k == "update" else \
+        k == "decide_update" and w.has(k + "_mark" + ("_when" if verb else ""))
+    states, sets = _changes(w, goal, changes, skip, others, mark)
     if k == "update":
-        return w("update", what=w.what(goal.table, goal.named, goal.owner), changes=w.join(sets)) if sets else None
+        what = w.what(goal.table, goal.named, goal.owner)
+        if states:
+            return w("mark_and" if sets else "mark", what=what, state=w.join(states), changes=w.join(sets))
+        return w("update", what=what, changes=w.join(sets)) if sets else None
     if k in ("decide_update", "decide_delete"):
-        if k == "decide_update" and not sets:
+        if k == "decide_update" and not sets and not states:
             return None
         asked = w.label(goal.asked, goal.table)
-        if verb := w.when(asked):  # "the one brewed last", not "the one with the latest brewed on"
-            return w(k + "_when", items=goal.items.replace("_", " "), what=w.what(goal.owner, goal.named), verb=verb,
-                     which=w("last" if goal.which in ("highest", "latest") else "first"),
-                     changes=w.join(sets) if sets else "")
-        return w(k, items=goal.items.replace("_", " "), what=w.what(goal.owner, goal.named), which=w(goal.which),
-                 asked=asked, changes=w.join(sets) if sets else "")
+        marking = bool(states)
+        base = k + ("_mark" if marking else "") + ("_when" if verb else "")
+        which = w("last" if goal.which in ("highest", "latest") else "first") if verb else w(goal.which)
+        # "the one brewed last", not "the one with the latest brewed on"
+        return w(base, items=items, what=w.what(goal.owner, goal.named), verb=verb or "", which=which, asked=asked,
+                 changes=w.join(sets) if sets else "", state=w.join(states),
+                 also=(" " + w("and_change", changes=w.join(sets))) if marking and sets else "")
     return None
 
 
 def request_from_plan(chain: Chain, changes: Sequence[Change] = (), *, skip: Collection[tuple[str, str]] = (),
-                      language: str = "en") -> str | None:
+                      language: str = "en", states: Fixed | None = None) -> str | None:
     """The request for ``chain`` written from its goals in plain words (``changes``: its replay's row changes, for a
-    write that takes no new value; ``skip``: the (table, column) pairs users do not know, ids). A value the
-    chain needs that no sentence states is added at the end. None when some goal cannot be said plainly."""
+    write that takes no new value; ``skip``: the (table, column) pairs users do not know, ids; ``states``: the
+    columns whose values come from a fixed list, :func:`state_columns`). A value the chain needs that
+    no sentence states is added at the end. None when some goal cannot be said plainly."""
     if not chain.goals:
         return None
-    w = _Words(language)
+    w = _Words(language, states)
     number = chain.answer is not None and chain.answer.get("type") == "number"
-    parts = [_sentence(w, g, changes, skip, [o.table for o in chain.goals
-                                             if o is not g and o.kind in ("update", "decide_update")], number)
-             for g in chain.goals]
+    parts = []
+    for i, g in enumerate(chain.goals):
+        others = [o.table for o in chain.goals if o is not g and o.kind in ("update", "decide_update")]
+        parent = chain.goals[i - 1].table if g.kind == "child" and i else ""
+        parts.append(_sentence(w, g, changes, skip, others, number, parent))
     if any(p is None for p in parts):
         return None
     text = " ".join(p for p in parts if p)

@@ -43,7 +43,15 @@ from pipeline.prompts import render_section
 from pipeline.runtime.replay import fresh
 from pipeline.stages.feedback import ask_with_feedback
 from pipeline.stages.tasks.bank import lint_request
-from pipeline.stages.tasks.code_wording import _Words, request_from_plan, speaks_about_itself
+from pipeline.stages.tasks.code_wording import (
+    QUOTES,
+    Fixed,
+    _Words,
+    as_words,
+    request_from_plan,
+    speaks_about_itself,
+    state_columns,
+)
 from pipeline.stages.tasks.planner import Chain, round_chains, shuffled_planner
 from pipeline.stages.tasks.planner.chains import Goal
 
@@ -71,14 +79,21 @@ class Template:
     text: str
     slots: dict[str, tuple[str, ...]]
     """Slot -> the places (:func:`places`) that hold its value."""
+    states: tuple[str, ...] = ()
+    """The slots whose value comes from a fixed list: filled as words (``in_progress`` -> "in progress")."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "template": self.text, "slots": {k: list(v) for k, v in self.slots.items()}}
+        out: dict[str, Any] = {"key": self.key, "template": self.text,
+                               "slots": {k: list(v) for k, v in self.slots.items()}}
+        if self.states:  # absent otherwise: files written before keep their bytes
+            out["states"] = list(self.states)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Template:
         return cls(str(data["key"]), str(data["template"]),
-                   {str(k): tuple(str(p) for p in v) for k, v in dict(data["slots"]).items()})
+                   {str(k): tuple(str(p) for p in v) for k, v in dict(data["slots"]).items()},
+                   tuple(str(s) for s in data.get("states") or ()))
 
 
 # ---------------------------------------------------------------- kinds and places
@@ -128,8 +143,8 @@ def template_key(chain: Chain) -> str | None:
                            "goals": [_shape_of(g) for g in chain.goals]})
 
 
-def _slot_name(chain: Chain, place: str, language: str) -> str:
-    w = _Words(language)
+def _place_ref(chain: Chain, place: str) -> tuple[Goal, str, str, str]:
+    """(the goal, its field, the column reference and the table it is read against) of a place of ``chain``."""
     i, field, *rest = place.split(".", 2)
     g = chain.goals[int(i)]
     ref = rest[0]
@@ -138,6 +153,12 @@ def _slot_name(chain: Chain, place: str, language: str) -> str:
         table = next(t for c, t, _ in g.refs if c == col)
     else:
         table = {"named": g.owner or g.table, "values": g.table, "where": g.items or g.table}[field]
+    return g, field, ref, table
+
+
+def _slot_name(chain: Chain, place: str, language: str) -> str:
+    w = _Words(language)
+    g, field, ref, table = _place_ref(chain, place)
     label = w.label(ref, table)
     thing = w.thing(table)
     if thing.split()[-1] not in label.split():
@@ -147,24 +168,32 @@ def _slot_name(chain: Chain, place: str, language: str) -> str:
     return re.sub(r"\W+", "_", label.strip().lower()).strip("_") or "value"
 
 
-def slotted(chain: Chain, *, skip: Collection[tuple[str, str]] = (), language: str = "en") -> Template | None:
+def slotted(chain: Chain, *, skip: Collection[tuple[str, str]] = (), language: str = "en",
+            states: Fixed | None = None) -> Template | None:
     """The code's request for ``chain`` with each stated value as a named slot, or None (no kind, or a value the
-    code's words do not show once as written)."""
+    code's words do not show as written, or show more often than the chain holds it: a value that is also one of
+    the request's own words, a status "new" in "a new order")."""
     key = template_key(chain)
     if key is None:
         return None
-    text = request_from_plan(chain, (), skip=skip, language=language)
+    text = request_from_plan(chain, (), skip=skip, language=language, states=states)
     if text is None:
         return None
-    w = _Words(language)
+    w = _Words(language, states)
     groups: dict[str, list[str]] = {}  # the value as the code wrote it -> its places
+    fixed: set[str] = set()  # the places holding a value of a fixed list
     for place, v in places(chain).items():
-        groups.setdefault(w.value(v), []).append(place)
+        _g, _f, ref, table = _place_ref(chain, place)
+        listed = w.listed(ref, table, v)
+        groups.setdefault(w.value(v, listed), []).append(place)
+        if listed:
+            fixed.add(place)
     slots: dict[str, tuple[str, ...]] = {}
     names: Counter[str] = Counter()
     for shown in sorted(groups, key=lambda s: (-len(s), s)):  # longer first: 'Emma' inside 'Emma II' stays
-        pattern = re.compile(rf"(?<![\w.\-/:]){re.escape(shown)}(?![\w\-/:]|\.\d)")
-        if not pattern.search(text):
+        pattern = re.compile(rf"(?<![\w.\-/:]){re.escape(shown)}(?![\w\-/:]|\.\d)", re.IGNORECASE)
+        found = len(pattern.findall(text))
+        if not found or found > len(groups[shown]):
             return None
         name = _slot_name(chain, groups[shown][0], language)
         names[name] += 1
@@ -172,7 +201,7 @@ def slotted(chain: Chain, *, skip: Collection[tuple[str, str]] = (), language: s
             name = f"{name}_{names[name]}"
         text = pattern.sub("{" + name + "}", text)  # a name is letters, digits and underscores
         slots[name] = tuple(groups[shown])
-    return Template(key, text, slots)
+    return Template(key, text, slots, tuple(n for n, where in slots.items() if fixed & set(where)))
 
 
 def fill(template: Template, chain: Chain) -> str | None:
@@ -186,7 +215,8 @@ def fill(template: Template, chain: Chain) -> str | None:
         got = {repr(at.get(p)) for p in where}
         if len(got) != 1 or where[0] not in at:
             return None
-        values[name] = str(at[where[0]])  # a string without quotes: the template says what it is
+        shown = str(at[where[0]])  # a string without quotes: the template says what it is
+        values[name] = as_words(shown) if name in template.states else shown
     return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template.text)
 
 
@@ -204,6 +234,9 @@ def problem(env: Environment, template: Template, chains: Sequence[Chain], same:
         return render_section(PROMPT, "unknown", slots=", ".join("{" + s + "}" for s in template.slots))
     if re.search(r"\d", outside):
         return render_section(PROMPT, "digits")
+    for name in template.states:  # "status '{loan_status}'": the value as the database holds it, not as a word
+        if re.search(rf"[{QUOTES}]\{{{name}\}}|\{{{name}\}}[{QUOTES}]", template.text):
+            return render_section(PROMPT, "quoted", slot="{" + name + "}")
     for ch in chains[:1]:  # the values the LLM was shown: written out, they would be stale for the next rows
         at = places(ch)
         for name, where in template.slots.items():
@@ -255,13 +288,14 @@ def write_templates(env: Environment, client: LLMClientProtocol, groups: Sequenc
     """Templates for the first ``limit`` kinds of ``groups`` the code can slot, and a line per kind the LLM's
     template failed for (its last problem)."""
     skip = set(skip)
+    states = state_columns(env)
     kept: list[Template] = []
     failed: list[str] = []
     asked = 0
     for chains in groups:
         if asked >= limit:
             break
-        base = slotted(chains[0], skip=skip, language=language)
+        base = slotted(chains[0], skip=skip, language=language, states=states)
         if base is None:
             continue
         asked += 1
@@ -274,7 +308,7 @@ def write_templates(env: Environment, client: LLMClientProtocol, groups: Sequenc
 
         def check(reply: Phrased, base: Template = base, check_on: list[Chain] = check_on
                   ) -> tuple[Template | None, str | None]:
-            t = Template(base.key, " ".join(reply.template.split()), base.slots)
+            t = Template(base.key, " ".join(reply.template.split()), base.slots, base.states)
             why = problem(env, t, check_on, same=base.text)
             return (None, why) if why else (t, None)
 

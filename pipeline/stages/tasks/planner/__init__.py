@@ -47,9 +47,9 @@ def make_planner(env: Environment, run: Run) -> Planner:
 
 
 class ShuffledPlanner(Planner):
-    """The build's planner, with the rows of each table handed over in an order shuffled per (seed, round):
-    successive rounds reach rows and columns the build's order never looks at (the sampler, the phrasing
-    stage)."""
+    """The build's planner, with the rows of each table handed over in an order shuffled per (seed, round), the
+    model's example rows still last: successive rounds reach rows and columns the build's order never looks at
+    (the sampler, the phrasing stage)."""
 
     order: tuple[int, int] | None = None
     """(seed, round) of the current order; None: the build's order."""
@@ -65,7 +65,7 @@ class ShuffledPlanner(Planner):
         if table not in self._rows:
             every = super().rows(table, -1)
             random.Random(f"{self.order[0]}:{self.order[1]}:{table}").shuffle(every)
-            self._rows[table] = every
+            self._rows[table] = self.examples_last(table, every)
         return self._rows[table]
 
 

@@ -160,7 +160,7 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                     continue
                 anchor_table = fk[0][0]
             akey = p.infos[anchor_table].key[0]
-            for arow in rotate(p.rows(anchor_table), seed)[:8]:
+            for arow in p.window(anchor_table, seed, 8):
                 desc = p.describe(anchor_table, arow)
                 if desc is None:
                     continue

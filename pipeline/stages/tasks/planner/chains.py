@@ -141,6 +141,11 @@ class Chain:
         return self.shape + ":" + "|".join(f"{c.tool}{sorted(c.arguments.items())}" for c in self.calls)
 
 
+def rotate(rows: list[Any], k: int) -> list[Any]:
+    """``rows`` starting at its ``k``-th item (modulo its length), the items before it at the end."""
+    return rows[k % len(rows):] + rows[: k % len(rows)] if rows else rows
+
+
 def _label(col: str) -> str:
     return col.split(".")[-1].replace("_", " ")
 
@@ -224,6 +229,8 @@ class Planner:
         self.env, self.conn, self.infos, self.shapes, self.keys = env, conn, infos, shapes, keys
         self._call = call  # (tool, args) -> response dict, on an instance whose state is the initial one
         self._cache: dict[str, Any] = {}
+        self.examples_first = False
+        """:meth:`window` hands over the model's example rows first (writes a rule allows only on them)."""
         self.memo: dict[Any, Any] = {}
         """What a shape found for a seed, kept for the shapes that ask for it again (``shapes.writes``,
         ``rules._governed_writes``): a pure function of the rows the planner hands over."""
@@ -241,8 +248,9 @@ class Planner:
 
     def rows(self, table: str, limit: int = 60) -> list[dict[str, Any]]:
         """At most ``limit`` rows of ``table`` (all with -1) in an order shuffled over the whole table, fixed per
-        table: the rows the LLM wrote as examples come first in the table, and would otherwise be named in most
-        requests; so every row is as likely to be named as any other."""
+        table, the model's example rows (:meth:`examples`) after all the others: they come first in the table and
+        often are placeholders, and the rows other tables' examples point at are examples too (an example loan is
+        of an example member), so a plain shuffle still named them several times as often as other rows."""
         key = "rows:" + table
         if key not in self._cache:
             info = self.infos[table]
@@ -250,9 +258,64 @@ class Planner:
             every = [dict(zip(info.columns, r, strict=True))
                      for r in self.conn.execute(f"SELECT * FROM {qi(table)} ORDER BY {order}").fetchall()]
             random.Random(key).shuffle(every)
-            self._cache[key] = every
+            self._cache[key] = self.examples_last(table, every)
         every = self._cache[key]
         return list(every if limit < 0 else every[:limit])
+
+    def window(self, table: str, seed: int, n: int) -> list[dict[str, Any]]:
+        """The rows a shape tries for ``seed``: ``n`` of the others (:meth:`rows`, rotated by ``seed``), then the
+        model's examples, for a shape to take only when none of the others gives it a chain (:meth:`is_example`):
+        an example row is named only where no other row would do (the renewals a rule allows are often the
+        examples' alone, dated "today"). With :attr:`examples_first`: the rows :meth:`rows` puts last first."""
+        every = self.rows(table, -1)
+        ex = self.examples(table)
+        key = self.infos[table].key
+        others = [r for r in every if tuple(r.get(k) for k in key) not in ex]
+        mine = [r for r in every if tuple(r.get(k) for k in key) in ex]
+        mine = rotate(mine, seed)
+        if self.examples_first and mine:  # :func:`~pipeline.stages.tasks.planner.shapes.example_writes`: the rows
+            # put last first (those of other tables' examples, then the examples), then the others
+            near = [r for r in others if self._of_examples(table, r)]
+            return rotate(near, seed) + mine + rotate([r for r in others[:60] if r not in near], seed)[:n]
+        return rotate(others[:60], seed)[:n] + mine
+
+    def _of_examples(self, table: str, row: dict[str, Any]) -> bool:
+        """Whether ``row`` points at one of the model's example rows of another table (its request would name it:
+        "the keg K-1016 of the batch HS-0107")."""
+        for c, p, pc in self.infos[table].foreign_keys:
+            if p == table or p not in self.infos or len(self.infos[p].key) != 1 or pc not in ("", self.infos[p].key[0]):
+                continue
+            if (row.get(c),) in self.examples(p):
+                return True
+        return False
+
+    def is_example(self, table: str, row: dict[str, Any]) -> bool:
+        return tuple(row.get(k) for k in self.infos[table].key) in self.examples(table)
+
+    def examples_last(self, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` in their order, those :meth:`examples` names moved after the others, and before them the rows that
+        point at another table's examples (:meth:`_of_examples`)."""
+        ex = self.examples(table)
+        key = self.infos[table].key
+        return sorted(rows, key=lambda r: (tuple(r.get(k) for k in key) in ex, self._of_examples(table, r)))
+
+    def examples(self, table: str) -> frozenset[tuple[Any, ...]]:
+        """The keys of ``table``'s rows the LLM wrote as examples (the first ``plan.examples`` rows of its seed,
+        before code made the rest at scale); none when the rows stage made no rows by code (every row is then the
+        model's) or the examples do not give their key."""
+        cache = "examples:" + table
+        if cache not in self._cache:
+            info = self.infos.get(table)
+            found: set[tuple[Any, ...]] = set()
+            for s in self.env.seed:
+                if s.table != table or s.plan is None or info is None or s.plan.examples >= len(s.rows):
+                    continue  # every row is the model's: none to prefer
+                for r in s.rows[: s.plan.examples]:
+                    if all(k in r for k in info.key):
+                        found.add(tuple(r[k] for k in info.key))
+            self._cache[cache] = frozenset(found)
+        out: frozenset[tuple[Any, ...]] = self._cache[cache]
+        return out
 
     def parent(self, table: str, col: str, value: Any) -> tuple[str, dict[str, Any]] | None:
         for c, p, pc in self.infos[table].foreign_keys:

@@ -26,7 +26,7 @@ and arguments; the forbidden one is in no reference, adversarial checks can repl
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from pipeline.ir import Environment, Rule, ToolCall
 from pipeline.runtime import engine
 from pipeline.runtime.replay import fresh, play
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
-from pipeline.stages.tasks.planner.shapes import writes
+from pipeline.stages.tasks.planner.shapes import example_writes, writes
 
 SEEDS = 6
 """Seeds of the write shape tried per seed of this one (a create names one parent row per seed)."""
@@ -97,22 +97,34 @@ def _governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]
 
 
 def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]]:
+    """Over the other rows first; then, for a (tool, verdict) none of them gave, over the model's example rows
+    (:func:`~pipeline.stages.tasks.planner.shapes.example_writes`): a rule may allow a write only on them."""
     seen: set[str] = set()
     per_tool: dict[tuple[str, bool], int] = {}
     for s in range(seed, seed + SEEDS):
-        for ch in writes(p, s):
-            last = ch.calls[-1]
-            if ch.signature() in seen or not governing(p, last.tool):
-                continue
-            seen.add(ch.signature())
-            forbid = forbidding(p, last)
-            if forbid is None:
-                continue
-            key = (last.tool, bool(forbid))
-            if per_tool.get(key, 0) >= MAX_PER_TOOL:
-                continue
-            per_tool[key] = per_tool.get(key, 0) + 1
-            yield ch, forbid
+        yield from _judged(p, writes(p, s), seen, per_tool)
+    missing = {(t.name, v) for t in p.env.tools if governing(p, t.name) for v in (False, True)} - set(per_tool)
+    if missing:
+        for s in range(seed, seed + SEEDS):
+            chains = [ch for ch in example_writes(p, s) if any(ch.calls[-1].tool == t for t, _ in missing)]
+            yield from ((ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing)
+
+
+def _judged(p: Planner, chains: Iterable[Chain], seen: set[str], per_tool: dict[tuple[str, bool], int]
+            ) -> Iterator[tuple[Chain, list[Rule]]]:
+    for ch in chains:
+        last = ch.calls[-1]
+        if ch.signature() in seen or not governing(p, last.tool):
+            continue
+        seen.add(ch.signature())
+        forbid = forbidding(p, last)
+        if forbid is None:
+            continue
+        key = (last.tool, bool(forbid))
+        if per_tool.get(key, 0) >= MAX_PER_TOOL:
+            continue
+        per_tool[key] = per_tool.get(key, 0) + 1
+        yield ch, forbid
 
 
 def _verdicts(env: Environment, write: ToolCall, forbid: list[Rule]) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ def lookups(p: Planner, seed: int) -> Iterator[Chain]:
         nk = p.keys[table]
         info = p.infos[table]
         cols = [c for c in info.columns if c not in nk.columns and not p.is_surrogate((table, c))]
-        for i, row in enumerate(rotate(p.rows(table), seed)[:6]):
+        for i, row in enumerate(p.window(table, seed, 6)):
             desc = p.describe(table, row)
             if desc is None:
                 continue
@@ -94,7 +94,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     values: list[tuple[str, Any]] = []
     refs: list[tuple[str, str, Named]] = []
     uniq = unique_cols(p, table)
-    template = rotate(p.rows(table), seed)[0] if creating and p.rows(table) else None
+    template = p.window(table, seed, 1)[0] if creating and p.rows(table) else None
     for prm in tool.params:
         if preset and prm.name in preset:  # a value read by an earlier call of the chain
             args[prm.name], src[prm.name] = preset[prm.name]
@@ -139,7 +139,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 if not fk:
                     return None
                 parent_table = fk[0][0]
-                prow = rotate(p.rows(parent_table), seed + len(args))[0] if p.rows(parent_table) else None
+                prow = p.window(parent_table, seed + len(args), 1)[0] if p.rows(parent_table) else None
                 if prow is None:
                     return None
                 pdesc = p.describe(parent_table, prow)
@@ -217,6 +217,19 @@ def writes(p: Planner, seed: int) -> Iterator[Chain]:
     yield from p.memo[key]
 
 
+def example_writes(p: Planner, seed: int) -> Iterator[Chain]:
+    """:func:`writes` over the model's example rows first (:meth:`Planner.window`): for a tool whose writes the rules
+    allow on no other row (the examples are often the only rows dated "today"). Found once per planner and seed."""
+    key = ("example_writes", seed)
+    if key not in p.memo:
+        p.examples_first = True
+        try:
+            p.memo[key] = list(_writes(p, seed))
+        finally:
+            p.examples_first = False
+    yield from p.memo[key]
+
+
 def _writes(p: Planner, seed: int) -> Iterator[Chain]:
     for name in sorted(p.shapes):
         shape = p.shapes[name]
@@ -237,7 +250,10 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
         subject = _subject(p, shape, tool)
         if subject is None or subject not in p.infos:
             continue
-        for row in rotate(p.rows(subject), seed)[:6]:
+        found = False
+        for row in p.window(subject, seed, 6):
+            if found and p.is_example(subject, row) and not p.examples_first:
+                break  # the model's examples only for a tool no other row gives a chain
             desc = p.describe(subject, row)
             if desc is None:
                 continue
@@ -254,6 +270,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
             what = f"{tool.description.rstrip('.')}, for {row_words(subject, desc)}"
             goal = Goal(shape.op, table, named, owner=subject if subject != table else "", values=tuple(got.values),
                         refs=tuple(got.refs), key=p.row_key(table, row) if subject == table else ())
+            found = True
             yield Chain(shape.op, calls + [ToolCall(tool=name, arguments=args)],
                         [what + (f": {change}." if change else ".")],
                         must_state=stated, sources=sources + [src], hidden=[], goals=[goal])

@@ -11,7 +11,7 @@ from pipeline import ir
 from pipeline.dbmodel.draws import drawn
 from pipeline.hashing import content_hash
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner.chains import _DATE, Planner
+from pipeline.stages.tasks.planner.chains import _DATE, Planner, rotate  # noqa: F401 (rotate: re-exported)
 
 
 def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
@@ -58,11 +58,6 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
             made = (ir.ColumnGenerator(column=col, kind="email"), 0)  # no plan: e-mail addresses, as every row holds
         return fresh_text(current, taken, made, locale_of(p))
     return None
-
-
-def rotate(rows: list[Any], k: int) -> list[Any]:
-    """``rows`` starting at its ``k``-th item (modulo its length), the items before it at the end."""
-    return rows[k % len(rows):] + rows[: k % len(rows)] if rows else rows
 
 
 def plain_value(param: Any) -> Any:
