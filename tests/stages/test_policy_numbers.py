@@ -77,16 +77,34 @@ def test_a_threshold_takes_the_proses_number_and_rows_above_it_take_values_withi
     assert_rules_hold(res.value)
 
 
-def test_a_number_no_call_checks_leaves_the_seeded_one_with_a_rejection() -> None:
-    """No permit has 10 inspections: a cap of 10 forbids no call, so the rule keeps the cap the rows show."""
+def test_a_number_no_call_checks_grounds_nothing() -> None:
+    """No permit has 10 inspections: a cap of 10 forbids no call. The prose does not ground in the cap at the
+    seeded number (3): that would be a rule the prose never said (the library's "A renewal request must be made
+    within 30 days of the original loan date." became "At most 4 renewals per loan." that way)."""
     env = permit_env()
     prose = {"rules": ["A permit gets at most 10 inspections.", *PAD]}
     res = make_policy(env, fake_client([prose, *NO_WORDS]), SETTINGS)
-    [rule] = res.value.rules
-    assert rule.id == "book_inspection_inspections_max_3"
-    note = next(r for r in res.rejections if r.item == "book_inspection_inspections_max_3" and "states" in r.reason)
-    assert "states 10" in note.reason and "keeps 3" in note.reason
-    assert not any("seeded rows broke" in r.reason for r in res.rejections)
+    assert res.value.rules == [] and res.value.seed == env.seed
+    why = next(r.evidence["why"] for r in res.rejections if r.item == "prose"
+               and r.evidence["prose"] == "A permit gets at most 10 inspections.")
+    assert why.startswith("the number the rule states does not hold as the candidate's: at 10, no real call of "
+                          "book_inspection that works is one it forbids"), why
+
+
+def test_prose_stating_a_number_grounds_in_no_state_or_date_and_a_date_needs_its_own_word() -> None:
+    """The library regenerated on 2026-11-28 (its prose, its candidates): "A renewal request must be made within 30
+    days of the original loan date." grounded in "the loan's due date is before today" and "A member cannot renew
+    more than once per month." in "the renewal's renewal date is before today" ("renew" names the renewals)."""
+    from pipeline.stages.policy.house_rules import fits
+    from tests.stages.test_policy_grounding import library
+
+    env = library()
+    with EnvInstance(env) as inst:
+        checked, _ = check(env, propose(env, inst.conn))
+    loans = [c for c in checked if c.candidate.key == "create_loans_loan_date_past"]
+    row = fits(env, ["A loan cannot be recorded with a loan date more than 30 days in the past."], loans, Words())[0]
+    assert row[0].gate == "number" and row[0].refused.startswith("the rule states 30, a number the candidate does")
+    assert fits(env, ["A loan cannot be recorded with a loan date in the past."], loans, Words())[0][0].gate == ""
 
 
 def test_prose_that_states_no_number_grounds_no_cap_and_no_threshold() -> None:

@@ -303,8 +303,10 @@ def may_ground(text: str, c: Checked) -> bool:
         return (any(_names(said, w[k]) for k in ("items", "label") if w.get(k))
                 and (section != "limit_where" or names_value(text, w.get("which", "")))
                 and any(n.count for n in numbers(text)))
-    if section in DATED:
-        return _names(said, w.get("label", ""))
+    if section in DATED:  # the date's own word, not the row's name ("renew" names the renewals, not their date)
+        own = [x for x in _WORD.findall(w.get("label", "")) if not _names([x.casefold()], w.get("thing", ""))
+               or len(x) <= 2]
+        return _names(said, " ".join(own) if any(len(x) > 2 for x in own) else w.get("label", ""))
     stated = numbers(text)
     if not stated:
         return False
@@ -524,7 +526,7 @@ def off_rule(env: ir.Environment, text: str, c: Checked, words: Words) -> str | 
     grounds did (seen 2026-11-28: "A renewal request must be made within 30 days of the original loan date." as the
     message of "a new loan may not have a loan date before today": it names the loan date, and is about renewals)."""
     f = fits(env, [text], [c], words, threshold=-1.0)[0][0]
-    if f.gate in ("", "said"):  # a condition the message does not say is :func:`unsaid`'s to say
+    if f.gate in ("", "said", "number"):  # a condition the message does not say is :func:`unsaid`'s to say
         return None
     action = env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".")
     when = words(c.candidate.words["section"] + "_when", **c.candidate.words)
@@ -676,7 +678,9 @@ class Fit:
     checks), ``table`` with the nearest of the tables it is about
     (:meth:`~pipeline.stages.policy.candidates.Finder.about`) and ``best_table`` with the nearest table of all
     (``nearest`` names it); ``refused`` says why the pair may not ground, or is empty, and ``gate`` which test
-    refused it ("table", "action", "condition", "said", "joint")."""
+    refused it ("table", "action", "condition", "number", "said", "joint"; "number": the prose states a number
+    that a state or a date candidate does not check: "A renewal request must be made within 30 days of the original
+    loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28)."""
 
     joint: float
     action: float
@@ -723,6 +727,9 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
             elif f.condition < CONDITION_MIN:
                 why, gate = (f"the rule is far from the candidate's condition ({f.condition} < {CONDITION_MIN})",
                              "condition")
+            elif c.candidate.form is None and c.candidate.words.get("section") and (stated := numbers(rules[i])):
+                why, gate = (f"the rule states {', '.join(number_text(n.value) for n in stated)}, a number the "
+                             "candidate does not check"), "number"
             elif not may_ground(rules[i], c):
                 why, gate = (f"the rule does not say the candidate's condition "
                              f"({_condition_words(c)})"), "said"
@@ -766,8 +773,15 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
                     if not table[i][j].refused), key=lambda e: (-e[0], e[1], e[2]))
     by_rule: dict[int, int] = {}
     used: set[int] = set()
+    at: dict[tuple[int, int], Checked] = {}  # a cap or a threshold at the prose's number
+    unheld: dict[tuple[int, int], str] = {}  # why the prose's numbers do not hold for a candidate
     for _sim, i, j in pairs:
         if i not in by_rule and j not in used:
+            held, why = at_stated(env, rules[i], checked[j])
+            if held is None:
+                unheld[i, j] = why
+                continue
+            at[i, j] = held
             by_rule[i] = j
             used.add(j)
     notes = []
@@ -777,20 +791,15 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
             evidence: dict[str, Any] = {"prose": text}
             if best is not None:
                 f = table[i][best]
-                evidence |= {"nearest": checked[best].candidate.key, "similarity": f.joint,
-                             "about": f.nearest, "why": f.refused or "its candidates ground other rules"}
+                evidence |= {"nearest": checked[best].candidate.key, "similarity": f.joint, "about": f.nearest,
+                             "why": f.refused or unheld.get((i, best)) or "its candidates ground other rules"}
             notes.append(ir.Rejection(stage=STAGE, item="prose", reason="a rule in prose grounds in no candidate "
                                       "that holds on real calls; dropped", evidence=evidence))
     unsupported = [c.candidate.key for j, c in enumerate(checked) if j not in used]
     if unsupported:
         notes.append(ir.Rejection(stage=STAGE, item="unsupported", reason="candidates no rule in prose supports are "
                                   "not used", evidence={"candidates": unsupported}))
-    out = []
-    for i in sorted(by_rule):
-        c, note = at_stated(env, rules[i], checked[by_rule[i]])
-        out.append((rules[i], c))
-        notes += [note] if note is not None else []
-    return out, notes
+    return [(rules[i], at[i, by_rule[i]]) for i in sorted(by_rule)], notes
 
 
 BROKEN_MAX = 0.5
@@ -799,36 +808,40 @@ afterwards, :mod:`pipeline.stages.policy.seeded`): past it the rows say the pros
 environment's."""
 
 
-def at_stated(env: ir.Environment, text: str, c: Checked) -> tuple[Checked, ir.Rejection | None]:
+def at_stated(env: ir.Environment, text: str, c: Checked) -> tuple[Checked | None, str]:
     """Candidate ``c`` (a threshold or a cap) at the number prose ``text`` states (:func:`numbers`, in its order; a
-    cap takes a count), the first one that is checkable on real calls (:func:`~pipeline.stages.policy.candidates.
+    cap takes a count): the first one that is checkable on real calls (:func:`~pipeline.stages.policy.candidates.
     check`: some working call it allows, another it forbids) and that at most :data:`BROKEN_MAX` of the table's
-    seeded rows break; else ``c`` as code found it (a round number near a quantile of the seeded values, or the
-    most children a seeded row has) with a Rejection saying why. A state or a date comes back as it is."""
+    seeded rows break; None (and why) when none is, so the prose does not ground in ``c``. A state or a date
+    comes back as it is.
+
+    Not code's number instead: on the library regenerated on 2026-11-28, "A renewal request must be made within 30
+    days of the original loan date." names the renewals a cap counts and states a number; a cap of 30 renewals per
+    loan forbids no call, and the seeded cap (4) would have made "At most 4 renewals per loan." of it, a rule the
+    prose never said."""
     cand = c.candidate
     if cand.form is None or cand.number is None:
-        return c, None
+        return c, ""
     cap = cand.words.get("section", "").startswith("limit")
     stated = list(dict.fromkeys(n.value for n in numbers(text) if n.count or not cap))
     if cand.number in stated:
-        return c, None
+        return c, ""
     why: list[str] = []
     for x in stated:
         kept, dropped = check(env, [cand.at(x)])
         if not kept:
-            why.append(f"{x}: {dropped[0].reason.removeprefix('rule dropped: ') if dropped else 'it does not hold'}")
+            why.append(f"at {number_text(x)}, "
+                       f"{dropped[0].reason.removeprefix('rule dropped: ') if dropped else 'it does not hold'}")
             continue
         with EnvInstance(env) as inst:
             n = broken_by_rows(inst.conn, kept[0].candidate)
             table = kept[0].candidate.words.get("table", "")
             total = inst.conn.execute(f"SELECT COUNT(*) FROM {qi(table)}").fetchone()[0] if table else 0
         if n > BROKEN_MAX * total:
-            why.append(f"{x}: {n} of the {total} seeded {_label(table)} rows break it")
+            why.append(f"at {number_text(x)}, {n} of the {total} seeded {_label(table)} rows break it")
             continue
-        return kept[0], None
-    return c, ir.Rejection(stage=STAGE, item=cand.key, reason=f"the rule in prose states {', '.join(map(str, stated))}"
-                           f", which no check on real calls holds at; the rule keeps {cand.words['value']}, from the "
-                           "seeded rows", evidence={"prose": text, "why": why})
+        return kept[0], ""
+    return None, "the number the rule states does not hold as the candidate's: " + "; ".join(why)
 
 
 def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildSettings, language: str = "en") -> StageResult[ir.Environment]:
