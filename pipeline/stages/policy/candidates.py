@@ -353,7 +353,8 @@ class Finder:
                     parts = (tool.name, table, c.name, "over", NUMBER)
                     form = f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {NUMBER}"
                     yield Candidate("", "approval", tool.name, "", p.name, keys,
-                                    {**base, "section": "row_over", "label": label(c.name)}, form=(parts, form)).at(x, probe=False)
+                                    {**base, "section": "row_over", "label": label(c.name)},
+                                    form=(parts, form)).at(x, probe=False)
             elif c.type.upper() == "TEXT" and not key_column(c) and c.enum is None \
                     and self.dated(table, c.name):
                 for op, section in (("<", "row_past"), (">", "row_future")):
@@ -381,8 +382,8 @@ class Finder:
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
                      "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra}
             form = f"SELECT 1 WHERE (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(fk)} = :{p.name}{extra}) >= {NUMBER}"
-            yield Candidate("", "limit", tool.name, "", p.name, keys, words,
-                            form=((tool.name, child, "max", NUMBER, col, v if col else ""), form)).at(cap, probe=False)
+            parts = (tool.name, child, "max", NUMBER, col, v if col else "")
+            yield Candidate("", "limit", tool.name, "", p.name, keys, words, form=(parts, form)).at(cap, probe=False)
 
     def _on_value(self, tool: ir.Tool, p: ir.Param, table: str, c: Column) -> Iterator[Candidate]:
         if (table, c.name) in self.personal:
@@ -634,6 +635,7 @@ def broken_by_rows(conn: Any, c: Candidate) -> int:
     if w.get("section") == "value_over":
         return int(conn.execute(f"SELECT COUNT(*) FROM {qi(table)} WHERE {qi(column)} > ?", (x,)).fetchone()[0])
     if w.get("section") in ("limit", "limit_where"):
-        return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM (SELECT COUNT(*) AS n FROM {qi(table)} "
-                                f"WHERE {qi(column)} IS NOT NULL{w.get('where', '')} GROUP BY {qi(column)}) WHERE n > ?", (x, x)).fetchone()[0])
+        counts = (f"SELECT COUNT(*) AS n FROM {qi(table)} WHERE {qi(column)} IS NOT NULL{w.get('where', '')} "
+                  f"GROUP BY {qi(column)}")
+        return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM ({counts}) WHERE n > ?", (x, x)).fetchone()[0])
     return 0

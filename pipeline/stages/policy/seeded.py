@@ -141,8 +141,8 @@ def _fix(conn: Any, c: Candidate, rows: _Rows, refs: dict[str, list[tuple[str, s
         return None
     if w.get("section") in ("limit", "limit_where"):
         where = w.get("where", "")
-        over = conn.execute(f"SELECT {qi(column)}, COUNT(*) FROM {qi(table)} WHERE {qi(column)} IS NOT NULL{where} GROUP BY {qi(column)} "
-                            f"HAVING COUNT(*) > ?", (x,)).fetchall()
+        over = conn.execute(f"SELECT {qi(column)}, COUNT(*) FROM {qi(table)} WHERE {qi(column)} IS NOT NULL{where} "
+                            f"GROUP BY {qi(column)} HAVING COUNT(*) > ?", (x,)).fetchall()
         for parent, count in over:
             need = count - int(x or 0)
             for row in _row(conn.execute(f"SELECT rowid AS __rowid, * FROM {qi(table)} WHERE {qi(column)} = ?{where} "
