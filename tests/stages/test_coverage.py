@@ -264,7 +264,7 @@ def test_tables_users_change_get_their_creates_and_column_updates() -> None:
             "ok": False, "error": "no permit has permit_id 99", "parameter": None, "kind": "guard"}
     # descriptions a request could borrow read as a user would say them: no "<table> row", no snake_case table
     assert create.description == "Record a new inspection; returns it as recorded."
-    assert env.tool("update_permits_status").description == "Set the status of a permit; returns the permit as changed."
+    assert env.tool("update_permits_status").description == "Set the status of one permit; returns the permit as changed."
     assert [p.description for p in create.params][:2] == ["the permit it belongs to, by its permit_id "
                                                           "(inspections.permit_id)",
                                                           "the new inspection's inspected on (inspections.inspected_on)"]

@@ -168,8 +168,8 @@ def test_a_message_that_does_not_name_its_alternative_is_fed_back_then_worded_by
     client = fake_client([said] + [unnamed] * 6)
     rules = make_policy(permit_env(), client, BuildSettings(policy=True, max_attempts=2)).value.rules
     assert rules[0].worded_by == "code" and rules[0].alternative is not None
-    assert rules[0].message == ("Not allowed once the permit's expires on date has passed. Instead, the permit's "
-                                "status can be set to submitted.")
+    assert rules[0].message == ("Extend a permit to a new expiry date: not allowed after the permit's expires on. "
+                                "Instead, the permit's status can be set to submitted.")
     assert [r.worded_by for r in rules[1:]] == ["llm", "llm"]
 
 

@@ -62,11 +62,11 @@ def assert_rules_hold(env: ir.Environment) -> None:
 
 
 BREWERY_PROSE = {"rules": ["A batch that is still fermenting cannot fill kegs.",
-                           "A beer may have at most two batches on record at a time.",
+                           "A beer may have at most 2 batches on record at a time.",
                            "The head brewer must approve a new beer stronger than 6.2 percent.",
                            "Staff must wear safety goggles."]}
 PERMIT_PROSE = {"rules": ["A permit that is only submitted cannot be inspected.",
-                          "A permit gets at most three inspections.",
+                          "A permit gets at most 3 inspections.",
                           "Fees above 1200 need a supervisor.",
                           "Applicants must be over 18."]}
 
@@ -179,7 +179,10 @@ def test_whole_and_unsaid_read_any_script() -> None:
     assert unsaid("Anything above 1200 needs a supervisor.", c) == "fee"
 
 
-def test_seeded_rows_that_break_a_kept_rule_are_reported() -> None:
+def test_seeded_rows_that_break_a_kept_rule_are_put_right() -> None:
+    """No seeded row is one a rule would have forbidden writing: "any new beer with an abv above 6.2 needs the head
+    brewer" finds the 6.8 IPA, which takes the highest abv within the rule; the rules are checked again on the new
+    rows and still hold."""
     env = brewery_env()
     client = fake_client([BREWERY_PROSE, picking({
         "\"Add a beer to the brewery's range\" is forbidden when the abv given is above":
@@ -187,10 +190,13 @@ def test_seeded_rows_that_break_a_kept_rule_are_reported() -> None:
         "'fermenting'": "A batch whose status is fermenting cannot fill kegs.",
         "already has": "A beer may have at most 2 batches on record at once."})])
     res = make_policy(env, client, SETTINGS)
-    found = [r for r in res.rejections if "seeded rows break the rule" in r.reason]
-    with EnvInstance(env) as inst:
-        strong = inst.conn.execute("SELECT COUNT(*) FROM beers WHERE abv > 6.2").fetchone()[0]
-    assert strong and [(r.item, r.evidence["rows"]) for r in found] == [("add_beer_abv_over_6_2", strong)]
+    [found] = [r for r in res.rejections if "seeded rows broke" in r.reason]
+    assert (found.item, found.evidence["rows"], found.evidence["changed"]) == ("add_beer_abv_over_6_2", 1, 1)
+    beers = next(s for s in res.value.seed if s.table == "beers").rows
+    assert [(b["name"], b["abv"]) for b in beers] == [("Harbor Stout", 6.2), ("Ridge Line IPA", 6.2),
+                                                      ("Morning Lager", 4.6)]
+    assert len(res.value.rules) == 3 and {r.worded_by for r in res.value.rules} == {"llm"}
+    assert_rules_hold(res.value)
 
 
 def test_a_rule_that_no_working_call_breaks_is_dropped_with_its_reason() -> None:
@@ -288,6 +294,10 @@ def test_a_date_condition_grounds_only_prose_that_names_its_date() -> None:
     assert may_ground("A renewal request must be made within 30 days of the original loan date.",
                       cand("row_past", "loan date"))
     # a threshold by a word of its column or by its value ("stronger than 6.2 percent" for the abv)
-    strong = SimpleNamespace(candidate=SimpleNamespace(words={"section": "value_over", "label": "abv", "value": "6.2"}))
+    strong = SimpleNamespace(candidate=SimpleNamespace(words={"section": "value_over", "label": "abv", "value": "6.2"},
+                                                       values=(4.6, 6.2, 6.8)))
     assert may_ground("The head brewer must approve a new beer stronger than 6.2 percent.", strong)
+    assert may_ground("The head brewer must approve a new beer with an abv above 6 percent.", strong)
     assert not may_ground("The head brewer must approve a new beer.", strong)
+    assert not may_ground("The head brewer must approve a beer stronger than 60 percent.", strong)  # not its values
+    assert not may_ground("The head brewer must approve a new beer with a high abv.", strong)  # no number

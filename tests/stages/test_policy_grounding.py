@@ -115,10 +115,10 @@ def test_a_grounded_rule_applies_to_the_tool_its_candidate_checks_and_says_its_c
 
 @pytest.mark.parametrize(("make", "prose", "grounded"), [
     (brewery_env, ["A batch that is still fermenting cannot fill kegs.",
-                   "A beer may have at most two batches on record at a time.",
+                   "A beer may have at most 2 batches on record at a time.",
                    "The head brewer must approve a new beer stronger than 6.2 percent."],
      ["fill_keg_batches_status_fermenting", "start_batch_batches_max_2", "add_beer_abv_over_6_2"]),
-    (permit_env, ["A permit that is only submitted cannot be inspected.", "A permit gets at most three inspections.",
+    (permit_env, ["A permit that is only submitted cannot be inspected.", "A permit gets at most 3 inspections.",
                   "Fees above 1200 need a supervisor."],
      ["book_inspection_permits_status_submitted", "book_inspection_inspections_max_3", "correct_fee_fee_over_1200"]),
 ])

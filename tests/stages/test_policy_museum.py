@@ -11,7 +11,8 @@ scripted LLM, real SQLite and the real embedder (MiniLM):
 2. a model-worded message that kept the request's ids and was cut at the message's length ("...; instead, set the
    object's status to one of: a7 'in storage', a8 'on loan', a9 '"): a cut message is no whole sentence, and a
    message that writes an id of the request is fed back and, if the model keeps it, worded by code;
-3. code's wording "Not allowed for a object ...": code's sections put no article before a noun the schema names.
+3. code's wording "Not allowed for a object ...": code's sections put no article before a noun the schema names,
+   and read as a condition on the action they govern ("Lend an object ...: not allowed while ...").
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def test_a_model_that_keeps_the_ids_gets_codes_wording_without_an_article() -> N
     res = make_policy(env, client, SETTINGS)
     [rule] = res.value.rules
     assert rule.worded_by == "code" and not IDS.search(rule.message)
-    assert rule.message == "Not allowed while the object's status is in conservation.", rule.message
+    assert rule.message == "Lend an object to another museum for a period: not allowed while the object's status is in conservation.", rule.message
     assert all("copies the ids" in r[-1]["content"] for r in client.requests[2:])
 
 
@@ -171,7 +172,10 @@ def test_codes_wording_needs_no_article_and_reads_its_values_as_words() -> None:
         for c in checked_of(make()):
             text = message(c, words)
             assert whole(text) and "_" not in text, text
-            assert not re.search(r"\b(?:a|an|A|An) " + re.escape(c.candidate.words.get("thing", "\0")), text), text
+            # the action is the tool's description, in its writer's words; code's own words put no article
+            own = text.removeprefix(c.candidate.words["action"] + ": ")
+            assert own != text or c.candidate.kind == "limit", text  # a condition on the action it governs
+            assert not re.search(r"\b(?:a|an|A|An) " + re.escape(c.candidate.words.get("thing", "\0")), own), text
     limit = next(c for c in checked_of(museum_env()) if c.candidate.key == "lend_object_outgoing_loans_max_3")
     assert message(limit, words) == "At most 3 outgoing loans per object."
 
@@ -215,7 +219,8 @@ def test_a_valid_alternative_is_kept_when_its_message_is_refused() -> None:
         assert "the message of r1 must say what the rule checks ('in_conservation')" in client.requests[2][-1]["content"]
         [rule] = res.value.rules
         assert rule.worded_by == "code" and rule.alternative is not None and rule.alternative.value == "in_storage"
-        assert rule.message.startswith("Not allowed while the object's status is in conservation. "), rule.message
+        assert rule.message.startswith("Lend an object to another museum for a period: not allowed while the object's status is in "
+                                       "conservation. "), rule.message
         assert names_value(rule.message, "in_storage") and whole(rule.message) and not IDS.search(rule.message)
         assert_rules_hold(res.value)
 

@@ -64,6 +64,8 @@ OPTION_SETS = 12
 OPTIONS_MAX = 3
 """Alternatives kept per rule (the pick shows each; another tool before another value of one tool)."""
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+NUMBER = "\x00number\x00"
+"""Where a threshold's or a cap's number goes in :attr:`Candidate.form`."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,32 @@ class Candidate:
     tried: tuple[dict[str, Any], ...] = ()
     """Argument sets tried besides the Sampler's and the probes: the calls a rule was last checked on, when it is
     checked again after a repair (:func:`pipeline.stages.policy.house_rules.recheck_policy`)."""
+    form: tuple[tuple[Any, ...], str] | None = None
+    """A candidate on a number (a threshold, a cap): the parts of its key and its condition with :data:`NUMBER` in
+    place of the number, so that :meth:`at` sets another one (the number a prose rule states)."""
+
+    @property
+    def number(self) -> float | int | None:
+        """The number a threshold or a cap compares with (None for a state or a date)."""
+        if self.form is None:
+            return None
+        x = float(self.words["value"])
+        return int(x) if x.is_integer() else x
+
+    def at(self, x: float | int, probe: bool = True) -> Candidate:
+        """This candidate comparing with ``x`` instead (its key, condition and words); with ``probe``, a threshold
+        on the request's own value is probed with ``x`` and the next round number above it too (:func:`above`), so
+        that calls on both sides of it are tried even where no seeded value is above it."""
+        assert self.form is not None, self.key
+        x = int(x) if float(x).is_integer() else float(x)
+        parts, condition = self.form
+        values = self.values
+        if probe and self.words.get("section") == "value_over":
+            integer = all(isinstance(v, int) for v in values)
+            values = tuple(sorted({*values, x, above(x, integer)}))
+        return replace(self, key=_slug(*(x if p == NUMBER else p for p in parts)),
+                       condition=condition.replace(NUMBER, repr(x)), values=values,
+                       words={**self.words, "value": number_text(x)})
 
     def rule(self, rule_id: str, message: str, worded_by: str = "code") -> ir.Rule:
         return ir.Rule(id=rule_id, kind=self.kind, tools=[self.tool], condition=self.condition, message=message,
@@ -119,23 +147,41 @@ def _sql_text(value: Any) -> str:
     return "'" + value.replace("'", "''") + "'" if isinstance(value, str) else repr(value)
 
 
-def _nice(x: float) -> float | int:
-    """``x`` rounded to two significant digits (an integer from 10 up)."""
+def _round(x: float, digits: int) -> float | int:
+    """``x`` rounded to ``digits`` significant digits (an integer when it is one: 566 is 600 or 570, 6.24 is 6 or
+    6.2)."""
     if x == 0:
         return 0
-    digits = max(0, 1 - int(f"{abs(x):e}".split("e")[1]))
-    r = round(x, digits)
-    return int(r) if abs(r) >= 10 or float(r).is_integer() else r
+    r = round(x, digits - 1 - int(f"{abs(x):e}".split("e")[1]))
+    return int(r) if float(r).is_integer() else r
 
 
 def _threshold(values: list[float]) -> float | int | None:
-    """A round number some of ``values`` are above and some are not (near the upper quartile)."""
+    """A round number (two significant digits, else one) some of ``values`` are above and some are not, near the
+    upper quartile (else the median, the 90th percentile, the lower quartile): 570, not the 566 that a quantile of
+    the seeded amounts happens to be (seen on a project billing domain, 2026-11-28). A rule in prose states its own
+    number, which the rule takes where it holds (:func:`pipeline.stages.policy.house_rules.at_stated`)."""
     vals = sorted(values)
     for q in (0.75, 0.5, 0.9, 0.25):
-        x = _nice(vals[min(len(vals) - 1, int(len(vals) * q))])
-        if any(v > x for v in vals) and any(v <= x for v in vals):
-            return x
+        for digits in (2, 1):
+            x = _round(vals[min(len(vals) - 1, int(len(vals) * q))], digits)
+            if any(v > x for v in vals) and any(v <= x for v in vals):
+                return x
     return None
+
+
+def number_text(x: float | int) -> str:
+    """A number as a rule states it: an integer without a decimal point ("1200", not "1200.0")."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def above(x: float | int, integer: bool) -> float | int:
+    """The next round number above ``x`` at its last significant digit (1200 -> 1300, 6.2 -> 6.3, 5 -> 6): a value
+    a call may state to be just over a threshold."""
+    text = number_text(x)
+    step = 10.0 ** -len(text.split(".")[1]) if "." in text else 10.0 ** (len(text) - len(text.rstrip("0")))
+    y = float(x) + max(step, 1.0 if integer else step)
+    return int(y) if integer or y.is_integer() else round(y, 6)
 
 
 def _slug(*parts: Any) -> str:
@@ -263,6 +309,13 @@ class Finder:
     # ------------------------------------------------------------------ the candidates of one tool
 
     def of_tool(self, tool: ir.Tool) -> Iterator[Candidate]:
+        """The candidates of ``tool``, each with the action it governs in its words (``action``: the tool's
+        description to its first ``;``, as code's wording of a rule names it)."""
+        action = tool.description.strip().split(";")[0].strip().rstrip(".").strip() or label(tool.name)
+        for c in self._of_tool(tool):
+            yield replace(c, words={**c.words, "action": action[:1].upper() + action[1:]})
+
+    def _of_tool(self, tool: ir.Tool) -> Iterator[Candidate]:
         for p in tool.params:
             subj = self.subject(tool, p)
             if subj is not None:
@@ -297,9 +350,11 @@ class Finder:
                 nums = [v for v in self.values(table, c.name) if isinstance(v, int | float)]
                 x = _threshold(nums) if nums else None
                 if x is not None:
-                    yield Candidate(_slug(tool.name, table, c.name, "over", x), "approval", tool.name,
-                                    f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {x!r}", p.name, keys,
-                                    {**base, "section": "row_over", "label": label(c.name), "value": str(x)})
+                    parts = (tool.name, table, c.name, "over", NUMBER)
+                    form = f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {NUMBER}"
+                    yield Candidate("", "approval", tool.name, "", p.name, keys,
+                                    {**base, "section": "row_over", "label": label(c.name)},
+                                    form=(parts, form)).at(x, probe=False)
             elif c.type.upper() == "TEXT" and not key_column(c) and c.enum is None \
                     and self.dated(table, c.name):
                 for op, section in (("<", "row_past"), (">", "row_future")):
@@ -325,10 +380,10 @@ class Finder:
                 continue
             cap = int(max(counts))  # at most what the seeded rows hold: the rows obey it, the fullest are at it
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
-                     "value": str(cap), "label": label(col), "which": str(v), "table": child, "column": fk}
-            yield Candidate(_slug(tool.name, child, "max", cap, col, v if col else ""), "limit", tool.name,
-                            f"SELECT 1 WHERE (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(fk)} = :{p.name}{extra}) "
-                            f">= {cap}", p.name, keys, words)
+                     "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra}
+            form = f"SELECT 1 WHERE (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(fk)} = :{p.name}{extra}) >= {NUMBER}"
+            parts = (tool.name, child, "max", NUMBER, col, v if col else "")
+            yield Candidate("", "limit", tool.name, "", p.name, keys, words, form=(parts, form)).at(cap, probe=False)
 
     def _on_value(self, tool: ir.Tool, p: ir.Param, table: str, c: Column) -> Iterator[Candidate]:
         if (table, c.name) in self.personal:
@@ -337,10 +392,10 @@ class Finder:
             nums = [v for v in self.values(table, c.name) if isinstance(v, int | float)]
             x = _threshold(nums) if nums else None
             if x is not None:
-                yield Candidate(_slug(tool.name, p.name, "over", x), "approval", tool.name,
-                                f"SELECT 1 WHERE :{p.name} > {x!r}", p.name, tuple(sorted(set(nums))),
-                                {"section": "value_over", "label": label(c.name), "value": str(x),
-                                 "table": table, "column": c.name})
+                yield Candidate("", "approval", tool.name, "", p.name, tuple(sorted(set(nums))),
+                                {"section": "value_over", "label": label(c.name), "table": table, "column": c.name},
+                                form=((tool.name, p.name, "over", NUMBER), f"SELECT 1 WHERE :{p.name} > {NUMBER}")
+                                ).at(x, probe=False)
         elif p.type == "string" and self.dated(table, c.name):
             today = dt.date.fromisoformat(self.env.clock[:10])
             dates = {str(v) for v in self.values(table, c.name)}
@@ -569,16 +624,18 @@ def _holds(env: ir.Environment, alt: ir.Alternative, c: Checked, rules: list[Can
 
 def broken_by_rows(conn: Any, c: Candidate) -> int:
     """How many seeded rows a candidate would have forbidden writing (on the initial state on ``conn``): rows of the
-    column a threshold is on with a value above it, parents with more children than a cap allows (``limit``: the
-    children past the cap). 0 for a state or a date (a row's state, or a date passing, is no write forbidden)."""
+    column a threshold on the request's own value is on with a value above it, the children of a row past a cap
+    (``limit``, ``limit_where``: the children counted past the cap). 0 for a state or a date (a row's state, or a
+    date passing, is no write forbidden) and for a threshold on a row's state (it forbids a write on the row, not
+    the row)."""
     w = c.words
-    table, column, value = w.get("table"), w.get("column"), w.get("value")
-    if not table or not column or value is None:
+    table, column, x = w.get("table"), w.get("column"), c.number
+    if not table or not column or x is None:
         return 0
     if w.get("section") == "value_over":
-        return int(conn.execute(f"SELECT COUNT(*) FROM {qi(table)} WHERE {qi(column)} > ?", (float(value),))
-                   .fetchone()[0])
-    if w.get("section") == "limit":
-        return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM (SELECT COUNT(*) AS n FROM {qi(table)} "
-                                f"GROUP BY {qi(column)}) WHERE n > ?", (int(value), int(value))).fetchone()[0])
+        return int(conn.execute(f"SELECT COUNT(*) FROM {qi(table)} WHERE {qi(column)} > ?", (x,)).fetchone()[0])
+    if w.get("section") in ("limit", "limit_where"):
+        counts = (f"SELECT COUNT(*) AS n FROM {qi(table)} WHERE {qi(column)} IS NOT NULL{w.get('where', '')} "
+                  f"GROUP BY {qi(column)}")
+        return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM ({counts}) WHERE n > ?", (x, x)).fetchone()[0])
     return 0

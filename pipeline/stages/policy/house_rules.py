@@ -19,9 +19,11 @@ that says what its condition checks (:func:`unsaid`: the value compared with and
 other rule (:func:`off_rule`: the message passes :func:`fits`' tests for its own candidate), and writes none of
 the request's ids (:func:`ids_in`: "r2", "a7" are the request's handles, never a clerk's words); a message
 that still does not is code's wording of the rule (the sections of each kind). When the LLM writes no usable prose,
-code picks from its shortlist and words the rules itself (a Rejection says so). A finding per kept rule the seeded
-rows break (:func:`rows_breaking`). The environment comes back with ``rules``: each with the real calls it was
-checked on; ``policy.md`` is rendered from them by the catalog.
+code picks from its shortlist and words the rules itself (a Rejection says so). A grounded cap or threshold takes
+the number its prose states where real calls check it (:func:`at_stated`). Then the seeded rows obey the rules
+(:func:`obeyed`: rows a rule would have forbidden writing are changed within it or deleted, or the rule is dropped;
+where rows changed, the rules are checked again on them). The environment comes back with ``rules``: each with the
+real calls it was checked on; ``policy.md`` is rendered from them by the catalog.
 
 Exception paths: where code found compliant alternatives to a shortlisted candidate's write
 (:func:`pipeline.stages.policy.candidates.alternatives`), the same request lists them under it (``pick_instead``; at most
@@ -53,6 +55,7 @@ from pipeline import ir
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.state import qi
 from pipeline.settings import BuildSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, user
@@ -64,12 +67,14 @@ from pipeline.stages.policy.candidates import (
     alternatives,
     broken_by_rows,
     check,
+    number_text,
     offered_conflicts,
     propose,
 )
 from pipeline.stages.policy.candidates import (
     label as _label,
 )
+from pipeline.stages.policy.seeded import obey
 
 STAGE = "policy"
 PROMPT = "policy"
@@ -170,6 +175,30 @@ def names_value(text: str, value: Any) -> bool:
     return digits.isdigit() and any(re.sub(r"\D", "", m.group()) == digits for m in _GROUPED.finditer(text))
 
 
+def one_request(text: str, c: Checked) -> str | None:
+    """A value of one request that a rule's message names, or None: the row or the value the rule was probed with
+    (its probed parameter's values in the calls it was checked on: an id, a code, an amount) or another number of
+    those calls from 10 up, other than the numbers its condition compares with. A rule is a condition any request
+    may meet, not a fact about one ("The amount due 657 is above 566, so ..."); small numbers are left alone (a
+    count of 3 and a row 3 read alike)."""
+    own = {c.candidate.words.get(k, "") for k in ("value", "which")}
+    for call in (*c.forbidden, *c.allowed):
+        for name, v in call.items():
+            if v is None or isinstance(v, bool):
+                continue
+            if isinstance(v, int | float):
+                said = number_text(v)
+                if abs(v) < 10 or said in own:
+                    continue
+            elif name == c.candidate.probe and isinstance(v, str) and len(v.strip()) >= 3 and v not in own:
+                said = v
+            else:
+                continue
+            if names_value(text, said):
+                return said
+    return None
+
+
 def _stem(word: str) -> str:
     return word.casefold()[:max(3, min(5, len(word) - 1))]
 
@@ -208,24 +237,52 @@ def _said_words(text: str) -> list[str]:
     return [x.casefold() for x in _WORD.findall(text)]
 
 
-LIMIT_CONDITION_MIN = 0.7
-"""MiniLM similarity of a prose rule with a limit's condition in words (``limit_when``) that says its count when no
-digit does. Measured (tests/stages/test_policy_museum.py; the brewery, the permit office, the library, the museum):
-a cap said in words 0.800-0.875 ("at most two batches", "three inspections", "more than nine loans"); prose that
-only names what the cap counts 0.537-0.689 ("A keg must be filled before it can be sold." 0.564 with "2 kegs or
-more", "... too large for the space available in the loan location" 0.537 with "3 outgoing loans or more", "A book
-cannot be loaned while it is already on loan." 0.689 with "4 loans or more")."""
+_DATES = re.compile(r"\d+(?:[-/:.]\d+){2,}|\d+[/:]\d+")
+"""A date or a time written with digits ("2026-01-15", "15.01.2026", "12/31", "09:30"): no number a rule compares."""
+_NUMBER = re.compile(r"(?<![\dA-Za-z.,-])(\d+)(?:[.,](\d+))?(?![0-9A-Za-z]|-\d)(\s?[%\u066a\u2030])?")
+"""A number written with digits (any script's), with a decimal part after a point or a comma, and a percent sign;
+next to a letter of a script without spaces it is still one ("一人5冊"), next to a Latin one it is an ordinal or a
+code ("5th", "A7"), and a part of a code ("BP-2025-014") is none."""
 
 
-def may_ground(text: str, c: Checked, condition: float = 0.0) -> bool:
+@dataclass(frozen=True)
+class Stated:
+    """A number a prose rule states: its value, and whether it counts (a whole number, no decimal part, no percent:
+    what a cap may be)."""
+
+    value: float | int
+    count: bool
+
+
+def numbers(text: str) -> list[Stated]:
+    """The numbers ``text`` states with digits, in its order (dates and times aside; "1,200,000" and "1.200.000"
+    read as one number, :data:`_GROUPED`). Numbers written as words are not read: that would need each language's
+    words for them (the prose request asks for digits)."""
+    found: list[tuple[int, Stated]] = []
+    masked = text
+    for m in _GROUPED.finditer(text):
+        found.append((m.start(), Stated(int(re.sub(r"\D", "", m.group())), True)))
+        masked = masked[:m.start()] + " " * (m.end() - m.start()) + masked[m.end():]
+    masked = _DATES.sub(lambda m: " " * len(m.group()), masked)
+    for m in _NUMBER.finditer(masked):
+        whole_part, decimals, percent = m.group(1), m.group(2), m.group(3)
+        value: float | int = float(f"{int(whole_part)}.{decimals}") if decimals else int(whole_part)
+        found.append((m.start(), Stated(value, not decimals and not percent and int(whole_part) > 0)))
+    return [st for _, st in sorted(found, key=lambda e: e[0])]
+
+
+def may_ground(text: str, c: Checked) -> bool:
     """Whether prose ``text`` says candidate ``c``'s condition in the candidate's own words, so that it may ground
-    in it beyond MiniLM's say: a state by its listed value (:func:`names_value`), a limit by a word of the items it
-    counts (or of the column it counts them by; and the value it counts them with) and a count (a number in digits,
-    else ``condition``, the prose's similarity with the condition in words, reaches :data:`LIMIT_CONDITION_MIN`),
-    a date by a word of its column, a threshold by a word of its
-    column or by its value ("stronger than 6.2 percent" for the abv). Words and values are the schema's and the
-    seeded rows' own, in whatever language they are (:func:`_names` reads a word by its first letters), so this
-    holds in any language; prose in another language than the schema's grounds in nothing.
+    in it beyond MiniLM's say: a state by its listed value (:func:`names_value`); a limit by a word of the items it
+    counts (or of the column it counts them by; and the value it counts them with) and a count stated in digits
+    (:func:`numbers`: a whole number, no percent); a date by a word of its column; a threshold by a number stated in
+    digits and a word of its column, or (a threshold on the request's own value) a number within its seeded values
+    ("stronger than 6.2 percent" for the abv). A number is what a threshold or a cap takes from the prose
+    (:func:`at_stated`): prose that states none says no threshold and no cap ("A project must have at least one
+    billing record before it can be invoiced." grounded, on a project billing domain, in a cap of 5 invoices per
+    billing record). Words and values are the schema's and the seeded rows' own, numbers are digits, in whatever
+    language they are (:func:`_names` reads a word by its first letters), so this holds in any language; prose in
+    another language than the schema's grounds in nothing.
 
     Seen 2026-11-28: on the library, "A book cannot be returned before it is due." grounded at MiniLM's word in
     "adding a book is forbidden when the publication date given is before today"; on the museum
@@ -242,13 +299,22 @@ def may_ground(text: str, c: Checked, condition: float = 0.0) -> bool:
     if section in ("state", "parent_state"):
         return bool(w.get("value")) and names_value(text, w["value"])
     said = _said_words(text)
-    if section.startswith("limit"):  # what it counts, and that it counts: a number in digits, else MiniLM's say
+    if section.startswith("limit"):  # what it counts, and how many: a count in digits
         return (any(_names(said, w[k]) for k in ("items", "label") if w.get(k))
                 and (section != "limit_where" or names_value(text, w.get("which", "")))
-                and (re.search(r"\d", text) is not None or condition >= LIMIT_CONDITION_MIN))
-    if section in DATED:
-        return _names(said, w.get("label", ""))
-    return _names(said, w.get("label", "")) or (bool(w.get("value")) and names_value(text, w["value"]))
+                and any(n.count for n in numbers(text)))
+    if section in DATED:  # the date's own word, not the row's name ("renew" names the renewals, not their date)
+        own = [x for x in _WORD.findall(w.get("label", "")) if not _names([x.casefold()], w.get("thing", ""))
+               or len(x) <= 2]
+        return _names(said, " ".join(own) if any(len(x) > 2 for x in own) else w.get("label", ""))
+    stated = numbers(text)
+    if not stated:
+        return False
+    if _names(said, w.get("label", "")):
+        return True
+    seeded = [v for v in getattr(c.candidate, "values", ()) if isinstance(v, int | float)] \
+        if section == "value_over" else []
+    return bool(seeded) and any(min(seeded) <= n.value <= max(seeded) for n in stated)
 
 
 def _condition_words(c: Checked) -> str:
@@ -258,10 +324,10 @@ def _condition_words(c: Checked) -> str:
         return repr(w.get("value", "").replace("_", " "))
     if w.get("section", "").startswith("limit"):
         which = f" with {w.get('which', '').replace('_', ' ')!r}" if w.get("section") == "limit_where" else ""
-        return " or ".join(repr(w[k]) for k in ("items", "label") if w.get(k)) + which + ", and a count"
+        return " or ".join(repr(w[k]) for k in ("items", "label") if w.get(k)) + which + ", and a count in digits"
     if w.get("section") in DATED:
         return repr(w.get("label", ""))
-    return " or ".join(repr(w[k]) for k in ("label", "value") if w.get(k))
+    return f"a number in digits, and {w.get('label', '')!r} or a number near {w.get('value', '')}"
 
 
 def _shape(c: Checked) -> tuple[str, str, str]:
@@ -401,6 +467,11 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
                             "any request may meet")
             out.append((c, by_code, "code", kept))
             continue
+        if (fact := one_request(text, c)) is not None:
+            problems.append(f"the message of {rid} names {fact!r}, a value of one request; state the rule as a "
+                            "condition any request may meet")
+            out.append((c, by_code, "code", kept))
+            continue
         if (other := off_rule(env, text, c, words)) is not None:
             problems.append(f"the message of {rid} {other}; say that rule, as a condition any request may meet")
             out.append((c, by_code, "code", kept))
@@ -455,7 +526,7 @@ def off_rule(env: ir.Environment, text: str, c: Checked, words: Words) -> str | 
     grounds did (seen 2026-11-28: "A renewal request must be made within 30 days of the original loan date." as the
     message of "a new loan may not have a loan date before today": it names the loan date, and is about renewals)."""
     f = fits(env, [text], [c], words, threshold=-1.0)[0][0]
-    if f.gate in ("", "said"):  # a condition the message does not say is :func:`unsaid`'s to say
+    if f.gate in ("", "said", "number"):  # a condition the message does not say is :func:`unsaid`'s to say
         return None
     action = env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".")
     when = words(c.candidate.words["section"] + "_when", **c.candidate.words)
@@ -607,7 +678,9 @@ class Fit:
     checks), ``table`` with the nearest of the tables it is about
     (:meth:`~pipeline.stages.policy.candidates.Finder.about`) and ``best_table`` with the nearest table of all
     (``nearest`` names it); ``refused`` says why the pair may not ground, or is empty, and ``gate`` which test
-    refused it ("table", "action", "condition", "said", "joint")."""
+    refused it ("table", "action", "condition", "number", "said", "joint"; "number": the prose states a number
+    that a state or a date candidate does not check: "A renewal request must be made within 30 days of the original
+    loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28)."""
 
     joint: float
     action: float
@@ -654,7 +727,10 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
             elif f.condition < CONDITION_MIN:
                 why, gate = (f"the rule is far from the candidate's condition ({f.condition} < {CONDITION_MIN})",
                              "condition")
-            elif not may_ground(rules[i], c, f.condition):
+            elif c.candidate.form is None and c.candidate.words.get("section") and (stated := numbers(rules[i])):
+                why, gate = (f"the rule states {', '.join(number_text(n.value) for n in stated)}, a number the "
+                             "candidate does not check"), "number"
+            elif not may_ground(rules[i], c):
                 why, gate = (f"the rule does not say the candidate's condition "
                              f"({_condition_words(c)})"), "said"
             elif f.joint < threshold:
@@ -697,8 +773,15 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
                     if not table[i][j].refused), key=lambda e: (-e[0], e[1], e[2]))
     by_rule: dict[int, int] = {}
     used: set[int] = set()
+    at: dict[tuple[int, int], Checked] = {}  # a cap or a threshold at the prose's number
+    unheld: dict[tuple[int, int], str] = {}  # why the prose's numbers do not hold for a candidate
     for _sim, i, j in pairs:
         if i not in by_rule and j not in used:
+            held, why = at_stated(env, rules[i], checked[j])
+            if held is None:
+                unheld[i, j] = why
+                continue
+            at[i, j] = held
             by_rule[i] = j
             used.add(j)
     notes = []
@@ -708,15 +791,57 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
             evidence: dict[str, Any] = {"prose": text}
             if best is not None:
                 f = table[i][best]
-                evidence |= {"nearest": checked[best].candidate.key, "similarity": f.joint,
-                             "about": f.nearest, "why": f.refused or "its candidates ground other rules"}
+                evidence |= {"nearest": checked[best].candidate.key, "similarity": f.joint, "about": f.nearest,
+                             "why": f.refused or unheld.get((i, best)) or "its candidates ground other rules"}
             notes.append(ir.Rejection(stage=STAGE, item="prose", reason="a rule in prose grounds in no candidate "
                                       "that holds on real calls; dropped", evidence=evidence))
     unsupported = [c.candidate.key for j, c in enumerate(checked) if j not in used]
     if unsupported:
         notes.append(ir.Rejection(stage=STAGE, item="unsupported", reason="candidates no rule in prose supports are "
                                   "not used", evidence={"candidates": unsupported}))
-    return [(rules[i], checked[by_rule[i]]) for i in sorted(by_rule)], notes
+    return [(rules[i], at[i, by_rule[i]]) for i in sorted(by_rule)], notes
+
+
+BROKEN_MAX = 0.5
+"""The share of a table's seeded rows a threshold or a cap taken from the prose may break (rows changed or deleted
+afterwards, :mod:`pipeline.stages.policy.seeded`): past it the rows say the prose's number is not this
+environment's."""
+
+
+def at_stated(env: ir.Environment, text: str, c: Checked) -> tuple[Checked | None, str]:
+    """Candidate ``c`` (a threshold or a cap) at the number prose ``text`` states (:func:`numbers`, in its order; a
+    cap takes a count): the first one that is checkable on real calls (:func:`~pipeline.stages.policy.candidates.
+    check`: some working call it allows, another it forbids) and that at most :data:`BROKEN_MAX` of the table's
+    seeded rows break; None (and why) when none is, so the prose does not ground in ``c``. A state or a date
+    comes back as it is.
+
+    Not code's number instead: on the library regenerated on 2026-11-28, "A renewal request must be made within 30
+    days of the original loan date." names the renewals a cap counts and states a number; a cap of 30 renewals per
+    loan forbids no call, and the seeded cap (4) would have made "At most 4 renewals per loan." of it, a rule the
+    prose never said."""
+    cand = c.candidate
+    if cand.form is None or cand.number is None:
+        return c, ""
+    cap = cand.words.get("section", "").startswith("limit")
+    stated = list(dict.fromkeys(n.value for n in numbers(text) if n.count or not cap))
+    if cand.number in stated:
+        return c, ""
+    why: list[str] = []
+    for x in stated:
+        kept, dropped = check(env, [cand.at(x)])
+        if not kept:
+            why.append(f"at {number_text(x)}, "
+                       f"{dropped[0].reason.removeprefix('rule dropped: ') if dropped else 'it does not hold'}")
+            continue
+        with EnvInstance(env) as inst:
+            n = broken_by_rows(inst.conn, kept[0].candidate)
+            table = kept[0].candidate.words.get("table", "")
+            total = inst.conn.execute(f"SELECT COUNT(*) FROM {qi(table)}").fetchone()[0] if table else 0
+        if n > BROKEN_MAX * total:
+            why.append(f"at {number_text(x)}, {n} of the {total} seeded {_label(table)} rows break it")
+            continue
+        return kept[0], ""
+    return None, "the number the rule states does not hold as the candidate's: " + "; ".join(why)
 
 
 def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildSettings, language: str = "en") -> StageResult[ir.Environment]:
@@ -734,8 +859,8 @@ def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildS
         short = shortlist(checked)
         coded: list[Picked] = [(c, message(c, words), "code", None)
                                for c in code_pick(short, min(settings.policy_rules, len(short)))]
-        ruled = env.model_copy(update={"rules": to_rules(coded)})
-        return StageResult(ruled, (*rejections, *notes, *rows_breaking(env, ruled.rules, coded)))
+        ruled, fixed = obeyed(env.model_copy(update={"rules": to_rules(coded)}), coded)
+        return StageResult(ruled, (*rejections, *notes, *fixed))
     grounded, more = ground(env, rules, checked, words)
     notes += more
     if not grounded:
@@ -743,20 +868,21 @@ def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildS
             stage=STAGE, item="policy", reason="no rule in prose grounds in a candidate that holds")))
     short = [c for _, c in grounded][:settings.policy_rules]
     picked, picking = pick(env, short, client, settings, words, [p for p, _ in grounded][:len(short)])
-    ruled = env.model_copy(update={"rules": to_rules(picked)})
-    return StageResult(ruled, (*rejections, *notes, *picking, *rows_breaking(env, ruled.rules, picked)))
+    ruled, fixed = obeyed(env.model_copy(update={"rules": to_rules(picked)}), picked)
+    return StageResult(ruled, (*rejections, *notes, *picking, *fixed))
 
 
-def rows_breaking(env: ir.Environment, rules: Sequence[ir.Rule], picked: Sequence[Picked]) -> list[ir.Rejection]:
-    """A finding per kept rule that seeded rows break (:func:`~pipeline.stages.policy.candidates.broken_by_rows`: rows the
-    rule would have forbidden writing). The rows stage owns the rows; this says which rule they contradict."""
-    out = []
-    with EnvInstance(env) as inst:
-        for rule, (c, *_rest) in zip(rules, picked, strict=True):
-            if n := broken_by_rows(inst.conn, c.candidate):
-                out.append(ir.Rejection(stage=STAGE, item=rule.id, reason=f"{n} seeded rows break the rule "
-                                        f"({rule.message})", evidence={"rows": n, "condition": rule.condition}))
-    return out
+def obeyed(ruled: ir.Environment, picked: Sequence[Picked]) -> tuple[ir.Environment, list[ir.Rejection]]:
+    """``ruled`` (its rules made of ``picked``, in order) with seeded rows that obey its rules
+    (:func:`pipeline.stages.policy.seeded.obey`: values changed within a rule, rows no row references deleted, or
+    the rule dropped); where rows changed, every rule checked again on them (:func:`recheck_policy`: the calls each
+    allows and forbids are the new rows'). Each change and each rule dropped is a Rejection."""
+    fixed, dropped, notes = obey(ruled, [p[0].candidate for p in picked], [r.id for r in ruled.rules])
+    kept = fixed.model_copy(update={"rules": [r for r in fixed.rules if r.id not in dropped]})
+    if fixed is ruled:
+        return kept, notes
+    again = recheck_policy(kept, why="after the seeded rows were made to obey the policy")
+    return again.value or kept, [*notes, *again.rejections]
 
 
 # ------------------------------------------------------------------ the rules again, after a repair

@@ -195,7 +195,7 @@ def write_tool(gap: WriteGap, env: ir.Environment, conn: sqlite3.Connection, inf
         value = _value_param(info, gap.column, enums, True, f"the new {column} ({gap.table}.{gap.column})")
         return ir.Tool(
             name=f"update_{gap.table}_{gap.column}".lower(), kind="write", params=[*keyp, value],
-            description=f"Set the {column} of a {what}; returns the {what} as changed.",
+            description=f"Set the {column} of one {what}; returns the {what} as changed.",
             steps=[ir.Step(kind="guard", sql=f"SELECT 1 FROM {t} WHERE {where}", must="exist",
                            error=f"no {what} has {named}"),
                    ir.Step(kind="write", sql=f"UPDATE {t} SET {qi(gap.column)} = :{gap.column} WHERE {where}")],
