@@ -302,11 +302,13 @@ def test_real_model_writes_museum_rules_that_ground_and_are_worded_as_checked(re
     settings = BuildSettings(policy=True, max_attempts=3)
     with EnvInstance(env) as inst:
         checked = check(env, propose(env, inst.conn))[0]
-    by_key = {c.candidate.key: c for c in checked}
     written, notes = prose(env, real_llm, settings, words)
     assert written and not notes, notes  # the model's own rules, not code's pick
     res = make_policy(env, real_llm, settings)
     grounded, _ = ground(env, written, checked, words)
+    # the grounded candidates as ground() made them: a cap or threshold takes the prose's own number, and its key
+    # with it (not the seeded candidate's)
+    by_key = {c.candidate.key: c for _, c in grounded}
     print(f"\nprose {written}\ngrounded {[(p, c.candidate.key) for p, c in grounded]}\nrules "
           f"{[(r.id, r.worded_by, r.message) for r in res.value.rules]}\nnotes "
           f"{[(r.item, r.reason, r.evidence) for r in res.rejections if r.stage == 'policy']}")

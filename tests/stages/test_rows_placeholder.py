@@ -57,7 +57,7 @@ def billing_client(names: list[list[str]], more: list[str] | None = None) -> Any
 
     def reply(messages: list[dict[str, Any]]) -> Any:
         first = messages[0]["content"]
-        m = re.search(r"Here are (\d+) of its rows, without their (\w+)", first)
+        m = re.search(r"Here are (\d+) of its rows, each with its (\w+) left as \?", first)
         if m:
             n = int(m.group(1))
             got = namings.pop(0) if namings else PLACEHOLDERS
@@ -86,7 +86,7 @@ def _seed(client: Any, table: ir.Table | None = None) -> Any:
 
 
 def _naming_prompts(client: Any) -> list[str]:
-    return [m[0]["content"] for m in client.requests if "without their" in m[0]["content"]]
+    return [m[0]["content"] for m in client.requests if "left as ?" in m[0]["content"]]
 
 
 def test_placeholder_examples_are_named_from_their_rows_before_they_seed_anything() -> None:

@@ -1245,7 +1245,9 @@ def _label(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str |
 
 def _shown_row(conn: sqlite3.Connection, cols: list[Column], row: Mapping[str, Any], hidden: set[str]) -> str:
     """One row as the naming request shows it: its values but ``hidden`` ones, a reference with its parent's label
-    ("client_id: 1 (Christopher Barker)")."""
+    ("client_id: 1 (Christopher Barker)"); empty when nothing is shown. The request ends each line with the
+    column it asks for and a ``?`` ("..., dish_name: ?"): without it, the real model named four food-truck dishes
+    after their trucks ("truck_id: 1 (Taco Libre), price: 9.5" -> "Taco Libre"), in both of its tries."""
     parts = []
     for c in cols:
         if c.auto_id or c.name in hidden or row.get(c.name) is None:
@@ -1253,7 +1255,7 @@ def _shown_row(conn: sqlite3.Connection, cols: list[Column], row: Mapping[str, A
         value = row[c.name]
         label = _label(conn, c.ref[0], c.ref[1], value) if c.ref is not None else None
         parts.append(f"{c.name}: {json.dumps(value, ensure_ascii=False)}" + (f" ({label})" if label else ""))
-    return ", ".join(parts) or "(no other value)"
+    return ", ".join(parts)
 
 
 def _names_model(n: int) -> type[BaseModel]:
@@ -1302,7 +1304,8 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             left = [r for r in todo if r[ROWID] not in named]
             if not left:
                 break
-            lines = [f"{i + 1}. {_shown_row(conn, cols, r, hidden | {col.name})}" for i, r in enumerate(left)]
+            lines = [f"{i + 1}. {shown}, {col.name}: ?" if shown else f"{i + 1}. {col.name}: ?"
+                     for i, r in enumerate(left) for shown in [_shown_row(conn, cols, r, hidden | {col.name})]]
             prompt = render_section("seed_data", "name_rows", name=scenario.name, description=scenario.description,
                                     ddl=table.ddl, column=col.name, n=len(left), rows="\n".join(lines))
             asker = client if attempt == 0 else sampled(client, settings.retry_temperature,
