@@ -1243,18 +1243,36 @@ def _label(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str |
     return str(row[0]) if row and row[0] is not None else None
 
 
+def _parent_shown(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str | None:
+    """The parent row ``value`` names, as the naming request shows it: its values other than its keys, references
+    and label ("cuisine: Mexican" for the food truck "Taco Libre"), else its label. Shown its label, the real
+    model named every dish after its truck ("truck_id: 1 (Taco Libre), price: 9.5, dish_name: ?" -> "Taco Libre",
+    two tries in two prompt wordings); shown the truck's other values, it wrote "Tacos", "Pho", "Kimchi"."""
+    refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
+    info = [r for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall() if not r[5] and r[1] not in refs]
+    label = next((r[1] for r in info if (r[2] or "").upper() == "TEXT"), None)
+    others = [r[1] for r in info if r[1] != label][:3]
+    if others:
+        row = conn.execute(f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" for c in others)} FROM "{parent}" '
+                           f'WHERE "{key}" = ?', (value,)).fetchone()
+        shown = [f"{c}: {v}" for c, v in zip(others, row or (), strict=False)
+                 if v is not None and len(str(v)) <= 60]
+        if shown:
+            return ", ".join(shown)
+    return _label(conn, parent, key, value)
+
+
 def _shown_row(conn: sqlite3.Connection, cols: list[Column], row: Mapping[str, Any], hidden: set[str]) -> str:
-    """One row as the naming request shows it: its values but ``hidden`` ones, a reference with its parent's label
-    ("client_id: 1 (Christopher Barker)"); empty when nothing is shown. The request ends each line with the
-    column it asks for and a ``?`` ("..., dish_name: ?"): without it, the real model named four food-truck dishes
-    after their trucks ("truck_id: 1 (Taco Libre), price: 9.5" -> "Taco Libre"), in both of its tries."""
+    """One row as the naming request shows it: its values but ``hidden`` ones, a reference with what its parent
+    holds (:func:`_parent_shown`: "truck_id: 1 (cuisine: Mexican)"); empty when nothing is shown. The request ends
+    each line with the column it asks for and a ``?`` ("..., dish_name: ?")."""
     parts = []
     for c in cols:
         if c.auto_id or c.name in hidden or row.get(c.name) is None:
             continue
         value = row[c.name]
-        label = _label(conn, c.ref[0], c.ref[1], value) if c.ref is not None else None
-        parts.append(f"{c.name}: {json.dumps(value, ensure_ascii=False)}" + (f" ({label})" if label else ""))
+        about = _parent_shown(conn, c.ref[0], c.ref[1], value) if c.ref is not None else None
+        parts.append(f"{c.name}: {json.dumps(value, ensure_ascii=False)}" + (f" ({about})" if about else ""))
     return ", ".join(parts)
 
 
