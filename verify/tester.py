@@ -12,11 +12,15 @@ rules judge) plus the distractors of its level on the sampler's ladder (:func:`v
 0, 2, 4 or 8, every tool for a task that must refuse part of its request), and pages of
 :data:`verify.agent.TESTER_PAGE` rows. Its pass rate is therefore the difficulty of the task as a sampled task of
 that level offers it, not with every tool of the environment in view (which is how the export's ``tools`` offer a
-build task). Every attempt and turn of a task starts with the same system prompt, so a prefix cache serves them.
+build task). One exception: where the ladder offers every tool (level 5), the tester is offered at most
+:data:`TESTER_DISTRACTORS_MAX` distractors, drawn by the task's id (the tools the task needs, and those of the writes its
+rules judge, are always offered): the seven level-5 tasks of the example were 43% of the tester's prompt tokens with
+17-21 tools each. Every attempt and turn of a task starts with the same system prompt, so a prefix cache serves them.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +31,16 @@ from verify.agent import TESTER_PAGE, Attempt, Step, View, turn_model
 from verify.agent import run_attempt as _run_attempt
 from verify.clients import endpoint_client
 from verify.conversation import UserSettings, script_of, user_client
-from verify.difficulty import offered_tools
+from verify.difficulty import LADDER_DISTRACTORS, offered_tools, task_level
 
 STAGE = "tester"
 
 __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficulty", "run_attempt", "run_attempts",
-           "run_conversations", "tester_client", "turn_model", "view_of"]
+           "TESTER_DISTRACTORS_MAX", "run_conversations", "tester_client", "turn_model", "view_of"]
+
+TESTER_DISTRACTORS_MAX = 8
+"""The most distractors the tester is offered (level 4's on the sampler's ladder): a level-5 task, whose sampled
+form offers every tool, is tested with the tools it needs plus this many others (issue 42: tokens per environment)."""
 
 
 def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMClientProtocol:
@@ -42,8 +50,18 @@ def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMCli
 
 
 def view_of(env: Environment, task: Task) -> View:
-    """What the tester is offered for ``task``: its tools and their level's distractors, short pages."""
-    return View(names=offered_tools(env, task), page=TESTER_PAGE)
+    """What the tester is offered for ``task``: its tools and their level's distractors (at most
+    :data:`TESTER_DISTRACTORS_MAX`), short pages."""
+    names = offered_tools(env, task)
+    own = {s.get("function", s).get("name") for s in task.tools}
+    if LADDER_DISTRACTORS[task_level(env, task)] is None and not (own and own < {t.name for t in env.tools}):
+        needed = {c.tool for c in task.reference_solution} | {
+            r["tool"] for r in task.metadata.get("rules") or [] if isinstance(r, dict) and r.get("tool")}
+        others = [n for n in names if n not in needed]
+        if len(others) > TESTER_DISTRACTORS_MAX:
+            keep = set(random.Random(f"tester:{task.task_id}").sample(others, TESTER_DISTRACTORS_MAX))
+            names = [n for n in names if n in needed or n in keep]
+    return View(names=names, page=TESTER_PAGE)
 
 
 def run_attempt(
