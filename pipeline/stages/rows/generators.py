@@ -16,7 +16,10 @@ comes from a list the LLM continues from the examples (:func:`continue_list`, se
 placeholders, glued and suffixed values); list columns set in the same example rows, with a person or company
 column the examples pair with one of them (:func:`tuple_columns`), are continued together as rows
 (:func:`continue_tuples`: a title with its author, a make with its model) and drawn one row of them per generated
-row (:func:`continue_together`); relations the examples show are made to hold by code (:func:`settle`:
+row (:func:`continue_together`), and so are the numbers and CHECK-list values whose examples vary with such a
+tuple or a single list column of an entity (:func:`row_mates`: a book's year with its title, a medicine's strength
+and dose frequency with its name; each checked by :func:`value_check`: a number in its generator's range, a value
+of the CHECK list); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
 with the examples as soon as the model chooses them (:func:`fit_examples`: a range far wider than the examples
 narrowed, a range or dates the reply lacks taken from them, no round trip); the model's example people,
@@ -1060,6 +1063,8 @@ def row_mates(asked: Sequence[Column], gens: Mapping[str, ir.ColumnGenerator | N
         at = frozenset(i for i, v in enumerate(values) if v is not None and not isinstance(v, bool)
                        and str(v).strip())
         if at != rows or len({_stored_text(values[i]) for i in rows}) < 2:
+            continue
+        if g.kind != "enum" and not all(isinstance(values[i], int | float) for i in rows):  # a number as text
             continue
         if relations.date_columns({c.name: list(values)}):
             continue
