@@ -283,7 +283,7 @@ def later_lower(values: Sequence[str], sep: str) -> bool:
 
 def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] = (),
                  refused: Sequence[Sequence[str]] = (), distinct: Iterable[int] = (0,),
-                 variants: bool = True) -> list[tuple[str, ...]]:
+                 variants: bool = True, loose: Iterable[int] = ()) -> list[tuple[str, ...]]:
     """Rows of several text columns continued together (a title with its author, a make with its model), cleaned
     field by field by the rules of :func:`clean`: a row is kept only when it is new (case-folded) and each of its
     fields passes. A field may repeat a value its column holds in a kept row (an author of two books, a make of
@@ -291,13 +291,16 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
     two authors); a field new to its column must not be blank, a word said twice, glued from values of the rows so
     far (any column's: "1984 George Orwell") or suffixed, a variant of the column's values so far (with
     ``variants``), nor another column's value ("Moby Dick" as an author, or its own row's); a numbered placeholder in any place
-    (counting ``refused`` and every row given) drops its row. ``known`` (the examples, rows kept before) sets the width."""
+    (counting ``refused`` and every row given) drops its row. ``known`` (the examples, rows kept before) sets the width.
+    The ``loose`` places (a number, a value of a CHECK list: the caller checks them) need only be set: they may repeat
+    and equal another place, and are neither a text to compare nor a value to glue."""
     width = len(known[0]) if known else None
     keys = set(distinct)
+    free = set(loose)
     kept: list[tuple[str, ...]] = [tuple(str(v) for v in k) for k in known]
     seen_rows = {tuple(norm(v) for v in k) for k in kept}
     columns: list[list[str]] = [[norm(k[i]) for k in kept] for i in range(width or 0)]
-    every = {v for col in columns for v in col}
+    every = {v for i, col in enumerate(columns) if i not in free for v in col}
     out: list[tuple[str, ...]] = []
     rows = [tuple(r) for r in rows]
     for raw in rows:
@@ -306,16 +309,19 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
             width = len(row)
             columns = [[] for _ in range(width)]
         key = tuple(norm(v) for v in row)
-        if len(row) != width or not all(row) or key in seen_rows or len(set(key)) < len(key):
+        texts = [k for i, k in enumerate(key) if i not in free]
+        if len(row) != width or not all(row) or key in seen_rows or len(set(texts)) < len(texts):
             continue
         ok = True
         for i, value in enumerate(row):
             n = key[i]
+            if i in free:
+                continue
             if n in columns[i]:
                 if i in keys:
                     ok = False
                 continue
-            others = {v for j, col in enumerate(columns) if j != i for v in col}
+            others = {v for j, col in enumerate(columns) if j != i and j not in free for v in col}
             if (said_twice(value) or n in others or glued(value, every)
                     or (variants and variant_of(value, columns[i]))):
                 ok = False
@@ -326,10 +332,13 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
         seen_rows.add(key)
         for i, n in enumerate(key):
             columns[i].append(n)
-            every.add(n)
+            if i not in free:
+                every.add(n)
         out.append(row)
     drop: set[tuple[str, ...]] = set()
     for i in range(width or 0):
+        if i in free:
+            continue
         place = numbered(list(dict.fromkeys([*(str(k[i]) for k in known),
                                              *(str(r[i]) for r in [*refused, *rows] if len(r) > i),
                                              *(r[i] for r in out)])))

@@ -16,7 +16,10 @@ comes from a list the LLM continues from the examples (:func:`continue_list`, se
 placeholders, glued and suffixed values); list columns set in the same example rows, with a person or company
 column the examples pair with one of them (:func:`tuple_columns`), are continued together as rows
 (:func:`continue_tuples`: a title with its author, a make with its model) and drawn one row of them per generated
-row (:func:`continue_together`); relations the examples show are made to hold by code (:func:`settle`:
+row (:func:`continue_together`), and so are the numbers and CHECK-list values whose examples vary with such a
+tuple or a single list column of an entity (:func:`row_mates`: a book's year with its title, a medicine's strength
+and dose frequency with its name; each checked by :func:`value_check`: a number in its generator's range, a value
+of the CHECK list); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
 with the examples as soon as the model chooses them (:func:`fit_examples`: a range far wider than the examples
 narrowed, a range or dates the reply lacks taken from them, no round trip); the model's example people,
@@ -37,12 +40,12 @@ import math
 import random
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
@@ -681,7 +684,7 @@ def rows_model(columns: list[str], ask: int) -> type[BaseModel]:
     """``{"rows": [{<column>: str, ...}, ...]}``, one to ``ask`` rows, each column required (aliased: a column may
     be called ``json``)."""
     row = create_model("TupleRow", **{f"c{i}": (str, Field(alias=n)) for i, n in enumerate(columns)},
-                       __base__=BaseModel)  # type: ignore[call-overload]
+                       __config__=ConfigDict(coerce_numbers_to_str=True))  # type: ignore[call-overload]
     return create_model("TupleRows", rows=(list[row], Field(min_length=1, max_length=ask)),  # type: ignore[valid-type]
                         __base__=BaseModel)
 
@@ -693,7 +696,8 @@ def _row_line(columns: list[str], row: Sequence[str]) -> str:
 def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], seeds: list[tuple[str, ...]],
                     want: int, rounds: int, client: LLMClientProtocol, settings: BuildSettings,
                     distinct: Sequence[int] = (0,), shapes: Sequence[prof.Profile | None] = (),
-                    mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None
+                    mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None,
+                    checks: Sequence[Callable[[str], str | None] | None] = ()
                     ) -> tuple[list[tuple[str, ...]], int]:
     """New rows of ``columns`` (values that belong together: a title and its author) continued by the LLM from
     ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
@@ -705,7 +709,11 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
     table's columns' example values by name) and ``vectors`` no row with a value closer in meaning to the examples
     of a column outside the row than to its own column's (:func:`pipeline.meaning.profile.closer_elsewhere`; the
     row's own columns are paired by design, a model near its make, and one of their values in another place is
-    refused by :func:`pipeline.meaning.vocab.clean_tuples`). Returns (rows, calls)."""
+    refused by :func:`pipeline.meaning.vocab.clean_tuples`). ``checks``: per place None (a text) or a function
+    giving the value as stored (a number in its column's range, a value of its CHECK list) or None to drop the row;
+    such places are ``loose`` for :func:`pipeline.meaning.vocab.clean_tuples` and kept out of the meaning checks.
+    Returns (rows, calls)."""
+    loose = [i for i, f in enumerate(checks) if f is not None]
     got: list[tuple[str, ...]] = []
     offered: list[tuple[str, ...]] = []
     calls = dry = 0
@@ -730,16 +738,19 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
         except LLMError:
             break
         rows = [tuple(getattr(r, f"c{i}") for i in range(len(columns))) for r in reply.rows]  # type: ignore[attr-defined]
-        new = vocab.clean_tuples(rows, [*seeds, *got], offered, distinct)
         offered.extend(rows)
+        if checks:  # a number outside its column's range, a value not in its CHECK list: the row is dropped
+            rows = [r for r in (tuple(v if f is None else f(v) for f, v in zip(checks, r, strict=False))
+                                for r in rows) if None not in r]
+        new = vocab.clean_tuples(rows, [*seeds, *got], offered, distinct, loose=loose)
         if shapes:
             fit = [r for r in new if all(p is None or prof.misfit(p, v) is None
                                          for p, v in zip(shapes, r, strict=False))]
             new = fit if 2 * len(fit) >= len(new) else new
         if vectors is not None and mates:
-            away = [prof.closer_elsewhere(vectors, [s[i] for s in seeds],
-                                          {k: v for k, v in mates.items() if k not in columns}, [r[i] for r in new])
-                    for i in range(len(columns))]
+            away = [set() if i in loose else prof.closer_elsewhere(
+                vectors, [s[i] for s in seeds], {k: v for k, v in mates.items() if k not in columns},
+                [r[i] for r in new]) for i in range(len(columns))]
             new = [r for r in new if not any(v in away[i] for i, v in enumerate(r))]
         got.extend(new)
         dry = dry + 1 if len(new) < 3 else 0
@@ -974,34 +985,127 @@ def elsewhere(column: str, table: str, others: dict[str, list[str]], gens: dict[
 
 TUPLE_ROUNDS = 3
 """Calls for columns continued together when none of them is UNIQUE (``VOCAB_ROUNDS_UNIQUE`` otherwise)."""
+ALIGNED_KINDS: tuple[ir.GeneratorKind, ...] = ("integer", "amount", "enum")
+"""Generators whose column joins a row's continued tuple (:func:`row_mates`): its values then come with the row's,
+aligned with the key column's pool (``after`` names the key, ``values`` the values in the pool's order)."""
+TUPLE_MATES_WIDTH = 5
+"""At most this many columns continued together with the columns that vary with them (:func:`row_mates`)."""
+
+
+def _stored_text(value: Any) -> str:
+    """An example value as the model is shown it: a whole number without ".0" (a REAL column's 100.0 is "100")."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _stored_value(g: ir.ColumnGenerator, text: str) -> str | int | float:
+    """A continued value as its generator stores it: an int, a float, or the text of a CHECK list's value."""
+    if g.kind == "integer":
+        return int(float(text))
+    if g.kind == "amount":
+        return float(text)
+    return text
+
+
+def value_check(col: Column, g: ir.ColumnGenerator | None, examples: Sequence[Any]
+                ) -> Callable[[str], str | None] | None:
+    """For a column whose values come with a continued tuple (an ``ALIGNED_KINDS`` generator): a function giving a
+    continued value as it is kept ("1954.0" -> "1954", "Daily" -> "daily" of a CHECK list) or None when the value
+    is no number, a number outside the generator's range (the examples' range when it has none; the range
+    :func:`fit_examples` already narrowed to the examples), or no value of the column's CHECK list. None for a
+    column whose continued values are text (a list, an enum without a CHECK list: the model's own vocabulary)."""
+    if g is None or g.kind not in ALIGNED_KINDS:
+        return None
+    if g.kind == "enum":
+        allowed = list(col.enum or ())
+        if not allowed:
+            return None
+        by_fold = {str(v).casefold(): str(v) for v in allowed}
+        return lambda text: by_fold.get(" ".join(str(text).split()).casefold())
+    nums = [float(v) for v in examples if isinstance(v, int | float) and not isinstance(v, bool)]
+    lo = g.min if g.min is not None else min(nums, default=None)
+    hi = g.max if g.max is not None else max(nums, default=None)
+    whole = g.kind == "integer"
+
+    def check(text: str) -> str | None:
+        try:
+            x = float(str(text).strip())
+        except ValueError:
+            return None
+        if not math.isfinite(x) or (whole and not x.is_integer()):
+            return None
+        if (lo is not None and x < lo) or (hi is not None and x > hi):
+            return None
+        return str(int(x)) if whole or x.is_integer() else str(x)
+
+    return check
+
+
+def row_mates(asked: Sequence[Column], gens: Mapping[str, ir.ColumnGenerator | None], examples: Mapping[str, list[Any]],
+              rows: frozenset[int], entity: bool, singles: frozenset[str]) -> list[str]:
+    """The columns whose example values vary with a tuple's (set in exactly its example ``rows``, not the same in
+    all of them), drawn with it rather than apart (a book's year with its title, a medicine's strength and dose
+    frequency with its name, a make the model listed as an enum with its model): numbers and enums
+    (:data:`ALIGNED_KINDS`), no date, no UNIQUE column, no boolean. Where the tuple names an entity (``entity``:
+    one of its columns UNIQUE or in the table's natural key, each row drawn once) all of them; otherwise (a row
+    drawn again and again) only an enum without a CHECK list, a vocabulary the model chose, since a number or a
+    CHECK list's state (a vehicle's status) varies between rows of the same tuple. Decided from the examples and the
+    generators' kinds, no column name read."""
+    out = []
+    for c in asked:
+        g = gens.get(c.name)
+        if g is None or g.kind not in ALIGNED_KINDS or c.name in singles or (g.kind == "enum" and not g.values):
+            continue
+        if not entity and (g.kind != "enum" or c.enum):
+            continue
+        values = examples.get(c.name, [])
+        at = frozenset(i for i, v in enumerate(values) if v is not None and not isinstance(v, bool)
+                       and str(v).strip())
+        if at != rows or len({_stored_text(values[i]) for i in rows}) < 2:
+            continue
+        if g.kind != "enum" and not all(isinstance(values[i], int | float) for i in rows):  # a number as text
+            continue
+        if relations.date_columns({c.name: list(values)}):
+            continue
+        out.append(c.name)
+    return out
 
 
 def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], ctx: Context,
                       client: LLMClientProtocol, settings: BuildSettings, n_examples: int, out: Settled,
-                      mates: Mapping[str, Sequence[str]] | None = None) -> int:
+                      mates: Mapping[str, Sequence[str]] | None = None, columns: Mapping[str, Column] | None = None
+                      ) -> int:
     """Continue the columns ``names`` together (:func:`continue_tuples`) from the example rows that set them all,
     and make them one tuple per row: the key column (the first UNIQUE one, else the first of the table's natural
     key, else the one whose examples differ most) a list, the others lists aligned with it (``after`` names the key: the row maker draws the same place).
     With fewer than ``TUPLE_MIN`` new rows the columns are left to be continued one by one; with fewer rows than the
     table needs and a UNIQUE column among them, the table gets fewer rows (``out.cap``). ``mates``: the table's
-    columns' example values (:func:`mates_of`). Returns calls."""
+    columns' example values (:func:`mates_of`). ``columns``: the table's columns by name; a number or a CHECK
+    list's value among ``names`` (:func:`row_mates`) is checked by :func:`value_check` and drawn with its row.
+    Returns calls."""
     ex, gens = ctx.examples, out.gens
     rows = sorted(set_rows(ex.get(names[0], [])))
-    seeds = vocab.clean_tuples([tuple(str(ex[n][i]).strip() for n in names) for i in rows], distinct=(),
-                               variants=False)
+    checks = [value_check(c, gens.get(c.name), ex.get(c.name, [])) if c is not None else None
+              for c in ((columns or {}).get(n) for n in names)]
+    loose = [i for i, f in enumerate(checks) if f is not None]
+    seeds = vocab.clean_tuples([tuple(_stored_text(ex[n][i]) for n in names) for i in rows], distinct=(),
+                               variants=False, loose=loose)
     if len(seeds) < 2:
         return 0
     uniques = [i for i, n in enumerate(names) if n in ctx.singles]
     named = [i for i, n in enumerate(names) if n in (table.natural_key or [])]
-    key = (uniques or named or [max(range(len(names)), key=lambda i: (len({vocab.norm(r[i]) for r in seeds}), -i))])[0]
+    texts = [i for i in range(len(names)) if i not in loose]
+    key = (uniques or named or [max(texts, key=lambda i: (len({vocab.norm(r[i]) for r in seeds}), -i))])[0]
     distinct = sorted({key, *uniques})
     want = ctx.rows if uniques else VOCAB_WANT
     rounds = VOCAB_ROUNDS_UNIQUE if uniques else TUPLE_ROUNDS
-    shapes = [prof.profile([r[i] for r in seeds]) for i in range(len(names))]
+    shapes = [None if i in loose else prof.profile([r[i] for r in seeds]) for i in range(len(names))]
     more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes,
-                                  mates=mates_of(ex, list(ex)) if mates is None else mates, vectors=ctx.vectors)
-    taken = [elsewhere(n, table.name, ctx.others, gens) - {vocab.norm(r[i]) for r in seeds} for i, n in
-             enumerate(names)]  # another column's value ("Moby Dick" as an author), this tuple's own examples aside
+                                  mates=mates_of(ex, list(ex)) if mates is None else mates, vectors=ctx.vectors,
+                                  checks=checks if loose else ())
+    taken = [set() if i in loose else elsewhere(n, table.name, ctx.others, gens) - {vocab.norm(r[i]) for r in seeds}
+             for i, n in enumerate(names)]  # another column's value ("Moby Dick" as an author), the tuple's own aside
     more = [r for r in more if not any(vocab.norm(v) in taken[i] for i, v in enumerate(r))]
     if len(more) < min(TUPLE_MIN, want):
         return calls
@@ -1012,6 +1116,13 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
         assert g is not None
         note = (f"continued by the LLM together with {', '.join(m for m in names if m != n)}, one row of them per row"
                 + (f" (drawn as {lead}'s)" if i != key else ""))
+        if i in loose:  # a number or a CHECK list's value of the row: its kind kept, its values aligned with the key's
+            values = [_stored_value(g, r[i]) for r in pool]
+            nums = [float(v) for v in values if isinstance(v, int | float)]
+            update: dict[str, Any] = {"min": min([*nums, *([g.min] if g.min is not None else [])]),
+                                      "max": max([*nums, *([g.max] if g.max is not None else [])])} if nums else {}
+            gens[n] = _code(g, note, after=lead, values=values, weights=None, **update)
+            continue
         gens[n] = _code(g, note, kind="text_pool", pool=[r[i] for r in pool], after=None if i == key else lead,
                         pattern=None, min=None, max=None, start=None, end=None, values=None, weights=None)
     out.together = list(names)
@@ -1121,9 +1232,20 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
     people = [c.name for c in asked if storage(c) in ("TEXT", "ANY") and (shown.get(c.name) or getattr(
         gens.get(c.name), "kind", None)) in ("person_name", "company")]
     together = tuple_columns(ex, lists, people, ctx.vectors)
+    base = together or next(([n] for n in lists if len(set_rows(ex.get(n, []))) >= 2), [])
+    joined: list[str] = []
+    if base:  # the numbers and CHECK values that vary with the tuple's (a year with its title) join it
+        entity = any(n in ctx.singles or n in (table.natural_key or []) for n in base)
+        joined = row_mates(asked, gens, ex, set_rows(ex.get(base[0], [])), entity, ctx.singles)
+        if joined:
+            together = [*base, *joined][:TUPLE_MATES_WIDTH]
     if together:
-        calls = continue_together(scenario, table, together, ctx, client, settings, n_examples, out, mates)
+        by_name = {c.name: c for c in asked}
+        calls = continue_together(scenario, table, together, ctx, client, settings, n_examples, out, mates, by_name)
         out.calls += calls
+        if joined and not out.together and len(base) >= 2:  # no row with its numbers: the text tuple alone
+            out.calls += continue_together(scenario, table, base, ctx, client, settings, n_examples, out, mates,
+                                           by_name)
     for c in asked:
         g = gens.get(c.name)
         if g is None or g.kind != "text_pool" or storage(c) not in ("TEXT", "ANY") or c.name in out.together:

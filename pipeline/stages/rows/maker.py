@@ -39,6 +39,9 @@ from pipeline.meaning import relations
 from pipeline.settings import BuildSettings
 
 RETRIES = 6
+ALIGNED = ("integer", "amount", "enum")
+"""Kinds whose generator, with ``after`` naming a tuple's key column and ``values`` aligned with its pool, draws the
+row's tuple's value (``pipeline.stages.rows.generators.row_mates``: a book's year with its title)."""
 STOP_AFTER = 40
 """Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
 NULL_SHARE = 0.1
@@ -305,6 +308,10 @@ class ValueMaker:
             day = _date(base) + timedelta(days=rng.randint(int(g.min or 0), int(g.max or 0)))
             rest = str(base)[10:]
             return day.isoformat() if self.date_only[g.column] or not rest else day.isoformat() + rest
+        if k in ALIGNED and g.after and g.values and g.after in self.drawn:  # a number or state of a tuple
+            i = self.drawn[g.after]
+            value = g.values[i] if i < len(g.values) else rng.choice(g.values)
+            return int(value) if k == "integer" and isinstance(value, int | float) else value
         if k in ("integer", "amount"):
             return self._number(g, col)
         if k == "enum":
@@ -450,7 +457,7 @@ def order_generators(gens: list[ir.ColumnGenerator]) -> list[ir.ColumnGenerator]
     """Generators in drawing order: an email after the names it is built from, a ``date_after`` after its base, a
     tuple's field after its key column, a value made of another column's (``derived``) after every other."""
     rank = {"reference": 0, "email": 2, "date_after": 3, "derived": 4}
-    out = sorted(gens, key=lambda g: 1.5 if g.kind == "text_pool" and g.after else rank.get(g.kind, 1))
+    out = sorted(gens, key=lambda g: 1.5 if g.kind in ("text_pool", *ALIGNED) and g.after else rank.get(g.kind, 1))
     done: list[ir.ColumnGenerator] = [g for g in out if g.kind != "date_after"]
     left = [g for g in out if g.kind == "date_after"]
     while left:
