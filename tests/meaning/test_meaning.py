@@ -84,9 +84,11 @@ def test_relations_come_from_the_examples_values_not_their_names() -> None:
     assert relations.clock_side(ex["a"], date(2026, 1, 15)) == "past"
     assert relations.clock_side(ex["c"], date(2026, 1, 15)) is None
     assert relations.sign(ex["n"]) == "non_negative" and relations.sign([2.5, 1]) == "positive"
-    parents = {1: {"start": "2026-01-01"}, 2: {"start": "2026-01-05"}}
-    po = relations.parent_orders({"via": [1, 2], "d": ["2026-01-03", "2026-01-05"]}, "via", parents)
+    parents = {1: {"start": "2026-01-01"}, 2: {"start": "2026-01-05"}, 3: {"start": "2025-12-01"}}
+    po = relations.parent_orders({"via": [1, 2, 3], "d": ["2026-01-03", "2026-01-05", "2025-12-09"]}, "via", parents)
     assert [(p.column, p.parent_column, p.after, p.min_days) for p in po] == [("d", "start", True, 0)]
+    # two children agree by chance one time in two: no relation from them
+    assert relations.parent_orders({"via": [1, 2], "d": ["2026-01-03", "2026-01-05"]}, "via", parents) == []
     assert relations.violations([{"a": "2026-01-05", "b": "2026-01-01"}], orders[0])
 
 

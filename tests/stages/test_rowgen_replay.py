@@ -127,7 +127,7 @@ def test_a_child_date_stays_between_its_parents_dates() -> None:
     # renewals on their loan's day, 31 days before its due date, in every example: the order holds, not the gap
     loans = {1: {"loan_date": "2026-01-15", "due_date": "2026-02-15"}, 2: {"loan_date": "2025-10-08",
                                                                             "due_date": "2025-11-08"}}
-    examples = {"loan_id": [1, 1], "renewal_date": ["2026-01-15", "2026-01-15"]}
+    examples = {"loan_id": [1, 1, 1], "renewal_date": ["2026-01-15", "2026-01-15", "2026-01-15"]}
     orders = relations.parent_orders(examples, "loan_id", loans)
     assert {(o.parent_column, o.after, o.min_days) for o in orders} == {("loan_date", True, 0),
                                                                         ("due_date", False, 0)}

@@ -180,7 +180,8 @@ def test_an_unplaceable_child_is_dropped_not_moved() -> None:
     cols = table_columns(conn, RENEWALS)
     g = ir.ColumnGenerator(column="renewal_date", kind="date", start="2025-06-01", end=TODAY.isoformat())
     maker = ValueMaker("en_US", 1, [g], cols, {})
-    rel = child_relations(conn, "renewals", cols, {"loan_id": [1, 1], "renewal_date": ["2026-01-21", "2026-01-22"]},
+    rel = child_relations(conn, "renewals", cols, {"loan_id": [1, 1, 1],
+                                                      "renewal_date": ["2026-01-21", "2026-01-22", "2026-01-23"]},
                           {"renewal_date"}, TODAY)
     rel.clock["renewal_date"] = "past"  # dated by today, as examples of another table would show
     maker.relate(rel, TODAY)

@@ -21,9 +21,19 @@ from pipeline.stages.tasks.planner.chains import (
     said,
     thing,
 )
-from pipeline.stages.tasks.planner.values import enum_of, new_value, plain_value, rotate, unique_cols
+from pipeline.stages.tasks.planner.values import (
+    enum_of,
+    fit_dates,
+    new_value,
+    parent_fits,
+    plain_value,
+    rotate,
+    unique_cols,
+)
 
 MAX_OTHERS = 40
+PARENT_TRIES = 6
+"""Rows a new row's reference may name, tried in turn for one its dates fit (:func:`values.parent_fits`)."""
 
 
 def _others(p: Planner, table: str, col: str, expected: Any, stated: list[Any]) -> list[Any]:
@@ -83,8 +93,11 @@ class WriteArgs(NamedTuple):
 
 
 def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, Any] | None, creating: bool,
-                seed: int, preset: dict[str, tuple[Any, str]] | None = None) -> WriteArgs | None:
-    """Arguments of a write tool for ``row`` (update/delete) or a new row (create)."""
+                seed: int, preset: dict[str, tuple[Any, str]] | None = None,
+                new_parent: tuple[str, dict[str, Any]] | None = None) -> WriteArgs | None:
+    """Arguments of a write tool for ``row`` (update/delete) or a new row (create); its dates where the table's
+    example rows put them (:func:`~pipeline.stages.tasks.planner.values.fit_dates`). ``new_parent``: (reference
+    column, values) of a row the chain creates first, which a preset argument names."""
     calls: list[ToolCall] = []
     sources: list[dict[str, str]] = []
     stated: list[Any] = []
@@ -93,6 +106,8 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     facts: list[str] = []
     values: list[tuple[str, Any]] = []
     refs: list[tuple[str, str, Named]] = []
+    placed: dict[str, tuple[str, int, int, int]] = {}  # column -> (parameter, its place in stated, facts, values)
+    parents: dict[str, dict[str, Any]] = dict([new_parent]) if new_parent else {}
     uniq = unique_cols(p, table)
     template = p.window(table, seed, 1)[0] if creating and p.rows(table) else None
     for prm in tool.params:
@@ -139,7 +154,9 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 if not fk:
                     return None
                 parent_table = fk[0][0]
-                prow = p.window(parent_table, seed + len(args), 1)[0] if p.rows(parent_table) else None
+                near = p.window(parent_table, seed + len(args), PARENT_TRIES) if p.rows(parent_table) else []
+                fits = [r for r in near if parent_fits(p, t, c, r)] if creating else []  # dated as the examples
+                prow = (fits or near)[0] if near else None
                 if prow is None:
                     return None
                 pdesc = p.describe(parent_table, prow)
@@ -153,6 +170,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 stated += [v for v in s_stated if v not in stated]
                 args[prm.name] = prow[fk[0][1] or p.infos[parent_table].key[0]]
                 src[prm.name] = f"${len(calls)}.{s_field}"
+                parents[c] = prow
                 facts.append(f"for {row_words(parent_table, pdesc)}")  # no id column's name: the row it names
                 refs.append((c, parent_table, p.named(parent_table, prow, pdesc, s_stated)))
                 continue
@@ -183,11 +201,21 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 continue
             args[prm.name] = value
             src[prm.name] = "stated"
+            placed[c] = (prm.name, len(stated), len(facts), len(values))
             stated.append(value)
             facts.append(f"{c.replace('_', ' ')} {said(value)}")
             values.append((c, value))
         elif prm.required:
             return None
+    fitted = fit_dates(p, table, None if creating else row, {c: args[q] for c, (q, *_) in placed.items()}, parents)
+    if fitted is None:
+        return None
+    for c, value in fitted.items():
+        q, i, j, k = placed[c]
+        if value != args[q]:
+            args[q] = stated[i] = value
+            facts[j] = f"{c.replace('_', ' ')} {said(value)}"
+            values[k] = (c, value)
     ok, _ = _valid(tool, args)
     if not ok or any(q.required and q.name not in args for q in tool.params):
         return None
@@ -300,8 +328,10 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
                            for u in cs.uses.get(prm.name, []))]
             if not link:
                 continue
+            via = next(u.column[1] for u in cs.uses.get(link[0].name, []) if u.role == "value" and u.column)
             child = _write_args(p, p.env.tool(cname), cs, cs.target, None, True, seed + 1,
-                                preset={link[0].name: (new_id, f"$1.{id_field}")})
+                                preset={link[0].name: (new_id, f"$1.{id_field}")},
+                                new_parent=(via, dict(first.values)))
             if child is None:
                 continue
             calls2, sources2, stated2, args2, src2, facts2 = child[:6]

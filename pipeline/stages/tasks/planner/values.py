@@ -4,12 +4,14 @@ parameter, or a plain value for a parameter that is not a column (see ``shapes``
 from __future__ import annotations
 
 import re
-from collections.abc import Set
+from collections.abc import Mapping, Set
+from datetime import date, timedelta
 from typing import Any
 
 from pipeline import ir
 from pipeline.dbmodel.draws import drawn
 from pipeline.hashing import content_hash
+from pipeline.meaning import relations
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner.chains import _DATE, Planner, rotate  # noqa: F401 (rotate: re-exported)
 
@@ -124,3 +126,131 @@ def unique_cols(p: Planner, table: str) -> set[str]:
     from pipeline.dbmodel.keys import _unique_columns
 
     return {c for cols in _unique_columns(p.conn, table) if len(cols) == 1 for c in cols}
+
+
+# ---------------------------------------------------------------- time, as the seed's examples show it
+
+
+def today_of(p: Planner) -> date:
+    return date.fromisoformat(p.env.clock[:10])
+
+
+def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
+    """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none)."""
+    rows: list[dict[str, Any]] = []
+    for s in p.env.seed:
+        if s.table == table:
+            rows += s.rows[: s.plan.examples] if s.plan is not None else s.rows
+    names = list(dict.fromkeys(c for r in rows for c in r))
+    return {c: [r.get(c) for r in rows] for c in names}
+
+
+def _parent_rows(p: Planner, parent: str, key: str) -> dict[Any, dict[str, Any]]:
+    cache = f"parent_rows:{parent}.{key}"
+    if cache not in p._cache:
+        cols = p.infos[parent].columns
+        p._cache[cache] = {r[cols.index(key)]: dict(zip(cols, r, strict=True))
+                           for r in p.conn.execute(f"SELECT * FROM {qi(parent)}")}
+    out: dict[Any, dict[str, Any]] = p._cache[cache]
+    return out
+
+
+def time_relations(p: Planner, table: str) -> relations.RowRelations:
+    """The relations between dates that ``table``'s example rows show (:func:`pipeline.meaning.relations.row_relations`:
+    their order, each date's window around the clock, a date against the parent row a reference names), the same the
+    rows stage held for the seeded rows; inferred from values, never from names."""
+    cache = "time:" + table
+    if cache not in p._cache:
+        parents = {c: _parent_rows(p, pt, pc or p.infos[pt].key[0]) for c, pt, pc in p.infos[table].foreign_keys
+                   if pt in p.infos and pt != table and (pc or len(p.infos[pt].key) == 1)}
+        p._cache[cache] = relations.row_relations(example_rows(p, table), today_of(p), parents)
+    out: relations.RowRelations = p._cache[cache]
+    return out
+
+
+def _dated(v: Any) -> bool:
+    return isinstance(v, str) and bool(_DATE.match(v)) and relations.as_date(v) is not None
+
+
+def _child_breaks(p: Planner, table: str, row: Mapping[str, Any], changed: Mapping[str, Any]) -> bool:
+    """Whether ``changed`` dates of ``row`` put it on the wrong side of a child row's date that was on the right
+    side before (a loan moved past its renewals), by the orders the child table's examples show."""
+    for child, info in p.infos.items():
+        for c, pt, pc in info.foreign_keys:
+            if pt != table or child == table:
+                continue
+            key = pc or p.infos[table].key[0]
+            for po in time_relations(p, child).parents:
+                if po.via != c or po.parent_column not in changed:
+                    continue
+                for (v,) in p.conn.execute(f"SELECT {qi(po.column)} FROM {qi(child)} WHERE {qi(c)} = ?",
+                                           (row.get(key),)):
+                    if po.holds(v, row.get(po.parent_column)) and not po.holds(v, changed[po.parent_column]):
+                        return True
+    return False
+
+
+def _update_breaks(p: Planner, table: str, row: Mapping[str, Any], changed: Mapping[str, Any]) -> bool:
+    """Whether ``changed`` values of an existing ``row`` break a relation between dates that held before it (one
+    the seeded row already broke is not the task's doing)."""
+    rel = time_relations(p, table)
+    full = {**row, **changed}
+
+    def parents_of(r: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        return {c: par[1] for c, _, _ in p.infos[table].foreign_keys if (par := p.parent(table, c, r.get(c)))}
+
+    before, after = parents_of(row), parents_of(full)
+    for o in rel.orders:
+        if (o.first in changed or o.second in changed) and relations.violations([full], o) \
+                and not relations.violations([row], o):
+            return True
+    for po in rel.parents:
+        if po.column not in changed and po.via not in changed or po.via not in after:
+            continue
+        held = po.via not in before or po.holds(row.get(po.column), before[po.via].get(po.parent_column))
+        if held and not po.holds(full.get(po.column), after[po.via].get(po.parent_column)):
+            return True
+    return _child_breaks(p, table, row, changed)
+
+
+def fit_dates(p: Planner, table: str, row: Mapping[str, Any] | None, values: Mapping[str, Any],
+              parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The new values of a write on ``table`` (column -> value) with their dates where the table's example rows
+    put them (:func:`time_relations`): a new row (``row`` None) dated in the examples' window around the clock, its
+    dates in their order, a child's after its parent's (``parents``: reference column -> the existing or new row it
+    names); a changed date of an existing ``row`` moved back a week instead of on when on breaks an order (its own
+    row's, its parent's or a child's), None when neither way keeps them (the planner then picks another task)."""
+    out = dict(values)
+    dated = {c: v for c, v in values.items() if _dated(v)}
+    if row is None:
+        out.update(relations.fit_new_row(time_relations(p, table), dated, parents, today_of(p)))
+        return out
+    if not dated or not _update_breaks(p, table, row, dated):
+        return out
+    for c, v in dated.items():
+        cur = row.get(c)
+        if not isinstance(cur, str) or not _dated(cur):
+            continue
+        back = relations.moved(cur, date.fromisoformat(cur[:10]) - timedelta(days=7))
+        if back != cur and back != v:
+            out[c] = back
+    changed = {c: out[c] for c in dated}
+    return None if changed == dated or _update_breaks(p, table, row, changed) else out
+
+
+def parent_fits(p: Planner, table: str, via: str, parent: Mapping[str, Any]) -> bool:
+    """Whether a new row of ``table`` naming ``parent`` through ``via`` can keep both its dates' windows around the
+    clock and its orders against that parent (:func:`time_relations`): a renewal only for a loan not yet past due
+    when the examples renew loans before their due date, and today."""
+    rel = time_relations(p, table)
+    windows = {c: (lo, hi) for c, lo, hi in rel.windows}
+    today = today_of(p)
+    for po in rel.parents:
+        pd = relations.as_date(parent.get(po.parent_column))
+        if po.via != via or po.column not in windows or pd is None:
+            continue
+        lo, hi = windows[po.column]
+        step = int(po.strict)
+        if po.after and (pd - today).days + step > hi or not po.after and (pd - today).days - step < lo:
+            return False
+    return True
