@@ -73,8 +73,9 @@ def test_asking_agent_passes_every_task_and_the_scripted_user_makes_no_error() -
         assert a.stop == "user_stop" and a.conversation
         assert a.user_errors == [], (it.task.task_id, a.user_errors)
         # a value told once serves its facts; two facts with the same label about the same kind of row are one
-        # question to this agent (the library's compound renewals of two loans: "book title (loan)" twice, one
-        # for each loan; only the allowed renewal's is needed, 2026-11-28)
+        # question to this agent (the library's compound renewals of two loans in the example built before
+        # 2026-11-28: "book title (loan)" twice, one for each loan; facts_of now says whose loan, "the loan of the
+        # first renewal": test_the_parents_of_two_new_rows_of_one_table_are_told_apart)
         values = {repr(f.value) for f in script.facts}
         questions = {(f.about, f.label) for f in script.facts}
         assert a.user_turns >= min(len(values), len(questions)), (a.user_turns, script.facts)
