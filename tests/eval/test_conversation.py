@@ -73,8 +73,9 @@ def test_asking_agent_passes_every_task_and_the_scripted_user_makes_no_error() -
         assert a.stop == "user_stop" and a.conversation
         assert a.user_errors == [], (it.task.task_id, a.user_errors)
         # a value told once serves its facts; two facts with the same label about the same kind of row are one
-        # question to this agent (the library's compound renewals of two loans: "book title (loan)" twice, one
-        # for each loan; only the allowed renewal's is needed, 2026-11-28)
+        # question to this agent (the library's compound renewals of two loans in the example built before
+        # 2026-11-28: "book title (loan)" twice, one for each loan; facts_of now says whose loan, "the loan of the
+        # first renewal": test_the_parents_of_two_new_rows_of_one_table_are_told_apart)
         values = {repr(f.value) for f in script.facts}
         questions = {(f.about, f.label) for f in script.facts}
         assert a.user_turns >= min(len(values), len(questions)), (a.user_turns, script.facts)
@@ -292,3 +293,33 @@ def test_two_rows_of_one_table_set_to_one_value_are_two_facts() -> None:
     got = [(f.label, f.about, f.value) for f in facts_of(chain)]
     assert got == [("docket no", "first case", "CV-1"), ("new status", "first case", "open"),
                    ("docket no", "second case", "CV-2"), ("new status", "second case", "open")], got
+
+
+def test_the_parents_of_two_new_rows_of_one_table_are_told_apart() -> None:
+    # seen in the example (2026-11-28): two new renewals, each of its own loan, gave "book title (loan)" twice and
+    # "renewal date (first renewal)"/"(second renewal)": a user asked for the loan's book title could not tell
+    # which loan was meant. Each parent is now the written row's, as the written rows are told apart.
+    from pipeline.stages.tasks.conversation import facts_of
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
+
+    def renew(title: str, member: str, day: str) -> Goal:
+        return Goal(kind="create", table="renewals", values=(("renewal_date", day),),
+                    refs=(("loan_id", "loans", (("books.title", title), ("members.name", member))),))
+
+    goals = [renew("The Great Gatsby", "Paul Johnson", "2025-12-11"), renew("War and Peace", "Andrea Black", "2026-01-15")]
+    chain = Chain(shape="x", calls=[], facts=[], must_state=[], goals=goals)
+    got = [(f.label, f.about, f.value) for f in facts_of(chain)]
+    assert got == [("book title", "the loan of the first renewal", "The Great Gatsby"),
+                   ("member name", "the loan of the first renewal", "Paul Johnson"),
+                   ("renewal date", "first renewal", "2025-12-11"),
+                   ("book title", "the loan of the second renewal", "War and Peace"),
+                   ("member name", "the loan of the second renewal", "Andrea Black"),
+                   ("renewal date", "second renewal", "2026-01-15")], got
+    assert len({(f.about, f.label) for f in facts_of(chain)}) == len(got)  # every question has one answer
+    # one new row: its parent needs no qualifier ("book title (loan)"), as before
+    one = [(f.label, f.about) for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=goals[:1]))]
+    assert one == [("book title", "loan"), ("member name", "loan"), ("renewal date", "renewal")], one
+    # the same loan renewed twice is told for each renewal: each question about a renewal's loan has its answer
+    same = [renew("Dune", "Dan Wu", "2025-12-11"), renew("Dune", "Dan Wu", "2026-01-15")]
+    got = [(f.label, f.about) for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=same))]
+    assert ("book title", "the loan of the first renewal") in got and ("book title", "the loan of the second renewal") in got

@@ -298,3 +298,43 @@ def test_an_undeclared_prefixed_placeholder_becomes_a_parameter_typed_like_its_c
     tool = to_tool(ToolPlanItem(name="restock", kind="write", purpose="Restock"), reply, scratch_db(TABLES))
     assert [(p.name, p.type) for p in tool.params] == [("book_id", "integer"), ("new_copies_available", "integer")]
     assert tool.params[1].description == "new copies available (books.copies_available)"
+
+
+def test_a_write_tool_that_does_what_an_earlier_one_does_is_dropped_with_a_note(seed) -> None:
+    # seen in the example's pharmacy (2026-11-28): add_medicine and add_medication, the same INSERT INTO
+    # medications with the same parameters, both served; an agent cannot tell which to call
+    plan = {"tools": [*TOOL_PLAN["tools"][:3],
+                      {"name": "lend_copy", "kind": "write", "purpose": "Lend a copy of a book to a member",
+                       "tables": ["loans", "books"], "goals": [3]},
+                      TOOL_PLAN["tools"][3]]}
+    res, _ = run(seed, [plan, FIND_MEMBER, LIST_LOANS, LEND_BOOK, dict(LEND_BOOK, description="Lend a copy."),
+                        RETURN_BOOK], tools_min=5, tools_max=5)
+    assert res.ok, res.rejections
+    assert [t.name for t in res.value.tools] == ["find_member", "list_member_loans", "lend_book", "return_book"]
+    dropped, kept = res.rejections
+    assert dropped.item == "lend_copy" and dropped.reason.startswith("duplicate of tool 'lend_book'")
+    assert dropped.evidence == {"kept": "lend_book", "targets": ["insert loans", "update books"],
+                                "params": ["book_id", "member_id"]}
+    # the goals of the tool dropped are served by the tool kept: 4 working tools of 5 still serve the plan
+    assert kept.reason.startswith("kept with 4 working tools")
+
+
+def test_writes_differ_by_their_statements_tables_or_parameters() -> None:
+    from pipeline.stages.tools.duplicates import duplicate_of
+
+    def write(name: str, sql: str, *params: str) -> ir.Tool:
+        return ir.Tool(name=name, description="d", kind="write", params=[ir.Param(name=p, type="string") for p in params],
+                       steps=[ir.Step(kind="write", sql=sql)])
+
+    add = write("add_member", "INSERT INTO members (name, email) VALUES (:name, :email)", "name", "email")
+    same = write("register", "INSERT INTO members (email, name) VALUES (:email, :name)", "email", "name")
+    assert duplicate_of(same, [add]) is add
+    assert duplicate_of(add, [add]) is None  # a tool is no duplicate of itself
+    assert duplicate_of(write("x", "INSERT INTO members (name) VALUES (:name)", "name"), [add]) is None
+    assert duplicate_of(write("x", "INSERT INTO books (name, email) VALUES (:name, :email)", "name", "email"),
+                        [add]) is None
+    assert duplicate_of(write("x", "UPDATE members SET name = :name WHERE email = :email", "name", "email"),
+                        [add]) is None
+    finder = ir.Tool(name="find", description="d", kind="read", params=[ir.Param(name="email", type="string")],
+                     returns=ir.Returns(sql="SELECT * FROM members WHERE email = :email", mode="one"))
+    assert duplicate_of(finder, [finder.model_copy(update={"name": "find2"})]) is None  # reads are not judged here

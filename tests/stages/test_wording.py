@@ -335,3 +335,28 @@ def test_the_lint_refuses_a_value_of_a_fixed_list_in_quotes_in_any_language() ->
         assert "in quotes" in (lint_request(env, chain, said, plain=True) or ""), said
         assert "in quotes" in (lint_request(env, chain, said) or ""), said
     assert lint_request(env, chain, f"Could batch {code} move on to {status}, please?", plain=True) is None
+
+
+def test_a_clause_of_a_tools_description_in_a_request_is_refused() -> None:
+    # seen in the example's pharmacy (2026-11-28): "Set the status of an order; returns the order as changed, for
+    # the order of ...", a run of 5 words of the tool's description, under the 8 words the lint refused
+    from pipeline.stages.tasks.code_wording import copied_clause
+
+    desc = "Set the status of one order; returns the order as changed."
+    leaked = "Set the status of an order; returns the order as changed, for the order of the patient 'Jodi Boone'."
+    assert copied_clause(leaked, desc) == "returns the order as changed"
+    assert copied_clause("Please close Jodi Boone's order: it has been changed as the order returns.", desc) is None
+    assert copied_clause("Please set the status of Jodi Boone's order to closed.", desc) is None
+    # words and punctuation only: a clause of a description in another script is found the same way
+    assert copied_clause("Bitte: gibt die Bestellung geändert zurück, für Jodi.",
+                         "Setzt den Status; gibt die Bestellung geändert zurück.") == "gibt die bestellung geändert zurück"
+    env = brewery_env()
+    with fresh(env) as run:
+        chain = next(c for c in plan_chains(env, run, 12, {1: 1.0}) if c.shape == "lookup")
+    values = ", ".join(map(str, chain.must_state))
+    assert lint_request(env, chain, f"When was batch {values} brewed?") is None
+    tool = env.tools[0].model_copy(update={"description": "Look up one batch; gives the batch as it is stored now."})
+    env = env.model_copy(update={"tools": [tool, *env.tools[1:]]})
+    problem = lint_request(env, chain, f"When was batch {values} brewed? Gives the batch as it is stored now.")
+    assert problem and f"copies the words 'gives the batch as it is stored now' of the description of tool {tool.name}" in problem
+    assert lint_request(env, chain, f"When was batch {values} brewed?") is None

@@ -38,6 +38,7 @@ from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
 from pipeline.stages.tasks.code_wording import (
+    copied_clause,
     quoted_listed,
     request_from_plan,
     speaks_about_itself,
@@ -196,6 +197,10 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
         if len(d) > 12 and (d in norm or norm in d):
             return f"{it} repeats the description of tool {t.name}; write what this user wants"
         if run := copied_words(text, t.description):  # a part of it: "set the status of a renewal; returns ..."
+            return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
+                    "wants in their own words")
+        # a whole clause of it, though shorter ("returns the order as changed"), unless code's own words say it
+        if (run := copied_clause(text, t.description)) and run not in _code_words(chain):
             return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
                     "wants in their own words")
     for t in env.tools:

@@ -45,6 +45,22 @@ def speaks_about_itself(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+_CLAUSE_MARK = re.compile(r"[^\w\s'’-]+")  # any punctuation of any script ends a clause
+
+
+def copied_clause(text: str, description: str, min_words: int = 5) -> str | None:
+    """A whole clause of a tool's ``description`` (its words between two punctuation marks, ``min_words`` or more)
+    that ``text`` says word for word, normalized; None when it says none. Seen (2026-11-28): "Set the status of an
+    order; returns the order as changed, for the order of ..." took "returns the order as changed" from the tool
+    that sets an order's status. Words and punctuation only, so in any language."""
+    said = " " + " ".join(re.findall(r"\w+", reward.normalize_text(text))) + " "
+    for clause in _CLAUSE_MARK.split(reward.normalize_text(description)):
+        words = re.findall(r"\w+", clause)
+        if len(words) >= min_words and f" {' '.join(words)} " in said:
+            return " ".join(words)
+    return None
+
+
 def as_words(value: str) -> str:
     """A value of a fixed list as a person writes it: its underscores as spaces (``in_progress`` -> "in progress");
     other values as they are."""

@@ -43,22 +43,28 @@ class Opening(BaseModel):
 def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
     """The values the user knows, from the chain's goals (a value once per label and row), then any value the
     request must state that no goal holds. Two goals about rows of one table tell them apart ("book title (first
-    renewal)", "book title (second renewal)")."""
+    renewal)", "book title (second renewal)"), and so do the rows each of them points at ("book title (the loan of
+    the first renewal)", with the ``what_of`` section of the wording templates, so in the scenario's language)."""
     w = _Words(language)
     out: list[Fact] = []
     held: dict[tuple[str, str], set[str]] = {}  # (label, value) -> the rows ("first", "second", "") it is told for
 
-    def add(table: str, ref: str, value: Any, new: bool = False, which: str = "") -> None:
+    def row_of(table: str, which: str) -> str:
+        return f"{which} {w.thing(table)}" if which.isalpha() else f"{w.thing(table)} {which}".strip()
+
+    def add(table: str, ref: str, value: Any, new: bool = False, which: str = "", of: str = "") -> None:
+        """``of``: the written row (its ``about``) that the row ``ref`` belongs to points at (its parent)."""
         if value is None or isinstance(value, bool):
             return
         label = w.label(ref, table)
         # one value told once per label, but once for each row of two ("new status (first case): open" and
         # "new status (second case): open" are two facts; a lookup of the first case by its number is not)
         rows_told = held.setdefault((f"new {label}" if new else label, repr(value)), set())
-        if rows_told and (not which or which in rows_told or "" in rows_told):
+        told_as = f"{which}>{of}" if of else which
+        if rows_told and (not told_as or told_as in rows_told or "" in rows_told):
             return
-        rows_told.add(which)
-        about = f"{which} {w.thing(table)}" if which.isalpha() else f"{w.thing(table)} {which}".strip()
+        rows_told.add(told_as)
+        about = w("what_of", thing=w.thing(table), owner=of) if of else row_of(table, which)
         out.append(Fact(label=f"new {label}" if new else label, value=value, about=about))
 
     # the rows of each table the goals are about, in order: two goals about one row (an update, then a lookup of
@@ -76,8 +82,13 @@ def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
         for ref, v in g.named:
             add(owner, ref, v, which=which)
         for _, table, named in g.refs:
+            # the parent of one of two new rows of a table is that row's ("the loan of the first renewal"), as
+            # the written rows are told apart: two loans' "book title (loan)" could not be
+            # (an English ordinal takes its article, "the loan of the first renewal"; "#2" in other languages)
+            of = "" if not which or g.table != owner else (
+                f"the {row_of(g.table, which)}" if which.isalpha() else row_of(g.table, which))
             for ref, v in named:
-                add(table, ref, v)
+                add(table, ref, v, of=of)
         for col, v in g.values:
             add(g.table, col, v, new=g.kind not in ("create", "child"), which=which if g.table == owner else "")
         for ref, v in g.where:

@@ -24,7 +24,9 @@ the scratch database rebuilt and the seeded rows inserted again, instead of retr
 values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
 write, the states their guards let through and refuse, its DEFAULT), drawn again once every tool is written, with a
 note per column (or NULL and a note saying nothing tells a value). Other failures go
-back to the LLM (bounded by ``max_attempts``); a tool that never passes is dropped with a Rejection. The
+back to the LLM (bounded by ``max_attempts``); a tool that never passes is dropped with a Rejection, and so is a
+write tool that does what one written before it does (the same tables written the same way, the same parameters:
+``pipeline.stages.tools.duplicates``), its goals then served by the one kept. The
 environment is kept with at least one working read and one working write tool and either ``tools_min`` working
 tools or working tools that still serve every goal the plan assigned.
 """
@@ -51,7 +53,7 @@ from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.tools import added_values
+from pipeline.stages.tools import added_values, duplicates
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
@@ -458,10 +460,12 @@ def fill_gaps(ws: Workspace, settings: BuildSettings, rounds: int = 3) -> list[i
     return notes
 
 
-def _covered(tools: Sequence[ir.Tool], plan: Sequence[ToolPlanItem]) -> bool:
-    """Whether the working tools still serve every goal some planned tool was to serve."""
+def _covered(tools: Sequence[ir.Tool], plan: Sequence[ToolPlanItem], same: dict[str, str] | None = None) -> bool:
+    """Whether the working tools still serve every goal some planned tool was to serve (``same``: a tool dropped
+    as a duplicate -> the tool kept, which serves its goals)."""
     claimed = {g for it in plan for g in it.goals}
     working = {t.name for t in tools}
+    working |= {dropped for dropped, kept in (same or {}).items() if kept in working}
     served = {g for it in plan if it.name in working for g in it.goals}
     return bool(claimed) and claimed <= served
 
@@ -480,6 +484,7 @@ def generate_tools(
     attempts += more
 
     ws = Workspace(scenario, tables, seed, settings.clock)
+    same: dict[str, str] = {}  # a tool dropped as a duplicate -> the tool kept
     try:
         prefetch_tools(plan, ws, client, settings)
         for item in plan:
@@ -491,6 +496,12 @@ def generate_tools(
                                                          "attempts": out.attempts}))
                 continue
             tool, amended = out.value
+            if (kept := duplicates.duplicate_of(tool, ws.tools)) is not None:
+                if amended is not None:
+                    amended.close()
+                rejections.append(duplicates.rejection(tool, kept, STAGE))
+                same[tool.name] = kept.name
+                continue
             if amended is not None:
                 for a in amended.amendments[len(ws.amendments):]:
                     rejections.append(ir.Rejection(
@@ -500,6 +511,9 @@ def generate_tools(
                 ws = amended
             ws.tools.append(tool)
         rejections += covering.cover(ws, settings)
+        ws.tools, notes, renamed_same = duplicates.drop(ws.tools, STAGE)  # renamed parameters can make two one
+        rejections += notes
+        same.update(renamed_same)
         rejections += fill_gaps(ws, settings)
         refilled, notes = ws.refilled()  # the added columns' seeded values, from every tool now written
         if refilled is not ws:
@@ -516,7 +530,7 @@ def generate_tools(
     kinds = {t.kind for t in tools}
     problems = [f"no working {k} tool" for k in ("read", "write") if k not in kinds]
     if len(tools) < settings.tools_min and not problems:
-        if _covered(tools, plan):
+        if _covered(tools, plan, same):
             rejections.append(ir.Rejection(
                 stage=STAGE, item=scenario.name,
                 reason=f"kept with {len(tools)} working tools (fewer than {settings.tools_min}): they still serve "

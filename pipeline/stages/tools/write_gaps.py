@@ -77,24 +77,28 @@ class WriteGap:
     why: str
 
 
-def write_targets(env: ir.Environment) -> set[tuple[str, str]]:
-    """``(statement, table)`` of every ``INSERT``/``UPDATE``/``DELETE`` in the write steps of ``env``'s tools
-    (parsed; ``statement`` is ``insert``, ``update`` or ``delete``)."""
+def tool_targets(tool: ir.Tool) -> set[tuple[str, str]]:
+    """``(statement, table)`` of every ``INSERT``/``UPDATE``/``DELETE`` in ``tool``'s write steps (parsed;
+    ``statement`` is ``insert``, ``update`` or ``delete``)."""
     out: set[tuple[str, str]] = set()
-    for tool in env.tools:
-        for step in tool.steps:
-            if step.kind != "write":
-                continue
-            try:
-                tree = sqlglot.parse_one(step.sql, read="sqlite")
-            except Exception:
-                continue
-            for node in tree.find_all(exp.Insert, exp.Update, exp.Delete):
-                target = node.this
-                table = target.this if isinstance(target, exp.Schema) else target
-                if isinstance(table, exp.Table):
-                    out.add((type(node).__name__.lower(), table.name))
+    for step in tool.steps:
+        if step.kind != "write":
+            continue
+        try:
+            tree = sqlglot.parse_one(step.sql, read="sqlite")
+        except Exception:
+            continue
+        for node in tree.find_all(exp.Insert, exp.Update, exp.Delete):
+            target = node.this
+            table = target.this if isinstance(target, exp.Schema) else target
+            if isinstance(table, exp.Table):
+                out.add((type(node).__name__.lower(), table.name))
     return out
+
+
+def write_targets(env: ir.Environment) -> set[tuple[str, str]]:
+    """:func:`tool_targets` of every tool of ``env``."""
+    return {target for tool in env.tools for target in tool_targets(tool)}
 
 
 def changed_tables(env: ir.Environment, infos: dict[str, TableInfo]) -> list[str]:
