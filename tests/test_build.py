@@ -27,12 +27,17 @@ BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id
 
 def build_replies() -> list[Any]:
     """Every reply of a build with ``small_settings()`` and the default switches: each table's example rows are
-    followed by its generator choice (``row_generators``), the books' titles and authors by rows continued together
-    that add nothing, then the titles by the list continued from the examples (issue 40); the tools the LLM misses
+    followed by its generator choice (``row_generators``), the books' titles, authors and copies, then titles and
+    authors, by rows continued together that add nothing, then the titles by the list continued from the examples (issue 40); the tools the LLM misses
     are written by code."""
     intents, schema, members, books, loans, *tools = all_replies()
-    return [intents, schema, members, MEMBERS_GEN, books, BOOKS_GEN, *BOOK_PAIRS, *TITLE_LISTS, loans, LOANS_GEN,
-            *tools]
+    return [intents, schema, members, MEMBERS_GEN, books, BOOKS_GEN, *BOOK_MATES, *BOOK_PAIRS, *TITLE_LISTS, loans,
+            LOANS_GEN, *tools]
+
+
+BOOK_MATES = [{"rows": [{"title": "Emma", "author": "Jane Austen", "copies_available": "2"}]}] * 2
+"""Rows continued with the copies a book has (its example values vary with the title: ``row_mates``), adding
+nothing: two dry calls, then the titles with their authors alone, as before."""
 
 
 ADDED = ["create_books", "update_loans_status", "update_books_copies_available", "list_loans_by_book_id",
@@ -59,11 +64,12 @@ def test_build_produces_a_working_environment() -> None:
     assert [t.name for t in env.tools] == ["find_member", "list_member_loans", "lend_book", "return_book", *ADDED]
     assert set(res.timings) == {"intents", "schema", "seed_data", "tools", "total"}
     assert set(res.usage) == {"intents", "schema", "seed_data", "tools"}
-    # seed data: 3 tables x (rows + generators), 2 calls for titles with authors and 3 title continuations (each
+    # seed data: 3 tables x (rows + generators), 2 calls for titles with authors and copies, 2 for titles with
+    # authors and 3 title continuations (each
     # list ends after two dry calls)
-    assert res.usage["seed_data"]["calls"] == 11 and res.usage["tools"]["calls"] == 5
+    assert res.usage["seed_data"]["calls"] == 13 and res.usage["tools"]["calls"] == 5
     s = res.summary()
-    assert s["ok"] and s["llm"]["calls"] == 18 and s["rows"]["loans"] == len(rows["loans"])
+    assert s["ok"] and s["llm"]["calls"] == 20 and s["rows"]["loans"] == len(rows["loans"])
     with EnvInstance(env) as inst:
         bob = rows["members"][1]
         assert inst.call("find_member", {"email": bob["email"]})["result"]["name"] == bob["name"]
@@ -152,7 +158,7 @@ def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_pa
     rows = {s.table: len(s.rows) for s in env.seed}
     assert f"tables:     3 (members {rows['members']}, books {rows['books']}, loans {rows['loans']} rows)" in res.output
     assert f"tools:      13 (find_member, list_member_loans, lend_book, return_book, {', '.join(ADDED)})" in res.output
-    assert "18 calls" in res.output
+    assert "20 calls" in res.output
     assert env.scenario.name == SCENARIO.name and len(env.tools) == 13 and tasks == []
     assert report["build"]["settings"]["rows_per_table"] == 4
     assert {p.name for p in out.iterdir()} >= {"env.json", "schema.sql", "initial.db", "server.py", "report.json"}

@@ -83,21 +83,24 @@ def asked_for(fact: Any, agent_text: str, facts: list[Any] | None = None) -> boo
     facts about that thing (a user asked "which book?" may give the book's title; one asked "what is the author of
     the book?" only the author)."""
     others = [f for f in facts or () if f is not fact]
-    label, about = _words(fact.label), _words(fact.about)
+    def field(f: Any) -> set[str]:  # "order" of "order date" about the order names the thing, not the field
+        return _words(f.label) - _words(f.about)
+
+    label, about = field(fact), _words(fact.about)
 
     def own(f: Any) -> set[str]:
-        return _words(f.label) - set().union(*(_words(g.label) for g in facts or () if g is not f))
+        return field(f) - set().union(*(field(g) for g in facts or () if g is not f))
 
     def asks(said: set[str]) -> bool:
         if own(fact) & said:
             return True
         if label & said:  # a shared label word: unless the clause names another such fact by words this one lacks
             mine = label | about
-            return not any(((_words(f.label) | _words(f.about)) - mine) & said
-                           for f in others if _words(f.label) & label)
+            return not any(((field(f) | _words(f.about)) - mine) & said
+                           for f in others if field(f) & label)
         if about & said:
             same = [f for f in others if _words(f.about) & about]
-            return not any(_words(f.label) & said for f in same)
+            return not any(field(f) & said for f in same)
         return False
 
     # clause by clause: "who is the member, which book, and for how many days?" asks three things

@@ -8,21 +8,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlglot
+from sqlglot import exp
+
 from pipeline import ir
 from pipeline.stages.tools.write_gaps import tool_targets
 
-Signature = tuple[frozenset[tuple[str, str]], frozenset[str]]
+Signature = tuple[frozenset[tuple[str, str]], frozenset[str], frozenset[str]]
+
+
+def _literals(tool: ir.Tool) -> frozenset[str] | None:
+    """The literal values a tool's write statements hold ('on_loan' in lending, 'available' in returning): two tools
+    that set a row to different values are opposite changes, not one tool."""
+    out: set[str] = set()
+    for step in tool.steps:
+        if step.kind != "write":
+            continue
+        try:
+            out |= {n.sql() for n in sqlglot.parse_one(step.sql, read="sqlite").find_all(exp.Literal)}
+        except sqlglot.errors.SqlglotError:
+            return None
+    return frozenset(out)
 
 
 def signature(tool: ir.Tool) -> Signature | None:
-    """What a write tool does: (its ``(statement, table)`` targets, its parameter names); None for a read tool or a
-    write whose statements do not parse."""
+    """What a write tool does: (its ``(statement, table)`` targets, its parameter names, the literal values it
+    writes); None for a read tool or a write whose statements do not parse. Without the literals, returning a book
+    (``SET status = 'available'``) was dropped as a duplicate of lending it (``SET status = 'on_loan'``)."""
     if tool.kind != "write":
         return None
     targets = tool_targets(tool)
-    if not targets:
+    literals = _literals(tool)
+    if not targets or literals is None:
         return None
-    return frozenset(targets), frozenset(p.name for p in tool.params)
+    return frozenset(targets), frozenset(p.name for p in tool.params), literals
 
 
 def duplicate_of(tool: ir.Tool, kept: Sequence[ir.Tool]) -> ir.Tool | None:
@@ -35,7 +54,7 @@ def duplicate_of(tool: ir.Tool, kept: Sequence[ir.Tool]) -> ir.Tool | None:
 
 def rejection(tool: ir.Tool, kept: ir.Tool, stage: str) -> ir.Rejection:
     """The note for ``tool`` dropped as a duplicate of ``kept``."""
-    targets, params = signature(kept) or (frozenset(), frozenset())
+    targets, params, _ = signature(kept) or (frozenset(), frozenset(), frozenset())
     what = ", ".join(f"{verb} {table}" for verb, table in sorted(targets))
     return ir.Rejection(stage=stage, item=tool.name,
                         reason=f"duplicate of tool {kept.name!r} ({what}, parameters {sorted(params)}): dropped",
