@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from datetime import date
+from itertools import pairwise
 from typing import Any
 
 from pipeline.dbmodel.columns import check_enums
@@ -171,7 +172,7 @@ def _lifecycle(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
         return None
     rest = [s for s in listed if s != first]
     by_age = sorted(rest, key=lambda s: (s not in ages, sum(ages.get(s, [0])) / max(1, len(ages.get(s, [])))))
-    if all(s in ages for s in by_age) and all(_younger(ages[a], ages[b]) for a, b in zip(by_age, by_age[1:])):
+    if all(s in ages for s in by_age) and all(_younger(ages[a], ages[b]) for a, b in pairwise(by_age)):
         rest = by_age
     return (first, *rest)
 
