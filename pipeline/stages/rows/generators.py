@@ -19,7 +19,7 @@ column the examples pair with one of them (:func:`tuple_columns`), are continued
 row (:func:`continue_together`), and so are the numbers and CHECK-list values whose examples vary with such a
 tuple or a single list column of an entity (:func:`row_mates`: a book's year with its title, a medicine's strength
 and dose frequency with its name; each checked by :func:`value_check`: a number in its generator's range, a value
-of the CHECK list); relations the examples show are made to hold by code (:func:`settle`:
+of the CHECK list; then asked again one row a call, given the row's name, :func:`complete_rows`); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
 with the examples as soon as the model chooses them (:func:`fit_examples`: a range far wider than the examples
 narrowed, a range or dates the reply lacks taken from them, no round trip); the model's example people,
