@@ -597,7 +597,9 @@ def revise_task(
 
 
 def stated_values(task: Task) -> list[Any]:
-    """The argument values ``task``'s request states (``metadata.sources``: ``stated``), in call order."""
+    """The values ``task``'s request states: its arguments stated (``metadata.sources``), in call order, then the
+    values its conversational form tells the user (``metadata.conversation``: a book that tells one of a member's
+    loans from the others is no argument)."""
     sources = task.metadata.get("sources") or []
     out: list[Any] = []
     for call, src in zip(task.reference_solution, sources, strict=False):
@@ -605,6 +607,10 @@ def stated_values(task: Task) -> list[Any]:
             v = call.arguments.get(arg)
             if where == "stated" and v is not None and v not in out:
                 out.append(v)
+    for fact in (task.metadata.get("conversation") or {}).get("facts") or []:
+        v = fact.get("value") if isinstance(fact, dict) else None
+        if v is not None and v not in out:
+            out.append(v)
     return out
 
 
