@@ -384,7 +384,7 @@ class Finder:
             cap = int(max(counts))  # at most what the seeded rows hold: the rows obey it, the fullest are at it
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
                      "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra,
-                     "parent": parent, "key": key, "others": others}
+                     "parent": parent, "parent_key": key, "others": others}
             form = f"SELECT 1 WHERE (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(fk)} = :{p.name}{extra}) >= {NUMBER}"
             parts = (tool.name, child, "max", NUMBER, col, v if col else "")
             yield Candidate("", "limit", tool.name, "", p.name, keys, words, form=(parts, form)).at(cap, probe=False)
@@ -655,9 +655,9 @@ def usual_calls(conn: Any, c: Candidate) -> tuple[int, int]:
     section = w.get("section", "")
     if x is None:
         return 0, 0
-    if section in ("limit", "limit_where") and w.get("parent") and w.get("key"):
+    if section in ("limit", "limit_where") and w.get("parent") and w.get("parent_key"):
         per = (f"(SELECT COUNT(*) FROM {qi(w['table'])} AS c WHERE c.{qi(w['column'])} = "
-               f"p.{qi(w['key'])}{w.get('where', '')})")
+               f"p.{qi(w['parent_key'])}{w.get('where', '')})")
         row = conn.execute(f"SELECT COALESCE(SUM({per} >= ?), 0), COUNT(*) FROM {qi(w['parent'])} AS p",
                            (x,)).fetchone()
         return int(row[0]), int(row[1])

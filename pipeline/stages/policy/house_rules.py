@@ -909,7 +909,9 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
     notes = []
     for i, text in enumerate(rules):
         if i not in by_rule:
-            best = max(range(len(checked)), key=lambda j: table[i][j].joint, default=None)
+            # the nearest candidate the prose fits, when one does (its number did not hold: say why), else the nearest
+            fitting = [j for j in range(len(checked)) if not table[i][j].refused] or range(len(checked))
+            best = max(fitting, key=lambda j: table[i][j].joint, default=None)
             evidence: dict[str, Any] = {"prose": text}
             if best is not None:
                 f = table[i][best]
