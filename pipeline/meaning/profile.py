@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.meaning.relations import as_date
+
 SLACK = 0.3
 """How far a value's share of digits may stray from the examples' range."""
 MARGIN = 0.12
@@ -49,6 +51,9 @@ class Profile:
     capital: bool = False
     """Every example that starts with a letter starts with a capital one (two such examples at least): "The
     Hobbit", "Fiction". Scripts without case never set it."""
+    dates: bool = False
+    """Every example (two at least) is a calendar date ("2026-01-01"): a value must be one too, a real day of a real
+    month ("2025-12-32" and "2025-09-31" are not)."""
 
 
 def _digit_share(text: str) -> float:
@@ -75,8 +80,9 @@ def profile(values: Sequence[Any]) -> Profile | None:
     marks = set.intersection(*(_marks(t) for t in texts)) if len(texts) >= 2 else set()
     firsts = [t[0] for t in texts if t[0].isalpha()]
     capital = len(firsts) >= 2 and all(c.isupper() for c in firsts)
+    dates = len(texts) >= 2 and all(as_date(t) is not None for t in texts)
     return Profile(tuple(texts), (min(shares), max(shares)), (min(words), max(words)), (min(lengths), max(lengths)),
-                   frozenset(marks), capital)
+                   frozenset(marks), capital, dates)
 
 
 def word_range(p: Profile) -> tuple[int, int]:
@@ -92,6 +98,8 @@ def misfit(p: Profile, value: Any) -> str | None:
     text = str(value).strip()
     if not text:
         return "is empty"
+    if p.dates and as_date(text) is None:
+        return "is no calendar date where every example is one"
     d = _digit_share(text)
     if d > p.digits[1] + SLACK:
         return "is mostly digits where the examples are not"

@@ -32,6 +32,18 @@ def test_a_profile_refuses_values_of_another_shape_in_any_script() -> None:
     assert profile.contradiction(drugs, ["Amoxicillin", "Warfarin", "Kathryn Evans"]) is None
 
 
+def test_a_column_of_dates_takes_only_real_days() -> None:
+    # the HR leave domain's public holidays were continued as "2025-12-32", "2025-09-31", "2025-10-55"
+    days = profile.profile(["2026-01-01", "2025-12-25", "2026-04-03"])
+    assert days and days.dates
+    for bad in ("2025-12-32", "2025-09-31", "2025-10-55", "New Year"):
+        assert "calendar date" in (profile.misfit(days, bad) or ""), bad
+    assert profile.misfit(days, "2026-05-01") is None
+    assert profile.contradiction(days, ["2025-12-32", "2025-08-43", "2025-10-54", "2026-01-01"]) is not None
+    mixed = profile.profile(["2026-01-01", "soon"])
+    assert mixed and not mixed.dates
+
+
 def test_samples_closer_to_another_columns_examples_are_that_columns_kind() -> None:
     # a toy encoder: two directions, the drug names on one, person names on the other
     axis = {"Aspirin": 0, "Ibuprofen": 0, "Paracetamol": 0, "John Doe": 1, "Jane Smith": 1, "Bryan Robbins": 1,
