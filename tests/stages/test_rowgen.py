@@ -115,16 +115,31 @@ already (two calls in a row that add fewer than three end the list: books get th
 rows)."""
 
 
-def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None) -> Any:
+def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None,
+             named: dict[str, dict[str, Any]] | None = None) -> Any:
     """A fake LLM answering the scripted ``replies`` in order, and every vocabulary continuation request (which
     ``rowgen`` sends after a column's generator is settled) from ``pools``; a feedback turn on a generator choice
-    gets the previous reply again (the loop then ends and the column falls back to its examples)."""
+    gets the previous reply again (the loop then ends and the column falls back to its examples). A request to
+    complete one row given its name (``complete_row``) is answered from ``named`` (the row's first value -> the
+    values asked), else from the ``pools`` row that holds the values it is given."""
     queue = list(replies)
     pools = VOCAB if pools is None else pools
     given: set[str] = set()
 
     def reply(messages: list[dict[str, Any]]) -> Any:
         first = messages[0]["content"]
+        m = re.search(r"^Complete this row with its own (.+) \(each \?\).*:\n(\{.+\})$", first, re.M)
+        if m:
+            asked = m.group(1).split(", ")
+            row = json.loads(re.sub(r": \?(?=,|\})", ": null", m.group(2)))
+            known = {k: v for k, v in row.items() if v is not None}
+            if named is not None and str(next(iter(known.values()))) in named:
+                return {c: named[str(next(iter(known.values())))][c] for c in asked}
+            cols = list(row)
+            for vs in zip(*(pools.get(c, []) for c in cols), strict=False):
+                if all(str(v) == str(known[c]) for c, v in zip(cols, vs, strict=True) if c in known):
+                    return {c: v for c, v in zip(cols, vs, strict=True) if c in asked}
+            return {"error": "no such row"}
         m = re.search(r"Write \d+ more values for (\w+)", first)
         if m:
             fresh = [v for v in pools.get(m.group(1), []) if f"- {v}\n" not in first and v not in given][:12]

@@ -172,7 +172,7 @@ def test_lint_refuses_tool_names_schema_identifiers_and_copied_plan_wording() ->
     with fresh(env) as run:
         chains = plan_chains(env, run, 12, {1: 0.3, 2: 0.4, 3: 0.3})
     chain = next(c for c in chains if c.shape == "create")
-    values = " ".join(repr(v) if isinstance(v, str) else str(v) for v in chain.must_state)
+    values = ", ".join(str(v) for v in chain.must_state)  # as a person writes them: no quotes
     assert lint_request(env, chain, f"Please sort this out for me: {values}.") is None
     assert "the plan's wording" in lint_request(env, chain, chain.facts[0])
     # the connecting words of a fact, without its values and the tools' own descriptions, runs of 4+ words

@@ -353,7 +353,8 @@ class Finder:
                     parts = (tool.name, table, c.name, "over", NUMBER)
                     form = f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {NUMBER}"
                     yield Candidate("", "approval", tool.name, "", p.name, keys,
-                                    {**base, "section": "row_over", "label": label(c.name)},
+                                    {**base, "section": "row_over", "label": label(c.name), "rows": table,
+                                     "measured": c.name},
                                     form=(parts, form)).at(x, probe=False)
             elif c.type.upper() == "TEXT" and not key_column(c) and c.enum is None \
                     and self.dated(table, c.name):
@@ -370,6 +371,8 @@ class Finder:
         child, fk = uses[0].column  # type: ignore[misc]
         if child == parent or not any(c == fk and pp == parent for c, pp, _ in self.infos[child].foreign_keys):
             return
+        # the other tables its items belong to ("5 books" counts the loans of a member)
+        others = ",".join(label(pp) for _c, pp, _k in self.infos[child].foreign_keys if pp != parent)
         filters: list[tuple[str, str, Any]] = [("", "", None)]
         filters += [(f" AND {qi(c.name)} = {_sql_text(v)}", c.name, v) for c, held in self.enums(child) for v in held]
         for extra, col, v in filters:
@@ -380,7 +383,8 @@ class Finder:
                 continue
             cap = int(max(counts))  # at most what the seeded rows hold: the rows obey it, the fullest are at it
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
-                     "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra}
+                     "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra,
+                     "parent": parent, "parent_key": key, "others": others}
             form = f"SELECT 1 WHERE (SELECT COUNT(*) FROM {qi(child)} WHERE {qi(fk)} = :{p.name}{extra}) >= {NUMBER}"
             parts = (tool.name, child, "max", NUMBER, col, v if col else "")
             yield Candidate("", "limit", tool.name, "", p.name, keys, words, form=(parts, form)).at(cap, probe=False)
@@ -639,3 +643,28 @@ def broken_by_rows(conn: Any, c: Candidate) -> int:
                   f"GROUP BY {qi(column)}")
         return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM ({counts}) WHERE n > ?", (x, x)).fetchone()[0])
     return 0
+
+
+def usual_calls(conn: Any, c: Candidate) -> tuple[int, int]:
+    """(forbidden, of): how many of the calls drawn from the seeded rows a threshold or a cap forbids, on the
+    initial state on ``conn``: a cap, a call adding a child to each seeded row it groups by (forbidden where that row
+    already has the cap's count); a threshold on the request's own value, each seeded value of its column asked for
+    again; a threshold on a row's number, a call on each seeded row. (0, 0) for a state or a date, whose share of
+    forbidden calls is the seed's state, not a number the rule chose."""
+    w, x = c.words, c.number
+    section = w.get("section", "")
+    if x is None:
+        return 0, 0
+    if section in ("limit", "limit_where") and w.get("parent") and w.get("parent_key"):
+        per = (f"(SELECT COUNT(*) FROM {qi(w['table'])} AS c WHERE c.{qi(w['column'])} = "
+               f"p.{qi(w['parent_key'])}{w.get('where', '')})")
+        row = conn.execute(f"SELECT COALESCE(SUM({per} >= ?), 0), COUNT(*) FROM {qi(w['parent'])} AS p",
+                           (x,)).fetchone()
+        return int(row[0]), int(row[1])
+    table, column = ((w.get("table"), w.get("column")) if section == "value_over"
+                     else (w.get("rows"), w.get("measured")))
+    if section not in ("value_over", "row_over") or not table or not column:
+        return 0, 0
+    row = conn.execute(f"SELECT COALESCE(SUM({qi(column)} > ?), 0), COUNT({qi(column)}) FROM {qi(table)}",
+                       (x,)).fetchone()
+    return int(row[0]), int(row[1])

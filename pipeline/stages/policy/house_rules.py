@@ -70,6 +70,7 @@ from pipeline.stages.policy.candidates import (
     number_text,
     offered_conflicts,
     propose,
+    usual_calls,
 )
 from pipeline.stages.policy.candidates import (
     label as _label,
@@ -207,8 +208,10 @@ def unsaid(text: str, c: Checked) -> str | None:
     """What of its condition a rule's message leaves out, or None: the value the condition compares with (a listed
     value, a threshold, a cap; as :func:`names_value` reads it) and, but for a listed value (which names its state:
     "a submitted permit"), a word of the column it reads or of the items it counts (the schema's own name, a word of
-    the message starting as it does: "published" says "publication year"). So a message says what
-    its condition checks, whole, whatever the language of the schema."""
+    the message starting as it does: "published" says "publication year"); a cap's number as a count of its items,
+    per the row it groups by (:func:`counted`: "A request for a new order must be made within 24 hours of the
+    previous one." names 24 and orders, and says no cap of 24 orders per medication). So a message says what its
+    condition checks, whole, whatever the language of the schema."""
     w = c.candidate.words
     for key in ("value", "which") if w.get("section") == "limit_where" else ("value",):
         if w.get(key) and not names_value(text, w[key]):
@@ -219,6 +222,8 @@ def unsaid(text: str, c: Checked) -> str | None:
     for key in ("label", "items") if w.get("section", "").startswith("limit") else ("label",):
         if not _names(said, w.get(key, "")):
             return w[key]
+    if w.get("section", "").startswith("limit") and not counted(text, c)[0]:
+        return f"{w['value']} {w['items']} per {w['thing']}"  # its number counts them, per the row grouped by
     return None
 
 
@@ -258,17 +263,129 @@ def numbers(text: str) -> list[Stated]:
     """The numbers ``text`` states with digits, in its order (dates and times aside; "1,200,000" and "1.200.000"
     read as one number, :data:`_GROUPED`). Numbers written as words are not read: that would need each language's
     words for them (the prose request asks for digits)."""
-    found: list[tuple[int, Stated]] = []
+    return [st for _, _, st in _spans(text)]
+
+
+def _spans(text: str) -> list[tuple[int, int, Stated]]:
+    """:func:`numbers` with where each one is written in ``text`` (start, end)."""
+    found: list[tuple[int, int, Stated]] = []
     masked = text
     for m in _GROUPED.finditer(text):
-        found.append((m.start(), Stated(int(re.sub(r"\D", "", m.group())), True)))
+        found.append((m.start(), m.end(), Stated(int(re.sub(r"\D", "", m.group())), True)))
         masked = masked[:m.start()] + " " * (m.end() - m.start()) + masked[m.end():]
     masked = _DATES.sub(lambda m: " " * len(m.group()), masked)
     for m in _NUMBER.finditer(masked):
         whole_part, decimals, percent = m.group(1), m.group(2), m.group(3)
         value: float | int = float(f"{int(whole_part)}.{decimals}") if decimals else int(whole_part)
-        found.append((m.start(), Stated(value, not decimals and not percent and int(whole_part) > 0)))
-    return [st for _, st in sorted(found, key=lambda e: e[0])]
+        found.append((m.start(), m.end(), Stated(value, not decimals and not percent and int(whole_part) > 0)))
+    return sorted(found, key=lambda e: e[0])
+
+
+NEAR = 3
+"""Words on each side of a number that say what it counts (:func:`near`): "at most 3 inspections", "3 active
+loans", "renewed at most 2 times"; "within 24 hours of the previous one" names no order."""
+WORD_MIN = 0.6
+"""MiniLM similarity of a word next to a number with what a cap counts (or a threshold's column) for the word to
+name it when it does not start as the schema's word does (:func:`Similar`)."""
+
+
+def _breaks(ch: str) -> bool:
+    """A character that ends a clause: punctuation other than a quote, a hyphen, a percent or a connector."""
+    return unicodedata.category(ch) in ("Po", "Ps", "Pe") and ch not in "'%\u066a\u2030&@#*/\\"
+
+
+def near(text: str, start: int, end: int, k: int = NEAR) -> tuple[list[str], list[str]]:
+    """The words (case-folded, no number) before and after ``text[start:end]``, at most ``k`` on each side, within
+    its clause (no clause-ending punctuation between): what a number is a number of, in any language's order."""
+    before, after = text[:start], text[end:]
+    cut = max((i for i, ch in enumerate(before) if _breaks(ch)), default=-1)
+    before = before[cut + 1:]
+    cut = next((i for i, ch in enumerate(after) if _breaks(ch)), len(after))
+    after = after[:cut]
+
+    def words(part: str) -> list[str]:
+        return [w.casefold() for w in _WORD.findall(part) if not w.isdigit()]
+
+    return words(before)[-k:], words(after)[:k]
+
+
+class Similar:
+    """Whether a word names a label: the schema's word (:func:`_names`) or, with MiniLM (``embed``), a word at
+    least :data:`WORD_MIN` similar to it ("books" and "loans" are not; "prescriptions" and "scripts" may be). Without
+    ``embed``, the schema's words alone."""
+
+    def __init__(self, embed: bool = False) -> None:
+        self.embed = embed
+        self._cache: dict[tuple[str, str], float] = {}
+
+    def __call__(self, word: str, label: str) -> bool:
+        if not label or _names([word], label):
+            return bool(label)
+        if not self.embed or len(word) < 3:
+            return False
+        key = (word, label)
+        if key not in self._cache:
+            self._cache[key] = similarities([word], [label])[0][0]
+        return self._cache[key] >= WORD_MIN
+
+
+def counted(text: str, c: Checked, same: Similar | None = None) -> tuple[list[Stated], str]:
+    """The numbers prose ``text`` states that speak of what candidate ``c`` (a threshold or a cap) compares, and
+    why none does (or ""):
+
+    - a cap (``limit``, ``limit_where``) counts its items per row of the table it groups by (``thing``): a number
+      counts them when a word next to it (:func:`near`) names the items, or a table they belong to other than the
+      one grouped by (``others``: "5 books" for the loans of a member), and the first word after it does not name
+      the row grouped by ("5 medications" counts medications, not orders per medication); and the prose must name
+      the row grouped by elsewhere ("per medication", "a patient"). A number of something else ("within 24 hours
+      of the previous one") is no cap's number;
+    - a threshold on a column (``row_over``, ``value_over``): the number's clause names the column, or (the
+      request's own value) the number lies within the column's seeded values ("stronger than 6.2 percent" for
+      the abv).
+
+    Words are the schema's own (:func:`_names`), or MiniLM-near ones (``same``), in whatever language; numbers are
+    digits. Seen 2026-11-28 (the pharmacy of the committed example): "A request for a new order must be made within
+    24 hours of the previous one." grounded in a pharmacy-wide cap of 24 orders per medication, and the build
+    deleted 23 seeded orders to fit it."""
+    same = same or Similar()
+    w = c.candidate.words
+    section = w.get("section", "")
+    spans = _spans(text)
+    if section.startswith("limit"):
+        items = [w.get("items", ""), *[x for x in w.get("others", "").split(",") if x.strip()]]
+        grouped = w.get("thing", "")
+        out = []
+        for start, end, st in spans:
+            if not st.count:
+                continue
+            before, after = near(text, start, end)
+            if after and grouped and same(after[0], grouped):
+                continue
+            if any(same(x, label) for x in before + after for label in items):
+                out.append(st)
+        if not out:
+            said = ", ".join(number_text(n.value) for n in numbers(text)) or "no number"
+            return [], (f"the rule states {said}, none of it a count of {w.get('items', '')} (the cap counts "
+                        f"{w.get('items', '')} per {grouped})")
+        said = [x.casefold() for x in _WORD.findall(text)]
+        if grouped and not any(same(x, grouped) for x in said):
+            return [], (f"the rule does not say per what it counts: the cap counts {w.get('items', '')} per "
+                        f"{grouped}, a word the rule does not name")
+        return out, ""
+    if section in ("row_over", "value_over"):
+        label = w.get("label", "")
+        seeded = [v for v in getattr(c.candidate, "values", ()) if isinstance(v, int | float)] \
+            if section == "value_over" else []
+        out = []
+        for start, end, st in spans:
+            before, after = near(text, start, end, k=len(text))
+            if any(same(x, label) for x in before + after) or (seeded and min(seeded) <= st.value <= max(seeded)):
+                out.append(st)
+        if not out:
+            said = ", ".join(number_text(n.value) for n in numbers(text)) or "no number"
+            return [], f"the rule states {said}, none of it said of the {label}"
+        return out, ""
+    return numbers(text), ""
 
 
 def may_ground(text: str, c: Checked) -> bool:
@@ -526,7 +643,7 @@ def off_rule(env: ir.Environment, text: str, c: Checked, words: Words) -> str | 
     grounds did (seen 2026-11-28: "A renewal request must be made within 30 days of the original loan date." as the
     message of "a new loan may not have a loan date before today": it names the loan date, and is about renewals)."""
     f = fits(env, [text], [c], words, threshold=-1.0)[0][0]
-    if f.gate in ("", "said", "number"):  # a condition the message does not say is :func:`unsaid`'s to say
+    if f.gate in ("", "said", "number", "counts"):  # a condition the message does not say is :func:`unsaid`'s to say
         return None
     action = env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".")
     when = words(c.candidate.words["section"] + "_when", **c.candidate.words)
@@ -678,7 +795,8 @@ class Fit:
     checks), ``table`` with the nearest of the tables it is about
     (:meth:`~pipeline.stages.policy.candidates.Finder.about`) and ``best_table`` with the nearest table of all
     (``nearest`` names it); ``refused`` says why the pair may not ground, or is empty, and ``gate`` which test
-    refused it ("table", "action", "condition", "number", "said", "joint"; "number": the prose states a number
+    refused it ("table", "action", "condition", "number", "said", "counts", "joint"; "counts": its numbers are
+    none of what the candidate compares, :func:`counted`; "number": the prose states a number
     that a state or a date candidate does not check: "A renewal request must be made within 30 days of the original
     loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28)."""
 
@@ -710,6 +828,7 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
              + [env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".") for c in checked]
              + [words(c.candidate.words["section"] + "_when", **c.candidate.words) for c in checked] + tables)
     n = len(checked)
+    same = Similar(embed=True)
     out = []
     for i, row in enumerate(similarities(rules, texts)):
         by_table = dict(zip(names, row[3 * n:], strict=True))
@@ -733,6 +852,8 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
             elif not may_ground(rules[i], c):
                 why, gate = (f"the rule does not say the candidate's condition "
                              f"({_condition_words(c)})"), "said"
+            elif c.candidate.form is not None and not (got := counted(rules[i], c, same))[0]:
+                why, gate = got[1], "counts"
             elif f.joint < threshold:
                 why, gate = f"the rule is far from the candidate ({f.joint} < {threshold})", "joint"
             fit.append(replace(f, refused=why, gate=gate))
@@ -769,6 +890,7 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
     0.389-0.673, condition 0.265-0.875, the candidate's table the nearest (a near tie for "Fees above 1200 need a
     supervisor.": permits 0.214, applicants 0.209)."""
     table = fits(env, rules, checked, words, threshold)
+    same = Similar(embed=True)
     pairs = sorted(((table[i][j].joint, i, j) for i in range(len(rules)) for j in range(len(checked))
                     if not table[i][j].refused), key=lambda e: (-e[0], e[1], e[2]))
     by_rule: dict[int, int] = {}
@@ -777,7 +899,7 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
     unheld: dict[tuple[int, int], str] = {}  # why the prose's numbers do not hold for a candidate
     for _sim, i, j in pairs:
         if i not in by_rule and j not in used:
-            held, why = at_stated(env, rules[i], checked[j])
+            held, why = at_stated(env, rules[i], checked[j], same)
             if held is None:
                 unheld[i, j] = why
                 continue
@@ -787,7 +909,9 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
     notes = []
     for i, text in enumerate(rules):
         if i not in by_rule:
-            best = max(range(len(checked)), key=lambda j: table[i][j].joint, default=None)
+            # the nearest candidate the prose fits, when one does (its number did not hold: say why), else the nearest
+            fitting = [j for j in range(len(checked)) if not table[i][j].refused] or range(len(checked))
+            best = max(fitting, key=lambda j: table[i][j].joint, default=None)
             evidence: dict[str, Any] = {"prose": text}
             if best is not None:
                 f = table[i][best]
@@ -802,18 +926,43 @@ def ground(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked]
     return [(rules[i], at[i, by_rule[i]]) for i in sorted(by_rule)], notes
 
 
-BROKEN_MAX = 0.5
-"""The share of a table's seeded rows a threshold or a cap taken from the prose may break (rows changed or deleted
-afterwards, :mod:`pipeline.stages.policy.seeded`): past it the rows say the prose's number is not this
-environment's."""
+BROKEN_SHARE = 0.1
+"""The share of the counted table's seeded rows a cap taken from the prose may break (rows :mod:`pipeline.stages.
+policy.seeded` would delete to fit it; one row is always allowed): past it the seeded rows, this domain's
+ordinary activity, say the prose's number is not this environment's, and the rule is refused rather than the seed
+rewritten. On the pharmacy of the committed example (2026-11-28) a cap of 24 orders per medication broke 23 of its
+188 seeded orders (12 %; all of them one drug's, 47 orders cut to 24); the permit office's "at most 2 inspections"
+breaks 1 of 6 (the one row allowed)."""
+FORBIDDEN_MAX = 0.5
+"""The share of the calls drawn from the seeded rows (:func:`~pipeline.stages.policy.candidates.usual_calls`) a cap
+or a threshold may forbid: a rule that refuses most of what the business usually does is a ration of a whole
+category, not a business rule (the permit office's "fees above 900" forbids 3 of its 7 seeded fees)."""
 
 
-def at_stated(env: ir.Environment, text: str, c: Checked) -> tuple[Checked | None, str]:
-    """Candidate ``c`` (a threshold or a cap) at the number prose ``text`` states (:func:`numbers`, in its order; a
-    cap takes a count): the first one that is checkable on real calls (:func:`~pipeline.stages.policy.candidates.
-    check`: some working call it allows, another it forbids) and that at most :data:`BROKEN_MAX` of the table's
-    seeded rows break; None (and why) when none is, so the prose does not ground in ``c``. A state or a date
-    comes back as it is.
+def rationed(conn: Any, c: Candidate) -> str:
+    """Why a threshold or a cap is no business rule of the environment whose initial state is on ``conn``, or "":
+    its seeded rows break it in more than :data:`BROKEN_SHARE` (a cap; more than one row), or it forbids more than
+    :data:`FORBIDDEN_MAX` of the calls drawn from the seeded rows. The numbers are in the reason."""
+    n = broken_by_rows(conn, c)
+    table = c.words.get("table", "")
+    if n > 1 and c.words.get("section", "").startswith("limit") and table:
+        total = conn.execute(f"SELECT COUNT(*) FROM {qi(table)}").fetchone()[0]
+        if n > BROKEN_SHARE * total:
+            return (f"{n} of the {total} seeded {_label(table)} rows break it ({100 * n / total:.0f} % > "
+                    f"{100 * BROKEN_SHARE:.0f} %): the seed would be rewritten to fit it")
+    forbidden, of = usual_calls(conn, c)
+    if of and forbidden > FORBIDDEN_MAX * of:
+        return (f"it forbids {forbidden} of the {of} calls drawn from the seeded rows ({100 * forbidden / of:.0f} % > "
+                f"{100 * FORBIDDEN_MAX:.0f} %)")
+    return ""
+
+
+def at_stated(env: ir.Environment, text: str, c: Checked, same: Similar | None = None) -> tuple[Checked | None, str]:
+    """Candidate ``c`` (a threshold or a cap) at a number prose ``text`` states of what it compares
+    (:func:`counted`, in the prose's order; a cap takes a count): the first one that is checkable on real calls
+    (:func:`~pipeline.stages.policy.candidates.check`: some working call it allows, another it forbids) and that is
+    no ration (:func:`rationed`); None (and why) when none is, so the prose does not ground in ``c``. A state or a
+    date comes back as it is.
 
     Not code's number instead: on the library regenerated on 2026-11-28, "A renewal request must be made within 30
     days of the original loan date." names the renewals a cap counts and states a number; a cap of 30 renewals per
@@ -823,22 +972,24 @@ def at_stated(env: ir.Environment, text: str, c: Checked) -> tuple[Checked | Non
     if cand.form is None or cand.number is None:
         return c, ""
     cap = cand.words.get("section", "").startswith("limit")
-    stated = list(dict.fromkeys(n.value for n in numbers(text) if n.count or not cap))
-    if cand.number in stated:
-        return c, ""
+    said, why_not = counted(text, c, same)
+    if not said:
+        return None, why_not
+    stated = list(dict.fromkeys(n.value for n in said if n.count or not cap))
     why: list[str] = []
     for x in stated:
-        kept, dropped = check(env, [cand.at(x)])
-        if not kept:
-            why.append(f"at {number_text(x)}, "
-                       f"{dropped[0].reason.removeprefix('rule dropped: ') if dropped else 'it does not hold'}")
-            continue
+        if x == cand.number:
+            kept: list[Checked] = [c]
+        else:
+            kept, dropped = check(env, [cand.at(x)])
+            if not kept:
+                why.append(f"at {number_text(x)}, "
+                           f"{dropped[0].reason.removeprefix('rule dropped: ') if dropped else 'it does not hold'}")
+                continue
         with EnvInstance(env) as inst:
-            n = broken_by_rows(inst.conn, kept[0].candidate)
-            table = kept[0].candidate.words.get("table", "")
-            total = inst.conn.execute(f"SELECT COUNT(*) FROM {qi(table)}").fetchone()[0] if table else 0
-        if n > BROKEN_MAX * total:
-            why.append(f"at {number_text(x)}, {n} of the {total} seeded {_label(table)} rows break it")
+            ration = rationed(inst.conn, kept[0].candidate)
+        if ration:
+            why.append(f"at {number_text(x)}, {ration}")
             continue
         return kept[0], ""
     return None, "the number the rule states does not hold as the candidate's: " + "; ".join(why)

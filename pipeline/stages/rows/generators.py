@@ -19,7 +19,7 @@ column the examples pair with one of them (:func:`tuple_columns`), are continued
 row (:func:`continue_together`), and so are the numbers and CHECK-list values whose examples vary with such a
 tuple or a single list column of an entity (:func:`row_mates`: a book's year with its title, a medicine's strength
 and dose frequency with its name; each checked by :func:`value_check`: a number in its generator's range, a value
-of the CHECK list); relations the examples show are made to hold by code (:func:`settle`:
+of the CHECK list; then asked again one row a call, given the row's name, :func:`complete_rows`); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
 with the examples as soon as the model chooses them (:func:`fit_examples`: a range far wider than the examples
 narrowed, a range or dates the reply lacks taken from them, no round trip); the model's example people,
@@ -990,6 +990,13 @@ ALIGNED_KINDS: tuple[ir.GeneratorKind, ...] = ("integer", "amount", "enum")
 aligned with the key column's pool (``after`` names the key, ``values`` the values in the pool's order)."""
 TUPLE_MATES_WIDTH = 5
 """At most this many columns continued together with the columns that vary with them (:func:`row_mates`)."""
+COMPLETE_MAX = 40
+"""Continued rows at most whose numbers and CHECK-list values are asked again with the row's name, one row a call
+(:func:`complete_rows`); later rows keep the values they were continued with."""
+NAMED_SPREAD = 1.5
+"""How far (as a power of the examples' own ratio, largest over smallest) a number asked with its row's name may lie
+beyond its positive examples (:func:`named_range`): 15-200 (a ratio of 13) gives 0.31-9,700, ages 25-40 give
+12-81, years 1813-1960 give 1614-2201."""
 
 
 def _stored_text(value: Any) -> str:
@@ -1008,13 +1015,37 @@ def _stored_value(g: ir.ColumnGenerator, text: str) -> str | int | float:
     return text
 
 
-def value_check(col: Column, g: ir.ColumnGenerator | None, examples: Sequence[Any]
+def named_range(g: ir.ColumnGenerator, examples: Sequence[Any]) -> tuple[float | None, float | None]:
+    """The range a number asked with its row's name (:func:`complete_rows`) may take: what the generator's range,
+    the examples' padded range (:func:`pipeline.meaning.relations.number_range`) and, for examples that are all
+    positive, their own ratio (largest over smallest) raised to :data:`NAMED_SPREAD` on each side (a ratio, since
+    such numbers spread by factors: a strength of 500 or 0.5 where the examples hold 15-200) allow. A medicine's
+    own strength lies outside the range the model chose for values drawn apart (2026-11-28: 10-200 for the
+    pharmacy, where metformin is 500 and lorazepam 1); a year stays near its examples' (1813-1960 gives 1614-2201).
+    (None, None) without a number."""
+    nums = relations.numbers(examples)
+    lows = [v for v in (g.min, *([min(nums)] if nums else [])) if v is not None]
+    highs = [v for v in (g.max, *([max(nums)] if nums else [])) if v is not None]
+    padded = relations.number_range(nums, g.kind == "integer")
+    if padded is not None:
+        lows.append(padded[0])
+        highs.append(padded[1])
+    if nums and min(nums) > 0:
+        factor = (max(nums) / min(nums)) ** NAMED_SPREAD
+        lows.append(min(nums) / factor)
+        highs.append(max(nums) * factor)
+    return (min(lows) if lows else None), (max(highs) if highs else None)
+
+
+def value_check(col: Column, g: ir.ColumnGenerator | None, examples: Sequence[Any], named: bool = False
                 ) -> Callable[[str], str | None] | None:
     """For a column whose values come with a continued tuple (an ``ALIGNED_KINDS`` generator): a function giving a
     continued value as it is kept ("1954.0" -> "1954", "Daily" -> "daily" of a CHECK list) or None when the value
     is no number, a number outside the generator's range (the examples' range when it has none; the range
-    :func:`fit_examples` already narrowed to the examples), or no value of the column's CHECK list. None for a
-    column whose continued values are text (a list, an enum without a CHECK list: the model's own vocabulary)."""
+    :func:`fit_examples` already narrowed to the examples), or no value of the column's CHECK list. ``named``: the
+    value was asked with its row's name (:func:`complete_rows`): the range is :func:`named_range`, and a REAL
+    column takes a fraction whatever its generator (lorazepam 0.5). None for a column whose continued values are
+    text (a list, an enum without a CHECK list: the model's own vocabulary)."""
     if g is None or g.kind not in ALIGNED_KINDS:
         return None
     if g.kind == "enum":
@@ -1027,6 +1058,9 @@ def value_check(col: Column, g: ir.ColumnGenerator | None, examples: Sequence[An
     lo = g.min if g.min is not None else min(nums, default=None)
     hi = g.max if g.max is not None else max(nums, default=None)
     whole = g.kind == "integer"
+    if named:
+        lo, hi = named_range(g, examples)
+        whole = whole and storage(col) != "REAL"
 
     def check(text: str) -> str | None:
         try:
@@ -1072,6 +1106,63 @@ def row_mates(asked: Sequence[Column], gens: Mapping[str, ir.ColumnGenerator | N
     return out
 
 
+def rest_model(columns: list[str], places: Sequence[int], lists: Mapping[int, Sequence[str]]) -> type[BaseModel]:
+    """``{<column>: ..., ...}`` for the ``places`` of a row asked with its name: a value of the CHECK list where
+    ``lists`` gives one (the grammar keeps a small model inside it), a number otherwise."""
+    fields: dict[str, Any] = {}
+    for i in places:
+        kind: Any = Literal[tuple(lists[i])] if lists.get(i) else float  # type: ignore[valid-type]
+        fields[f"c{i}"] = (kind, Field(alias=columns[i]))
+    return create_model("RowRest", **fields, __base__=BaseModel)  # type: ignore[call-overload]
+
+
+def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], seeds: list[tuple[str, ...]],
+                  rows: list[tuple[str, ...]], places: Sequence[int], checks: Sequence[Callable[[str], str | None]],
+                  lists: Mapping[int, Sequence[str]], client: LLMClientProtocol) -> tuple[list[tuple[str, ...]], int, int]:
+    """``rows`` (continued together, :func:`continue_tuples`) with the values of their ``places`` (numbers and
+    CHECK-list values: a medicine's strength and frequency) asked again of the LLM one row a call, given the row's
+    other values (its name) and the example rows (``seeds``). Continued eight rows a call, the embedded model wrote
+    these places as a sequence over the rows rather than as each name's own (2026-11-28, the pharmacy: frequencies
+    cycling daily, weekly, monthly down the reply as in the examples, strengths climbing 30, 40, 60, 75, 80, 90,
+    100, 110; lorazepam 75 daily in one reply, 20 weekly and 12 monthly in two others); a row on its own has no
+    place in a sequence. Each value is checked by ``checks`` (per place: the value as kept, or None); a row whose
+    reply fails (an error, a value refused) keeps the values it was continued with. At most
+    :data:`COMPLETE_MAX` rows are asked. Returns (rows, calls, rows completed)."""
+    texts = [i for i in range(len(columns)) if i not in places]
+    model = rest_model(columns, places, lists)
+    budget = sum(value_tokens([s[i] for s in seeds]) + len(columns[i]) // 3 + 4 for i in places) + 16
+    shown = "\n".join(_row_line(columns, r) for r in seeds)
+    out: list[tuple[str, ...]] = []
+    calls = done = 0
+    for row in rows:
+        if calls >= COMPLETE_MAX:
+            out.append(row)
+            continue
+        line = "{" + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: "
+                               + ("?" if i in places else json.dumps(row[i], ensure_ascii=False))
+                               for i, c in enumerate(columns)) + "}"
+        prompt = render_section(
+            "seed_data", "complete_row", name=scenario.name, description=scenario.description, ddl=table.ddl,
+            values=shown, missing=", ".join(columns[i] for i in places), row=line,
+            known=", ".join(json.dumps(row[i], ensure_ascii=False) for i in texts),
+            shape=", ".join(f'"{columns[i]}": ...' for i in places))
+        calls += 1
+        try:
+            reply, _ = client.structured_reply(model, user(prompt), stage=STAGE, max_tokens=budget)
+        except LLMUnavailable:
+            raise
+        except LLMError:
+            out.append(row)
+            continue
+        got = {i: f(_stored_text(getattr(reply, f"c{i}"))) for i, f in zip(places, checks, strict=True)}
+        if any(v is None for v in got.values()):
+            out.append(row)
+            continue
+        out.append(tuple(str(got[i]) if i in got else v for i, v in enumerate(row)))
+        done += 1
+    return out, calls, done
+
+
 def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], ctx: Context,
                       client: LLMClientProtocol, settings: BuildSettings, n_examples: int, out: Settled,
                       mates: Mapping[str, Sequence[str]] | None = None, columns: Mapping[str, Column] | None = None
@@ -1109,6 +1200,17 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     more = [r for r in more if not any(vocab.norm(v) in taken[i] for i, v in enumerate(r))]
     if len(more) < min(TUPLE_MIN, want):
         return calls
+    asked_note = ""
+    if loose and columns:  # each row's numbers and CHECK values asked again with its name, a row a call
+        cols = [columns[n] for n in names]
+        wide = [value_check(cols[i], gens.get(names[i]), ex.get(names[i], []), named=True) for i in loose]
+        lists = {i: [str(v) for v in cols[i].enum] for i in loose
+                 if cols[i].enum and all(isinstance(v, str) for v in cols[i].enum)}
+        assert all(f is not None for f in wide)
+        more, asked, done = complete_rows(scenario, table, names, seeds, more, loose,
+                                          [f for f in wide if f is not None], lists, client)
+        calls += asked
+        asked_note = f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
     pool = [*seeds, *more]
     lead = names[key]
     for i, n in enumerate(names):
@@ -1117,11 +1219,13 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
         note = (f"continued by the LLM together with {', '.join(m for m in names if m != n)}, one row of them per row"
                 + (f" (drawn as {lead}'s)" if i != key else ""))
         if i in loose:  # a number or a CHECK list's value of the row: its kind kept, its values aligned with the key's
+            if g.kind == "integer" and any(not float(r[i]).is_integer() for r in pool):
+                g = g.model_copy(update={"kind": "amount"})  # a REAL column's fraction asked with its name (0.5)
             values = [_stored_value(g, r[i]) for r in pool]
             nums = [float(v) for v in values if isinstance(v, int | float)]
             update: dict[str, Any] = {"min": min([*nums, *([g.min] if g.min is not None else [])]),
                                       "max": max([*nums, *([g.max] if g.max is not None else [])])} if nums else {}
-            gens[n] = _code(g, note, after=lead, values=values, weights=None, **update)
+            gens[n] = _code(g, note + asked_note, after=lead, values=values, weights=None, **update)
             continue
         gens[n] = _code(g, note, kind="text_pool", pool=[r[i] for r in pool], after=None if i == key else lead,
                         pattern=None, min=None, max=None, start=None, end=None, values=None, weights=None)

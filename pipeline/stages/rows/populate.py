@@ -44,6 +44,7 @@ from pipeline.meaning import findings as semantic
 from pipeline.meaning import relations
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.rows import counts
 from pipeline.stages.rows import generators as rowgen
 from pipeline.stages.rows.maker import MAX_REF_VALUES, unique_sets
 
@@ -352,10 +353,23 @@ def generate_seed(
                         reason=f"table {table.name} has {left} rows once its placeholder examples were dropped, "
                                f"at least {settings.rows_min} needed"))
                     return StageResult(None, tuple(rejections), attempts)
+        settled = counts.settle(conn, tables, {t: p.examples for t, p in plans.items()}
+                                if settings.row_generators else {}, _similarity)
+        rejections.extend(counts.rejections(settled, STAGE))
+        plans = {t: counts.noted(t, p, settled) for t, p in plans.items()}
         seed = [rows_of(conn, table, plans.get(table.name)) for table in tables]
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
+
+
+def _similarity(names: Sequence[str], others: Sequence[str]) -> list[list[float]]:
+    """MiniLM cosine similarities of ``names`` x ``others`` (``pipeline.stages.rows.generators``' vectors, loaded on
+    first use); all zero when the model cannot load (a counter is then found from the example rows alone)."""
+    vectors = rowgen._vectors()
+    if vectors is None:
+        return [[0.0] * len(others) for _ in names]
+    return (vectors(list(names)) @ vectors(list(others)).T).tolist()  # type: ignore[no-any-return]
 
 
 def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Table, client: LLMClientProtocol,
@@ -381,7 +395,9 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings)
         if count < settings.rows_min:
             return None
+        examples = {s.table: s.plan.examples for s in env.seed if s.plan is not None and s.table != table.name}
         if not settings.row_generators:
+            counts.settle(conn, env.tables, examples, _similarity, parents={table.name})
             return rows_of(conn, table)
         locale = next((s.plan.locale for s in env.seed if s.plan is not None), None)
         known = {f"{s.table}.{c}": texts for s in env.seed if s.plan is not None and s.table != table.name
@@ -391,7 +407,9 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan
         if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
             return None  # its placeholder example rows dropped (rowgen.name_placeholders)
-        return rows_of(conn, table, plan)
+        settled = counts.settle(conn, env.tables, {**examples, table.name: plan.examples}, _similarity,
+                                parents={table.name})
+        return rows_of(conn, table, counts.noted(table.name, plan, settled))
     finally:
         conn.close()
 

@@ -39,11 +39,14 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
 from pipeline.stages.tasks.code_wording import (
     copied_clause,
+    needs_quotes,
     quoted_listed,
+    quoted_value,
     request_from_plan,
     speaks_about_itself,
     state_columns,
     stated,
+    unquoted,
     without,
 )
 from pipeline.stages.tasks.conversation import conversation_form
@@ -175,6 +178,27 @@ def database_word(env: Environment, norm: str, language: str = "en") -> str | No
     return next((w for w in sorted(database_words(env, language)) if w in words), None)
 
 
+def copied_description(env: Environment, text: str, own: str = "", it: str = "the request") -> str | None:
+    """Why ``text`` repeats a tool's description, or None: the whole description, a run of
+    :data:`~pipeline.stages.feedback.COPIED_WORDS` of its words, or a whole clause of it, word for word or but for
+    one word (:func:`~pipeline.stages.tasks.code_wording.copied_clause`), unless ``own`` (the request code writes,
+    normalized) says that clause too. Every path a request takes checks this: the model's wording, code's, a
+    template filled, a revision."""
+    norm = reward.normalize_text(text)
+    for t in env.tools:
+        d = reward.normalize_text(t.description)
+        if len(d) > 12 and (d in norm or norm in d):
+            return f"{it} repeats the description of tool {t.name}; write what this user wants"
+        if run := copied_words(text, t.description):  # a part of it: "set the status of a renewal; returns ..."
+            return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
+                    "wants in their own words")
+        # a whole clause of it, though shorter ("returns the order as changed"), unless code's own words say it
+        if (run := copied_clause(text, t.description)) and run not in own:
+            return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
+                    "wants in their own words")
+    return None
+
+
 def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = False) -> str | None:
     """Wording problems a request must not have: a tool's description repeated (or a run of
     :data:`~pipeline.stages.tasks.code_wording.COPIED_WORDS` of its words), a schema name as the schema writes it
@@ -192,17 +216,8 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
     said = stated if plain else _stated
     if plain and (phrase := speaks_about_itself(text)):
         return f"{it} speaks about the request itself ({phrase!r}); keep only what the user says"
-    for t in env.tools:
-        d = reward.normalize_text(t.description)
-        if len(d) > 12 and (d in norm or norm in d):
-            return f"{it} repeats the description of tool {t.name}; write what this user wants"
-        if run := copied_words(text, t.description):  # a part of it: "set the status of a renewal; returns ..."
-            return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
-                    "wants in their own words")
-        # a whole clause of it, though shorter ("returns the order as changed"), unless code's own words say it
-        if (run := copied_clause(text, t.description)) and run not in _code_words(chain):
-            return (f"{it} copies the words {run!r} of the description of tool {t.name}; write what this user "
-                    "wants in their own words")
+    if problem := copied_description(env, text, _code_words(chain), it):
+        return problem
     for t in env.tools:
         if "_" in t.name and t.name.lower() in text.lower():
             return f"{it} names the tool {t.name}; say what the user wants, not which tool to call"
@@ -228,6 +243,8 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
                     "would say it, in their own words")
     if (v := quoted_listed(chain, text, state_columns(env))) is not None:  # "status 'pending'": the database's form
         return f"{it} writes {v!r} in quotes, as the database holds it; say it as a plain word, the way this user would"
+    if (v := quoted_value(text, chain.must_state)) is not None:  # "the medication 'Cetirizine'"
+        return f"{it} writes {v!r} in quotes; a person writes names, dates and amounts without quotes"
     missing = [v for v in chain.must_state if not said(text, v)]
     if missing and plain:
         dated = any(isinstance(v, str) and reward.dates_in(v) for v in missing)
@@ -250,11 +267,14 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
 
 
 def chain_messages(env: Environment, chain: Chain) -> list[dict[str, Any]]:
+    """The phrasing request for ``chain``: its facts and the values to state, written without quotes (the model
+    copies the quotes it is shown: "the medication 'Cetirizine'"), a value that needs them (a list) quoted."""
     user = render_section(
         "tasks", "phrase_chain",
         scenario=f"{env.scenario.name}: {env.scenario.description}",
-        facts="\n".join(f"- {f}" for f in chain.facts),
-        must=", ".join(repr(v) if isinstance(v, str) else str(v) for v in chain.must_state) or "(none)",
+        facts="\n".join(f"- {unquoted(f, chain.must_state)}" for f in chain.facts),
+        must="; ".join(repr(v) if isinstance(v, str) and needs_quotes(v) else str(v)
+                       for v in chain.must_state) or "(none)",
         question=render_section("tasks", "question") if chain.answer is not None else "",
     )
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
@@ -410,11 +430,12 @@ def generate_tasks(
                 hit = checked.get(key)
             if hit is not None:
                 return hit
-            problem = lint_request(env, chain, reply.user_request, plain=plain)
+            text = unquoted(reply.user_request, chain.must_state)  # "the medication 'Cetirizine'": no quotes
+            problem = lint_request(env, chain, text, plain=plain)
             if problem:
                 found: tuple[Task | None, str | None] = (None, problem)
             else:
-                found = build_and_prove(env, chain.calls, reply.user_request, answer_field=None,
+                found = build_and_prove(env, chain.calls, text, answer_field=None,
                                         initial_db=initial_db, provenance=prov, chain=chain, answer=answer,
                                         seen=None if ahead else seen, extra=extra)
             if ahead:
@@ -552,13 +573,18 @@ def revise_task(
     plain = settings.template_fallback
     kept = _kept_metadata(task) | ({"worded_by": "llm"} if "worded_by" in task.metadata else {})
 
+    values = stated_values(task)
+
     def check(reply: Revision) -> tuple[Task | None, str | None]:
-        if reply.user_request.strip() == task.instruction.strip():
+        text = unquoted(reply.user_request, values)
+        if text.strip() == task.instruction.strip():
             return None, "the request is unchanged; reword it"
-        if plain and (phrase := speaks_about_itself(reply.user_request)):
+        if plain and (phrase := speaks_about_itself(text)):
             return None, f"user_request speaks about the request itself ({phrase!r}); keep only what the user says"
+        if why := copied_description(env, text, it="user_request" if plain else "the request"):
+            return None, why
         prov = {**task.provenance, "revised": task.provenance.get("revised", 0) + 1, "revised_because": problem[:300]}
-        return build_and_prove(env, list(task.reference_solution), reply.user_request, answer_field=answer_field,
+        return build_and_prove(env, list(task.reference_solution), text, answer_field=answer_field,
                                initial_db=initial_db, provenance=prov, answer=_typed(task), extra=kept)
 
     out = ask_with_feedback(Escalating(client, settings.retry_temperature), Revision, messages, check, stage=STAGE,
@@ -568,6 +594,24 @@ def revise_task(
         out_task = out.value.model_copy(update={"metadata": out.value.metadata.with_values({"plan": task.metadata["plan"]})})
         return out_task, None
     return out.value, out.error
+
+
+def stated_values(task: Task) -> list[Any]:
+    """The values ``task``'s request states: its arguments stated (``metadata.sources``), in call order, then the
+    values its conversational form tells the user (``metadata.conversation``: a book that tells one of a member's
+    loans from the others is no argument)."""
+    sources = task.metadata.get("sources") or []
+    out: list[Any] = []
+    for call, src in zip(task.reference_solution, sources, strict=False):
+        for arg, where in dict(src).items():
+            v = call.arguments.get(arg)
+            if where == "stated" and v is not None and v not in out:
+                out.append(v)
+    for fact in (task.metadata.get("conversation") or {}).get("facts") or []:
+        v = fact.get("value") if isinstance(fact, dict) else None
+        if v is not None and v not in out:
+            out.append(v)
+    return out
 
 
 def rederive_task(env: Environment, task: Task, *, initial_db: str | Path | None = None) -> tuple[Task | None, str | None]:

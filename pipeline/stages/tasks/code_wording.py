@@ -52,13 +52,34 @@ def copied_clause(text: str, description: str, min_words: int = 5) -> str | None
     """A whole clause of a tool's ``description`` (its words between two punctuation marks, ``min_words`` or more)
     that ``text`` says word for word, normalized; None when it says none. Seen (2026-11-28): "Set the status of an
     order; returns the order as changed, for the order of ..." took "returns the order as changed" from the tool
-    that sets an order's status. Words and punctuation only, so in any language."""
-    said = " " + " ".join(re.findall(r"\w+", reward.normalize_text(text))) + " "
-    for clause in _CLAUSE_MARK.split(reward.normalize_text(description)):
-        words = re.findall(r"\w+", clause)
-        if len(words) >= min_words and f" {' '.join(words)} " in said:
+    that sets an order's status. A clause of ``text`` that is one of those clauses but for one word inserted,
+deleted or replaced counts too. Words and punctuation only, so in any language."""
+    norm = reward.normalize_text(text)
+    said = " " + " ".join(re.findall(r"\w+", norm)) + " "
+    own = [re.findall(r"\w+", c) for c in _CLAUSE_MARK.split(norm)]
+    clauses = [w for c in _CLAUSE_MARK.split(reward.normalize_text(description))
+               if len(w := re.findall(r"\w+", c)) >= min_words]
+    for words in clauses:
+        if f" {' '.join(words)} " in said:
             return " ".join(words)
+    for words in clauses:
+        # a clause of the text that is the description's but for one word ("Set the quantity of an order;" from
+        # "Set the quantity of one order; ...", the model's repair of a refused copy, 2026-11-28)
+        near = next((c for c in own if abs(len(c) - len(words)) <= 1 and _word_edits(c, words) <= 1), None)
+        if near is not None:
+            return " ".join(near)
     return None
+
+
+def _word_edits(a: Sequence[str], b: Sequence[str]) -> int:
+    """Words inserted, deleted or replaced to turn ``a`` into ``b`` (Levenshtein over words)."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        row = [i]
+        for j, y in enumerate(b, 1):
+            row.append(min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = row
+    return prev[-1]
 
 
 def as_words(value: str) -> str:
@@ -88,7 +109,7 @@ class Fixed(NamedTuple):
 
     lists: frozenset[tuple[str, str]] = frozenset()
     states: frozenset[tuple[str, str]] = frozenset()
-    """Those of them a tool updates: a state the row moves through, which a person says as one ("How many loans
+    """Those of them a tool updates by itself (the only column it sets): a state the row moves through, which a person says as one ("How many loans
     are pending?", "Please mark it as returned", "a new pending loan"); a fixed list no tool changes (a frequency,
     a genre) keeps the plain form ("medications with frequency daily")."""
 
@@ -122,13 +143,58 @@ def _state_columns(env: Environment) -> Fixed:
         shapes = analyse(env, conn, table_infos(conn))
     finally:
         conn.close()
-    updated = {u.column for s in shapes.values() if s.kind == "write" and s.op == "update"
-               for us in s.uses.values() for u in us if u.role == "value" and u.column is not None}
+    # a state is what a tool moves the row to by itself (a tool that sets the status); a column a tool sets among
+    # others (a medication's frequency, with its name and dosage) is a property: "the frequency daily", not "daily"
+    updated: set[tuple[str, str]] = set()
+    for s in shapes.values():
+        if s.kind == "write" and s.op == "update":
+            sets = {u.column for us in s.uses.values() for u in us if u.role == "value" and u.column is not None}
+            if len(sets) == 1:
+                updated |= sets
     return Fixed(frozenset(lists), frozenset(lists & updated))
 
 
 QUOTES = "'\"\u2018\u2019\u201c\u201d\u00ab\u00bb\u201e\u300c\u300d"
 """Quotation marks of any language."""
+
+
+def needs_quotes(value: str) -> bool:
+    """Whether a value holds the punctuation that would run it into the sentence (a list, "aspirin, ibuprofen"), or
+    space at its ends, and so is written in quotes; a name, a title or a date is not."""
+    return not value or value.strip() != value or bool(re.search(r"[,;:]|\s[-–]\s", value))
+
+
+def _quoted_forms(values: Sequence[Any]) -> list[tuple[str, re.Pattern[str]]]:
+    """(the value as written, a pattern of it between quotation marks of any script) for each of ``values`` that a
+    person writes without quotes (:func:`needs_quotes`), as written and as words (:func:`as_words`); longest first."""
+    forms: set[str] = set()
+    for v in values:
+        if isinstance(v, bool) or v is None:
+            continue
+        s = str(v)
+        if needs_quotes(s):
+            continue
+        forms |= {s, as_words(s)}
+    return [(f, re.compile(rf"(?<!\w)[{QUOTES}]\s*({re.escape(f)})\s*[{QUOTES}](?!\w)", re.IGNORECASE))
+            for f in sorted(forms, key=lambda f: (-len(f), f))]
+
+
+def quoted_value(text: str, values: Sequence[Any]) -> str | None:
+    """The first of ``values`` that ``text`` writes between quotation marks ("the medication 'Cetirizine'"), else
+    None. People do not quote the names and dates they state; a value that needs quotes (:func:`needs_quotes`) may
+    have them. Language-neutral: quotation marks of any script (:data:`QUOTES`)."""
+    for form, pattern in _quoted_forms(values):
+        if pattern.search(text):
+            return form
+    return None
+
+
+def unquoted(text: str, values: Sequence[Any]) -> str:
+    """``text`` with the quotation marks around each of ``values`` it states taken away (:func:`quoted_value`):
+    "renew my loan of 'Moby-Dick'" -> "renew my loan of Moby-Dick"."""
+    for _form, pattern in _quoted_forms(values):
+        text = pattern.sub(lambda m: m.group(1), text)
+    return text
 
 
 def quoted_listed(chain: Chain, text: str, fixed: Fixed) -> str | None:
@@ -202,7 +268,7 @@ class _Words:
             return s
         if state:
             return as_words(s)
-        if not re.search(r"[,;:]|\s[-–]\s", s) and s.strip() == s and s:
+        if not needs_quotes(s):
             return s
         return f'"{s}"' if "'" in s else f"'{s}'"
 
@@ -334,6 +400,13 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
             if not goal.named:
                 return w("count_all_state", items=items, state=state)
             return w("count_state", items=items, state=state, what=w.what(goal.table, goal.named))
+        if len(goal.where) == 1 and w.listed(goal.where[0][0], goal.items, goal.where[0][1]) and w.has(
+                "count_all_listed") and w.has("count_listed"):  # "have the frequency daily", not "are daily"
+            (ref, v), = goal.where
+            said = {"label": w.label(ref, goal.items), "value": w.value(v, True)}
+            if not goal.named:
+                return w("count_all_listed", items=items, **said)
+            return w("count_listed", items=items, what=w.what(goal.table, goal.named), **said)
         where = w.join([w.pair(ref, goal.items, v) for ref, v in goal.where])
         if not goal.named:
             return w("count_all_where", items=items, where=where)
@@ -350,6 +423,8 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
         if pairs:
             said = [w.pair(c, goal.table, v) for c, v in pairs]
             details += ("," if goal.refs else "") + " " + w("with", values=w.join(said))
+        if k == "child" and parent and any(t == parent for _, t, _ in goal.refs) and w.has("child_named"):
+            k = "child_named"  # the refs name the new parent ("for the member Angel Morgan"): not "for this member"
         key = k + "_state" if state else k
         return w(key, thing=w.thing(goal.table), details=details, state=state,
                  parent=w.thing(parent) if parent else w.thing(goal.table))
@@ -372,6 +447,14 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
         asked = w.label(goal.asked, goal.table)
         marking = bool(states)
         base = k + ("_mark" if marking else "") + ("_when" if verb else "")
+        # a date named for the row itself (a loan's "loan date"): "the latest loan of the book Emma", not "the one
+        # with the latest loan date" (the schema's names, no word list; a language with its own sections only)
+        own = not verb and goal.which in ("latest", "earliest") and set(w.thing(goal.items).split()) <= set(
+            asked.split()) and w.has(base + "_own")
+        if own:
+            return w(base + "_own", thing=w.thing(goal.items), what=w.what(goal.owner, goal.named), which=w(goal.which),
+                     changes=w.join(sets) if sets else "", state=w.join(states),
+                     also=(" " + w("and_change", changes=w.join(sets))) if marking and sets else "")
         which = w("last" if goal.which in ("highest", "latest") else "first") if verb else w(goal.which)
         # "the one brewed last", not "the one with the latest brewed on"
         return w(base, items=items, what=w.what(goal.owner, goal.named), verb=verb or "", which=which, asked=asked,

@@ -204,6 +204,16 @@ def slotted(chain: Chain, *, skip: Collection[tuple[str, str]] = (), language: s
     return Template(key, text, slots, tuple(n for n, where in slots.items() if fixed & set(where)))
 
 
+_QUOTED_SLOT = re.compile(rf"(?<!\w)[{QUOTES}]\s*(\{{[A-Za-z_][A-Za-z0-9_]*\}})\s*[{QUOTES}](?!\w)")
+
+
+def unquote_slots(text: str) -> str:
+    """A template without the quotation marks (of any script) around its slots: "the medication '{medication_name}'"
+    -> "the medication {medication_name}"; people write the names they state without quotes (the lint refuses a
+    stated value in quotes)."""
+    return _QUOTED_SLOT.sub(lambda m: m.group(1), text)
+
+
 def fill(template: Template, chain: Chain) -> str | None:
     """``template`` filled with ``chain``'s values, or None when ``chain`` is not of its kind or gives two places
     of one slot different values."""
@@ -217,7 +227,8 @@ def fill(template: Template, chain: Chain) -> str | None:
             return None
         shown = str(at[where[0]])  # a string without quotes: the template says what it is
         values[name] = as_words(shown) if name in template.states else shown
-    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template.text)
+    # a template written before the quotes were taken away (a stored templates.json) fills as one without them
+    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), unquote_slots(template.text))
 
 
 def problem(env: Environment, template: Template, chains: Sequence[Chain], same: str | None = None) -> str | None:
@@ -308,7 +319,7 @@ def write_templates(env: Environment, client: LLMClientProtocol, groups: Sequenc
 
         def check(reply: Phrased, base: Template = base, check_on: list[Chain] = check_on
                   ) -> tuple[Template | None, str | None]:
-            t = Template(base.key, " ".join(reply.template.split()), base.slots, base.states)
+            t = Template(base.key, unquote_slots(" ".join(reply.template.split())), base.slots, base.states)
             why = problem(env, t, check_on, same=base.text)
             return (None, why) if why else (t, None)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -181,18 +182,43 @@ def _statement(sql: str, role: str, table: str, column: str, infos: dict[str, Ta
         ev.add("accept" if positive else "refuse", values)
 
 
-def evidence(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlite3.Connection) -> Evidence:
-    """What ``tools`` say about ``table.column`` (the schema and rows on ``conn``)."""
-    infos = table_infos(conn)
-    ev = Evidence()
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,40})'(?!\w)|(?<!\w)\"([^\"\n]{1,40})\"(?!\w)|‘([^’\n]{1,40})’"
+                     r"|“([^”\n]{1,40})”|„([^“”\n]{1,40})[“”]|«\s*([^»\n]{1,40}?)\s*»")
+"""A value quoted in a text: between straight quotes that open and close no word (the apostrophe of "book's" is
+none), or between typographic quotes and guillemets of any language."""
+
+
+def quoted(text: str) -> list[str]:
+    """The values ``text`` quotes, in order, each once ("The new status ('pending' or 'returned')" gives
+    ['pending', 'returned']); read by the quote characters alone, no word."""
+    found = [next(g for g in m.groups() if g is not None).strip() for m in _QUOTED.finditer(text or "")]
+    return list(dict.fromkeys(v for v in found if v))
+
+
+def _read(tools: Sequence[ir.Tool], table: ir.Table, column: str, infos: dict[str, TableInfo], ev: Evidence,
+          said: bool = False) -> None:
+    """Add what the SQL of ``tools`` says about ``table.column`` to ``ev``; a parameter stands for its enum, or with
+    ``said`` (no enum) for the values its description quotes."""
     for tool in tools:
-        enums = {p.name: list(p.enum) for p in tool.params if p.enum}
+        enums = {p.name: list(p.enum) if p.enum else quoted(p.description) if said else []
+                 for p in tool.params if p.enum or said}
         for step in tool.steps:
             role = (step.must or "exist") if step.kind == "guard" else \
                 "write" if step.kind == "write" and tool.kind == "write" else "read"
             _statement(step.sql, role, table.name, column, infos, enums, ev)
         if tool.returns is not None:
             _statement(tool.returns.sql, "read", table.name, column, infos, enums, ev)
+
+
+def evidence(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlite3.Connection) -> Evidence:
+    """What ``tools`` say about ``table.column`` (the schema and rows on ``conn``). When neither their SQL, a
+    parameter's enum, a CHECK list nor a DEFAULT names a value, the values quoted in the description of a parameter
+    the SQL writes into the column or compares it with ("The new status ('pending' or 'returned')", :func:`quoted`):
+    the tool's own words for what the column holds (issue 40: the library's books.status, added for
+    change_book_status, stayed NULL in all 11 rows)."""
+    infos = table_infos(conn)
+    ev = Evidence()
+    _read(tools, table, column, infos, ev)
     ev.add("known", check_enums(table.ddl).get(column, ()))
     for _cid, name, _typ, _nn, dflt, _pk in conn.execute(f"PRAGMA table_info({qi(table.name)})"):
         if name == column and dflt is not None:
@@ -201,6 +227,8 @@ def evidence(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlit
             except Exception:
                 ev.default = None
     declared = infos[table.name].column_type(column)
+    if not [v for v in ev.vocabulary() if _fits(v, declared)]:
+        _read(tools, table, column, infos, ev, said=True)
     for kind in ("accept", "refuse", "known"):
         setattr(ev, kind, [v for v in getattr(ev, kind) if _fits(v, declared)])
     if ev.default is not None and not _fits(ev.default, declared):

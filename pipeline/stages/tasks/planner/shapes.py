@@ -236,6 +236,18 @@ def _subject(p: Planner, shape: Any, tool: Any) -> str | None:
     return None
 
 
+def _intent(op: str, row: str, description: str, changes: bool) -> str:
+    """What a write on ``row`` wants, in the planner's words: the row and, with new values (``changes``), nothing of
+    the tool's description, which the phrasing model copies or paraphrases into the request ("Set the quantity of an
+    order; returns the updated order details ...", 2026-11-28). Only a write that states no new value (a tool that
+    marks a loan returned) needs the description to say what it does."""
+    if op == "delete":
+        return f"Remove {row}"
+    if changes:
+        return f"For {row}, change"
+    return f"{description.rstrip('.')}, for {row}"
+
+
 def writes(p: Planner, seed: int) -> Iterator[Chain]:
     """Single writes (``create``, ``update``, ``delete``) of each write tool on rows chosen by ``seed``. Found once
     per planner and seed (``Planner.memo``): the rule shapes ask for the same seeds again."""
@@ -295,7 +307,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
                 if v not in stated:
                     stated.append(v)
             change = "; ".join(facts)
-            what = f"{tool.description.rstrip('.')}, for {row_words(subject, desc)}"
+            what = _intent(shape.op, row_words(subject, desc), tool.description, bool(change))
             goal = Goal(shape.op, table, named, owner=subject if subject != table else "", values=tuple(got.values),
                         refs=tuple(got.refs), key=p.row_key(table, row) if subject == table else ())
             found = True
@@ -335,6 +347,12 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
             if child is None:
                 continue
             calls2, sources2, stated2, args2, src2, facts2 = child[:6]
+            # the new parent named as the user knows it ("for the member Angel Morgan"), not "for this member"
+            key_cols = p.keys[ps.target].columns if ps.target in p.keys else ()
+            new_named = tuple((f"{ps.target}.{c}", v) for c, v in first.values if c in key_cols)
+            child_refs = tuple(child.refs)
+            if key_cols and len(new_named) == len(key_cols):
+                child_refs = ((via, ps.target, new_named), *child_refs)
             # the lookups the child needs come after the first create: shift their references by one call
             calls_mid = calls2
             sources_mid = [{k: _shift(v, 1) for k, v in s_.items()} for s_ in sources2]
@@ -346,7 +364,7 @@ def parent_child(p: Planner, seed: int) -> Iterator[Chain]:
                         must_state=stated1 + [v for v in stated2 if v not in stated1], hidden=[new_id],
                         sources=[src1] + sources_mid + [src2],
                         goals=[Goal("create", ps.target, values=tuple(first.values), refs=tuple(first.refs)),
-                               Goal("child", cs.target, values=tuple(child.values), refs=tuple(child.refs))])
+                               Goal("child", cs.target, values=tuple(child.values), refs=child_refs)])
             break
 
 
@@ -398,7 +416,7 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
                 _calls, _src, stated_w, args, src, facts = got[:6]
                 which = "highest" if high else "lowest"
                 dated = all(isinstance(v, str) for v in vals)
-                change = wtool.description.rstrip(".") + (": " + "; ".join(facts) if facts else "")
+                change = ("change " + "; ".join(facts)) if facts else wtool.description.rstrip(".")  # see _intent
                 yield Chain("decide_write", agg.calls[:before] + listing.calls + [ToolCall(tool=wname, arguments=args)],
                             [agg.facts[0].replace("Ask how many ", "Among the "),
                              f"take the one with the {which} {k.replace('_', ' ')}, and for it: {change}."],

@@ -13,6 +13,7 @@ from pipeline.dbmodel.draws import drawn
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
+from pipeline.stages.tasks.planner import states
 from pipeline.stages.tasks.planner.chains import _DATE, Planner, rotate  # noqa: F401 (rotate: re-exported)
 
 
@@ -25,8 +26,14 @@ def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
 
 
 def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique: bool) -> Any | None:
-    """A value for ``table.col`` that differs from ``current`` and fits the parameter."""
+    """A value for ``table.col`` that differs from ``current`` and fits the parameter; for a status-like column whose
+    order of states is known (:func:`~pipeline.stages.tasks.planner.states.later`), the next state after ``current``
+    (None from the last one: no row moves back to where it started)."""
     enum = list(param.enum or []) or (enum_of(p, table, col) or [])
+    ahead = states.later(p, table, col, current)
+    if ahead is not None:
+        fits = [s for s in ahead if not enum or s in enum]
+        return fits[0] if fits else None
     if enum:
         others = [e for e in enum if e != current]
         return others[0] if others else None
@@ -216,13 +223,18 @@ def _update_breaks(p: Planner, table: str, row: Mapping[str, Any], changed: Mapp
 def fit_dates(p: Planner, table: str, row: Mapping[str, Any] | None, values: Mapping[str, Any],
               parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The new values of a write on ``table`` (column -> value) with their dates where the table's example rows
-    put them (:func:`time_relations`): a new row (``row`` None) dated in the examples' window around the clock, its
+    put them (:func:`time_relations`) and a new row's status-like columns in the state new rows have
+    (:func:`~pipeline.stages.tasks.planner.states.initial_state`): a new row (``row`` None) dated in the examples' window around the clock, its
     dates in their order, a child's after its parent's (``parents``: reference column -> the existing or new row it
     names); a changed date of an existing ``row`` moved back a week instead of on when on breaks an order (its own
     row's, its parent's or a child's), None when neither way keeps them (the planner then picks another task)."""
     out = dict(values)
     dated = {c: v for c, v in values.items() if _dated(v)}
     if row is None:
+        for c in values:  # a new row starts in the state new rows have
+            first = states.initial_state(p, table, c)
+            if first is not None:
+                out[c] = first
         out.update(relations.fit_new_row(time_relations(p, table), dated, parents, today_of(p)))
         return out
     if not dated or not _update_breaks(p, table, row, dated):
