@@ -17,6 +17,8 @@
 - :func:`positional`: whether the example children name the parents the model was shown first, in that order (a
   choice by position, which shows nothing about the parents).
 - :func:`violations`: the rows that break an order.
+- :func:`null_share`, :func:`repeated_shares`: how often a column's examples leave it empty, and each value two or
+  more of them hold with its share (a patient without allergies in 2 of 4 examples), for the drawn rows to keep.
 - :func:`clock_window`, :class:`RowRelations`, :func:`fit_new_row`, :func:`broken`: the same relations for one row
   a task writes (a new row dated where the examples are, its dates in their order, a child's after its parent's).
 """
@@ -130,6 +132,40 @@ def sign(values: Sequence[Any]) -> Literal["positive", "non_negative"] | None:
     if all(v >= 0 for v in nums):
         return "non_negative"
     return None
+
+
+
+def null_share(values: Sequence[Any]) -> float | None:
+    """The share of the example ``values`` that are NULL when some are and some are not (an employee without a
+    termination date in 2 of 4 examples: 0.5); None when every example has a value, or none has (a column left
+    NULL in every row the examples show is filled, not kept empty)."""
+    empty = sum(v is None for v in values)
+    return empty / len(values) if 0 < empty < len(values) else None
+
+
+def repeated_shares(values: Sequence[Any]) -> dict[Any, float]:
+    """Each value that two or more of the non-NULL example ``values`` hold, with its share of them ('None' in 2 of
+    4 patients' allergies: 0.5). Values held once are left to the continued list, which draws them with its other
+    items. Empty when no value repeats, or when one value is every example (a list would never be drawn)."""
+    held = [v for v in values if v is not None]
+    counts: dict[Any, int] = {}
+    for v in held:
+        counts[v] = counts.get(v, 0) + 1
+    out = {v: n / len(held) for v, n in counts.items() if n >= 2}
+    return {} if len(counts) == 1 else out
+
+
+def share_weights(pool: Sequence[Any], shares: Mapping[Any, float]) -> list[float] | None:
+    """Drawing weights over ``pool`` that give each value of ``shares`` its share and spread the rest evenly over
+    the other items; None when no value of ``shares`` is in the pool (drawn uniformly)."""
+    held = {v: s for v, s in shares.items() if v in pool}
+    if not held:
+        return None
+    others = [p for p in pool if p not in held]
+    rest = max(0.0, 1.0 - sum(held.values()))
+    if not others or rest <= 0:
+        return [held.get(p, 0.0) for p in pool]
+    return [held[p] if p in held else rest / len(others) for p in pool]
 
 
 SPREAD_PAD = 0.5

@@ -1628,6 +1628,7 @@ def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Colum
     if not has_rowid or not mine:
         return 0
     maker = ValueMaker(locale, seed + 11, mine, cols, examples)
+    maker.nulls = {}  # an example row rewritten keeps a value: the examples' share of NULL is theirs already
     cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
     fields = [d[0] for d in cur.description]
     rows = [dict(zip(fields, r, strict=True)) for r in cur]

@@ -246,6 +246,19 @@ class ValueMaker:
         self.drawn: dict[str, int] = {}
         """Per list column: the index of its pool item drawn last (the row's tuple, for the columns continued
         with it: a ``text_pool`` whose ``after`` names it draws the same index of its own aligned pool)."""
+        self.nulls: dict[str, float] = {
+            g.column: share for g in gens if g.kind != "reference" and g.column in self.by_col
+            and not self.by_col[g.column].notnull and not self.by_col[g.column].pk
+            for share in [relations.null_share(examples.get(g.column, []))] if share is not None}
+        """Nullable column -> the share of rows left NULL, as its examples (:func:`pipeline.meaning.relations.
+        null_share`: 2 of 4 employees without a termination date, half the rows). A reference keeps
+        :data:`NULL_SHARE`."""
+        self.pool_weights: dict[str, list[float]] = {
+            g.column: w for g in gens if g.kind == "text_pool" and g.pool and not g.pattern
+            for w in [relations.share_weights(g.pool, relations.repeated_shares(examples.get(g.column, [])))]
+            if w is not None}
+        """List column -> weights over its pool: a value its examples repeat keeps their share ('None' in 2 of 4
+        patients' allergies: half the rows, not 1 in 12 of the continued list)."""
 
     def relate(self, rel: ChildRelations, today: date) -> None:
         """Hold ``rel`` in every row drawn from now on."""
@@ -269,6 +282,10 @@ class ValueMaker:
         out = dict(fixed)
         for g in self.gens:
             if g.column not in out:
+                share = self.nulls.get(g.column)
+                if share is not None and self.rng.random() < share:  # empty in the examples' share of rows
+                    out[g.column] = None
+                    continue
                 out[g.column] = self.value(g, out, refs)
                 if self.bounds:
                     out[g.column] = self.bound(g.column, out[g.column], out, g)
@@ -308,6 +325,11 @@ class ValueMaker:
             if base is None:
                 return None
             day = _date(base) + timedelta(days=rng.randint(int(g.min or 0), int(g.max or 0)))
+            if g.column in self.nulls:  # a date that ends the row's life: on its examples' side of the clock
+                ended = self._ended(g, _date(base), day)
+                if ended is None:
+                    return None
+                day = ended
             rest = str(base)[10:]
             return day.isoformat() if self.date_only[g.column] or not rest else day.isoformat() + rest
         if k in ALIGNED and g.after and g.values and g.after in self.drawn:  # a number or state of a tuple
@@ -332,6 +354,10 @@ class ValueMaker:
             value = self.unused[g.column].pop()
             self.drawn[g.column] = (g.pool or [value]).index(value)
             return value
+        if k == "text_pool" and g.column in self.pool_weights:  # a value the examples repeat keeps their share
+            i = rng.choices(range(len(self.pool_weights[g.column])), weights=self.pool_weights[g.column])[0]
+            self.drawn[g.column] = i
+            return (g.pool or [""])[i]
         if k == "text_pool":
             i = rng.randrange(len(g.pool)) if g.pool else 0
             self.drawn[g.column] = i
@@ -339,6 +365,25 @@ class ValueMaker:
         if k == "text_combo":
             return f"{rng.choice(g.pool or [''])} {rng.choice(g.pool2 or [''])}"
         raise ValueError(f"unknown generator kind {k!r}")
+
+    def _ended(self, g: ir.ColumnGenerator, base: date, day: date) -> date | None:
+        """``day``, a later date of the row that its examples leave NULL in some rows (a termination date), kept
+        on the side of the clock all its set examples are on (:attr:`clock`): drawn again within ``g``'s days
+        after ``base`` that are on that side, or None when none is (hired last month: no termination date yet, as
+        the examples with none). Unchanged without a side or a clock."""
+        side = self.clock.get(g.column)
+        if side is None or self.today is None:
+            return day
+        if (side == "past" and day <= self.today) or (side == "future" and day >= self.today):
+            return day
+        low, high = base + timedelta(days=int(g.min or 0)), base + timedelta(days=int(g.max or 0))
+        if side == "past":
+            high = min(high, self.today)
+        else:
+            low = max(low, self.today)
+        if high < low:
+            return None
+        return low + timedelta(days=self.rng.randint(0, (high - low).days))
 
     def _items(self, g: ir.ColumnGenerator) -> str:
         """``min``..``max`` different items of the pool joined by ``pattern`` (the separator the examples use). A
