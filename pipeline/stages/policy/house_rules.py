@@ -64,6 +64,7 @@ from pipeline.stages.policy.candidates import (
     Checked,
     Finder,
     Option,
+    _tables,
     alternatives,
     broken_by_rows,
     check,
@@ -111,6 +112,36 @@ rule with "Record a new loan" 0.144."""
 CONDITION_MIN = 0.2
 """MiniLM similarity a prose rule needs with the candidate's condition in words: right pairs 0.265-0.875 ("stronger
 than 6.2 percent" for "the abv given is above 6.2" the least), unrelated prose at most 0.1."""
+
+
+GUARD_MIN = 0.4
+"""The joint similarity a state guard (:func:`guards`) named by its listed value needs with its valued :func:`gist`
+(the action as setting the value, :func:`guard_action`), in place of :data:`GROUND_MIN` and of the nearest-table
+test: the value, said in its own characters, is what says the prose is about that row's state. Measured on the
+library of the committed example (2026-11-28, ``tests/fixtures/book_lending_guard.json``): "A member cannot return a
+book that has already been returned." with update_loans_status' "the loan's status is 'returned'" 0.432 (action
+0.350 as "Set the status of one loan: returned", 0.220 as the description alone; its nearest table books 0.286,
+loans 0.167), with the renewals' same guard 0.412; prose not about the state 0.16-0.27 (:data:`GROUND_MIN`)."""
+
+
+def guards(env: ir.Environment, c: Checked) -> bool:
+    """Whether candidate ``c`` is a state guard: a state of a row (``state``) that its own tool sets (a parameter of
+    the tool lists the state's value, and the tool writes the row's table), so the rule forbids changing a row already
+    in that state ("a loan already returned cannot be set again")."""
+    w = c.candidate.words
+    if w.get("section") != "state" or not w.get("value"):
+        return False
+    tool = env.tool(c.candidate.tool)
+    written = {t for s in tool.steps if s.kind == "write" for t in _tables(s.sql)}
+    return (bool(written & _tables(c.candidate.condition))
+            and any(p.enum and w["value"] in [str(v) for v in p.enum] for p in tool.params))
+
+
+def guard_action(c: Checked, env: ir.Environment, words: Words) -> str:
+    """A state guard's action as setting its state's value (the ``guard_action`` section: "Set the status of one
+    loan: returned"): what prose that forbids doing it again says ("cannot return a book already returned")."""
+    action = env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".")
+    return words("guard_action", action=action, value=c.candidate.words["value"].replace("_", " "))
 
 
 class Words:
@@ -824,21 +855,30 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
         tables = [finder.table_text(t) for t in env.tables]
         about = [finder.about(c.candidate) for c in checked]
     names = [t.name for t in env.tables]
+    guard = [j for j, c in enumerate(checked) if guards(env, c)]
     texts = ([gist(c, env, words) for c in checked]
              + [env.tool(c.candidate.tool).description.strip().split(";")[0].rstrip(".") for c in checked]
-             + [words(c.candidate.words["section"] + "_when", **c.candidate.words) for c in checked] + tables)
-    n = len(checked)
+             + [words(c.candidate.words["section"] + "_when", **c.candidate.words) for c in checked] + tables
+             + [words("gist", action=guard_action(checked[j], env, words),
+                      when=words("state_when", **checked[j].candidate.words)) for j in guard]
+             + [guard_action(checked[j], env, words) for j in guard])
+    n, m, g = len(checked), len(tables), len(guard)
     same = Similar(embed=True)
     out = []
     for i, row in enumerate(similarities(rules, texts)):
-        by_table = dict(zip(names, row[3 * n:], strict=True))
+        by_table = dict(zip(names, row[3 * n:3 * n + m], strict=True))
         nearest = max(names, key=lambda t: by_table[t])
+        # a state guard the prose names by its value: the action as setting that value (:func:`guard_action`)
+        valued = {j: (row[3 * n + m + k], row[3 * n + m + g + k]) for k, j in enumerate(guard)
+                  if names_value(rules[i], checked[j].candidate.words["value"])}
         fit = []
         for j, c in enumerate(checked):
             mine = max((by_table[t] for t in about[j]), default=-1.0)
             f = Fit(row[j], row[n + j], row[2 * n + j], round(mine, 4), by_table[nearest], nearest)
+            if j in valued:
+                f = replace(f, joint=max(f.joint, valued[j][0]), action=max(f.action, valued[j][1]))
             why, gate = "", ""
-            if mine < f.best_table - TABLE_MARGIN:
+            if mine < f.best_table - TABLE_MARGIN and j not in valued:
                 why, gate = (f"the rule is about {_label(nearest)} ({f.best_table}), the candidate about "
                              f"{', '.join(sorted(_label(t) for t in about[j])) or 'no table'} ({f.table})"), "table"
             elif f.action < ACTION_MIN:
@@ -854,8 +894,9 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
                              f"({_condition_words(c)})"), "said"
             elif c.candidate.form is not None and not (got := counted(rules[i], c, same))[0]:
                 why, gate = got[1], "counts"
-            elif f.joint < threshold:
-                why, gate = f"the rule is far from the candidate ({f.joint} < {threshold})", "joint"
+            elif f.joint < (min(threshold, GUARD_MIN) if j in valued else threshold):
+                least = min(threshold, GUARD_MIN) if j in valued else threshold
+                why, gate = f"the rule is far from the candidate ({f.joint} < {least})", "joint"
             fit.append(replace(f, refused=why, gate=gate))
         out.append(fit)
     return out
