@@ -100,8 +100,10 @@ def test_a_range_far_wider_than_the_examples_is_narrowed_without_asking_again() 
     assert (g.kind, g.min, g.max, g.by) == ("integer", 25, 125, "code")
     assert "20 times as wide" in (g.note or "") and "25..125" in (g.note or "")
     assert len(_asked(client)) == 1 and made.rejections == []
-    values = [r[0] for r in conn.execute("SELECT amount_due FROM invoices WHERE invoice_id > 4")]
-    assert len(values) >= 40 and all(25 <= v <= 125 for v in values)
+    drawn = [r[0] for r in conn.execute("SELECT amount_due FROM invoices WHERE invoice_id > 4")]
+    values = [v for v in drawn if v is not None]  # one example of four is NULL: about a quarter of rows are too
+    assert 0.1 <= (len(drawn) - len(values)) / len(drawn) <= 0.4
+    assert len(values) >= 30 and all(25 <= v <= 125 for v in values)
     assert any(v < 50 or v > 100 for v in values)  # not only inside the four examples
 
 

@@ -398,8 +398,8 @@ def counted(text: str, c: Checked, same: Similar | None = None) -> tuple[list[St
             said = ", ".join(number_text(n.value) for n in numbers(text)) or "no number"
             return [], (f"the rule states {said}, none of it a count of {w.get('items', '')} (the cap counts "
                         f"{w.get('items', '')} per {grouped})")
-        said = [x.casefold() for x in _WORD.findall(text)]
-        if grouped and not any(same(x, grouped) for x in said):
+        words = [x.casefold() for x in _WORD.findall(text)]
+        if grouped and not any(same(x, grouped) for x in words):
             return [], (f"the rule does not say per what it counts: the cap counts {w.get('items', '')} per "
                         f"{grouped}, a word the rule does not name")
         return out, ""

@@ -1204,8 +1204,8 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     if loose and columns:  # each row's numbers and CHECK values asked again with its name, a row a call
         cols = [columns[n] for n in names]
         wide = [value_check(cols[i], gens.get(names[i]), ex.get(names[i], []), named=True) for i in loose]
-        lists = {i: [str(v) for v in cols[i].enum] for i in loose
-                 if cols[i].enum and all(isinstance(v, str) for v in cols[i].enum)}
+        lists = {i: [str(v) for v in e] for i in loose
+                 if (e := cols[i].enum) and all(isinstance(v, str) for v in e)}
         assert all(f is not None for f in wide)
         more, asked, done = complete_rows(scenario, table, names, seeds, more, loose,
                                           [f for f in wide if f is not None], lists, client)

@@ -421,8 +421,8 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
         if goal.refs:
             details += " " + w("for", refs=w.join([w.what(t, named) for _, t, named in goal.refs]))
         if pairs:
-            said = [w.pair(c, goal.table, v) for c, v in pairs]
-            details += ("," if goal.refs else "") + " " + w("with", values=w.join(said))
+            stated = [w.pair(c, goal.table, v) for c, v in pairs]
+            details += ("," if goal.refs else "") + " " + w("with", values=w.join(stated))
         if k == "child" and parent and any(t == parent for _, t, _ in goal.refs) and w.has("child_named"):
             k = "child_named"  # the refs name the new parent ("for the member Angel Morgan"): not "for this member"
         key = k + "_state" if state else k
