@@ -24,11 +24,13 @@ BUILD_LLAMA=0
 # llama-cpp-python has no wheel here: it builds from source, and must not use -march=native. Only its wheel is
 # built in the background (no dependencies: nothing is installed into .venv while other pip processes install
 # there); it is installed once every step is done.
-if [ "$EMBEDDED" = 1 ] && ! .venv/bin/python -c "import llama_cpp.server; from importlib.metadata import version
-assert version('llama-cpp-python') == '$LLAMA'" 2>/dev/null; then
+LLAMA_CHECK="import llama_cpp.server; from importlib.metadata import version as v
+assert v('llama-cpp-python') == '$LLAMA'"
+if [ "$EMBEDDED" = 1 ] && ! .venv/bin/python -c "$LLAMA_CHECK" 2>/dev/null; then
   BUILD_LLAMA=1
   step_start "llama.cpp build" env CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 \
-    .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$STEPS_DIR/llama-wheel" "llama-cpp-python==$LLAMA"
+    .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$STEPS_DIR/llama-wheel" \
+    "llama-cpp-python==$LLAMA"
 fi
 # Debian's headless Chromium for the report/browse browser tests (tests/report/test_browser.py).
 # (step_start and step_time are never called after || or && or in an if condition: bash would turn set -e off

@@ -1,18 +1,18 @@
 # Background steps for scripts/setup.sh and scripts/setup_trainers.sh (sourced, not run).
 #   step_start NAME COMMAND...   runs COMMAND (a program or a shell function) in the background, its output
 #                                to a log file of its own under a temporary directory
-#   step_wait_all                waits for every started step; prints "done: NAME in N s" as each ends well;
-#                                at the first that fails, prints "FAILED: NAME (exit N) after N s" and its log,
-#                                stops the others and exits non-zero
+#   step_wait_all                waits for every started step; prints "done: NAME in N s" as each ends
+#                                well; at the first that fails, prints "FAILED: NAME (exit N) after N s"
+#                                and its log, stops the others and exits non-zero
 #   step_time NAME COMMAND...    runs COMMAND in the foreground (output to the terminal) and prints its
 #                                "done:" line the same way; a failure exits the script (set -e)
-# Call step_start and step_time only where set -e holds (not after || or &&, not in an if condition): bash turns
-# set -e off inside a function called there, even in its background subshells, so a failing command would not
-# stop the step. The temporary directory is removed at exit; an exit before step_wait_all (a foreground step failed, Ctrl-C)
-# stops the steps still running, with their child processes.
+# Call step_start and step_time only where set -e holds (not after || or &&, not in an if condition): bash
+# turns set -e off inside a function called there, even in its background subshells, so a failing command
+# would not stop the step. The temporary directory is removed at exit; an exit before step_wait_all (a
+# foreground step failed, Ctrl-C) stops the steps still running, with their child processes.
 STEPS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/envfoundry-setup.XXXXXX")
-declare -A STEP_PID=()
-declare -A STEP_LOG=()
+declare -gA STEP_PID=()
+declare -gA STEP_LOG=()
 
 step_start() {
   local name=$1
@@ -32,7 +32,7 @@ step_start() {
 }
 
 step_wait_all() {
-  local pid name rc secs
+  local pid name n rc secs
   while [ ${#STEP_PID[@]} -gt 0 ]; do
     pid=
     wait -n -p pid "${STEP_PID[@]}" || true
