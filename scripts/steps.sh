@@ -9,7 +9,8 @@
 # Call step_start and step_time only where set -e holds (not after || or &&, not in an if condition): bash
 # turns set -e off inside a function called there, even in its background subshells, so a failing command
 # would not stop the step. The temporary directory is removed at exit; an exit before step_wait_all (a
-# foreground step failed, Ctrl-C) stops the steps still running, with their child processes.
+# foreground step failed, Ctrl-C) stops the steps still running, with their child processes (once seen to miss
+# them: benchmarks/results/setup_2026-11-29.md).
 STEPS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/envfoundry-setup.XXXXXX")
 declare -gA STEP_PID=()
 declare -gA STEP_LOG=()
