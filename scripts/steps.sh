@@ -9,8 +9,7 @@
 # Call step_start and step_time only where set -e holds (not after || or &&, not in an if condition): bash
 # turns set -e off inside a function called there, even in its background subshells, so a failing command
 # would not stop the step. The temporary directory is removed at exit; an exit before step_wait_all (a
-# foreground step failed, Ctrl-C) stops the steps still running, with their child processes (once seen to miss
-# them: benchmarks/results/setup_2026-11-29.md).
+# foreground step failed, Ctrl-C, SIGTERM) stops the steps still running: each has a process group of its own.
 STEPS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/envfoundry-setup.XXXXXX")
 declare -gA STEP_PID=()
 declare -gA STEP_LOG=()
@@ -21,6 +20,7 @@ step_start() {
   local log
   log="$STEPS_DIR/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log"
   STEP_LOG[$name]=$log
+  set -m  # the step gets a process group of its own: stopping it stops every process it started
   (
     t0=$(date +%s)
     set +e
@@ -30,6 +30,7 @@ step_start() {
     exit "$rc"
   ) &
   STEP_PID[$name]=$!
+  set +m
 }
 
 step_wait_all() {
@@ -60,22 +61,16 @@ step_time() {
   echo "done: $name in $(( $(date +%s) - t0 )) s"
 }
 
-_step_tree() {  # a process and its descendants, parents first
-  local child
-  echo "$1"
-  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do _step_tree "$child"; done
-}
-
 _step_cleanup() {
-  local pids=() names=() name
+  local groups=() names=() name
   for name in "${!STEP_PID[@]}"; do
     [ ! -f "${STEP_LOG[$name]}.end" ] || continue  # ended, not waited for yet
     names+=("$name")
-    mapfile -t -O "${#pids[@]}" pids < <(_step_tree "${STEP_PID[$name]}")
+    groups+=("-${STEP_PID[$name]}")
   done
-  if [ ${#pids[@]} -gt 0 ]; then
+  if [ ${#groups[@]} -gt 0 ]; then
     echo "stopping the set-up steps still running: $(IFS=,; echo "${names[*]}" | sed 's/,/, /g')" >&2
-    kill "${pids[@]}" 2>/dev/null || true
+    kill -- "${groups[@]}" 2>/dev/null || true
     wait 2>/dev/null || true
   fi
   rm -rf "$STEPS_DIR"
