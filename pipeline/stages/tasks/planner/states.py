@@ -66,8 +66,6 @@ def _states(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
     ddl = next((t.ddl for t in p.env.tables if t.name == table), "")
     listed = check_enums(ddl).get(col)
     if listed is None:
-        from pipeline.stages.tasks.planner.values import enum_of
-
         listed = tuple(enum_of(p, table, col) or ()) or None
     if listed is not None:
         vals = tuple(v for v in listed if isinstance(v, str))
@@ -83,9 +81,25 @@ def _states(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
 
 
 def _examples(p: Planner, table: str) -> dict[str, list[Any]]:
-    from pipeline.stages.tasks.planner.values import example_rows
-
     return example_rows(p, table)
+
+
+def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
+    for t in p.env.tools:
+        for prm in t.params:
+            if prm.enum and p.shapes[t.name].column_of(prm.name) == (table, col):
+                return list(prm.enum)
+    return None
+
+
+def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
+    """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none)."""
+    rows: list[dict[str, Any]] = []
+    for s in p.env.seed:
+        if s.table == table:
+            rows += s.rows[: s.plan.examples] if s.plan is not None else s.rows
+    names = list(dict.fromkeys(c for r in rows for c in r))
+    return {c: [r.get(c) for r in rows] for c in names}
 
 
 def default_of(p: Planner, table: str, col: str) -> str | None:

@@ -15,14 +15,7 @@ from pipeline.meaning import relations
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner import states
 from pipeline.stages.tasks.planner.chains import _DATE, Planner, rotate  # noqa: F401 (rotate: re-exported)
-
-
-def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
-    for t in p.env.tools:
-        for prm in t.params:
-            if prm.enum and p.shapes[t.name].column_of(prm.name) == (table, col):
-                return list(prm.enum)
-    return None
+from pipeline.stages.tasks.planner.states import enum_of, example_rows
 
 
 def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique: bool) -> Any | None:
@@ -140,16 +133,6 @@ def unique_cols(p: Planner, table: str) -> set[str]:
 
 def today_of(p: Planner) -> date:
     return date.fromisoformat(p.env.clock[:10])
-
-
-def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
-    """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none)."""
-    rows: list[dict[str, Any]] = []
-    for s in p.env.seed:
-        if s.table == table:
-            rows += s.rows[: s.plan.examples] if s.plan is not None else s.rows
-    names = list(dict.fromkeys(c for r in rows for c in r))
-    return {c: [r.get(c) for r in rows] for c in names}
 
 
 def _parent_rows(p: Planner, parent: str, key: str) -> dict[Any, dict[str, Any]]:
