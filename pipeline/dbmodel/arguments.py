@@ -26,9 +26,10 @@ _DIGITS = re.compile(r"\d+")
 
 
 def variants(value: Any) -> Any:
-    """Values close to ``value``, in order: a number counts up; a text with digits counts its last digits
-    up (same width: a phone number stays a phone number); an address with '@' gets a digit before it; any
-    other text gets a digit appended. No words of any language are involved."""
+    """Values close to ``value``, in order: a number counts up; a date ('YYYY-MM-DD', a time after it kept)
+    counts its days up, each a day of the calendar (its last digits counted up made '2025-10-55'); a text with
+    digits counts its last digits up (same width: a phone number stays a phone number); an address with '@' gets
+    a digit before it; any other text gets a digit appended. No words of any language are involved."""
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int | float):
@@ -36,6 +37,14 @@ def variants(value: Any) -> Any:
             yield value + k
         return
     text = str(value)
+    day = _calendar_day(text)
+    if day is not None:
+        for k in range(1, 1000):
+            try:
+                yield (day + dt.timedelta(days=k)).isoformat() + text[10:]
+            except OverflowError:  # past year 9999
+                return
+        return
     runs = list(_DIGITS.finditer(text))
     if runs:
         m = runs[-1]
@@ -50,6 +59,16 @@ def variants(value: Any) -> Any:
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def _calendar_day(text: str) -> dt.date | None:
+    """The day ``text`` begins with ('YYYY-MM-DD', then nothing or a time), or None."""
+    if not _DATE.match(text) or (len(text) > 10 and text[10] not in "T "):
+        return None
+    try:
+        return dt.date.fromisoformat(text[:10])
+    except ValueError:
+        return None
 
 
 class Sampler:

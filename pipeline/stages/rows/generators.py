@@ -54,7 +54,7 @@ from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
 from pipeline.meaning import findings as semantic
 from pipeline.meaning import profile as prof
-from pipeline.meaning import relations, vocab
+from pipeline.meaning import relations, spans, vocab
 from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows.maker import (
@@ -140,6 +140,8 @@ class Context:
     examples: dict[str, list[Any]]
     others: dict[str, list[str]] = field(default_factory=dict)
     vectors: prof.Vectors | None = None
+    today: date | None = None
+    """The environment's clock (None: a range from the examples reaches back from the latest of them)."""
 
 
 def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
@@ -328,7 +330,7 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
     dated: tuple[tuple[ir.GeneratorKind, re.Pattern[str]], ...] = (("date", _DATE), ("datetime", _DATETIME))
     for date_kind, shape in dated:
         if all(shape.fullmatch(t) for t in texts):
-            start, end = _dates_of(texts) or ("", "")
+            start, end = _dates_of(texts, ctx, col, date_kind) or ("", "")
             return ir.ColumnGenerator(kind=date_kind, start=start, end=end, **base)
     if all(_EMAIL.fullmatch(t) for t in texts):
         return ir.ColumnGenerator(kind="email", **base)
@@ -341,13 +343,21 @@ def fallback(col: Column, ctx: Context, note: str) -> ir.ColumnGenerator | None:
     return ir.ColumnGenerator(kind="text_pool", pool=list(dict.fromkeys(texts))[:POOL_MAX], **base)
 
 
-def _dates_of(texts: Sequence[Any]) -> tuple[str, str] | None:
-    """The dates a column's examples span (at least 180 days, back from the latest), as 'YYYY-MM-DD'; None
+def _dates_of(texts: Sequence[Any], ctx: Context, col: Column, kind: str) -> tuple[str, str] | None:
+    """The dates a column's rows are drawn from when only its examples say (:func:`pipeline.meaning.spans.
+    example_span`: every example inside, at least half a year, on the clock's sides in the examples' shares; for a
+    date column no two rows may share, the examples' spacing times the table's rows), as 'YYYY-MM-DD'; None
     without an example date."""
+    rows = ctx.rows if kind == "date" and col.name in ctx.singles else None
+    span = spans.example_span(texts, ctx.today, rows)
+    return None if span is None else (span[0].isoformat(), span[1].isoformat())
+
+
+def _shown(texts: Sequence[Any], span: tuple[str, str]) -> str:
+    """"the examples' dates A..B, drawn from C..D" for a fallback's note (what the examples hold and what code made
+    of them)."""
     days = sorted(d for d in (relations.as_date(t) for t in texts) if d is not None)
-    if not days:
-        return None
-    return min(days[0], days[-1] - timedelta(days=180)).isoformat(), days[-1].isoformat()
+    return f"the examples' dates {days[0]}..{days[-1]}, drawn from {span[0]}..{span[1]}"
 
 
 def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[str, ir.ColumnGenerator]
@@ -392,11 +402,11 @@ def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         return _code(g, f"{why}: narrowed to the examples' range {lo:g}..{hi:g}", min=lo, max=hi)
     texts = [v for v in ex if isinstance(v, str)]
     if k in ("date", "datetime") and _dates_error(g, texts):
-        span = _dates_of(texts)
+        span = _dates_of(texts, ctx, col, k)
         if span is None:
             return g
-        return _fallback_of(g, f"the model's {k} had no usable dates ({_dates_error(g, texts)}): the examples' dates "
-                               f"{span[0]}..{span[1]}", start=span[0], end=span[1], min=None, max=None)
+        return _fallback_of(g, f"the model's {k} had no usable dates ({_dates_error(g, texts)}): "
+                               f"{_shown(texts, span)}", start=span[0], end=span[1], min=None, max=None)
     if k == "date_after" and _after_error(g, {**gens, col.name: g}):
         why = _after_error(g, {**gens, col.name: g})
         order = relations.nearest_before(relations.date_orders(
@@ -406,12 +416,11 @@ def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
                                    f"{order.max_days} days after {order.first}, as the examples",
                                 after=order.first, min=float(order.min_days), max=float(order.max_days),
                                 start=None, end=None)
-        span = _dates_of(texts)
+        span = _dates_of(texts, ctx, col, "date")
         if span is None:
             return g
-        return _fallback_of(g, f"the model's date_after was unusable ({why}): the examples' dates "
-                               f"{span[0]}..{span[1]}", kind="date", after=None, start=span[0], end=span[1],
-                            min=None, max=None)
+        return _fallback_of(g, f"the model's date_after was unusable ({why}): {_shown(texts, span)}", kind="date",
+                            after=None, start=span[0], end=span[1], min=None, max=None)
     return g
 
 
@@ -937,6 +946,39 @@ def _code(g: ir.ColumnGenerator, note: str, **update: Any) -> ir.ColumnGenerator
                                 "note": f"{g.note}; {note}" if g.note else note, **update})
 
 
+def _keeps_gaps(g: ir.ColumnGenerator, o: relations.DateOrder) -> bool:
+    """Whether the model's ``date_after`` days keep the spread of the examples' gaps (``o``): from no fewer days
+    than the shortest (a due date on the loan's day where no example is), to at least the longest (every leave as
+    long as the shortest example's), and not :data:`pipeline.meaning.relations.SPREAD_MAX` times wider than they
+    spread (:func:`pipeline.meaning.relations.range_misfit`)."""
+    if g.min is None or g.max is None or g.min < o.min_days or g.max < o.max_days:
+        return False
+    scale = (o.max_days - o.min_days) or max(o.max_days, 1)  # their span, their length when all one
+    return g.max - g.min <= relations.SPREAD_MAX * scale
+
+
+def _dense(g: ir.ColumnGenerator, values: Sequence[Any], rows: int, today: date) -> ir.ColumnGenerator:
+    """``g`` (a date column no two rows may share) widened to give ``rows`` dates as far apart as its examples are
+    (:func:`pipeline.meaning.spans.dense_width`: four holidays 4 days apart on average, 275 rows: 1,100 days, where
+    half a year made every day of it a holiday), on the clock's sides in the examples' shares
+    (:func:`pipeline.meaning.spans.spread`). Unchanged when its range is wide enough, when it is no ``date`` range
+    or when its examples hold no date."""
+    if g.kind != "date" or not g.start or not g.end or not relations.date_columns({g.column: list(values)}):
+        return g
+    try:
+        start, end = date.fromisoformat(g.start[:10]), date.fromisoformat(g.end[:10])
+    except ValueError:
+        return g
+    width = spans.dense_width(values, rows)
+    if (end - start).days >= width:
+        return g
+    lo, hi = spans.spread(start, end, width, spans.clock_counts(values, today), today)
+    gap = spans.spacing(values)
+    apart = f"{gap:.1f} days apart" if gap is not None else "one a day at most"
+    return _code(g, f"{rows} different dates, {apart} as the examples: {lo}..{hi}", start=lo.isoformat(),
+                 end=hi.isoformat())
+
+
 def _reaches(gens: dict[str, ir.ColumnGenerator | None], start: str, target: str) -> bool:
     """Whether ``start``'s dates are drawn (through ``date_after`` links) from ``target``'s."""
     seen = set()
@@ -1275,7 +1317,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         g, first = gens.get(second), gens.get(o.first)
         if g is None or first is None or first.kind not in ("date", "datetime", "date_after"):
             continue
-        if g.kind == "date_after" and g.after == o.first and g.min is not None and g.min >= o.min_days:
+        if g.kind == "date_after" and g.after == o.first and _keeps_gaps(g, o):
             continue
         if _reaches(gens, o.first, second):  # the model drew the first from the second: the first gets its own dates
             days = sorted(d for d in (relations.as_date(v) for v in ex.get(o.first, [])) if d is not None)
@@ -1301,6 +1343,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         start, end = moved
         gens[name] = _code(g, f"dated {'up to' if side == 'past' else 'from'} today, as every example",
                            start=start.isoformat(), end=end.isoformat())
+    for name in asked_names:  # a date no two rows may share: as far apart as the examples, not one a day
+        g = gens.get(name)
+        if g is not None and name in ctx.singles:
+            gens[name] = _dense(g, ex.get(name, []), ctx.rows, today)
     # numbers: the examples' sign
     for name in asked_names:
         g = gens.get(name)
@@ -1673,7 +1719,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     known = known if known is not None else {}
     others = {**known, **{k.split(".", 1)[1]: v for k, v in mine.items()}}  # this table's columns by bare name
     ctx = Context(rows=len(rows) + len(shape.fixed), singles=frozenset(s[0] for s in sets if len(s) == 1),
-                  examples=examples, others=others, vectors=_vectors())
+                  examples=examples, others=others, vectors=_vectors(), today=date.fromisoformat(settings.clock[:10]))
     known.update(mine)
     refs = [ir.ColumnGenerator(column=c.name, kind="reference", by="code", parent=c.ref[0], key=c.ref[1],
                                min=settings.child_fanout[0] if c.name == shape.primary else None,
