@@ -72,7 +72,10 @@ def test_a_result_reading_a_builtin_as_a_column_becomes_the_inserted_row(seed) -
     # a result naming the row by its values may find an older row with the same values: the new row, by its key
     by_values = to_tool(ADD, reply(returns={"sql": "SELECT member_id, name FROM members WHERE name = :name",
                                             "mode": "all"}), conn)
-    assert by_values.returns == tool.returns
+    assert by_values.returns == tool.returns  # members.name is not UNIQUE
+    unique = reply(returns={"sql": "SELECT member_id, name FROM members WHERE email = :email", "mode": "one"})
+    assert to_tool(ADD, unique, conn).returns == ir.Returns(  # members.email is: only the new row holds it
+        sql="SELECT member_id, name FROM members WHERE email = :email", mode="one")
     # left as written: a create answering with another table's row (the parent), or with the engine's
     # {changes, last_id}; an insert that may insert nothing (:last_id would not be its row); a read tool
     parent = lend(returns={"sql": "SELECT * FROM members WHERE member_id = :member_id", "mode": "one"})

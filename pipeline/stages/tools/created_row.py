@@ -13,16 +13,17 @@ engine binds it to ``:last_id`` after the insert). Four slips of a small model a
   before it reads the parameter: the key is left to the database, the parameter read after it is ``:last_id``;
 - a placeholder compared with the key after the insert that the model did not declare (or declared and reads only in
   the result): ``:last_id`` (it was the new row's key, which no caller can know), not a new required parameter;
-- a result that reads the inserted table alone without finding the new row by its key, or reads a column the table
-  lacks (``SELECT last_id FROM employees WHERE name = :name``): the inserted row, ``SELECT * FROM t WHERE key =
-  :last_id`` (a result naming the row by its values may find an older one, or nothing the new row holds).
+- a result that reads the inserted table alone and does not surely find the new row (by its key ``= :last_id``, or
+  by the values the insert stored into the columns of a UNIQUE constraint), or reads a column the table lacks
+  (``SELECT last_id FROM employees WHERE name = :name``): the inserted row, ``SELECT * FROM t WHERE key = :last_id``
+  (``SELECT * FROM renewals WHERE loan_id = :loan_id`` answers with the loan's first renewal, not the new one).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
@@ -42,6 +43,8 @@ class Program:
     one: bool
     declared: frozenset[str]
     """The parameters the reply declares."""
+    unique: Mapping[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    """Each table's UNIQUE constraints (their columns)."""
 
 
 def _parse(sql: str) -> exp.Expr | None:
@@ -131,8 +134,24 @@ def _key_given(sql: str, key: str) -> tuple[str, str] | None:
     return tree.sql(dialect="sqlite"), name
 
 
-def _finds_new_row(sql: str, table: str, key: str, infos: Mapping[str, TableInfo]) -> bool:
-    """Whether a result reads ``table`` alone, by ``key = :last_id``, naming only columns it has."""
+def _stored(sql: str) -> dict[str, str]:
+    """column -> the parameter an INSERT of one row of VALUES stores into it."""
+    tree = _parse(sql)
+    if not isinstance(tree, exp.Insert) or not isinstance(tree.this, exp.Schema) \
+            or not isinstance(tree.expression, exp.Values) or len(tree.expression.expressions) != 1:
+        return {}
+    row = tree.expression.expressions[0]
+    cols = [c.name for c in tree.this.expressions]
+    if not isinstance(row, exp.Tuple) or len(row.expressions) != len(cols):
+        return {}
+    return {c: v.name for c, v in zip(cols, row.expressions, strict=True) if isinstance(v, exp.Placeholder) and v.name}
+
+
+def _finds_new_row(sql: str, table: str, key: str, infos: Mapping[str, TableInfo], stored: Mapping[str, str],
+                   unique: Sequence[tuple[str, ...]]) -> bool:
+    """Whether a result reads ``table`` alone, naming only columns it has, and finds the inserted row: by
+    ``key = :last_id``, or by the values the insert stored into the columns of a UNIQUE constraint (only the new
+    row holds them), every condition joined by AND."""
     tree = _parse(sql)
     if not isinstance(tree, exp.Select) or {t.name for t in tree.find_all(exp.Table)} != {table}:
         return False
@@ -140,7 +159,13 @@ def _finds_new_row(sql: str, table: str, key: str, infos: Mapping[str, TableInfo
     aliases = {a.alias for a in tree.find_all(exp.Alias)}
     if any(c.name and c.name not in cols and c.name not in aliases for c in tree.find_all(exp.Column)):
         return False
-    return "last_id" in _compared_with_key(sql, table, key, infos)
+    if "last_id" in _compared_with_key(sql, table, key, infos):
+        return True
+    if next(tree.find_all(exp.Or), None) is not None:
+        return False
+    same = {eq.left.name for eq in tree.find_all(exp.EQ) if isinstance(eq.left, exp.Column)
+            and isinstance(eq.right, exp.Placeholder) and stored.get(eq.left.name) == eq.right.name}
+    return any(u and set(u) <= same for u in unique)
 
 
 def _reads_table_alone(sql: str, table: str) -> bool:
@@ -153,7 +178,7 @@ def repair(program: Program, infos: Mapping[str, TableInfo]) -> Program:
     writes = [w for w in program.writes if not _stores_a_builtin(_parse(w), infos)] or list(program.writes)
     created = _create(writes, infos)
     if created is None:
-        return Program(program.guards, tuple(writes), program.returns, program.one, program.declared)
+        return Program(program.guards, tuple(writes), program.returns, program.one, program.declared, program.unique)
     at, table, key = created
     returns = program.returns
     before = [*program.guards, *writes[:at]]
@@ -173,6 +198,7 @@ def repair(program: Program, infos: Mapping[str, TableInfo]) -> Program:
         writes[at + 1:] = [_sub(s, name, "last_id") for s in writes[at + 1:]]
         returns = _sub(returns, name, "last_id") if returns else returns
     one = program.one
-    if returns is not None and _reads_table_alone(returns, table) and not _finds_new_row(returns, table, key, infos):
+    if returns is not None and _reads_table_alone(returns, table) and not _finds_new_row(
+            returns, table, key, infos, _stored(writes[at]), program.unique.get(table, ())):
         returns, one = f"SELECT * FROM {qi(table)} WHERE {qi(key)} = :last_id", True
-    return Program(program.guards, tuple(writes), returns, one, program.declared)
+    return Program(program.guards, tuple(writes), returns, one, program.declared, program.unique)

@@ -18,7 +18,7 @@ from pipeline import ir
 from pipeline.dbmodel.analysis import analyse_tool
 from pipeline.dbmodel.columns import check_enums
 from pipeline.runtime import engine
-from pipeline.runtime.state import table_infos
+from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.tools import created_row
 
 _IDENT = r"^[a-z][a-z0-9_]*$"
@@ -103,6 +103,15 @@ def _enum_for(enum: tuple[Any, ...] | None, ptype: str) -> list[Any] | None:
     return None
 
 
+def unique_sets(conn: sqlite3.Connection, table: str) -> tuple[tuple[str, ...], ...]:
+    """The columns of each UNIQUE constraint of ``table`` (its primary key included)."""
+    out = []
+    for idx in conn.execute(f"PRAGMA index_list({qi(table)})").fetchall():
+        if idx[2]:
+            out.append(tuple(r[2] for r in conn.execute(f"PRAGMA index_info({qi(idx[1])})").fetchall()))
+    return tuple(out)
+
+
 def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sqlite3.Connection | None = None
             ) -> ir.Tool:
     """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot).
@@ -125,7 +134,8 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sql
     if infos is not None and plan.kind == "write":  # a create's key and result (pipeline.stages.tools.created_row)
         fixed = created_row.repair(created_row.Program(
             tuple(g.sql for g in reply.guards), tuple(writes), returns_spec.sql if returns_spec else None,
-            returns_spec is None or returns_spec.mode == "one", frozenset(p.name for p in reply.params)), infos)
+            returns_spec is None or returns_spec.mode == "one", frozenset(p.name for p in reply.params),
+            {t: unique_sets(conn, t) for t in infos}), infos)
         writes = list(fixed.writes)
         if fixed.returns is not None and returns_spec is not None and (fixed.returns, fixed.one) != \
                 (returns_spec.sql, returns_spec.mode == "one"):
