@@ -139,8 +139,9 @@ def _near(name: str, columns: Sequence[str]) -> str | None:
 
 def propose(tool: ir.Tool, tables: Sequence[ir.Table], conn: sqlite3.Connection) -> list[Amendment]:
     """The amendments ``tool`` needs from the schema on ``conn`` (at most ``MAX_PER_TOOL``; none when the tool
-    needs more than that, names a column that is a slip for an existing one, or one the schema stage dropped as a
-    personal characteristic (``ir.Table.withheld``): then the tool is wrong)."""
+    needs more than that, names a column that is a slip for an existing one, one named like a built-in parameter
+    (``last_id``: the id the database gives after an insert), or one the schema stage dropped as a personal
+    characteristic (``ir.Table.withheld``): then the tool is wrong)."""
     infos = table_infos(conn)
     enums = {t.name: check_enums(t.ddl) for t in tables}
     params = {p.name: p.type for p in tool.params}
@@ -168,6 +169,8 @@ def propose(tool: ir.Tool, tables: Sequence[ir.Table], conn: sqlite3.Connection)
     withheld = {(t.name, c.lower()) for t in tables for c in t.withheld}
     out: list[Amendment] = []
     for a in found:
+        if a.kind == "add_column" and a.column.lower() in ir.RESERVED_PARAMS:
+            return []  # a built-in (:last_id, :now...) written as a column: the database gives it, the tool is wrong
         if a.kind == "add_column" and _near(a.column, infos[a.table].columns):
             return []
         if a.kind == "add_column" and (a.table, a.column.lower()) in withheld:

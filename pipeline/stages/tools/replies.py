@@ -18,7 +18,8 @@ from pipeline import ir
 from pipeline.dbmodel.analysis import analyse_tool
 from pipeline.dbmodel.columns import check_enums
 from pipeline.runtime import engine
-from pipeline.runtime.state import table_infos
+from pipeline.runtime.state import qi, table_infos
+from pipeline.stages.tools import created_row
 
 _IDENT = r"^[a-z][a-z0-9_]*$"
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -102,6 +103,15 @@ def _enum_for(enum: tuple[Any, ...] | None, ptype: str) -> list[Any] | None:
     return None
 
 
+def unique_sets(conn: sqlite3.Connection, table: str) -> tuple[tuple[str, ...], ...]:
+    """The columns of each UNIQUE constraint of ``table`` (its primary key included)."""
+    out = []
+    for idx in conn.execute(f"PRAGMA index_list({qi(table)})").fetchall():
+        if idx[2]:
+            out.append(tuple(r[2] for r in conn.execute(f"PRAGMA index_info({qi(idx[1])})").fetchall()))
+    return tuple(out)
+
+
 def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sqlite3.Connection | None = None
             ) -> ir.Tool:
     """Map a reply onto ``ir.Tool`` (raises ``ValidationError`` with the reason when it cannot).
@@ -109,7 +119,9 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sql
     With the schema on ``conn``, two slips the 1.5B model keeps making whatever the feedback says are repaired,
     by reading the SQL: a statement reading ``:x`` that is not a parameter gets parameter ``x`` typed like the
     column ``:x`` is compared with or written into, and a parameter meeting a ``CHECK (c IN (...))`` column
-    gets that enum. An error message naming ``{x}`` the tool does not know says ``x`` in words instead."""
+    gets that enum. An error message naming ``{x}`` the tool does not know says ``x`` in words instead. A write
+    tool's create never asks for the key the database assigns and answers with the row it inserted
+    (``pipeline.stages.tools.created_row``)."""
     writes: list[str] = []
     returns_spec = reply.returns
     for w in getattr(reply, "writes", []):
@@ -118,6 +130,16 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sql
                 returns_spec = ReturnsSpec(sql=w, mode="one")
             continue
         writes.append(w)
+    infos = table_infos(conn) if conn is not None else None
+    if infos is not None and plan.kind == "write":  # a create's key and result (pipeline.stages.tools.created_row)
+        fixed = created_row.repair(created_row.Program(
+            tuple(g.sql for g in reply.guards), tuple(writes), returns_spec.sql if returns_spec else None,
+            returns_spec is None or returns_spec.mode == "one", frozenset(p.name for p in reply.params),
+            {t: unique_sets(conn, t) for t in infos}), infos)
+        writes = list(fixed.writes)
+        if fixed.returns is not None and returns_spec is not None and (fixed.returns, fixed.one) != \
+                (returns_spec.sql, returns_spec.mode == "one"):
+            returns_spec = ReturnsSpec(sql=fixed.returns, mode="one" if fixed.one else "all")
     sqls = [g.sql for g in reply.guards] + writes + ([returns_spec.sql] if returns_spec else [])
     in_sql: set[str] = set()
     for sql in sqls:
@@ -142,9 +164,8 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sql
                               for s in steps], returns=returns)
 
     draft = [ir.Param(name=p.name, type=p.type, description=p.description) for p in specs]
-    if conn is None:
+    if conn is None or infos is None:
         return build([p for p in draft if p.name not in undeclared])
-    infos = table_infos(conn)
     enums = {r[0]: check_enums(r[1] or "") for r in
              conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()}
     shape = analyse_tool(build(draft), conn, infos, "read" if plan.kind == "read" else "update")
