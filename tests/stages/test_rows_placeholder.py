@@ -135,6 +135,26 @@ def test_rows_the_model_does_not_name_are_dropped_with_a_rejection_naming_the_co
     assert rej[0].evidence["kind"] == "placeholder_examples"
 
 
+def test_the_scenario_s_own_text_and_a_value_given_for_several_rows_name_no_row() -> None:
+    # what the real model answered on 2026-11-29 (build u4): the description for row 1 and the scenario's name for
+    # rows 2-4; the second, sampled request names them
+    client = billing_client([[SCENARIO.description, SCENARIO.name, SCENARIO.name, SCENARIO.name.upper()], NAMED])
+    res = _seed(client)
+    assert res.value is not None
+    names = [r["project_name"] for r in next(s for s in res.value if s.table == "projects").rows]
+    assert names[:4] == NAMED
+    assert SCENARIO.description not in names and SCENARIO.name not in names
+    assert len(_naming_prompts(client)) == 2
+
+
+def test_a_sentence_of_the_description_is_no_row_s_value_but_a_word_of_it_may_be() -> None:
+    framing = rowgen._framing(SCENARIO)
+    assert rowgen._copies_framing("Consultants log hours against projects", framing)
+    assert rowgen._copies_framing("  project   billing ", framing)
+    assert not rowgen._copies_framing("Invoiced", framing)  # one word of it: a value may be a word the text uses
+    assert not rowgen._copies_framing("Northwind ERP Migration", framing)
+
+
 def test_a_table_whose_rows_no_request_names_fails_the_stage_loudly() -> None:
     res = _seed(billing_client([PLACEHOLDERS, PLACEHOLDERS]))
     assert res.value is None

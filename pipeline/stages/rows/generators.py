@@ -40,6 +40,7 @@ import math
 import random
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -1611,7 +1612,11 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             values = [" ".join(str(v).split()).strip(" \t\"'") for v in getattr(reply, "values", [])]
             offered.extend(values)
             stand_in = vocab.numbered(list(dict.fromkeys(offered)))
+            said = Counter(vocab.norm(v) for v in values)
+            framing = _framing(scenario)
             for r, v in zip(left, values, strict=False):
+                if said[vocab.norm(v)] > 1 or _copies_framing(v, framing):
+                    continue  # one value for several rows, or the request's own scenario text: no row's name
                 own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
                         for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
@@ -1652,6 +1657,24 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                    + (f", {len(unnamed) - gone} kept (a constraint refused the change)" if gone < len(unnamed) else ""),
             evidence={"kind": "placeholder_examples", "placeholders": sorted(fake), "named": sorted(named.values())}))
     return out
+
+
+def _framing(scenario: ir.Scenario) -> tuple[str, str]:
+    """The scenario's name and description as :func:`pipeline.meaning.vocab.norm` writes them: the text every naming
+    request opens with, which no row's value is."""
+    return vocab.norm(scenario.name), vocab.norm(scenario.description)
+
+
+def _copies_framing(value: str, framing: tuple[str, str]) -> bool:
+    """Whether ``value`` is the scenario's own text rather than a row's: its name, or its description or a sentence
+    of it (a run of at least four words of the description). The real model, asked to name four projects shown
+    "Project A".."Project D" (2026-11-29, project billing), answered the description and "Project Billing" three
+    times. Language-neutral: words are runs between spaces."""
+    v = vocab.norm(value)
+    name, description = framing
+    if not v:
+        return False
+    return v == name or v == description or (len(v.split()) >= 4 and v in description)
 
 
 def _table_values(conn: sqlite3.Connection, table: ir.Table, cols: list[Column]) -> dict[str, list[Any]]:
