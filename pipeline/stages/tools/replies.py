@@ -131,7 +131,7 @@ def to_tool(plan: ToolPlanItem, reply: ReadToolReply | WriteToolReply, conn: sql
             continue
         writes.append(w)
     infos = table_infos(conn) if conn is not None else None
-    if infos is not None and plan.kind == "write":  # a create's key and result (pipeline.stages.tools.created_row)
+    if conn is not None and infos is not None and plan.kind == "write":  # a create's key and result (pipeline.stages.tools.created_row)
         fixed = created_row.repair(created_row.Program(
             tuple(g.sql for g in reply.guards), tuple(writes), returns_spec.sql if returns_spec else None,
             returns_spec is None or returns_spec.mode == "one", frozenset(p.name for p in reply.params),
