@@ -204,6 +204,15 @@ class BuildSettings(BaseModel):
     range (small counts likelier: some parents get none, a few get many)."""
     child_rows_max: int = Field(default=1000, ge=1, le=100_000)
     """With ``row_generators``: most rows code adds to a table with foreign keys."""
+    list_rounds_unique: int = Field(default=12, ge=1, le=100)
+    """With ``row_generators``: most calls continuing the list of a UNIQUE text column (or a set of columns continued
+    together with one), each asking for a few values (rows); a list that ends shorter than the table gives the table
+    fewer rows, and a ``short_list`` rejection says so. Other lists take 2 or 3 calls."""
+    complete_rows_max: int = Field(default=40, ge=0, le=1000)
+    """With ``row_generators``: most rows of a table, continued together with their numbers and CHECK-list values,
+    whose numbers and CHECK values are then asked again with the row's name, one row a call
+    (``pipeline.stages.rows.generators.complete_rows``); later rows keep the values they were continued with. 0 asks
+    none again."""
     tools_min: int = Field(default=4, ge=2, le=50)
     """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
     tools_max: int = Field(default=8, ge=2, le=60)
@@ -274,7 +283,7 @@ class BuildSettings(BaseModel):
         """Switches added after runs were fingerprinted are left out of dumps while at their defaults, so a run
         made without them keeps its fingerprint."""
         data: dict[str, Any] = handler(self)
-        for name in ("policy", "policy_rules"):
+        for name in ("policy", "policy_rules", "list_rounds_unique", "complete_rows_max"):
             if getattr(self, name) == type(self).model_fields[name].default:
                 data.pop(name, None)
         return data

@@ -34,10 +34,16 @@ SCENARIOS = {
                                        "revocations."),
 }
 # Rows at scale (row_generators): the LLM's example rows, then code's rows from the generators it picks, which
-# tests/stages/test_rowgen_real.py checks on the environment built here.
+# tests/stages/test_rowgen_real.py checks on the environment built here. The seed stage's model calls are capped
+# (CI's real-model time, issue 42). Per table at most: the example rows 2 (max_attempts), placeholder rows named 2
+# per placeholder column (NAME_TRIES), the generator choice 2, the columns continued together 4 (list_rounds_unique;
+# 3 without a UNIQUE one), their rows' numbers and CHECK values asked again 4 (complete_rows_max), each other list
+# 4 (UNIQUE) or 2. The product's defaults (12 and 40) allow 12 + 40 calls a table for one tuple alone. Every one of
+# these capabilities still runs with the real model, on fewer rows (a UNIQUE list ends shorter: a short_list
+# rejection, which test_rowgen_real reads).
 SETTINGS = BuildSettings(max_attempts=2, intents_min=4, intents_max=5, tables_min=2, tables_max=3,
                          rows_per_table=6, rows_per_call=6, rows_min=3, tools_min=4, tools_max=5, sample_calls=3,
-                         row_generators=True)
+                         row_generators=True, list_rounds_unique=4, complete_rows_max=4)
 # The build (brewery 450 s on 2 cores with LLM rows only, 2026-11-26) is in the setup of the first test asking
 # for it, and runs 2-4x slower while the other xdist worker runs tests.
 TIMEOUT = 2400

@@ -1,5 +1,6 @@
 """Request templates for the sampler written by the real embedded model, on two domains far from the example (a
-brewery's batches and kegs, a city permit office): two kinds each, the most frequent ones.
+brewery's batches and kegs, a city permit office): two kinds each, the most frequent ones; the permit office only
+when the brewery keeps no template (CI's real-model time, issue 42: the capability runs once either way).
 
 What must hold: the model keeps at least one template over the two domains (a kind whose template fails is left to
 code, named in the summary with its last problem); every kept template holds each slot, is not the program's words,
@@ -38,4 +39,5 @@ def test_real_model_writes_request_templates_on_two_domains(real_llm) -> None:
             filled = [t for t in tasks if t.metadata["worded_by"] == "llm_template"]
             print("  sampled:", [t.instruction for t in filled])
             assert all("{" not in t.instruction for t in filled)
+            break  # a template kept and used: the permit office is asked only when the brewery keeps none
     assert kept_all >= 1, "the embedded model kept no template on either domain"

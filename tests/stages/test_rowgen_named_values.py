@@ -37,15 +37,15 @@ NAMED = {"Acetaminophen": {"dosage": 500, "frequency": "daily"}, "Naproxen": {"d
          "Lithium": {"dosage": 3e9, "frequency": "daily"}}  # refused (far beyond any strength): the batch's kept
 
 
-def medications(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, tuple[float, str]], dict[str, ir.ColumnGenerator],
-                                                            list[str]]:
+def medications(monkeypatch: pytest.MonkeyPatch, **settings: object
+                ) -> tuple[dict[str, tuple[float, str]], dict[str, ir.ColumnGenerator], list[str]]:
     from pipeline.stages.rows.populate import generate_seed
 
     monkeypatch.setattr(rowgen, "_vectors", lambda: None)
     pools = {"name": [n for n, _, _ in BATCH], "dosage": [d for _, d, _ in BATCH],
              "frequency": [f for _, _, f in BATCH]}
     client = scripted([{"rows": EXAMPLES}, {"locale": "en_US", **CHOICE}], pools, named=NAMED)
-    res = generate_seed(SCENARIO, (PHARMACY,), client, gen_settings(entity_rows=(12, 12)))
+    res = generate_seed(SCENARIO, (PHARMACY,), client, gen_settings(entity_rows=(12, 12), **settings))
     assert res.ok, res.rejections
     (meds,) = res.value
     made = {r["name"]: (r["dosage"], r["frequency"]) for r in meds.rows}
@@ -66,6 +66,20 @@ def test_each_medicine_gets_the_strength_and_frequency_asked_with_its_name(monke
     assert all('"dosage": ?, "frequency": ?' in p for p in asked)
     assert any('{"name": "Lorazepam", "dosage": ?, "frequency": ?}' in p for p in asked)
     assert "7 of 8 continued rows' values asked again with their name" in (gens["dosage"].note or "")
+
+
+def test_complete_rows_max_caps_the_rows_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[stages.build] complete_rows_max``: the first rows in the continued order are asked again, one call each,
+    the rest keep the values they were continued with (the real build test asks 4 a table)."""
+    made, gens, prompts = medications(monkeypatch, complete_rows_max=3)
+    asked = [p for p in prompts if p.startswith("The SQLite") and "Complete this row" in p]
+    assert len(asked) == 3
+    assert [made[n] for n, _, _ in BATCH[:3]] == [(NAMED[n]["dosage"], NAMED[n]["frequency"]) for n, _, _ in BATCH[:3]]
+    assert [made[n] for n, _, _ in BATCH[3:]] == [(float(d), f) for _, d, f in BATCH[3:]]
+    assert "3 of 8 continued rows' values asked again with their name" in (gens["dosage"].note or "")
+    made, gens, prompts = medications(monkeypatch, complete_rows_max=0)
+    assert not [p for p in prompts if "Complete this row" in p]
+    assert [made[n] for n, _, _ in BATCH] == [(float(d), f) for _, d, f in BATCH]
 
 
 def test_a_number_asked_with_its_name_may_leave_the_range_chosen_for_values_drawn_apart() -> None:

@@ -229,3 +229,26 @@ def test_an_author_the_model_calls_a_person_stays_with_its_book() -> None:
     made = [(r["title"], r["author"]) for r in shelf.rows]
     assert made[:4] == CLASSICS  # the examples' authors kept
     assert set(made) <= set(CLASSICS) | set(MORE_CLASSICS) and len(made) == 12
+
+
+def test_list_rounds_unique_caps_the_calls_continuing_a_unique_key() -> None:
+    """``[stages.build] list_rounds_unique``: the titles (UNIQUE) and their authors are continued in at most that
+    many calls; a list that ends shorter than the table gives it fewer rows, and a short_list rejection says so
+    (the real build test continues in at most 4 calls; the product's default is 12)."""
+    from pipeline.stages.rows.populate import generate_seed
+
+    replies = [{"rows": [[t, a, 2] for t, a in CLASSICS]},
+               {"locale": "en_GB", "columns": {"title": {"kind": "text_pool"}, "author": {"kind": "person_name"},
+                                               "copies": {"kind": "integer", "min": 1, "max": 5}}}]
+    pools = {"title": [t for t, _ in MORE_CLASSICS], "author": [a for _, a in MORE_CLASSICS]}
+    seen = {}
+    for rounds in (12, 1):
+        client = scripted(replies, pools)
+        res = generate_seed(SCENARIO, (SHELF,), client,
+                            gen_settings(entity_rows=(16, 16), list_rounds_unique=rounds))
+        assert res.ok, res.rejections
+        asked = [m[0]["content"] for m in client.requests if "more rows of (" in m[0]["content"]]
+        seen[rounds] = (len(asked), len(res.value[0].rows),
+                        any((r.evidence or {}).get("kind") == "short_list" for r in res.rejections))
+    assert seen[12][0] >= 2 and seen[1][0] == 1, seen
+    assert seen[1][1] < seen[12][1] and seen[1][2], seen

@@ -2,7 +2,7 @@
 example catalog: a car rental fleet's makes and models, a perfumery's fragrances and their houses. What must hold
 whatever the small model writes: the one short call per round parses into rows of both columns, enough new rows
 are kept (``TUPLE_MIN``) after cleaning, no row repeats a kept one or its key, no value is its own row's other
-value, and the calls stay within the rounds given. Not run by the helper that wrote it (no model time then)."""
+value, and the calls stay within the rounds given. The perfumery is asked only when the fleet keeps no row."""
 
 from __future__ import annotations
 
@@ -26,13 +26,21 @@ PERFUMERY = (ir.Scenario(name="Perfumery", description="A perfume shop sells fra
 
 
 @pytest.mark.real_llm
-@pytest.mark.parametrize("domain", [FLEET, PERFUMERY], ids=["fleet", "perfumery"])
-def test_rows_of_two_columns_continued_by_the_real_model(real_llm: object, domain: tuple) -> None:
-    scenario, table, columns, seeds, key = domain
-    got, calls = rowgen.continue_tuples(scenario, table, columns, seeds, 24, 3, real_llm,  # type: ignore[arg-type]
-                                        BuildSettings(), distinct=(key,))
-    assert 1 <= calls <= 3
-    assert len(got) >= rowgen.TUPLE_MIN, got
-    assert all(len(r) == 2 and all(r) and vocab.norm(r[0]) != vocab.norm(r[1]) for r in got), got
-    keys = [vocab.norm(r[key]) for r in [*seeds, *got]]
-    assert len(keys) == len(set(keys)), got
+def test_rows_of_two_columns_continued_by_the_real_model(real_llm: object) -> None:
+    """The domains in turn until one keeps new rows (the capability: the model continues rows of values that
+    belong together; CI's real-model time, issue 42): the fleet, then the perfumery only when the fleet kept none.
+    What code guarantees (calls within the rounds, two different values a row, no key repeated) is checked on every
+    domain asked."""
+    kept: dict[str, int] = {}
+    for scenario, table, columns, seeds, key in (FLEET, PERFUMERY):
+        got, calls = rowgen.continue_tuples(scenario, table, columns, seeds, 24, 3, real_llm,  # type: ignore[arg-type]
+                                            BuildSettings(), distinct=(key,))
+        print(f"\n{table.name}: {calls} calls, {got}")
+        assert 1 <= calls <= 3
+        assert all(len(r) == 2 and all(r) and vocab.norm(r[0]) != vocab.norm(r[1]) for r in got), got
+        keys = [vocab.norm(r[key]) for r in [*seeds, *got]]
+        assert len(keys) == len(set(keys)), got
+        kept[table.name] = len(got)
+        if len(got) >= rowgen.TUPLE_MIN:
+            break
+    assert any(n >= rowgen.TUPLE_MIN for n in kept.values()), kept

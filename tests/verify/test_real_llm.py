@@ -1,7 +1,9 @@
-"""The real embedded model words and verifies planned tasks for the library (2 tasks, k=1). The shop of orders and
+"""The real embedded model words and verifies planned tasks for the library (1 task, k=1). The shop of orders and
 items ran too until 2026-11-26; it was dropped to keep CI's real-model time within its budget (other real-model
 tests cover other domains: the brewery and the permit office, a ski resort and an asset register, the example's
-pharmacy).
+pharmacy). One task since 2026-11-29 (issue 42, CI's real-model time): the second task repeated the first one's
+calls (its wording with feedback, a tester conversation, its review), ~2.7 of this test's 5.8 min in the -n 2 run of
+that morning.
 
 What must hold whatever the small model writes: every kept task was proven (reference replay passes,
 initial / no-op / destructive trajectories fail) and holds again when proven independently; every
@@ -34,7 +36,7 @@ SETTINGS = VerifySettings(
 def test_real_model_generates_and_verifies_tasks(real_llm, make_env) -> None:
     env = make_env()
     t0 = time.perf_counter()
-    res = verify_env(env, real_llm, n_tasks=2, settings=SETTINGS, progress=print)
+    res = verify_env(env, real_llm, n_tasks=1, settings=SETTINGS, progress=print)
     print(f"\nreal verify: {time.perf_counter() - t0:.1f}s; usage {real_llm.usage.by_stage()}")
     for t in res.tasks:
         print(f"  kept [{t.kind}] {t.instruction!r} -> {[c.model_dump() for c in t.reference_solution]} "
@@ -42,7 +44,7 @@ def test_real_model_generates_and_verifies_tasks(real_llm, make_env) -> None:
     for r in res.rejections:
         print(f"  rejected [{r.stage}] {r.item}: {r.reason[:200]}")
     summary = res.report["summary"]
-    assert summary["planned"] >= 2  # chains are planned with a margin; wording stops at 2 kept
+    assert summary["planned"] >= 1  # the tasks kept plus those the task stage rejected; wording stops at 1 kept
     assert summary["kept"] + len([r for r in res.rejections if r.stage == "tasks"]) + \
         len([o for o in res.outcomes if o.status == "rejected"]) == summary["planned"]
     assert res.tasks, "the model produced no task that survives its proofs"

@@ -593,7 +593,9 @@ def choose(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
 
 VOCAB_ASK = 12
 """Values asked per continuation call (several short calls rather than one long one)."""
-VOCAB_ROUNDS, VOCAB_ROUNDS_UNIQUE = 2, 12
+VOCAB_ROUNDS = 2
+"""Calls continuing the list of a text column that is not UNIQUE (a UNIQUE one's: ``[stages.build]
+list_rounds_unique``)."""
 VOCAB_WANT = 24
 VOCAB_SHOWN = 8
 """Values shown per continuation call after the first: the examples' first two and a spread of the values kept so
@@ -1027,15 +1029,13 @@ def elsewhere(column: str, table: str, others: dict[str, list[str]], gens: dict[
 
 
 TUPLE_ROUNDS = 3
-"""Calls for columns continued together when none of them is UNIQUE (``VOCAB_ROUNDS_UNIQUE`` otherwise)."""
+"""Calls for columns continued together when none of them is UNIQUE (``[stages.build] list_rounds_unique``
+otherwise)."""
 ALIGNED_KINDS: tuple[ir.GeneratorKind, ...] = ("integer", "amount", "enum")
 """Generators whose column joins a row's continued tuple (:func:`row_mates`): its values then come with the row's,
 aligned with the key column's pool (``after`` names the key, ``values`` the values in the pool's order)."""
 TUPLE_MATES_WIDTH = 5
 """At most this many columns continued together with the columns that vary with them (:func:`row_mates`)."""
-COMPLETE_MAX = 40
-"""Continued rows at most whose numbers and CHECK-list values are asked again with the row's name, one row a call
-(:func:`complete_rows`); later rows keep the values they were continued with."""
 NAMED_SPREAD = 1.5
 """How far (as a power of the examples' own ratio, largest over smallest) a number asked with its row's name may lie
 beyond its positive examples (:func:`named_range`): 15-200 (a ratio of 13) gives 0.31-9,700, ages 25-40 give
@@ -1161,7 +1161,8 @@ def rest_model(columns: list[str], places: Sequence[int], lists: Mapping[int, Se
 
 def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], seeds: list[tuple[str, ...]],
                   rows: list[tuple[str, ...]], places: Sequence[int], checks: Sequence[Callable[[str], str | None]],
-                  lists: Mapping[int, Sequence[str]], client: LLMClientProtocol) -> tuple[list[tuple[str, ...]], int, int]:
+                  lists: Mapping[int, Sequence[str]], client: LLMClientProtocol, most: int
+                  ) -> tuple[list[tuple[str, ...]], int, int]:
     """``rows`` (continued together, :func:`continue_tuples`) with the values of their ``places`` (numbers and
     CHECK-list values: a medicine's strength and frequency) asked again of the LLM one row a call, given the row's
     other values (its name) and the example rows (``seeds``). Continued eight rows a call, the embedded model wrote
@@ -1169,8 +1170,8 @@ def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], se
     cycling daily, weekly, monthly down the reply as in the examples, strengths climbing 30, 40, 60, 75, 80, 90,
     100, 110; lorazepam 75 daily in one reply, 20 weekly and 12 monthly in two others); a row on its own has no
     place in a sequence. Each value is checked by ``checks`` (per place: the value as kept, or None); a row whose
-    reply fails (an error, a value refused) keeps the values it was continued with. At most
-    :data:`COMPLETE_MAX` rows are asked. Returns (rows, calls, rows completed)."""
+    reply fails (an error, a value refused) keeps the values it was continued with. At most ``most`` rows are asked
+    (``[stages.build] complete_rows_max``): one call each. Returns (rows, calls, rows completed)."""
     texts = [i for i in range(len(columns)) if i not in places]
     model = rest_model(columns, places, lists)
     budget = sum(value_tokens([s[i] for s in seeds]) + len(columns[i]) // 3 + 4 for i in places) + 16
@@ -1178,7 +1179,7 @@ def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], se
     out: list[tuple[str, ...]] = []
     calls = done = 0
     for row in rows:
-        if calls >= COMPLETE_MAX:
+        if calls >= most:
             out.append(row)
             continue
         line = "{" + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: "
@@ -1233,7 +1234,7 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     key = (uniques or named or [max(texts, key=lambda i: (len({vocab.norm(r[i]) for r in seeds}), -i))])[0]
     distinct = sorted({key, *uniques})
     want = ctx.rows if uniques else VOCAB_WANT
-    rounds = VOCAB_ROUNDS_UNIQUE if uniques else TUPLE_ROUNDS
+    rounds = settings.list_rounds_unique if uniques else TUPLE_ROUNDS
     shapes = [None if i in loose else prof.profile([r[i] for r in seeds]) for i in range(len(names))]
     more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes,
                                   mates=mates_of(ex, list(ex)) if mates is None else mates, vectors=ctx.vectors,
@@ -1251,7 +1252,8 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
                  if (e := cols[i].enum) and all(isinstance(v, str) for v in e)}
         assert all(f is not None for f in wide)
         more, asked, done = complete_rows(scenario, table, names, seeds, more, loose,
-                                          [f for f in wide if f is not None], lists, client)
+                                          [f for f in wide if f is not None], lists, client,
+                                          settings.complete_rows_max)
         calls += asked
         asked_note = f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
     pool = [*seeds, *more]
@@ -1424,7 +1426,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         placeholder = vocab.placeholder_examples(texts)
         seeds = [] if placeholder else vocab.clean(texts, variants=False)
         want = ctx.rows if unique else VOCAB_WANT
-        rounds = VOCAB_ROUNDS_UNIQUE if unique else VOCAB_ROUNDS
+        rounds = settings.list_rounds_unique if unique else VOCAB_ROUNDS
         shape = prof.profile(seeds) if len(seeds) >= 2 else None
         more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape,
                                     mates={k: v for k, v in mates.items() if k != c.name}, vectors=ctx.vectors)
