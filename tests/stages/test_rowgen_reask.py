@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from pipeline import ir
-from pipeline.stages.rows import generators as rowgen
+from pipeline.dbmodel.columns import Column
 from pipeline.llm import fake_client
+from pipeline.stages.rows import generators as rowgen
 from tests.stages.library_replies import SCENARIO
 from tests.stages.test_rowgen import gen_settings, scripted
 
@@ -82,8 +83,8 @@ def test_a_reask_answer_copying_the_example_row_that_shares_a_value_keeps_the_co
     rows = [("Brave New World", "Dystopian", "George Orwell", "1932"), ("Animal Farm", "Fable", "George Orwell", "1949"),
             ("The Hobbit", "Fantasy", "J.R.R. Tolkien", "1900")]
     client = fake_client([{"publication_year": 1949}, {"publication_year": 1945}, {"publication_year": 1937}])
-    check = rowgen.value_check(rowgen.Column(name="publication_year", type="INTEGER", notnull=False, pk=0,
-                                             has_default=False, enum=None, ref=None),
+    year = Column(name="publication_year", type="INTEGER", notnull=False, pk=0, has_default=False, enum=None, ref=None)
+    check = rowgen.value_check(year,
                                ir.ColumnGenerator(column="publication_year", kind="integer", min=1800, max=2026),
                                [1925, 1949], named=True)
     assert check is not None

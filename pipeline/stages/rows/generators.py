@@ -1052,9 +1052,9 @@ def in_sequence(values: Sequence[Any]) -> bool:
     sequence down its rows rather than each row's own: numbers strictly rising or strictly falling over all of at
     least :data:`SEQUENCE_MIN` rows (a pharmacy's strengths 30, 40, 60, 75, 80, 90, 100, 110), or values repeating
     with a period of their own number of distinct values, two at least, over two periods at least (daily, weekly,
-    monthly, daily, weekly, monthly, ...). Eight values a model chose each for its own row rise all the way one time
-    in 20,000, and three values cycle twice over six rows about one time in 240. Read from numbers and repetition
-    only, no value's words."""
+    monthly, daily, weekly, monthly, ...). Eight values a model chose each for its own row rise or fall all the way
+    one time in 20,000; three values drawn at random cycle twice over six rows one time in 120. Read from numbers
+    and repetition only, no value's words."""
     if len(values) < SEQUENCE_MIN:
         return False
     nums: list[float] = []
