@@ -19,7 +19,8 @@ column the examples pair with one of them (:func:`tuple_columns`), are continued
 row (:func:`continue_together`), and so are the numbers and CHECK-list values whose examples vary with such a
 tuple or a single list column of an entity (:func:`row_mates`: a book's year with its title, a medicine's strength
 and dose frequency with its name; each checked by :func:`value_check`: a number in its generator's range, a value
-of the CHECK list; then asked again one row a call, given the row's name, :func:`complete_rows`); relations the examples show are made to hold by code (:func:`settle`:
+of the CHECK list; where a continued reply wrote them as a sequence down its rows (:func:`in_sequence`), asked
+again one row a call, given the row's name, :func:`complete_rows`, an example row's values copied refused); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
 with the examples as soon as the model chooses them (:func:`fit_examples`: a range far wider than the examples
 narrowed, a range or dates the reply lacks taken from them, no round trip); the model's example people,
@@ -709,8 +710,8 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
                     want: int, rounds: int, client: LLMClientProtocol, settings: BuildSettings,
                     distinct: Sequence[int] = (0,), shapes: Sequence[prof.Profile | None] = (),
                     mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None,
-                    checks: Sequence[Callable[[str], str | None] | None] = ()
-                    ) -> tuple[list[tuple[str, ...]], int]:
+                    checks: Sequence[Callable[[str], str | None] | None] = (),
+                    replies: list[list[tuple[str, ...]]] | None = None) -> tuple[list[tuple[str, ...]], int]:
     """New rows of ``columns`` (values that belong together: a title and its author) continued by the LLM from
     ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
     of ``TUPLE_ASK`` rows until ``want`` are kept, the first call showing the examples and later ones two of them
@@ -724,7 +725,8 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
     refused by :func:`pipeline.meaning.vocab.clean_tuples`). ``checks``: per place None (a text) or a function
     giving the value as stored (a number in its column's range, a value of its CHECK list) or None to drop the row;
     such places are ``loose`` for :func:`pipeline.meaning.vocab.clean_tuples` and kept out of the meaning checks.
-    Returns (rows, calls)."""
+    ``replies``: given, each reply's rows as the model wrote them, in its order, are appended to it
+    (:func:`in_sequence`). Returns (rows, calls)."""
     loose = [i for i, f in enumerate(checks) if f is not None]
     got: list[tuple[str, ...]] = []
     offered: list[tuple[str, ...]] = []
@@ -751,6 +753,8 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
             break
         rows = [tuple(getattr(r, f"c{i}") for i in range(len(columns))) for r in reply.rows]  # type: ignore[attr-defined]
         offered.extend(rows)
+        if replies is not None:
+            replies.append(list(rows))
         if checks:  # a number outside its column's range, a value not in its CHECK list: the row is dropped
             rows = [r for r in (tuple(v if f is None else f(v) for f, v in zip(checks, r, strict=False))
                                 for r in rows) if None not in r]
@@ -1036,10 +1040,38 @@ ALIGNED_KINDS: tuple[ir.GeneratorKind, ...] = ("integer", "amount", "enum")
 aligned with the key column's pool (``after`` names the key, ``values`` the values in the pool's order)."""
 TUPLE_MATES_WIDTH = 5
 """At most this many columns continued together with the columns that vary with them (:func:`row_mates`)."""
+SEQUENCE_MIN = 4
+"""Rows of one reply at least before its values of a place are read as a sequence down the reply (:func:`in_sequence`)."""
 NAMED_SPREAD = 1.5
 """How far (as a power of the examples' own ratio, largest over smallest) a number asked with its row's name may lie
 beyond its positive examples (:func:`named_range`): 15-200 (a ratio of 13) gives 0.31-9,700, ages 25-40 give
 12-81, years 1813-1960 give 1614-2201."""
+
+
+def in_sequence(values: Sequence[Any]) -> bool:
+    """Whether one reply's values of a place (a number, a CHECK list's value), in the reply's order, run as a
+    sequence down its rows rather than each row's own: numbers strictly rising or strictly falling over all of at
+    least :data:`SEQUENCE_MIN` rows (a pharmacy's strengths 30, 40, 60, 75, 80, 90, 100, 110), or values repeating
+    with a period of their own number of distinct values, two at least, over two periods at least (daily, weekly,
+    monthly, daily, weekly, monthly, ...). Eight values a model chose each for its own row rise or fall all the way
+    one time in 20,000; three values drawn at random cycle twice over six rows one time in 120. Read from numbers
+    and repetition only, no value's words."""
+    if len(values) < SEQUENCE_MIN:
+        return False
+    nums: list[float] = []
+    for v in values:
+        try:
+            nums.append(float(str(v).strip()))
+        except ValueError:
+            break
+    if len(nums) == len(values):
+        steps = [b - a for a, b in zip(nums, nums[1:], strict=False)]
+        if all(d > 0 for d in steps) or all(d < 0 for d in steps):
+            return True
+    texts = [" ".join(str(v).split()).casefold() for v in values]
+    period = len(set(texts))
+    return (period >= 2 and len(texts) >= 2 * period and len(set(texts[:period])) == period
+            and all(texts[i] == texts[i - period] for i in range(period, len(texts))))
 
 
 def _stored_text(value: Any) -> str:
@@ -1170,8 +1202,11 @@ def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], se
     cycling daily, weekly, monthly down the reply as in the examples, strengths climbing 30, 40, 60, 75, 80, 90,
     100, 110; lorazepam 75 daily in one reply, 20 weekly and 12 monthly in two others); a row on its own has no
     place in a sequence. Each value is checked by ``checks`` (per place: the value as kept, or None); a row whose
-    reply fails (an error, a value refused) keeps the values it was continued with. At most ``most`` rows are asked
-    (``[stages.build] complete_rows_max``): one call each. Returns (rows, calls, rows completed)."""
+    reply fails (an error, a value refused, an example row's values copied: :func:`copied`) keeps the values it was
+    continued with. :func:`continue_together` asks only where a continued reply wrote one of these places as a
+    sequence (:func:`in_sequence`): the library's seven books asked again gave six years unchanged and one made wrong
+    (2026-11-29). At most ``most`` rows are asked (``[stages.build] complete_rows_max``): one call each. Returns
+    (rows, calls, rows completed)."""
     texts = [i for i in range(len(columns)) if i not in places]
     model = rest_model(columns, places, lists)
     budget = sum(value_tokens([s[i] for s in seeds]) + len(columns[i]) // 3 + 4 for i in places) + 16
@@ -1199,12 +1234,30 @@ def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], se
             out.append(row)
             continue
         got = {i: f(_stored_text(getattr(reply, f"c{i}"))) for i, f in zip(places, checks, strict=True)}
-        if any(v is None for v in got.values()):
+        if any(v is None for v in got.values()) or copied(seeds, row, got, texts, dict(zip(places, checks, strict=True))):
             out.append(row)
             continue
         out.append(tuple(str(got[i]) if i in got else v for i, v in enumerate(row)))
         done += 1
     return out, calls, done
+
+
+def copied(seeds: Sequence[tuple[str, ...]], row: tuple[str, ...], got: Mapping[int, str | None], texts: Sequence[int],
+           checks: Mapping[int, Callable[[str], str | None]]) -> bool:
+    """Whether the values ``got`` for a row asked with its name (:func:`complete_rows`) are an example row's own,
+    copied from the example that shares one of the row's other values, where the row was continued with values of
+    its own: every asked place equal to that example's (as its check keeps it), and the row's values there not all
+    the same already. The library's "Brave New World" was continued with its author given as George Orwell and the
+    year 1932; asked again, shown the example row of 1984 (George Orwell, 1949), the model answered 1949, the year of
+    the example that shares the author (llm_cache.sqlite, 2026-11-29). Equality of values only, no words read."""
+    if all(got[i] == row[i] for i in got):
+        return False
+    for s in seeds:
+        if not any(vocab.norm(s[i]) == vocab.norm(row[i]) for i in texts if s[i].strip() and row[i].strip()):
+            continue
+        if all(got[i] == (checks[i](s[i]) or s[i]) for i in got):
+            return True
+    return False
 
 
 def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], ctx: Context,
@@ -1236,16 +1289,21 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     want = ctx.rows if uniques else VOCAB_WANT
     rounds = settings.list_rounds_unique if uniques else TUPLE_ROUNDS
     shapes = [None if i in loose else prof.profile([r[i] for r in seeds]) for i in range(len(names))]
+    replies: list[list[tuple[str, ...]]] = []
     more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes,
                                   mates=mates_of(ex, list(ex)) if mates is None else mates, vectors=ctx.vectors,
-                                  checks=checks if loose else ())
+                                  checks=checks if loose else (), replies=replies)
     taken = [set() if i in loose else elsewhere(n, table.name, ctx.others, gens) - {vocab.norm(r[i]) for r in seeds}
              for i, n in enumerate(names)]  # another column's value ("Moby Dick" as an author), the tuple's own aside
     more = [r for r in more if not any(vocab.norm(v) in taken[i] for i, v in enumerate(r))]
     if len(more) < min(TUPLE_MIN, want):
         return calls
     asked_note = ""
-    if loose and columns:  # each row's numbers and CHECK values asked again with its name, a row a call
+    runs = [names[i] for i in loose if any(in_sequence([r[i] for r in rep if i < len(r)]) for rep in replies)]
+    if loose and columns and not runs:
+        asked_note = (f"; kept as continued: no reply wrote {', '.join(names[i] for i in loose)} as a sequence down its"
+                      " rows")
+    if loose and columns and runs:  # each row's numbers and CHECK values asked again with its name, a row a call
         cols = [columns[n] for n in names]
         wide = [value_check(cols[i], gens.get(names[i]), ex.get(names[i], []), named=True) for i in loose]
         lists = {i: [str(v) for v in e] for i in loose
@@ -1255,7 +1313,8 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
                                           [f for f in wide if f is not None], lists, client,
                                           settings.complete_rows_max)
         calls += asked
-        asked_note = f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
+        asked_note = (f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
+                      f" (a reply wrote {', '.join(runs)} as a sequence down its rows)")
     pool = [*seeds, *more]
     lead = names[key]
     for i, n in enumerate(names):
