@@ -340,14 +340,21 @@ def _effect_key(verifier: Any, calls: Any) -> str:
     return "state:" + canonical_json(verifier)
 
 
+def implied_args(sources: Sequence[dict[str, Any]] | None) -> list[tuple[int, str]]:
+    """(call index, argument) of the arguments a request leaves implied (``sources`` ``"implied"``: a new row's state
+    when it is the state new rows have), for :func:`verify.derive.derive_verifier`."""
+    return [(i, arg) for i, src in enumerate(sources or []) for arg, how in dict(src).items() if how == "implied"]
+
+
 def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *, answer_field: str | None,
                     initial_db: str | Path | None, provenance: dict[str, Any], chain: Chain | None = None,
                     answer: dict[str, Any] | None = None, seen: set[str] | None = None,
                     extra: dict[str, Any] | None = None) -> tuple[Task | None, str | None]:
     """Replay, derive and prove one worded task: the task, or the problem to feed back."""
     rules = chain.rules if chain is not None else (extra or {}).get("rules") or []
+    sources = chain.sources if chain is not None else (extra or {}).get("sources")
     d = derive_verifier(env, calls, initial_db=initial_db, answer_field=answer_field, answer=answer,
-                        forbidden=forbidden_calls(rules))
+                        forbidden=forbidden_calls(rules), implied=implied_args(sources))
     if d.error or d.verifier is None:
         return None, f"replaying the calls failed: {d.error}"
     if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier, d.calls) in seen):
@@ -405,7 +412,8 @@ def generate_tasks(
         with drys_lock:
             if i not in drys:
                 drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer,
-                                          forbidden=forbidden_calls(chains[i - 1].rules))
+                                          forbidden=forbidden_calls(chains[i - 1].rules),
+                                          implied=implied_args(chains[i - 1].sources))
             return drys[i]
 
     def label_of(i: int) -> str:
