@@ -108,3 +108,42 @@ def test_generated_tasks_leave_the_state_out_and_prove() -> None:
         assert t.metadata["sources"][-1]["state"] == "implied"
         goal = next(a for a in t.verifier.assertions if a.name != "gate" and "INSERT" not in a.sql and "tabs" in a.sql)
         assert "IS NULL" in goal.sql, goal.sql
+
+
+# ---------------------------------------------------------------- the model is shown a person's words
+
+
+def test_a_new_row_is_said_by_its_name() -> None:
+    """Before: "Please add a new member with name Angel Morgan, email ... and phone number ..." (a form)."""
+    from pipeline.stages.tasks.code_wording import Fixed
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
+
+    goal = Goal("create", "members", values=(("name", "Angel Morgan"), ("email", "am@example.org")))
+    chain = Chain("create", [], ["Create a new member: ..."], must_state=["Angel Morgan", "am@example.org"], goals=[goal])
+    names = Fixed(names=frozenset({("members", "name")}))
+    text = request_from_plan(chain, states=names)
+    assert text is not None and text.index("Angel Morgan") < text.index("member"), text
+    assert "name Angel Morgan" not in text, text
+    assert request_from_plan(chain, states=Fixed()) != text  # without the names: the plain form, as before
+    # a language without its own section keeps the plain form rather than English word order
+    assert request_from_plan(chain, states=names, language="xx") == request_from_plan(chain, states=Fixed(), language="xx")
+    # the names are read from the schema: a one-column natural key, else the first UNIQUE text column
+    env = tabs_env()
+    assert ("tabs", "label") in state_columns(env).names and ("clients", "name") in state_columns(env).names
+
+
+def test_the_model_is_shown_codes_request_not_the_planners_form() -> None:
+    """Before: the model was given "For the tab 'T-...', change: state 'mar'." and copied it ("change: status
+    returned" in the example)."""
+    env = tabs_env()
+    client = fake_client([lambda m: {"user_request": m[-1]["content"].split("\n- ", 1)[1].split("\n")[0]}] * 200)
+    res = generate_tasks(env, client, n=8, settings=TaskSettings(max_attempts=1, template_fallback=True))
+    assert res.value
+    with fresh(env) as run:
+        chains = {c.signature(): c for c in plan_chains(env, run, 40, {1: 0.4, 2: 0.3, 3: 0.3}, spread=True)}
+    shown = [m[-1]["content"] for m in client.requests]
+    for t in res.value:
+        assert t.metadata["worded_by"] == "llm"  # code's words, copied by the model, pass the lint
+        assert any(t.instruction in s for s in shown)
+    for s in shown:
+        assert not any(f in s for c in chains.values() for f in c.facts), s

@@ -266,18 +266,32 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
     return None
 
 
-def chain_messages(env: Environment, chain: Chain) -> list[dict[str, Any]]:
-    """The phrasing request for ``chain``: its facts and the values to state, written without quotes (the model
-    copies the quotes it is shown: "the medication 'Cetirizine'"), a value that needs them (a list) quoted."""
+def chain_messages(env: Environment, chain: Chain, said: str | None = None) -> list[dict[str, Any]]:
+    """The phrasing request for ``chain``: what the user wants and the values to state, written without quotes (the
+    model copies the quotes it is shown: "the medication 'Cetirizine'"), a value that needs them (a list) quoted.
+    ``said``: the request code writes for it (:func:`plain_request`), shown instead of the planner's facts: the
+    model rewords or copies what it is shown, and the facts read like a form ("For the loan of ..., change: status
+    'returned'", "Create a new loan: ...; status 'pending'"), a copy of which the lint refuses or lets through as
+    form words; code's request is in the scenario's language and already passes the lint."""
+    facts = f"- {said}" if said else "\n".join(f"- {unquoted(f, chain.must_state)}" for f in chain.facts)
     user = render_section(
         "tasks", "phrase_chain",
         scenario=f"{env.scenario.name}: {env.scenario.description}",
-        facts="\n".join(f"- {unquoted(f, chain.must_state)}" for f in chain.facts),
+        facts=facts,
         must="; ".join(repr(v) if isinstance(v, str) and needs_quotes(v) else str(v)
                        for v in chain.must_state) or "(none)",
         question=render_section("tasks", "question") if chain.answer is not None else "",
     )
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
+
+
+def plain_request(env: Environment, chain: Chain, changes: Sequence[Any], skip: Any, language: str) -> str | None:
+    """The request code writes for ``chain`` (:func:`~pipeline.stages.tasks.code_wording.request_from_plan`) when it
+    passes the lint, else None."""
+    text = request_from_plan(chain, changes, skip=skip, language=language, states=state_columns(env))
+    if text is None or lint_request(env, chain, text, plain=True) is not None:
+        return None
+    return text
 
 
 def classify(env: Environment, calls: list[ToolCall], changes: tuple[Any, ...]) -> Kind:
@@ -451,8 +465,9 @@ def generate_tasks(
                     checked[key] = found
             return found
 
+        said = plain_request(env, chain, dry_run(i).changes, ids, settings.template_language) if plain else None
         return ask_with_feedback(
-            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,
+            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain, said), check, stage=STAGE,
             max_attempts=settings.max_attempts, max_tokens=settings.max_tokens, feedback=_feedback(plain),
         )
 
