@@ -5,8 +5,10 @@ env, shape, worded_by, whether any of its wording requests missed the cache, and
     cp generated/quickstart/llm_cache.sqlite /tmp/x/llm_cache.sqlite
     PYTHONPATH=$PWD .venv/bin/python docs/house/replay_requests.py /tmp/x/llm_cache.sqlite [ENV_DIR...]
 (ENV_DIRs default to generated/quickstart/envs/*). The environments are read from their env.json and initial.db
-as committed; conversations are off (they do not change a request)."""
+as committed; conversations are off (they do not change a request). With REPLAY_TEMPLATES=1 the phrasing stage's
+request templates (templates.json) are replayed too: one JSON line per template kept, then the failed ones."""
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -17,6 +19,7 @@ from pipeline import ir
 from pipeline.config import load_config
 from pipeline.llm import LLMError, embedded_client
 from pipeline.stages.tasks.bank import generate_tasks
+from pipeline.stages.tasks.templates import phrase_environment
 
 MISSES: list[str] = []
 
@@ -41,6 +44,14 @@ for d in dirs:
         shutil.copy(d / "initial.db", db)
         before = len(MISSES)
         res = generate_tasks(env, client, n=n, initial_db=db, settings=settings)
+        if os.environ.get("REPLAY_TEMPLATES"):
+            m0 = len(MISSES)
+            made, info = phrase_environment(env, client, db, limit=settings.sample_templates,
+                                            language=settings.template_language)
+            for t in made.get("templates", []) if made else []:
+                print(json.dumps({"env": env.env_id, "template": t.get("template")}))
+            print(json.dumps({"env": env.env_id, "template_misses": len(MISSES) - m0,
+                              "failed": info.get("failed"), "kept": info.get("kept")}))
     for t in res.value or []:
         print(json.dumps({"env": env.env_id, "shape": t.metadata.get("shape"), "worded_by": t.metadata.get("worded_by"),
                           "instruction": t.instruction}))

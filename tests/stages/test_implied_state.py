@@ -147,3 +147,23 @@ def test_the_model_is_shown_codes_request_not_the_planners_form() -> None:
         assert any(t.instruction in s for s in shown)
     for s in shown:
         assert not any(f in s for c in chains.values() for f in c.facts), s
+
+
+def test_a_row_written_on_just_before_is_not_named_again() -> None:
+    """Before: "For the order of the patient William White, with order date October 2, 2025, please change the
+    quantity to 10. Please mark the order of the patient William White, with order date October 2, 2025 as closed."."""
+    from pipeline.stages.tasks.code_wording import Fixed
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
+
+    named = (("patients.name", "William White"), ("order_date", "2025-10-02"))
+    first = Goal("update", "orders", named, values=(("quantity", 10),))
+    second = Goal("update", "orders", named, values=(("status", "closed"),))
+    chain = Chain("compound", [], [], must_state=["William White", "2025-10-02", 10, "closed"], goals=[first, second])
+    states = Fixed(frozenset({("orders", "status")}), frozenset({("orders", "status")}))
+    text = request_from_plan(chain, states=states)
+    assert text is not None and text.count("William White") == 1, text
+    assert "closed" in text and "10" in text, text
+    other = Goal("update", "orders", (("patients.name", "Ana Costa"), ("order_date", "2025-10-02")),
+                 values=(("status", "closed"),))
+    text2 = request_from_plan(Chain("compound", [], [], must_state=[], goals=[first, other]), states=states)
+    assert text2 is not None and "Ana Costa" in text2 and "William White" in text2, text2

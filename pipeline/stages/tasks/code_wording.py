@@ -245,6 +245,8 @@ class _Words:
         self.language = language
         self.keys = set(sections(PROMPT))
         self.fixed = fixed or Fixed()
+        self.last: tuple[str, Named, str] | None = None
+        """(table, named, owner) of the row the sentence before wrote on: said again as "that order"."""
 
     def __call__(self, key: str, **values: Any) -> str:
         own = f"{key}_{self.language}"
@@ -343,6 +345,8 @@ class _Words:
         of it) as a person names it: by a name ("the book 'Emma'"), by its parents ("the loan of the book 'Emma'
         and the member 'Bob Stone'"), by its own columns in words; a language without the sections for names and
         parents says every column ("the loan with book title 'Emma' and member name 'Bob Stone'")."""
+        if named and (table, named, owner) == self.last and self.has("that"):
+            return self("that", thing=self.thing(table))  # the row the sentence before wrote on: "that order"
         if owner:
             return self("what_of", thing=self.thing(table), owner=self.what(owner, named))
         own, parents = row_parts(table, named)
@@ -506,6 +510,7 @@ def request_from_plan(chain: Chain, changes: Sequence[Change] = (), *, skip: Col
         others = [o.table for o in chain.goals if o is not g and o.kind in ("update", "decide_update")]
         parent = chain.goals[i - 1].table if g.kind == "child" and i else ""
         parts.append(_sentence(w, g, changes, skip, others, number, parent))
+        w.last = (g.table, g.named, g.owner) if g.kind in ("update", "delete") and g.named else None
     if any(p is None for p in parts):
         return None
     text = " ".join(p for p in parts if p)
