@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 from pipeline.dbmodel.analysis import analyse
 from pipeline.dbmodel.columns import check_enums
 from pipeline.dbmodel.ddl import scratch_db
-from pipeline.dbmodel.keys import _unique_columns
 from pipeline.dbmodel.keynames import singular
+from pipeline.dbmodel.keys import _unique_columns
 from pipeline.ir import Environment
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import reward
