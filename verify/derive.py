@@ -14,6 +14,9 @@ into SQL assertions:
 * ``mutable_tables`` = the tables the reference changed (every other table must stay as it was);
 * with the writes the policy forbids the request (a rule-bound task), a gate for each column they would change on a
   row the reference changes too (an exception task's forbidden write on the row of its alternative);
+* with the arguments the request leaves implied (a new row's state when it is the state new rows have: "add a new
+  loan", not "a new pending loan"), a new row's column also holds when it has the value the tool gives it without
+  them (NULL or the column's DEFAULT), found by replaying the calls without them; a required one stays exact;
 * for questions, the expected answer is read from the reference's last result.
 
 Every ``expect`` is computed by running the assertion on the reference's final state.
@@ -129,8 +132,12 @@ def _order(info: TableInfo) -> str:
 
 
 class _Deriver:
-    def __init__(self, env: Environment, run: Run, twin_changes: list[list[Change] | None]):
+    def __init__(self, env: Environment, run: Run, twin_changes: list[list[Change] | None],
+                 without: list[Change] | None = None):
         self.env, self.run, self.infos = env, run, run.infos
+        self.without = without
+        """The changes of the calls replayed without their implied arguments (None: no such arguments, or that
+        replay failed, a required one among them)."""
         self.changes = run.changes()
         self.twin_changes = twin_changes
         self.notes: list[str] = []
@@ -200,8 +207,20 @@ class _Deriver:
                 sub = " AND ".join(self.row_conditions(parent, depth + 1)) or "1"
                 conds.append(f"{qi(col)} IN (SELECT {qi(pcol)} FROM {qi(parent.table)} WHERE {sub})")
                 continue
-            conds.append(equals(col, v))
+            alt = self._implied(change, col) if change.op == "insert" else None
+            conds.append(f"({equals(col, v)} OR {equals(col, alt[0])})" if alt is not None else equals(col, v))
         return conds
+
+    def _implied(self, change: Change, col: str) -> tuple[Any] | None:
+        """(the value) ``col`` of the inserted row gets when the calls leave their implied arguments out, when that
+        differs from the reference's; else None."""
+        if self.without is None:
+            return None
+        other = self._counterpart(self.without, change)
+        if other is None:
+            return None
+        v, alt = (change.after or {}).get(col), (other.after or {}).get(col)
+        return (alt,) if alt != v else None
 
     def _inserted_parent(self, fk: tuple[str, str] | None, value: Any) -> Change | None:
         if fk is None or value is None:
@@ -313,6 +332,7 @@ def derive_verifier(
     answer_field: str | None = None,
     answer: dict[str, Any] | None = None,
     forbidden: Sequence[ToolCall] = (),
+    implied: Sequence[tuple[int, str]] = (),
 ) -> Derivation:
     """Replay ``calls`` on fresh instances and derive the verifier (see the module docstring).
 
@@ -321,7 +341,10 @@ def derive_verifier(
     Assertions on what changed are goals; row counts, untouched rows and "keeps its rows" are gates; a goal
     that already holds on the initial state becomes a gate (it cannot tell doing the task from doing nothing).
     ``forbidden``: writes the policy forbids the request (a rule-bound task's): what they would change on the rows
-    the reference changes is gated too (:func:`_forbidden_gates`).
+    the reference changes is gated too (:func:`_forbidden_gates`). ``implied``: (call index, argument) the request
+    does not state (a ``create``'s state new rows have, ``metadata.sources`` ``"implied"``): a new row's column they
+    set also holds with the value the calls give it without them (a required one, left out, fails the replay:
+    exact).
     """
     with fresh(env, initial_db) as run:
         play(run, calls, changes=False)  # the whole run's changes are what the verifier is derived from
@@ -346,7 +369,15 @@ def derive_verifier(
             with fresh(twin_env, initial_db) as twin:
                 play(twin, list(calls_done), changes=False)
                 twins.append(None if twin.error else twin.changes())
-        d = _Deriver(env, run, twins)
+        without = None
+        if implied:
+            drop = {(i, a) for i, a in implied}
+            bare = [c.model_copy(update={"arguments": {k: v for k, v in c.arguments.items() if (i, k) not in drop}})
+                    for i, c in enumerate(calls_done)]
+            with fresh(env, initial_db) as twin:
+                play(twin, bare, changes=False)
+                without = None if twin.error else twin.changes()
+        d = _Deriver(env, run, twins, without)
         found = d.assertions(reads) + _forbidden_gates(env, initial_db, d, list(calls_done), forbidden)
         verifier = Verifier(assertions=_gate_what_holds_initially(env, initial_db, found),
                             mutable_tables=sorted({c.table for c in changes}), answer=expected)

@@ -266,18 +266,32 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
     return None
 
 
-def chain_messages(env: Environment, chain: Chain) -> list[dict[str, Any]]:
-    """The phrasing request for ``chain``: its facts and the values to state, written without quotes (the model
-    copies the quotes it is shown: "the medication 'Cetirizine'"), a value that needs them (a list) quoted."""
+def chain_messages(env: Environment, chain: Chain, said: str | None = None) -> list[dict[str, Any]]:
+    """The phrasing request for ``chain``: what the user wants and the values to state, written without quotes (the
+    model copies the quotes it is shown: "the medication 'Cetirizine'"), a value that needs them (a list) quoted.
+    ``said``: the request code writes for it (:func:`plain_request`), shown instead of the planner's facts: the
+    model rewords or copies what it is shown, and the facts read like a form ("For the loan of ..., change: status
+    'returned'", "Create a new loan: ...; status 'pending'"), a copy of which the lint refuses or lets through as
+    form words; code's request is in the scenario's language and already passes the lint."""
+    facts = f"- {said}" if said else "\n".join(f"- {unquoted(f, chain.must_state)}" for f in chain.facts)
     user = render_section(
         "tasks", "phrase_chain",
         scenario=f"{env.scenario.name}: {env.scenario.description}",
-        facts="\n".join(f"- {unquoted(f, chain.must_state)}" for f in chain.facts),
+        facts=facts,
         must="; ".join(repr(v) if isinstance(v, str) and needs_quotes(v) else str(v)
                        for v in chain.must_state) or "(none)",
         question=render_section("tasks", "question") if chain.answer is not None else "",
     )
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
+
+
+def plain_request(env: Environment, chain: Chain, changes: Sequence[Any], skip: Any, language: str) -> str | None:
+    """The request code writes for ``chain`` (:func:`~pipeline.stages.tasks.code_wording.request_from_plan`) when it
+    passes the lint, else None."""
+    text = request_from_plan(chain, changes, skip=skip, language=language, states=state_columns(env))
+    if text is None or lint_request(env, chain, text, plain=True) is not None:
+        return None
+    return text
 
 
 def classify(env: Environment, calls: list[ToolCall], changes: tuple[Any, ...]) -> Kind:
@@ -340,14 +354,21 @@ def _effect_key(verifier: Any, calls: Any) -> str:
     return "state:" + canonical_json(verifier)
 
 
+def implied_args(sources: Sequence[dict[str, Any]] | None) -> list[tuple[int, str]]:
+    """(call index, argument) of the arguments a request leaves implied (``sources`` ``"implied"``: a new row's state
+    when it is the state new rows have), for :func:`verify.derive.derive_verifier`."""
+    return [(i, arg) for i, src in enumerate(sources or []) for arg, how in dict(src).items() if how == "implied"]
+
+
 def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *, answer_field: str | None,
                     initial_db: str | Path | None, provenance: dict[str, Any], chain: Chain | None = None,
                     answer: dict[str, Any] | None = None, seen: set[str] | None = None,
                     extra: dict[str, Any] | None = None) -> tuple[Task | None, str | None]:
     """Replay, derive and prove one worded task: the task, or the problem to feed back."""
     rules = chain.rules if chain is not None else (extra or {}).get("rules") or []
+    sources = chain.sources if chain is not None else (extra or {}).get("sources")
     d = derive_verifier(env, calls, initial_db=initial_db, answer_field=answer_field, answer=answer,
-                        forbidden=forbidden_calls(rules))
+                        forbidden=forbidden_calls(rules), implied=implied_args(sources))
     if d.error or d.verifier is None:
         return None, f"replaying the calls failed: {d.error}"
     if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier, d.calls) in seen):
@@ -405,7 +426,8 @@ def generate_tasks(
         with drys_lock:
             if i not in drys:
                 drys[i] = derive_verifier(env, chains[i - 1].calls, initial_db=initial_db, answer=chains[i - 1].answer,
-                                          forbidden=forbidden_calls(chains[i - 1].rules))
+                                          forbidden=forbidden_calls(chains[i - 1].rules),
+                                          implied=implied_args(chains[i - 1].sources))
             return drys[i]
 
     def label_of(i: int) -> str:
@@ -443,8 +465,9 @@ def generate_tasks(
                     checked[key] = found
             return found
 
+        said = plain_request(env, chain, dry_run(i).changes, ids, settings.template_language) if plain else None
         return ask_with_feedback(
-            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain), check, stage=STAGE,
+            Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain, said), check, stage=STAGE,
             max_attempts=settings.max_attempts, max_tokens=settings.max_tokens, feedback=_feedback(plain),
         )
 

@@ -23,6 +23,7 @@ from pipeline.dbmodel.analysis import analyse
 from pipeline.dbmodel.columns import check_enums
 from pipeline.dbmodel.ddl import scratch_db
 from pipeline.dbmodel.keynames import singular
+from pipeline.dbmodel.keys import _unique_columns
 from pipeline.ir import Environment
 from pipeline.prompts import render_section, sections
 from pipeline.runtime import reward
@@ -112,6 +113,10 @@ class Fixed(NamedTuple):
     """Those of them a tool updates by itself (the only column it sets): a state the row moves through, which a person says as one ("How many loans
     are pending?", "Please mark it as returned", "a new pending loan"); a fixed list no tool changes (a frequency,
     a genre) keeps the plain form ("medications with frequency daily")."""
+    names: frozenset[tuple[str, str]] = frozenset()
+    """The column that names a table's row by itself (its declared one-column natural key, else its first text
+    column declared UNIQUE): a new row is said by it, "Please add Angel Morgan as a new member", not "a new member
+    with name Angel Morgan"."""
 
 
 _FIXED: dict[int, tuple[Environment, Fixed]] = {}
@@ -130,16 +135,33 @@ def state_columns(env: Environment) -> Fixed:
     return found
 
 
+def _names(env: Environment, conn: Any) -> frozenset[tuple[str, str]]:
+    """:attr:`Fixed.names`, read from the DDL (``conn``: the tables created, empty) and the declared natural keys."""
+    out: set[tuple[str, str]] = set()
+    for t in env.tables:
+        cols = [(r[1], str(r[2]).upper()) for r in conn.execute(f'PRAGMA table_info("{t.name}")')]
+        declared = list(t.natural_key or [])
+        if len(declared) == 1 and any(c == declared[0] for c, _ in cols):
+            out.add((t.name, declared[0]))
+            continue
+        unique = {u[0] for u in _unique_columns(conn, t.name) if len(u) == 1}
+        first = next((c for c, typ in cols if c in unique and typ == "TEXT"), None)
+        if first is not None:
+            out.add((t.name, first))
+    return frozenset(out)
+
+
 def _state_columns(env: Environment) -> Fixed:
     lists: set[tuple[str, str]] = set()
     for t in env.tables:
         for col, allowed in check_enums(t.ddl).items():
             if allowed and all(isinstance(v, str) for v in allowed):
                 lists.add((t.name, col))
-    if not lists:
-        return Fixed()
     conn = scratch_db(env.tables)
     try:
+        names = _names(env, conn)
+        if not lists:
+            return Fixed(names=names)
         shapes = analyse(env, conn, table_infos(conn))
     finally:
         conn.close()
@@ -151,7 +173,7 @@ def _state_columns(env: Environment) -> Fixed:
             sets = {u.column for us in s.uses.values() for u in us if u.role == "value" and u.column is not None}
             if len(sets) == 1:
                 updated |= sets
-    return Fixed(frozenset(lists), frozenset(lists & updated))
+    return Fixed(frozenset(lists), frozenset(lists & updated), names)
 
 
 QUOTES = "'\"\u2018\u2019\u201c\u201d\u00ab\u00bb\u201e\u300c\u300d"
@@ -223,6 +245,8 @@ class _Words:
         self.language = language
         self.keys = set(sections(PROMPT))
         self.fixed = fixed or Fixed()
+        self.last: tuple[str, Named, str] | None = None
+        """(table, named, owner) of the row the sentence before wrote on: said again as "that order"."""
 
     def __call__(self, key: str, **values: Any) -> str:
         own = f"{key}_{self.language}"
@@ -321,6 +345,8 @@ class _Words:
         of it) as a person names it: by a name ("the book 'Emma'"), by its parents ("the loan of the book 'Emma'
         and the member 'Bob Stone'"), by its own columns in words; a language without the sections for names and
         parents says every column ("the loan with book title 'Emma' and member name 'Bob Stone'")."""
+        if named and (table, named, owner) == self.last and self.has("that"):
+            return self("that", thing=self.thing(table))  # the row the sentence before wrote on: "that order"
         if owner:
             return self("what_of", thing=self.thing(table), owner=self.what(owner, named))
         own, parents = row_parts(table, named)
@@ -417,6 +443,11 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
         return w("total", asked=w.label(goal.asked, goal.items), items=items, what=w.what(goal.table, goal.named))
     if k in ("create", "child"):
         state, pairs = _split_states(w, goal, goal.values, goal.table, k + "_state")
+        # the new row said by its name where the language says so: "Please add Angel Morgan as a new member"
+        named = next(((c, v) for c, v in pairs if (goal.table, c) in w.fixed.names and isinstance(v, str)
+                      and not _ISO_VALUE.match(v)), None) if not state and w.has(k + "_as") else None
+        if named is not None:
+            pairs = [p for p in pairs if p != named]
         details = ""
         if goal.refs:
             details += " " + w("for", refs=w.join([w.what(t, named) for _, t, named in goal.refs]))
@@ -425,9 +456,10 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
             details += ("," if goal.refs else "") + " " + w("with", values=w.join(stated))
         if k == "child" and parent and any(t == parent for _, t, _ in goal.refs) and w.has("child_named"):
             k = "child_named"  # the refs name the new parent ("for the member Angel Morgan"): not "for this member"
-        key = k + "_state" if state else k
+        key = k + "_state" if state else k + "_as" if named is not None else k
         return w(key, thing=w.thing(goal.table), details=details, state=state,
-                 parent=w.thing(parent) if parent else w.thing(goal.table))
+                 parent=w.thing(parent) if parent else w.thing(goal.table),
+                 name=w.value(named[1]) if named is not None else "")
     if k == "delete":
         if goal.owner and _removed(goal, changes):
             return w("delete", what=w.what(goal.owner, goal.named))
@@ -478,6 +510,7 @@ def request_from_plan(chain: Chain, changes: Sequence[Change] = (), *, skip: Col
         others = [o.table for o in chain.goals if o is not g and o.kind in ("update", "decide_update")]
         parent = chain.goals[i - 1].table if g.kind == "child" and i else ""
         parts.append(_sentence(w, g, changes, skip, others, number, parent))
+        w.last = (g.table, g.named, g.owner) if g.kind in ("update", "delete") and g.named else None
     if any(p is None for p in parts):
         return None
     text = " ".join(p for p in parts if p)

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from pipeline.ir import ToolCall
 from pipeline.runtime.state import qi
+from pipeline.stages.tasks.planner import states
 from pipeline.stages.tasks.planner.aggregates import aggregates, read_all, summable
 from pipeline.stages.tasks.planner.chains import (
     _DATE,
@@ -219,6 +220,12 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     ok, _ = _valid(tool, args)
     if not ok or any(q.required and q.name not in args for q in tool.params):
         return None
+    if creating:  # a new row's state when it is the state new rows have: implied, as a person leaves it
+        implied = [c for c, (q, *_) in placed.items() if states.initial_state(p, table, c) == args[q]]
+        for c in implied:
+            src[placed[c][0]] = "implied"
+        for i, j, k in sorted(((placed[c][1], placed[c][2], placed[c][3]) for c in implied), reverse=True):
+            del stated[i], facts[j], values[k]
     return WriteArgs(calls, sources, stated, args, src, facts, values, refs)
 
 
