@@ -17,6 +17,10 @@ condition on the call and the rows it meets, under the engine's read-only author
   alternative on the same row. Doing nothing misses the alternative's change; doing the forbidden write changes
   what the gold state keeps (the row the alternative changes is pinned whole, every other row by the gates).
 
+A forbidden write need not move a row forward (``shapes.refused_writes``: the state a row holds asked for again, or
+an earlier one): a state guard forbids exactly the writes a forward-only planner never asks for. Only those a rule
+forbids are kept; an allowed write moves forward only.
+
 A request for the forbidden write alone with no alternative would have the initial state as its gold, which doing
 nothing also reaches; the proofs refuse such tasks, so it only comes inside a compound or as an exception. A chain's ``rules``: per governed write
 asked for, the id of each rule governing it, whether the rule ``allows`` or ``forbids`` it, and the write (tool
