@@ -1,7 +1,9 @@
 """Plan the committed library env's chains with rules (no model): which rule-bound chains exist, and what a
 code-only bank (template wording, fake client) takes, with blind/idle scores."""
-import json, sys
+import sys
+from collections import Counter
 from pathlib import Path
+
 from pipeline import ir
 from pipeline.runtime import reward
 from pipeline.runtime.replay import fresh, play
@@ -14,7 +16,6 @@ with fresh(env, db) as run:
     chains = plan_chains(env, run, 10, {1: 0.3, 2: 0.4, 3: 0.3}, spread=True, rules=True, initial_db=db)
 ruled = [c for c in chains if c.rules]
 print("chains", len(chains), "rule-bound", len(ruled))
-from collections import Counter
 print(Counter(c.shape for c in ruled))
 for c in ruled:
     if c.shape in ("compound_rule", "exception"):
@@ -33,9 +34,11 @@ if "--bank" in sys.argv[2:]:
             return reward.score(t.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial).reward
     blind, idle = [], []
     for t in bound:
-        asked = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"] if r["verdict"] == "forbids"]
+        asked = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
+                 if r["verdict"] == "forbids"]
         done = list(t.reference_solution[:-1]) if t.metadata["shape"] == "exception" else list(t.reference_solution)
-        blind.append(score(t, done + asked[:1])); idle.append(score(t, []))
+        blind.append(score(t, done + asked[:1]))
+        idle.append(score(t, []))
     print("bank", len(tasks), "rule-bound", len(bound), [t.metadata["shape"] for t in bound])
     print("blind", blind, "share", sum(blind) / max(1, len(bound)))
     print("idle", idle, "share", sum(idle) / max(1, len(bound)))
