@@ -231,6 +231,10 @@ class Planner:
         self._cache: dict[str, Any] = {}
         self.examples_first = False
         """:meth:`window` hands over the model's example rows first (writes a rule allows only on them)."""
+        self.refusing: int | None = None
+        """With a number ``k``: a change of a status-like column asks for the ``k``-th state the row may not move to
+        (:func:`~pipeline.stages.tasks.planner.states.behind`: the state it holds, then the earlier ones), a write
+        only a rule's refusal makes sense of (``shapes.refused_writes``); None: forward only."""
         self.memo: dict[Any, Any] = {}
         """What a shape found for a seed, kept for the shapes that ask for it again (``shapes.writes``,
         ``rules._governed_writes``): a pure function of the rows the planner hands over."""

@@ -17,6 +17,10 @@ condition on the call and the rows it meets, under the engine's read-only author
   alternative on the same row. Doing nothing misses the alternative's change; doing the forbidden write changes
   what the gold state keeps (the row the alternative changes is pinned whole, every other row by the gates).
 
+A forbidden write need not move a row forward (``shapes.refused_writes``: the state a row holds asked for again, or
+an earlier one): a state guard forbids exactly the writes a forward-only planner never asks for. Only those a rule
+forbids are kept; an allowed write moves forward only.
+
 A request for the forbidden write alone with no alternative would have the initial state as its gold, which doing
 nothing also reaches; the proofs refuse such tasks, so it only comes inside a compound or as an exception. A chain's ``rules``: per governed write
 asked for, the id of each rule governing it, whether the rule ``allows`` or ``forbids`` it, and the write (tool
@@ -35,7 +39,7 @@ from pipeline.ir import Environment, Rule, ToolCall
 from pipeline.runtime import engine
 from pipeline.runtime.replay import fresh, play
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
-from pipeline.stages.tasks.planner.shapes import example_writes, writes
+from pipeline.stages.tasks.planner.shapes import example_writes, refused_writes, writes
 
 SEEDS = 6
 """Seeds of the write shape tried per seed of this one (a create names one parent row per seed)."""
@@ -98,7 +102,10 @@ def _governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]
 
 def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[Rule]]]:
     """Over the other rows first; then, for a (tool, verdict) none of them gave, over the model's example rows
-    (:func:`~pipeline.stages.tasks.planner.shapes.example_writes`): a rule may allow a write only on them."""
+    (:func:`~pipeline.stages.tasks.planner.shapes.example_writes`): a rule may allow a write only on them; then the
+    changes that move a row's state anywhere but forward (:func:`~pipeline.stages.tasks.planner.shapes.refused_writes`),
+    kept only where a rule forbids them: the write a state guard refuses (a loan already returned, returned again)
+    is never a forward move, and an allowed write still moves forward only."""
     seen: set[str] = set()
     per_tool: dict[tuple[str, bool], int] = {}
     for s in range(seed, seed + SEEDS):
@@ -108,17 +115,19 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
         for s in range(seed, seed + SEEDS):
             chains = [ch for ch in example_writes(p, s) if any(ch.calls[-1].tool == t for t, _ in missing)]
             yield from ((ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing)
+    for s in range(seed, seed + SEEDS):
+        yield from _judged(p, refused_writes(p, s), seen, per_tool, forbidden_only=True)
 
 
-def _judged(p: Planner, chains: Iterable[Chain], seen: set[str], per_tool: dict[tuple[str, bool], int]
-            ) -> Iterator[tuple[Chain, list[Rule]]]:
+def _judged(p: Planner, chains: Iterable[Chain], seen: set[str], per_tool: dict[tuple[str, bool], int],
+            forbidden_only: bool = False) -> Iterator[tuple[Chain, list[Rule]]]:
     for ch in chains:
         last = ch.calls[-1]
         if ch.signature() in seen or not governing(p, last.tool):
             continue
         seen.add(ch.signature())
         forbid = forbidding(p, last)
-        if forbid is None:
+        if forbid is None or forbidden_only and not forbid:
             continue
         key = (last.tool, bool(forbid))
         if per_tool.get(key, 0) >= MAX_PER_TOOL:
@@ -151,14 +160,16 @@ def _said(p: Planner, ch: Chain) -> Goal:
 
 def _still_forbidden(p: Planner, a: Chain, b: Chain) -> bool:
     """Whether ``b``'s write is still forbidden once ``a``'s calls are done (a cap may count ``a``'s new row), and
-    would work there but for the rules: two new rows asked for in one request may not collide (seen on the
-    brewery: two kegs both coded "K-1006", one per batch)."""
+    would work there but for the rules, changing a row: two new rows asked for in one request may not collide (seen
+    on the brewery: two kegs both coded "K-1006", one per batch); a write that changes nothing (a loan already
+    returned, returned again: :func:`~pipeline.stages.tasks.planner.shapes.refused_writes`) leaves the state the
+    refusal leaves, so the gold state cannot tell doing it from refusing it (the proofs' ``blind`` would pass)."""
     with fresh(p.env) as run:
         play(run, a.calls, changes=False)
         if run.error is not None or not against(p.env, run.inst.conn, b.calls[-1]):
             return False
-        play(run, b.calls, changes=False)
-        return run.error is None
+        play(run, b.calls)
+        return run.error is None and bool(run.records[-1].changes)
 
 
 def touches(ch: Chain) -> tuple[Any, ...]:

@@ -277,12 +277,39 @@ def example_writes(p: Planner, seed: int) -> Iterator[Chain]:
     yield from p.memo[key]
 
 
+REFUSED_STATES = 2
+"""States a refused write may ask for per row (:func:`refused_writes`): the one the row holds, and the one before."""
+
+
+def refused_writes(p: Planner, seed: int) -> Iterator[Chain]:
+    """Changes of :func:`writes`' rows that move a status-like column anywhere but forward (the state the row holds,
+    then the one before it: :func:`~pipeline.stages.tasks.planner.states.behind`), for a rule to forbid: a task that
+    moves a row only forward never asks for the write a state guard refuses ("return a loan already returned"). Only
+    the rule-bound shapes take them, and only those a rule forbids (``rules._find_governed_writes``): the reference
+    never does one. Those equal to a forward write of the seed (a tool with no such column) are left out. Found once
+    per planner and seed."""
+    key = ("refused_writes", seed)
+    if key not in p.memo:
+        forward = {ch.signature() for ch in writes(p, seed)}
+        found: list[Chain] = []
+        for k in range(REFUSED_STATES):
+            p.refusing = k
+            try:
+                found += [ch for ch in _writes(p, seed) if ch.signature() not in forward]
+            finally:
+                p.refusing = None
+        p.memo[key] = found
+    yield from p.memo[key]
+
+
 def _writes(p: Planner, seed: int) -> Iterator[Chain]:
     for name in sorted(p.shapes):
         shape = p.shapes[name]
         tool = p.env.tool(name)
         if shape.kind != "write" or shape.target is None:
             continue
+        if p.refusing is not None and shape.op != "update":
+            continue  # a new row starts in the state new rows have; a delete names no state
         table = shape.target
         if shape.op == "create":
             got = _write_args(p, tool, shape, table, None, True, seed)

@@ -18,7 +18,9 @@ words (any language):
 When none of them decides, there is no initial state and the planner does what it did before (a new row copies the
 state of an existing row; a change takes any other value). The order after the initial state is the rows' age when
 it is clear between each pair of neighbours, else the list's order; a change moves a row only to a later state, so a
-row in the last state has no change of it (the planner then picks another task).
+row in the last state has no change of it (the planner then picks another task). The one exception is a write a rule
+forbids (:func:`behind`): the request a rule-bound task refuses may ask for the state a row holds or an earlier one,
+since the refused write changes nothing.
 """
 
 from __future__ import annotations
@@ -201,3 +203,16 @@ def later(p: Planner, table: str, col: str, current: Any) -> list[str] | None:
     if current not in order:
         return list(order)
     return list(order[order.index(current) + 1:])
+
+
+def behind(p: Planner, table: str, col: str, current: Any) -> list[str] | None:
+    """The states a row of ``table`` in state ``current`` may not move to (:func:`later` gives those it may): the
+    state it holds (asked for again: "return a loan already returned"), then those before it, nearest first; [] for
+    a value off the list, None when the order is not known. Only a write a rule forbids asks for one of them (a
+    refused write changes nothing, so it need not go forward: ``shapes.refused_writes``)."""
+    order = lifecycle(p, table, col)
+    if order is None:
+        return None
+    if current not in order:
+        return []
+    return list(reversed(order[: order.index(current) + 1]))

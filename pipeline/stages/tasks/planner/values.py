@@ -21,8 +21,14 @@ from pipeline.stages.tasks.planner.states import enum_of, example_rows
 def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique: bool) -> Any | None:
     """A value for ``table.col`` that differs from ``current`` and fits the parameter; for a status-like column whose
     order of states is known (:func:`~pipeline.stages.tasks.planner.states.later`), the next state after ``current``
-    (None from the last one: no row moves back to where it started)."""
+    (None from the last one: no row moves back to where it started). With :attr:`Planner.refusing` ``k``: the
+    ``k``-th state the row may not move to (:func:`~pipeline.stages.tasks.planner.states.behind`), None past the
+    last (other columns as without it); the write is then one for a rule to forbid (``shapes.refused_writes``)."""
     enum = list(param.enum or []) or (enum_of(p, table, col) or [])
+    back = states.behind(p, table, col, current) if p.refusing is not None else None
+    if back is not None:
+        fits = [s for s in back if not enum or s in enum]
+        return fits[p.refusing] if p.refusing is not None and p.refusing < len(fits) else None
     ahead = states.later(p, table, col, current)
     if ahead is not None:
         fits = [s for s in ahead if not enum or s in enum]
