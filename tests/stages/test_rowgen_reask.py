@@ -88,7 +88,7 @@ def test_a_reask_answer_copying_the_example_row_that_shares_a_value_keeps_the_co
                                ir.ColumnGenerator(column="publication_year", kind="integer", min=1800, max=2026),
                                [1925, 1949], named=True)
     assert check is not None
-    out, calls, done = rowgen.complete_rows(SCENARIO, BOOKS, columns, seeds, rows, [3], [check], {}, client)
+    out, calls, done = rowgen.complete_rows(SCENARIO, BOOKS, columns, seeds, rows, [3], [check], {}, client, 40)
     assert calls == 3 and done == 2
     assert out[0][3] == "1932"  # 1949 is the 1984 row's year, the example sharing the author: refused
     assert out[1][3] == "1945"  # a year of its own, though the author is the same
