@@ -49,11 +49,7 @@ def rule_bound(name: str, tmp: Path) -> list[EvalItem]:
     return bound
 
 
-@pytest.mark.parametrize("name", ["fixtures", pytest.param("example", marks=pytest.mark.xfail(strict=True, reason=(
-    "the example regenerated 2026-11-29 plans no refusing task (issue 40): its one rule is the library's state "
-    "guard (no return of a returned loan), and a task moves a row only forward (planner/states.py), so the "
-    "planner makes no write on a returned loan for the rule to forbid; strict: unmark once it plans that "
-    "refused write")))])
+@pytest.mark.parametrize("name", ["fixtures", "example"])
 def test_doing_nothing_or_everything_earns_little_on_rule_bound_tasks(tmp_path: Path, name: str) -> None:
     items = rule_bound(name, tmp_path)
     compound = {it.task.task_id for it in items if it.task.metadata.get("shape") == "compound_rule"}

@@ -16,18 +16,10 @@ from pipeline.runtime import usercheck
 from tests.export.conftest import EXAMPLE
 from verify.conversation import script_of
 
-NO_REFUSAL = pytest.mark.xfail(strict=True, reason=(
-    "the example regenerated 2026-11-29 plans no refusing task (issue 40): its one rule is the library's state "
-    "guard (no return of a returned loan), and a task moves a row only forward (planner/states.py), so the "
-    "planner makes no write on a returned loan for the rule to forbid; strict: unmark once it plans that "
-    "refused write"))
-
-
 def forbidden(task) -> list[dict]:
     return [r for r in task.metadata.get("rules") or [] if r.get("verdict") == "forbids"]
 
 
-@NO_REFUSAL
 def test_every_refusing_transcript_says_what_was_done_and_what_was_refused(tmp_path):
     cat = load_catalog(EXAMPLE)
     (sft,) = export_catalog(cat, "jsonl", tmp_path).paths
@@ -70,7 +62,6 @@ def test_every_refusing_transcript_says_what_was_done_and_what_was_refused(tmp_p
                                     True, len(user)) == []
 
 
-@NO_REFUSAL
 def test_the_rule_ids_travel_with_the_task_in_every_format(tmp_path):
     cat = load_catalog(EXAMPLE)
     envs = {t.task_id: ce for ce in cat.envs.values() for t in ce.tasks}
