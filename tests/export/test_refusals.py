@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from pipeline.export import export_catalog, load_catalog
 from pipeline.export.common import FINAL_REPLY, final_reply, refusals
 from pipeline.runtime import usercheck
 from tests.export.conftest import EXAMPLE
 from verify.conversation import script_of
+
 
 def forbidden(task) -> list[dict]:
     return [r for r in task.metadata.get("rules") or [] if r.get("verdict") == "forbids"]

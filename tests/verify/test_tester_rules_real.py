@@ -25,6 +25,11 @@ SETTINGS = cfg.TesterSettings(attempts=3, max_turns=5, max_tokens=200, protocol=
 
 
 @pytest.mark.real_llm
+@pytest.mark.xfail(strict=True, reason=(
+    "2026-11-29 (ninth session): the planner now makes a rule-bound task a compound of allowed writes and the write "
+    "a rule forbids (n8-refusal), so the brewery's two shortest rule-bound tasks are two-create compounds; the "
+    "embedded model solved 0 of 6 attempts (it repeats the first create four times). Strict: unmark once the bank "
+    "keeps a single-write decide task among its rule-bound tasks or the tester solves a compound"))
 def test_real_model_solves_a_rule_bound_task(real_llm) -> None:
     passed = []
     for make in (brewery_env,):
