@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
 
 STAGE = "schema"
+
+Validate = Callable[[dict[str, str]], tuple[dict[str, str], dict[str, str | None]]]
+"""The schema stage's check of a whole schema (name -> DDL): the schema with its references written as created,
+and per table its SQLite error or None (``tables.validate``)."""
 
 
 class LinkFix(BaseModel):
@@ -144,13 +149,10 @@ def _statement(reply: LinkFix) -> tuple[str, str | None]:
     return ddl, ddl_table_name(ddl)
 
 
-def _consistent(trial: dict[str, str], name: str) -> tuple[dict[str, str], str | None]:
-    """``trial`` (with table ``name`` replaced) with its references written as created, and why it is not valid
-    SQLite for the stage (or None)."""
-    from pipeline.stages.schema.tables import canonical_references, check_tables  # tables.py imports this module
-
-    trial = canonical_references(trial)
-    errors = check_tables(list(trial.items()))
+def _consistent(validate: Validate, trial: dict[str, str], name: str) -> tuple[dict[str, str], str | None]:
+    """``trial`` (with table ``name`` replaced) as ``validate`` writes it, and why it is not valid SQLite for the
+    stage (or None)."""
+    trial, errors = validate(trial)
     if errors.get(name):
         return trial, errors[name]
     broken = [f"{n}: {e}" for n, e in errors.items() if e]
@@ -158,7 +160,7 @@ def _consistent(trial: dict[str, str], name: str) -> tuple[dict[str, str], str |
 
 
 def _link_island(client: LLMClientProtocol, settings: BuildSettings, conv: list[dict[str, Any]],
-                 current: dict[str, str], island: str) -> tuple[tuple[str, str] | None, str | None, int]:
+                 current: dict[str, str], island: str, validate: Validate) -> tuple[tuple[str, str] | None, str | None, int]:
     """The conversation that links ``island``: ``((table, DDL) to replace, or ("", "") to drop the island), the last
     error, LLM attempts)``."""
     before = set(islands(current))
@@ -177,7 +179,7 @@ def _link_island(client: LLMClientProtocol, settings: BuildSettings, conv: list[
         if own is None:
             return None, (f"the statement creates table {name or '(none)'}, which is not one of your tables; "
                           f"write {island} or the table whose rows belong to one {island}")
-        trial, error = _consistent({**current, own: ddl}, own)
+        trial, error = _consistent(validate, {**current, own: ddl}, own)
         if error is not None:
             return None, error
         still = set(islands(trial))
@@ -195,7 +197,7 @@ def _link_island(client: LLMClientProtocol, settings: BuildSettings, conv: list[
 
 
 def _date_event(client: LLMClientProtocol, settings: BuildSettings, conv: list[dict[str, Any]],
-                current: dict[str, str], table: str) -> tuple[str | None, str | None, int]:
+                current: dict[str, str], table: str, validate: Validate) -> tuple[str | None, str | None, int]:
     """The conversation that dates ``table``: (its new DDL or None, the last error, LLM attempts)."""
     linked = parents(current)[table]
 
@@ -206,7 +208,7 @@ def _date_event(client: LLMClientProtocol, settings: BuildSettings, conv: list[d
         ddl, name = _statement(reply)
         if (name or "").lower() != table.lower():
             return None, f"the statement creates table {name or '(none)'}, not {table}"
-        trial, error = _consistent({**current, table: ddl}, table)
+        trial, error = _consistent(validate, {**current, table: ddl}, table)
         if error is not None:
             return None, error
         lost = sorted(linked - parents(trial)[table])
@@ -227,9 +229,9 @@ def _note(item: str, reason: str, **evidence: Any) -> ir.Rejection:
 
 
 def settle_links(client: LLMClientProtocol, settings: BuildSettings, conv: list[dict[str, Any]],
-                 current: dict[str, str]) -> tuple[dict[str, str], list[ir.Rejection], int]:
+                 current: dict[str, str], validate: Validate) -> tuple[dict[str, str], list[ir.Rejection], int]:
     """Ask the model to link each island and to date each undated event of ``current`` (name -> DDL, all valid),
-    continuing the schema conversation ``conv``, one conversation per table (at most ``max_attempts - 1``
+    continuing the schema conversation ``conv``, one conversation per table, each reply checked by ``validate`` (at most ``max_attempts - 1``
     replies). Returns the tables (mended, or as they were, or without an island the model dropped), a Rejection per
     table the model did not mend or dropped, and the LLM calls made."""
     tables = dict(current)
@@ -240,9 +242,10 @@ def settle_links(client: LLMClientProtocol, settings: BuildSettings, conv: list[
     while (left := [n for n in islands(tables) if n not in asked]):
         island = left[0]
         asked.add(island)
-        fixed, error = None, island_problem(island)
+        fixed: tuple[str, str] | None = None
+        error: str | None = island_problem(island)
         if asking:
-            fixed, error, n = _link_island(client, settings, conv, tables, island)
+            fixed, error, n = _link_island(client, settings, conv, tables, island, validate)
             calls += n
         if fixed is not None and fixed[0]:
             tables[fixed[0]] = fixed[1]
@@ -252,9 +255,10 @@ def settle_links(client: LLMClientProtocol, settings: BuildSettings, conv: list[
         else:
             notes.append(_note(island, f"table {island} kept, linked to no other table: {error}", ddl=tables[island]))
     for table in undated_events(tables):
-        dated, error = None, undated_problem(table)
+        dated: str | None = None
+        error = undated_problem(table)
         if asking:
-            dated, error, n = _date_event(client, settings, conv, tables, table)
+            dated, error, n = _date_event(client, settings, conv, tables, table, validate)
             calls += n
         if dated is not None:
             tables[table] = dated

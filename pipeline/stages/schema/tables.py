@@ -431,6 +431,12 @@ def write_missing_tables(
     return added, why, calls
 
 
+def validate(current: dict[str, str]) -> tuple[dict[str, str], dict[str, str | None]]:
+    """``current`` (name -> DDL) with its references written as created, and per table its error or None."""
+    current = canonical_references(current)
+    return current, check_tables(list(current.items()))
+
+
 def settle(current: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
     """Drop failing tables until the rest is consistent; returns (kept, [(name, ddl, reason)])."""
     kept = dict(current)
@@ -580,7 +586,7 @@ def generate_schema(
     for name, ddl, reason in dropped:
         rejections.append(ir.Rejection(stage=STAGE, item=name, reason=reason,
                                        evidence={"ddl": ddl, "attempts": settings.max_attempts}))
-    kept, link_notes, calls = settle_links(client, settings, conv, kept)  # islands linked, events dated
+    kept, link_notes, calls = settle_links(client, settings, conv, kept, validate)  # islands linked, events dated
     rejections.extend(link_notes)
     attempts += calls
     tables = order_tables([ir.Table(name=n, ddl=d) for n, d in kept.items()])
