@@ -27,7 +27,8 @@ on a dated table, and leaves the values to the rows stage, which sees the model'
 When the model's retries fail, the table stays as it was and a Rejection says why (``report.json``'s
 ``build.rejections``): the stage's "best reply kept". Not dropped: for an island, no check that reads no names can
 tell an orphan list (eligibility criteria of no study) from a list the whole application shares, which a domain
-expert accepts (a leave tracker's public holidays, seen in ``/work/out/u3``), and dropping it would drop what the
+expert accepts (a leave tracker's public holidays, ``benchmarks/results/reader_audit_2026-11-29_hr_leave.md``:
+its content was faulted, not its standing alone), and dropping it would drop what the
 scenario's goals ask for ("view the public holiday schedule"); the model may still drop it at its word (its reply
 ``{"ddl": ""}``), which is recorded too. An undated event is the core of its domain (the hours, the loans): dropping
 it would drop what the schema is for. Neither refuses the environment.
