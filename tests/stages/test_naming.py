@@ -68,7 +68,8 @@ def test_the_ddl_rewrite_renames_columns_not_tables_strings_or_constraint_names(
 def test_the_schema_stage_renames_a_key_column_named_for_something_else() -> None:
     reply = {"tables": [{"name": "artists", "ddl": ARTISTS_DDL, "natural_key": ["name"]},
                         {"name": "shows", "ddl": "CREATE TABLE shows (show_id INTEGER PRIMARY KEY, title TEXT NOT "
-                                                 "NULL UNIQUE, opens_on TEXT NOT NULL) STRICT", "natural_key": ["title"]},
+                                                 "NULL UNIQUE, opens_on TEXT NOT NULL, artist_id INTEGER REFERENCES "
+                                                 "artists(artist_id)) STRICT", "natural_key": ["title"]},
                         {"name": "commission_records", "ddl": COMMISSIONS_DDL,
                          "natural_key": ["artist_name", "payment_date"]}]}
     intents = (Intent(goal="Record a commission payment", kind="write"),)

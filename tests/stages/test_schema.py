@@ -338,7 +338,7 @@ PHARMACY_PATIENTS = ("CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, nam
                      "medications TEXT, date_of_birth TEXT, status TEXT NOT NULL CHECK (status IN ('active', 'inactive'))"
                      ") STRICT")
 PHARMACY_ORDERS = ("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, patient_id INTEGER NOT NULL REFERENCES "
-                   "patients(patient_id), quantity INTEGER CHECK (quantity >= 0), order_date TEXT NOT NULL) STRICT")
+                   "patients(patient_id), medication_id INTEGER NOT NULL REFERENCES medications(medication_id), quantity INTEGER CHECK (quantity >= 0), order_date TEXT NOT NULL) STRICT")
 PHARMACY_MEDICATIONS = ("CREATE TABLE medications (medication_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
                         "dosage REAL CHECK (dosage > 0), frequency TEXT NOT NULL CHECK (frequency IN ('daily', "
                         "'weekly')), description TEXT) STRICT")
@@ -374,9 +374,12 @@ def test_a_key_column_found_by_meaning_stays_classified_so_no_rule_turns_on_it()
     (which the policy stage skips), with a note; a model that classified nothing changes nothing else."""
     players = ("CREATE TABLE players (player_id INTEGER PRIMARY KEY, full_name TEXT NOT NULL, nationality TEXT NOT "
                "NULL, UNIQUE (full_name, nationality)) STRICT")
+    clubs = "CREATE TABLE clubs (club_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT"
+    caps = ("CREATE TABLE caps (cap_id INTEGER PRIMARY KEY, player_id INTEGER NOT NULL REFERENCES players(player_id), "
+            "club_id INTEGER NOT NULL REFERENCES clubs(club_id), played_on TEXT NOT NULL) STRICT")
     reply = {"tables": [{"name": "players", "ddl": players, "natural_key": ["full_name", "nationality"]},
-                        {"name": "books", "ddl": BOOKS_DDL, "natural_key": ["title"]},
-                        {"name": "members", "ddl": MEMBERS_DDL, "natural_key": ["email"]}]}
+                        {"name": "clubs", "ddl": clubs, "natural_key": ["name"]},
+                        {"name": "caps", "ddl": caps, "natural_key": ["player_id", "played_on"]}]}
     res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
     assert [n.item for n in res.rejections if n.evidence.get("personal")] == ["players.nationality"]
     got = next(t for t in res.value if t.name == "players")

@@ -16,7 +16,8 @@ then is executed in a scratch SQLite database with ``PRAGMA foreign_keys=ON`` an
 creating the named table, ``static_checks.check_ddl`` (the authorizer: no clock or random SQL, no PRAGMA...), a
 primary key, foreign keys that point at existing tables and key columns (``PRAGMA foreign_key_check``). A failing table gets its own fix conversation carrying the exact SQLite error,
 at most ``max_attempts - 1`` times; a table still failing is dropped with a Rejection (and so is any
-table that references a dropped one). The tables come out parents first.
+table that references a dropped one). Then the schema's shape (``links``): a table linked to no other, and an event
+between records with no date, each get a conversation that mends them. The tables come out parents first.
 
 A table the reply references but did not write (``billing_records.consultant_id REFERENCES consultants`` with no
 consultants table) gets one more call that writes it (``prompts/schema.md`` ``missing``: the scenario's kinds of
@@ -45,6 +46,7 @@ from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
+from pipeline.stages.schema.links import settle_links
 from pipeline.stages.schema.personal import withhold_personal
 
 if TYPE_CHECKING:
@@ -74,8 +76,6 @@ def reply_model(lo: int, hi: int) -> type[BaseModel]:
     return create_model("SchemaReply", tables=(list[TableItem], Field(min_length=lo, max_length=hi)),
                         __base__=BaseModel)
 
-
-# ------------------------------------------------------------------ deterministic repairs
 
 # ------------------------------------------------------------------ checking in SQLite
 
@@ -431,6 +431,12 @@ def write_missing_tables(
     return added, why, calls
 
 
+def validate(current: dict[str, str]) -> tuple[dict[str, str], dict[str, str | None]]:
+    """``current`` (name -> DDL) with its references written as created, and per table its error or None."""
+    current = canonical_references(current)
+    return current, check_tables(list(current.items()))
+
+
 def settle(current: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
     """Drop failing tables until the rest is consistent; returns (kept, [(name, ddl, reason)])."""
     kept = dict(current)
@@ -580,6 +586,9 @@ def generate_schema(
     for name, ddl, reason in dropped:
         rejections.append(ir.Rejection(stage=STAGE, item=name, reason=reason,
                                        evidence={"ddl": ddl, "attempts": settings.max_attempts}))
+    kept, link_notes, calls = settle_links(client, settings, conv, kept, validate)  # islands linked, events dated
+    rejections.extend(link_notes)
+    attempts += calls
     tables = order_tables([ir.Table(name=n, ddl=d) for n, d in kept.items()])
     if settings.fix_key_names:
         tables, keys, renamed = fix_key_names(tables, keys, check_tables)
