@@ -1,12 +1,14 @@
 """(Measuring script of example_fanout_nulls_2026-11-29.md; PYTHONPATH=REPO python THIS CATALOG.) Replays the rows stage (bench_seed_data's path: cached replies, examples from env.json) and prints per table:
 rows, NULLs per nullable column, children per parent for each reference."""
-import json, sys
+import json
+import os
+import sys
 from pathlib import Path
-sys.argv = [sys.argv[0], *sys.argv[1:]]
+
 import benchmarks.bench_seed_data as b
 from pipeline.config import load_config
-from pipeline.envdir import load_env_dir
 from pipeline.dbmodel.columns import table_columns
+from pipeline.envdir import load_env_dir
 
 catalog = Path(sys.argv[1])
 out = {}
@@ -34,6 +36,9 @@ build = load_config(Path(sys.argv[2]) if len(sys.argv) > 2 else b.ROOT / "seeds/
 cache = b.Cache(catalog / "llm_cache.sqlite")
 for env_json in sorted((catalog / "envs").glob("*/env.json")):
     env, _, _ = load_env_dir(env_json.parent)
+    if os.environ.get("RAW_NULL"):  # u4: the model's own 4th consultant had no contact (env.json holds it rewritten)
+        seed = next(s for s in env.seed if s.table == "consultants")
+        seed.rows[3]["contact_info"] = None
     b.bench_env(env, cache, build)
 for k, v in out.items():
     print(k, json.dumps(v))
