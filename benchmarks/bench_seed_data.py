@@ -44,8 +44,9 @@ from pipeline.llm import fake_client  # noqa: E402
 from pipeline.llm.client import completion_json  # noqa: E402
 from pipeline.meaning import findings as semantic  # noqa: E402
 from pipeline.settings import BuildSettings  # noqa: E402
+from pipeline.stages.rows import counts  # noqa: E402
 from pipeline.stages.rows import generators as rowgen  # noqa: E402
-from pipeline.stages.rows.populate import _empty_db  # noqa: E402
+from pipeline.stages.rows.populate import _empty_db, _similarity  # noqa: E402
 
 _BOOK_WORDS = ["Silent", "Golden", "Hidden", "Northern", "Last", "Broken", "Winter", "Distant", "Crimson", "Quiet",
                "Burning", "Paper", "Velvet", "Iron", "Secret", "Long"]
@@ -159,6 +160,7 @@ def bench_env(env: ir.Environment, cache: Cache, settings: BuildSettings) -> lis
     conn = _empty_db(env.tables)
     out = []
     locale: str | None = None
+    shown_examples: dict[str, int | None] = {}  # per table filled so far, its example rows (a parent's counter)
     try:
         for table in env.tables:
             seed = next((s for s in env.seed if s.table == table.name), None)
@@ -193,7 +195,9 @@ def bench_env(env: ir.Environment, cache: Cache, settings: BuildSettings) -> lis
 
             client = fake_client([reply] * 20, validation_retries=0)
             t0 = time.perf_counter()
-            made = rowgen.fill_table(env.scenario, table, conn, client, settings, locale)
+            shown = counts.shown_most(conn, env.tables, shown_examples, table.name, _similarity)
+            made = rowgen.fill_table(env.scenario, table, conn, client, settings, locale, shown=shown)
+            shown_examples[table.name] = len(examples)
             code_s = time.perf_counter() - t0
             locale = locale or made.plan.locale
             use = client.usage.by_stage().get("seed_data", {})

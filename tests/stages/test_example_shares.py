@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from datetime import date
+from datetime import date, timedelta
 
 from pipeline import ir
 from pipeline.dbmodel.columns import table_columns
@@ -141,3 +141,64 @@ def test_a_value_the_examples_repeat_keeps_their_share_of_the_list() -> None:
 
 def test_same_seed_same_rows() -> None:
     assert _employees(n=50) == _employees(n=50)
+
+
+# ------------------------------------------------------------------ one NULL example is no share (issue 40)
+
+# the u4 project billing domain (2026-11-29): the model's 4th example invoice had no amount, and the drawn rows kept
+# its 25%: 18 of 56 invoices without an amount
+INVOICES = ir.Table(name="invoices", ddl="CREATE TABLE invoices (invoice_id INTEGER PRIMARY KEY, "
+                                         "amount_due REAL CHECK (amount_due > 0)) STRICT")
+INVOICE_ROWS = [(50.0,), (75.0,), (60.0,), (None,)]
+AMOUNT = [ir.ColumnGenerator(column="amount_due", kind="amount", min=25, max=125)]
+# a library's loans: three returned, one still out (no return date), the model's examples of 2026-11
+LOANS = ir.Table(name="loans", ddl="CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, loan_date TEXT NOT NULL, "
+                                   "returned_date TEXT) STRICT")
+LOAN_ROWS = [("2025-11-02", "2025-11-20"), ("2025-11-20", "2025-12-08"), ("2025-12-01", "2025-12-29"),
+             ("2026-01-10", None)]
+LOAN_GENS = [ir.ColumnGenerator(column="loan_date", kind="date", start="2025-09-01", end="2026-01-15"),
+             ir.ColumnGenerator(column="returned_date", kind="date_after", after="loan_date", min=10, max=30)]
+
+
+def test_one_null_example_is_no_share_two_are() -> None:
+    assert relations.null_share([50.0, 75.0, 60.0, None]) is None  # the model's habit in its last row
+    assert relations.null_share([None, "x", "y", "z", "w", "v"]) is None
+    assert relations.null_share([None, 1, None, 2, 3, 4]) == 2 / 6
+    assert relations.some_null([50.0, 75.0, 60.0, None]) and not relations.some_null([1, 2])
+    assert not relations.some_null([None, None])
+
+
+def test_a_single_null_example_leaves_no_drawn_row_empty() -> None:
+    rows = _employees(INVOICES, INVOICE_ROWS, AMOUNT, n=200)
+    assert len(rows) == 200 and all(r["amount_due"] is not None for r in rows)  # 1 of 4 examples: ~50 before
+
+
+def test_a_single_null_end_date_stays_null_while_the_row_is_open() -> None:
+    # one loan of four still out: no share of NULL is drawn, but a loan whose return would fall after today is out
+    rows = _employees(LOANS, LOAN_ROWS, LOAN_GENS, n=300)
+    out = [r for r in rows if r["returned_date"] is None]
+    back = [r for r in rows if r["returned_date"] is not None]
+    assert out and back
+    assert all(str(r["returned_date"]) <= TODAY.isoformat() for r in back)  # no return in the future
+    # an old loan (its return due by today) always has one: NULL only where no day by today fits
+    assert all(str(r["loan_date"]) > (TODAY - timedelta(days=10)).isoformat() for r in out), out[:3]
+
+
+def test_an_example_rows_lone_null_is_filled_an_open_end_is_kept() -> None:
+    from pipeline.stages.rows.generators import fill_lone_nulls
+
+    for table, rows, gens, column, kept in ((INVOICES, INVOICE_ROWS, AMOUNT, "amount_due", 0),
+                                            (LOANS, LOAN_ROWS, LOAN_GENS, "returned_date", 1)):
+        conn = scratch_db([table])
+        cols = table_columns(conn, table)
+        names = [c.name for c in cols if not c.auto_id]
+        for r in rows:
+            conn.execute(f'INSERT INTO "{table.name}" ({", ".join(names)}) VALUES '
+                         f'({", ".join("?" for _ in names)})', r)
+        examples = {c: [r[i] for r in rows] for i, c in enumerate(names)}
+        filled = fill_lone_nulls(conn, table, cols, gens, "en_US", 5, examples)
+        empty = conn.execute(f'SELECT COUNT(*) FROM "{table.name}" WHERE "{column}" IS NULL').fetchone()[0]
+        assert empty == kept and filled == ([column] if not kept else [])
+        if not kept:
+            value = conn.execute(f'SELECT "{column}" FROM "{table.name}" WHERE rowid = 4').fetchone()[0]
+            assert 25 <= value <= 125

@@ -105,6 +105,23 @@ def settle(conn: sqlite3.Connection, tables: Sequence[ir.Table], examples: Mappi
     return out
 
 
+def shown_most(conn: sqlite3.Connection, tables: Sequence[ir.Table], examples: Mapping[str, int | None], child: str,
+               similarity: Similarity | None = None) -> dict[str, int]:
+    """Per reference column of ``child`` (its rows so far: its examples), the most children one parent's example
+    row counts in a counter of ``child`` (:func:`pipeline.meaning.relations.counters`: a loan's renewal count of 3
+    among 1, 1, 1, 3, its renewals), for the child's rows to allow as many per parent. Empty without one."""
+    cands, links = candidates_and_links(conn, tables, {k: v for k, v in examples.items() if k != child})
+    out: dict[str, int] = {}
+    for ctr in relations.counters(cands, links, similarity):
+        if ctr.child != child:
+            continue
+        cand = next(c for c in cands if (c.parent, c.column) == (ctr.parent, ctr.column))
+        most = max((v for v in cand.values.values() if isinstance(v, int)), default=None)
+        if most is not None:
+            out[ctr.via] = max(out.get(ctr.via, 0), most)
+    return out
+
+
 def noted(table: str, plan: ir.RowPlan, settled: Sequence[Settled]) -> ir.RowPlan:
     """``table``'s ``plan`` with the note of each of its counter columns' generators saying its values are set from
     the children."""

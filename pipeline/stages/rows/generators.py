@@ -62,6 +62,7 @@ from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows.maker import (
     ChildRelations,
     Shape,
+    Unplaceable,
     ValueMaker,
     child_relations,
     derive_seed,
@@ -1758,7 +1759,7 @@ def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Colum
     if not has_rowid or not mine:
         return 0
     maker = ValueMaker(locale, seed + 11, mine, cols, examples)
-    maker.nulls = {}  # an example row rewritten keeps a value: the examples' share of NULL is theirs already
+    maker.nulls, maker.ends = {}, set()  # an example row rewritten keeps a value: its NULLs are the examples' own
     cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
     fields = [d[0] for d in cur.description]
     rows = [dict(zip(fields, r, strict=True)) for r in cur]
@@ -1782,10 +1783,58 @@ def rewrite_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Colum
     return changed
 
 
+def fill_lone_nulls(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], gens: list[ir.ColumnGenerator],
+                    locale: str, seed: int, examples: dict[str, list[Any]], related: ChildRelations | None = None,
+                    today: date | None = None) -> list[str]:
+    """A value drawn from its generator for an example row's NULL in a column whose examples leave too few NULL to
+    keep a share (:func:`pipeline.meaning.relations.null_share`: 1 of 4 invoices without an amount, the model's
+    habit in its last row), so that no seeded row lacks what the others hold. A later date of the row that ends
+    its life keeps its NULL (:attr:`ValueMaker.ends`: a loan still out). A value another row holds is drawn again
+    (UNIQUE); one that the relations the examples show (``related``: a child's date within its parent's) cannot
+    place is left NULL. Returns the columns filled."""
+    by_col = {c.name: c for c in cols}
+    maker = ValueMaker(locale, seed + 17, gens, cols, examples)
+    lone = [g for g in gens if g.kind != "reference" and g.column in by_col and not by_col[g.column].notnull
+            and not by_col[g.column].pk and g.column not in maker.ends and g.column not in maker.nulls
+            and relations.some_null(examples.get(g.column, []))]
+    if not lone or not _has_rowid(conn, table.name):
+        return []
+    if related is not None and today is not None:
+        maker.relate(related, today)
+    cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
+    fields = [d[0] for d in cur.description]
+    rows = [dict(zip(fields, r, strict=True)) for r in cur]
+    done: list[str] = []
+    for g in lone:
+        for old in (r for r in rows if r[g.column] is None):
+            kept = {k: v for k, v in old.items() if k not in (ROWID, g.column)}
+            for _ in range(8):
+                try:
+                    value = maker.row(kept, {}).get(g.column)
+                except Unplaceable:
+                    break
+                if value is None:
+                    continue
+                try:
+                    conn.execute("SAVEPOINT lone")
+                    conn.execute(f'UPDATE "{table.name}" SET "{g.column}" = ? WHERE rowid = ?', (value, old[ROWID]))
+                    conn.execute("RELEASE lone")
+                    old[g.column] = value
+                    done.append(g.column)
+                    break
+                except sqlite3.Error:
+                    conn.execute("ROLLBACK TO lone")
+                    conn.execute("RELEASE lone")
+    return list(dict.fromkeys(done))
+
+
 def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
-               locale: str | None = None, known: dict[str, list[str]] | None = None) -> Made:
+               locale: str | None = None, known: dict[str, list[str]] | None = None,
+               shown: Mapping[str, int] | None = None) -> Made:
     """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
-    the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it."""
+    the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it.
+    ``shown``: per reference column, the most children a parent's example count of them shows
+    (``pipeline.stages.rows.counts.shown_most``), which its rows per parent may reach."""
     cols = table_columns(conn, table)
     named = name_placeholders(scenario, table, conn, cols, client, settings)  # before they seed anything
     names = [c.name for c in cols if not c.auto_id]
@@ -1797,7 +1846,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     examples = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     seed = derive_seed(scenario, table.name)
     sets = key_sets(conn, table, names)
-    shape = table_shape(conn, table, cols, sets, len(rows), settings, random.Random(seed))
+    shape = table_shape(conn, table, cols, sets, len(rows), settings, random.Random(seed), shown)
     mine = {f"{table.name}.{c}": t for c, t in semantic.text_columns(
         {c.name: examples[c.name] for c in cols if not c.auto_id and c.ref is None}).items()}
     known = known if known is not None else {}
@@ -1806,8 +1855,8 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
                   examples=examples, others=others, vectors=_vectors(), today=date.fromisoformat(settings.clock[:10]))
     known.update(mine)
     refs = [ir.ColumnGenerator(column=c.name, kind="reference", by="code", parent=c.ref[0], key=c.ref[1],
-                               min=settings.child_fanout[0] if c.name == shape.primary else None,
-                               max=settings.child_fanout[1] if c.name == shape.primary else None)
+                               min=shape.per_parent[0] if c.name == shape.primary and shape.per_parent else None,
+                               max=shape.per_parent[1] if c.name == shape.primary and shape.per_parent else None)
             for c in cols if c.ref is not None]
     asked = [c for c in cols if not c.auto_id and c.ref is None]
     chosen: dict[str, ir.ColumnGenerator | None] = {}
@@ -1820,13 +1869,16 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     attempts += done.calls + named.calls
     empty = [c for c in asked if c.notnull and done.gens.get(c.name) is None]
     if empty:  # every code row would break NOT NULL: none is drawn, and the column is named
-        shape = Shape(fixed=[], refs=shape.refs, primary=shape.primary)
+        shape = Shape(fixed=[], refs=shape.refs, primary=shape.primary, per_parent=shape.per_parent)
     by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
     gens = [by_col[c.name] for c in cols if c.name in by_col]
     if done.rewrite:
         rewrite_examples(conn, table, cols, done.rewrite, gens, locale, seed, examples)
+    fill_lone_nulls(conn, table, cols, gens, locale, seed, examples, done.related,
+                    date.fromisoformat(settings.clock[:10]))
     if done.cap is not None and done.cap < len(shape.fixed):  # a UNIQUE list shorter than the table: fewer rows
-        shape = Shape(fixed=shape.fixed[:max(0, done.cap)], refs=shape.refs, primary=shape.primary)
+        shape = Shape(fixed=shape.fixed[:max(0, done.cap)], refs=shape.refs, primary=shape.primary,
+                      per_parent=shape.per_parent)
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))

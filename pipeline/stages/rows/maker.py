@@ -5,7 +5,7 @@ Values come from Faker (people, companies, places, phones, in one locale) and fr
 seeded from the scenario and the table (:func:`derive_seed`): same inputs, same rows, byte for byte. A table
 without foreign keys gets a row count drawn in ``entity_rows``; a table with foreign keys gets, for each row of
 its first parent, a count drawn in ``child_fanout`` (small counts likelier: some parents get none, a few get
-many), its other references drawn from a skewed popularity so some parents are seldom or never named.
+many; at most one where a key or the examples show one child per parent, :func:`one_each`), its other references drawn from a skewed popularity so some parents are seldom or never named.
 
 Rows are inserted one by one into the scratch database (foreign keys on): a row that repeats a UNIQUE set or the
 table's natural key, or that SQLite refuses (a CHECK, a type), is drawn again, at most ``RETRIES`` times; a row
@@ -25,6 +25,7 @@ import re
 import sqlite3
 import unicodedata
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal
@@ -86,6 +87,8 @@ class Shape:
     fixed: list[dict[str, Any]]
     refs: dict[str, list[Any]] = field(default_factory=dict)
     primary: str | None = None
+    per_parent: tuple[int, int] | None = None
+    """The range each first parent's count of rows was drawn in (``child_fanout``, or at most one)."""
 
 
 def parent_keys(conn: sqlite3.Connection, parent: str, key: str) -> list[Any]:
@@ -99,10 +102,38 @@ def fanout(rng: random.Random, low: int, high: int) -> int:
     return rng.choices(ks, weights=[1 / (1 + k - low) for k in ks])[0]
 
 
+MIN_ONE_EACH = 2
+"""Example rows naming a parent needed before their one child per parent is kept (one row shows no count)."""
+
+
+def one_each(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], sets: list[tuple[str, ...]],
+             primary: str, shown: Mapping[str, int] | None = None) -> bool:
+    """Whether ``table``'s rows are details of one parent row each, as its examples show: at least
+    :data:`MIN_ONE_EACH` example rows (the rows already in the table) name a parent through ``primary`` and no two
+    name the same one (an invoice per billing record), ``primary`` is the table's only reference to another table,
+    and no UNIQUE set or natural key of its own names the row. A row linking two parents (a loan of a book to a
+    member, a billing record of a consultant on a project) is an event between them, which repeats per parent; a
+    row with a unique name of its own (a project of a client) is a thing of its own, of which a parent may own
+    several; the examples' distinct parents say nothing against either (the embedded model names different
+    parents in its example rows of every table), nor does a parent's count of them that its example rows show above
+    one (``shown``: reference column -> the most children a parent's counter shows, a loan renewed 3 times). Read
+    from the keys, constraints and values, never from names."""
+    if (shown or {}).get(primary, 0) > 1:
+        return False
+    if any(c.ref is not None and c.ref[0] != table.name and c.name != primary for c in cols):
+        return False
+    if any(s != (primary,) for s in sets):
+        return False
+    named = [r[0] for r in conn.execute(f'SELECT "{primary}" FROM "{table.name}" WHERE "{primary}" IS NOT NULL')]
+    return len(named) >= MIN_ONE_EACH and len(set(named)) == len(named)
+
+
 def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], sets: list[tuple[str, ...]],
-                examples: int, settings: BuildSettings, rng: random.Random) -> Shape:
+                examples: int, settings: BuildSettings, rng: random.Random,
+                shown: Mapping[str, int] | None = None) -> Shape:
     """How many rows code adds and, for a table with foreign keys, to which row of the first parent each
-    belongs. A first parent named alone by a UNIQUE set or the natural key gets at most one row."""
+    belongs. A first parent named alone by a UNIQUE set or the natural key gets at most one row, and so does one
+    whose example rows each name another parent in a table of details (:func:`one_each`)."""
     refs = {c.name: parent_keys(conn, c.ref[0], c.ref[1]) for c in cols
             if c.ref is not None and c.ref[0] != table.name}
     firsts = [c for c in cols if c.ref is not None and c.ref[0] != table.name and c.notnull] or \
@@ -113,7 +144,8 @@ def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], s
     primary = firsts[0].name
     low, high = settings.child_fanout
     used: set[Any] = set()
-    if (primary,) in sets:  # one row per parent at most; parents the examples name already have theirs
+    if (primary,) in sets or one_each(conn, table, cols, sets, primary, shown):
+        # one row per parent at most; parents the examples name already have theirs
         low, high = min(low, 1), min(high, 1)
         used = {r[0] for r in conn.execute(f'SELECT "{primary}" FROM "{table.name}"')}
     counts = [0 if key in used else fanout(rng, low, high) for key in refs[primary]]
@@ -122,7 +154,7 @@ def table_shape(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], s
         counts[i] = max(0, counts[i] - 1)
     fixed = [{primary: key} for key, n in zip(refs[primary], counts, strict=True) for _ in range(n)]
     rng.shuffle(fixed)  # children in no parent's order, as rows arrive in a real table
-    return Shape(fixed=fixed, refs=refs, primary=primary)
+    return Shape(fixed=fixed, refs=refs, primary=primary, per_parent=(low, high))
 
 
 # ------------------------------------------------------------------ time across tables
@@ -251,8 +283,14 @@ class ValueMaker:
             and not self.by_col[g.column].notnull and not self.by_col[g.column].pk
             for share in [relations.null_share(examples.get(g.column, []))] if share is not None}
         """Nullable column -> the share of rows left NULL, as its examples (:func:`pipeline.meaning.relations.
-        null_share`: 2 of 4 employees without a termination date, half the rows). A reference keeps
-        :data:`NULL_SHARE`."""
+        null_share`: 2 of 4 employees without a termination date, half the rows; 1 of 4 invoices without an amount:
+        none). A reference keeps :data:`NULL_SHARE`."""
+        self.ends: set[str] = {
+            g.column for g in gens if g.kind == "date_after" and g.column in self.by_col
+            and not self.by_col[g.column].notnull and relations.some_null(examples.get(g.column, []))}
+        """Later dates of the row that some examples leave NULL (a return date): NULL where no day on their
+        examples' side of the clock fits (:meth:`_ended`; a loan still out), even when one NULL example sets no
+        share."""
         self.pool_weights: dict[str, list[float]] = {
             g.column: w for g in gens if g.kind == "text_pool" and g.pool and not g.pattern
             for w in [relations.share_weights(g.pool, relations.repeated_shares(examples.get(g.column, [])))]
@@ -325,7 +363,7 @@ class ValueMaker:
             if base is None:
                 return None
             day = _date(base) + timedelta(days=rng.randint(int(g.min or 0), int(g.max or 0)))
-            if g.column in self.nulls:  # a date that ends the row's life: on its examples' side of the clock
+            if g.column in self.ends:  # a date that ends the row's life: on its examples' side of the clock
                 ended = self._ended(g, _date(base), day)
                 if ended is None:
                     return None

@@ -342,7 +342,9 @@ def generate_seed(
                 return StageResult(None, tuple(rejections), attempts)
             if settings.row_generators:
                 locale = next((p.locale for p in plans.values()), None)
-                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known)
+                shown = counts.shown_most(conn, tables, {t: p.examples for t, p in plans.items()}, table.name,
+                                          _similarity)
+                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown)
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
@@ -404,7 +406,8 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
                  for c, texts in semantic.text_columns(
                      {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in (s.rows[0] if s.rows else {})
                       if not any(g.column == c and g.kind == "reference" for g in s.plan.generators)}).items()}
-        plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known).plan
+        shown = counts.shown_most(conn, env.tables, examples, table.name, _similarity)
+        plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown).plan
         if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
             return None  # its placeholder example rows dropped (rowgen.name_placeholders)
         settled = counts.settle(conn, env.tables, {**examples, table.name: plan.examples}, _similarity,
