@@ -18,7 +18,9 @@ prose it grounds, and an id), checked by code and fed back on a problem: a messa
 that says what its condition checks (:func:`unsaid`: the value compared with and a word of the column) and no
 other rule (:func:`off_rule`: the message passes :func:`fits`' tests for its own candidate), and writes none of
 the request's ids (:func:`ids_in`: "r2", "a7" are the request's handles, never a clerk's words); a message
-that still does not is code's wording of the rule (the sections of each kind). When the LLM writes no usable prose,
+that still does not is code's wording of the rule (the sections of each kind). A state guard's message is
+followed by code's sentence of its whole condition (:func:`said_whole`: the row may no longer be changed, not only
+set to the same state again). When the LLM writes no usable prose,
 code picks from its shortlist and words the rules itself (a Rejection says so). A grounded cap or threshold takes
 the number its prose states where real calls check it (:func:`at_stated`). Then the seeded rows obey the rules
 (:func:`obeyed`: rows a rule would have forbidden writing are changed within it or deleted, or the rule is dropped;
@@ -144,6 +146,35 @@ def guard_action(c: Checked, env: ir.Environment, words: Words) -> str:
     return words("guard_action", action=action, value=c.candidate.words["value"].replace("_", " "))
 
 
+RULE_MESSAGE_MAX = next(m.max_length for m in ir.Rule.model_fields["message"].metadata if hasattr(m, "max_length"))
+"""The longest message a rule holds (``ir.Rule.message``)."""
+
+
+def said_whole(text: str, c: Checked, env: ir.Environment, words: Words) -> str | None:
+    """The LLM's message ``text`` for candidate ``c`` followed, for a state guard (:func:`guards`), by code's
+    sentence of its whole condition (the ``state_guard`` section: "Once the loan's status is 'returned', the loan may
+    no longer be changed."). A guard grounds prose that forbids setting its value again (:func:`guard_action`), and
+    its message names the value (:func:`unsaid`), but the condition forbids every call of its tool on a row in that
+    state, a move to another state too (the refused write a task plans:
+    ``pipeline.stages.tasks.planner.states.behind``, since the same state again would change nothing). The model's
+    sentence keeps the domain's reason in its words; code's says what the condition forbids, whole: whether the
+    model's sentence already does is not read (that would need each language's words for "again" and "change").
+    ``text`` as it is for any other candidate, or when it already holds code's sentence; None when the two do not
+    fit in a rule's message (:data:`RULE_MESSAGE_MAX`): the rule is then code's wording alone.
+
+    Seen 2026-11-29 (the library of the committed example): "A member cannot return a book that has already been
+    returned." for update_loan_status' "the loan's status is 'returned'", whose tasks ask to refuse "mark the loan
+    ... as pending" on a returned loan: the policy gave an agent no grounds for it."""
+    if not guards(env, c):
+        return text
+    w = c.candidate.words
+    extra = words("state_guard", **w)  # the value as the rows hold it, quoted: what an agent reads in them
+    if " ".join(extra.split()).casefold() in " ".join(text.split()).casefold():
+        return text
+    joined = f"{text} {extra}"
+    return joined if len(joined) <= RULE_MESSAGE_MAX else None
+
+
 class Words:
     """The ``prompts/policy.md`` sections in one language (English where it has none of its own)."""
 
@@ -248,6 +279,8 @@ def unsaid(text: str, c: Checked) -> str | None:
         if w.get(key) and not names_value(text, w[key]):
             return repr(w[key])
     said = [x.casefold() for x in _WORD.findall(text)]
+    if w.get("section") == "parent_state" and not _names(said, w.get("owner", "")):
+        return w["owner"]  # whose state: the value alone may be the row's own ("a returned renewal")
     if w.get("section") in ("state", "parent_state"):
         return None  # a listed value names its state ("a submitted permit")
     for key in ("label", "items") if w.get("section", "").startswith("limit") else ("label",):
@@ -624,8 +657,9 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
             problems.append(f"the message of {rid} {other}; say that rule, as a condition any request may meet")
             out.append((c, by_code, "code", kept))
             continue
+        full = said_whole(text, c, env, words)  # None: the model's sentence and code's do not fit in one message
         if not aid:
-            out.append((c, text, "llm", None))
+            out.append((c, full, "llm", None) if full is not None else (c, by_code, "code", kept))
         elif option is None:
             mine = ", ".join(offered.get(rid, {})) or "none"
             problems.append(f"{aid} is not an alternative of {rid} (its alternatives: {mine}); pick one listed under "
@@ -636,7 +670,7 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
                             f"picked; pick another alternative for {rid}, or none")
             out.append((c, message(c, words), "code", None))
         elif names_value(text, option.alternative.value):
-            out.append((c, text, "llm", option))
+            out.append((c, full, "llm", option) if full is not None else (c, by_code, "code", kept))
         else:
             problems.append(f"the message of {rid} must say what to do instead, the value "
                             f"{str(option.alternative.value).replace('_', ' ')!r} in plain words; say it in the "
