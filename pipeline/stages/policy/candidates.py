@@ -381,7 +381,11 @@ class Finder:
                 f"FROM {qi(parent)} ORDER BY rowid LIMIT {PROBE_ROWS}")]
             if not counts or max(counts) == min(counts) or max(counts) < 1:
                 continue
-            cap = int(max(counts))  # at most what the seeded rows hold: the rows obey it, the fullest are at it
+            # what the fullest seeded row holds (every row, not the PROBE_ROWS counted above): the rows obey it
+            most = self.conn.execute(
+                f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {qi(child)} WHERE {qi(fk)} IS NOT NULL"
+                f"{extra} GROUP BY {qi(fk)})").fetchone()[0]
+            cap = int(max(max(counts), most))
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
                      "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra,
                      "parent": parent, "parent_key": key, "others": others}
@@ -643,6 +647,17 @@ def broken_by_rows(conn: Any, c: Candidate) -> int:
                   f"GROUP BY {qi(column)}")
         return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM ({counts}) WHERE n > ?", (x, x)).fetchone()[0])
     return 0
+
+
+def most_held(conn: Any, c: Candidate) -> int:
+    """The most items a cap (``limit``, ``limit_where``) counts that one seeded row it groups by holds, on the initial
+    state on ``conn`` (over every row, the model's own example rows among them); 0 for any other candidate."""
+    w = c.words
+    if w.get("section") not in ("limit", "limit_where") or not w.get("table") or not w.get("column"):
+        return 0
+    counts = (f"SELECT COUNT(*) AS n FROM {qi(w['table'])} WHERE {qi(w['column'])} IS NOT NULL{w.get('where', '')} "
+              f"GROUP BY {qi(w['column'])}")
+    return int(conn.execute(f"SELECT COALESCE(MAX(n), 0) FROM ({counts})").fetchone()[0])
 
 
 def usual_calls(conn: Any, c: Candidate) -> tuple[int, int]:
