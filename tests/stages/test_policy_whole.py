@@ -19,7 +19,14 @@ from pipeline.llm import fake_client
 from pipeline.runtime import EnvInstance
 from pipeline.settings import BuildSettings
 from pipeline.stages.policy.candidates import Checked, check, propose
-from pipeline.stages.policy.house_rules import RULE_MESSAGE_MAX, Words, make_policy, said_whole, unsaid
+from pipeline.stages.policy.house_rules import (
+    RULE_MESSAGE_MAX,
+    Words,
+    make_policy,
+    message,
+    said_whole,
+    unsaid,
+)
 from verify.policy import policy_markdown
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "book_lending_guard.json"
@@ -98,3 +105,16 @@ def test_a_parent_states_message_names_whose_state_it_is(
     assert "must say what the rule checks (loan)" in client.requests[2][-1]["content"]
     assert (rule.worded_by, rule.message) == (
         "code", "Set the status of one renewal: not allowed while the renewal's loan has status returned.")
+
+
+def test_a_dates_message_names_that_date_not_another_of_its_row(
+        library: tuple[ir.Environment, dict[str, Checked]]) -> None:
+    """A loan has a loan date and a due date: "date" says neither. "... after its loan date" for "the loan's due
+    date is before today" says another condition; before, any word of the column's name passed."""
+    _, by_key = library
+    due = by_key["add_renewal_to_loan_loans_due_date_row_past"]
+    assert unsaid("A loan cannot be renewed after its loan date.", due) == "due date"
+    assert unsaid("A loan cannot be renewed once it is past its due date.", due) is None
+    words = Words()
+    for c in by_key.values():  # code's own wording says each condition whole
+        assert unsaid(message(c, words), c) is None, (c.candidate.key, message(c, words))

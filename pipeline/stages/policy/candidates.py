@@ -267,6 +267,12 @@ class Finder:
         return sorted(out, key=lambda e: ((table, e[0].name) not in self.updated,
                                           not all(isinstance(v, str) for v in e[1])))
 
+    def kin(self, table: str, col: str) -> str:
+        """The other columns of ``table`` that measure it (not keys), as labels joined by commas: the words a rule's
+        message on ``col`` must not rest on alone (:func:`pipeline.stages.policy.house_rules.unsaid`: "loan date"
+        does not say "due date")."""
+        return ",".join(label(c.name) for c in self.columns(table) if c.name != col and not key_column(c))
+
     def subject(self, tool: ir.Tool, p: ir.Param) -> tuple[str, str] | None:
         """The (table, column) of the row parameter ``p`` names: a key or UNIQUE column it is compared with, or
         the parent key of a foreign key it writes."""
@@ -354,14 +360,15 @@ class Finder:
                     form = f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {NUMBER}"
                     yield Candidate("", "approval", tool.name, "", p.name, keys,
                                     {**base, "section": "row_over", "label": label(c.name), "rows": table,
-                                     "measured": c.name},
+                                     "measured": c.name, "kin": self.kin(table, c.name)},
                                     form=(parts, form)).at(x, probe=False)
             elif c.type.upper() == "TEXT" and not key_column(c) and c.enum is None \
                     and self.dated(table, c.name):
                 for op, section in (("<", "row_past"), (">", "row_future")):
                     yield Candidate(_slug(tool.name, table, c.name, section), "precondition", tool.name,
                                     f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} {op} :today", p.name,
-                                    keys, {**base, "section": section, "label": label(c.name)})
+                                    keys, {**base, "section": section, "label": label(c.name),
+                                           "kin": self.kin(table, c.name)})
 
     def _limits(self, tool: ir.Tool, p: ir.Param, parent: str, key: str, keys: tuple[Any, ...]) -> Iterator[Candidate]:
         """A cap on the children a create adds to the row ``p`` names."""
@@ -401,7 +408,8 @@ class Finder:
             x = _threshold(nums) if nums else None
             if x is not None:
                 yield Candidate("", "approval", tool.name, "", p.name, tuple(sorted(set(nums))),
-                                {"section": "value_over", "label": label(c.name), "table": table, "column": c.name},
+                                {"section": "value_over", "label": label(c.name), "table": table, "column": c.name,
+                                 "kin": self.kin(table, c.name)},
                                 form=((tool.name, p.name, "over", NUMBER), f"SELECT 1 WHERE :{p.name} > {NUMBER}")
                                 ).at(x, probe=False)
         elif p.type == "string" and self.dated(table, c.name):
@@ -410,7 +418,7 @@ class Finder:
             dates |= {(today + dt.timedelta(days=d)).isoformat() for d in (-7, 7)}
             yield Candidate(_slug(tool.name, p.name, "past"), "precondition", tool.name,
                             f"SELECT 1 WHERE :{p.name} < :today", p.name, tuple(sorted(dates)),
-                            {"section": "value_past", "label": label(c.name)})
+                            {"section": "value_past", "label": label(c.name), "kin": self.kin(table, c.name)})
 
 
     # ------------------------------------------------------------------ compliant alternatives

@@ -285,11 +285,23 @@ def unsaid(text: str, c: Checked) -> str | None:
     if w.get("section") in ("state", "parent_state"):
         return None  # a listed value names its state ("a submitted permit")
     for key in ("label", "items") if w.get("section", "").startswith("limit") else ("label",):
-        if not _names(said, w.get(key, "")):
+        if not _names(said, _own(w) if key == "label" else w.get(key, "")):
             return w[key]
     if w.get("section", "").startswith("limit") and not counted(text, c)[0]:
         return f"{w['value']} {w['items']} per {w['thing']}"  # its number counts them, per the row grouped by
     return None
+
+
+def _own(w: dict[str, str]) -> str:
+    """The words of a candidate's column (``label``) that name it and not another column of its table (``kin``):
+    a word they share ("date" of "due date" and "loan date", "amount" of two amounts) says neither; those that
+    also name its row (``thing``: "loan" of a loan's "loan date") only when nothing else is left. The schema's own
+    words, so this holds whatever its language; the whole label when every word is shared."""
+    words = [x for x in _WORD.findall(w.get("label", "")) if len(x) > 2]
+    kin = {x.casefold() for x in _WORD.findall(w.get("kin", ""))}
+    own = [x for x in words if x.casefold() not in kin]
+    mine = [x for x in own if not _names([x.casefold()], w.get("thing", ""))]
+    return " ".join(mine or own) or w.get("label", "")
 
 
 def _names(said: Sequence[str], label: str) -> bool:
