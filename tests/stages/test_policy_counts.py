@@ -99,21 +99,21 @@ def test_the_pharmacys_24_hours_ground_in_no_cap_of_24_orders_per_medication() -
     assert any(r.item == "policy" and "no rule in prose grounds" in r.reason for r in res.rejections)
 
 
-def test_a_cap_the_seed_breaks_in_more_than_a_small_share_is_refused_not_fitted() -> None:
+def test_a_cap_below_what_the_seed_holds_is_refused_not_fitted() -> None:
     """Said as a cap ("At most 24 orders per medication."), the prose's number would delete 23 of the 188 seeded
-    orders (12 %, all of one drug's): refused, the seed left as it is. At the seed's own number it grounds."""
+    orders (all of one drug's: 47 cut to 24): refused, the seed left as it is. At the seed's own number it grounds."""
     env = pharmacy()
     meds = per_medication(checked_of(env))
     with EnvInstance(env) as inst:
         assert rationed(inst.conn, meds.candidate.at(24)).startswith(
-            "23 of the 188 seeded orders rows break it (12 % > 10 %)")
+            "the seeded rows already hold up to 47 orders per medication (23 of the 188 orders rows past 24)")
         assert usual_calls(inst.conn, meds.candidate.at(24)) == (1, 24)  # fluoxetine alone, of 24 medications
         assert rationed(inst.conn, meds.candidate) == ""
     prose = "At most 24 orders per medication."
     res = make_policy(env, fake_client([{"rules": [prose, *PAD]}, *NO_WORDS]), SETTINGS)
     assert res.value.rules == [] and res.value.seed == env.seed
     why = next(r.evidence["why"] for r in res.rejections if r.item == "prose" and r.evidence["prose"] == prose)
-    assert "at 24, 23 of the 188 seeded orders rows break it" in why, why
+    assert "at 24, the seeded rows already hold up to 47 orders per medication" in why, why
     res = make_policy(env, fake_client([{"rules": ["At most 47 orders per medication.", *PAD]}, *NO_WORDS]),
                       SETTINGS)
     assert [r.id for r in res.value.rules] == ["create_orders_orders_max_47"] and res.value.seed == env.seed
@@ -152,3 +152,18 @@ def test_a_message_says_a_caps_count_and_its_grouping_and_codes_messages_do() ->
     for env in (pharmacy(), permit_env(), brewery_env()):
         for c in checked_of(env):
             assert unsaid(message(c, words), c) is None, (c.candidate.key, message(c, words))
+
+
+def test_codes_cap_is_what_the_fullest_seeded_row_holds_past_the_rows_it_samples(monkeypatch: Any) -> None:
+    """Code's cap counts every seeded row it groups by, not only the first ``PROBE_ROWS`` it samples: before, a
+    table with more rows than that capped below its fullest row (here, sampling 5 medications, below fluoxetine's
+    47 orders), a cap the seeded rows break."""
+    from pipeline.stages.policy import candidates
+
+    env = pharmacy()
+    monkeypatch.setattr(candidates, "PROBE_ROWS", 5)
+    with EnvInstance(env) as inst:
+        found = [c for c in propose(env, inst.conn) if c.words.get("section") == "limit"
+                 and c.words.get("column") == "medication_id" and c.tool == "create_orders"]
+        assert found and all(c.number == 47 for c in found if not c.words.get("where"))
+        assert all(rationed(inst.conn, c) == "" or not c.number for c in found)

@@ -45,22 +45,26 @@ def test_a_threshold_from_the_seeded_rows_is_a_round_number() -> None:
     assert (above(1200, True), above(6.2, False), above(5, True), above(570, False)) == (1300, 6.3, 6, 580)
 
 
-def test_a_cap_takes_the_proses_number_and_the_seeded_rows_past_it_are_deleted() -> None:
-    """Permit 1 has 3 inspections (the seeded cap); the prose says 2: the rule caps at 2, and the newest inspection of
-    permit 1 (no row references it) is deleted; the rule still allows and forbids real calls on the new rows."""
+def test_a_cap_below_what_the_seeded_rows_hold_is_refused_and_at_their_most_it_grounds() -> None:
+    """Permit 1 has 3 inspections (the seeded cap); the prose says 2: the seeded rows, the model's own among them,
+    say 2 is not this office's cap, so the prose grounds in nothing and no seeded inspection is deleted. Before: the
+    rule capped at 2 and the newest inspection of permit 1 was deleted (one row was always allowed; seen on a project
+    billing domain, "... if the client already has 2 projects or more." deleted 2 seeded projects). At 3 it grounds
+    and the seed stays as it is."""
     env = permit_env()
     prose = {"rules": ["A permit gets at most 2 inspections.", *PAD]}
     res = make_policy(env, fake_client([prose, *NO_WORDS]), SETTINGS)
+    assert res.value.rules == [] and res.value.seed == env.seed
+    assert not any("seeded rows broke" in r.reason for r in res.rejections)
+    why = next(r.evidence["why"] for r in res.rejections if r.item == "prose"
+               and r.evidence["prose"] == "A permit gets at most 2 inspections.")
+    assert "at 2, the seeded rows already hold up to 3 inspections per permit (1 of the 6 inspections rows past " \
+           "2)" in why, why
+    res = make_policy(env, fake_client([{"rules": ["A permit gets at most 3 inspections.", *PAD]}, *NO_WORDS]),
+                      SETTINGS)
     [rule] = res.value.rules
-    assert (rule.id, rule.kind, rule.worded_by) == ("book_inspection_inspections_max_2", "limit", "code")
-    assert rule.condition.endswith(">= 2") and rule.message == "At most 2 inspections per permit."
-    note = next(r for r in res.rejections if r.item == rule.id and "seeded rows broke" in r.reason)
-    assert (note.evidence["changed"], note.evidence["deleted"]) == (0, 1)
-    inspections = next(s for s in res.value.seed if s.table == "inspections").rows
-    assert [r["inspection_id"] for r in inspections] == [1, 2, 4, 5, 6]
-    with EnvInstance(res.value) as inst:
-        counts = [n for (n,) in inst.conn.execute("SELECT COUNT(*) FROM inspections GROUP BY permit_id")]
-        assert max(counts) == 2
+    assert (rule.id, rule.kind, rule.worded_by) == ("book_inspection_inspections_max_3", "limit", "code")
+    assert rule.message == "At most 3 inspections per permit." and res.value.seed == env.seed
     assert_rules_hold(res.value)
 
 

@@ -267,6 +267,12 @@ class Finder:
         return sorted(out, key=lambda e: ((table, e[0].name) not in self.updated,
                                           not all(isinstance(v, str) for v in e[1])))
 
+    def kin(self, table: str, col: str) -> str:
+        """The other columns of ``table`` that measure it (not keys), as labels joined by commas: the words a rule's
+        message on ``col`` must not rest on alone (:func:`pipeline.stages.policy.house_rules.unsaid`: "loan date"
+        does not say "due date")."""
+        return ",".join(label(c.name) for c in self.columns(table) if c.name != col and not key_column(c))
+
     def subject(self, tool: ir.Tool, p: ir.Param) -> tuple[str, str] | None:
         """The (table, column) of the row parameter ``p`` names: a key or UNIQUE column it is compared with, or
         the parent key of a foreign key it writes."""
@@ -354,14 +360,15 @@ class Finder:
                     form = f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} > {NUMBER}"
                     yield Candidate("", "approval", tool.name, "", p.name, keys,
                                     {**base, "section": "row_over", "label": label(c.name), "rows": table,
-                                     "measured": c.name},
+                                     "measured": c.name, "kin": self.kin(table, c.name)},
                                     form=(parts, form)).at(x, probe=False)
             elif c.type.upper() == "TEXT" and not key_column(c) and c.enum is None \
                     and self.dated(table, c.name):
                 for op, section in (("<", "row_past"), (">", "row_future")):
                     yield Candidate(_slug(tool.name, table, c.name, section), "precondition", tool.name,
                                     f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} {op} :today", p.name,
-                                    keys, {**base, "section": section, "label": label(c.name)})
+                                    keys, {**base, "section": section, "label": label(c.name),
+                                           "kin": self.kin(table, c.name)})
 
     def _limits(self, tool: ir.Tool, p: ir.Param, parent: str, key: str, keys: tuple[Any, ...]) -> Iterator[Candidate]:
         """A cap on the children a create adds to the row ``p`` names."""
@@ -381,7 +388,11 @@ class Finder:
                 f"FROM {qi(parent)} ORDER BY rowid LIMIT {PROBE_ROWS}")]
             if not counts or max(counts) == min(counts) or max(counts) < 1:
                 continue
-            cap = int(max(counts))  # at most what the seeded rows hold: the rows obey it, the fullest are at it
+            # what the fullest seeded row holds (every row, not the PROBE_ROWS counted above): the rows obey it
+            most = self.conn.execute(
+                f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {qi(child)} WHERE {qi(fk)} IS NOT NULL"
+                f"{extra} GROUP BY {qi(fk)})").fetchone()[0]
+            cap = int(max(max(counts), most))
             words = {"section": "limit_where" if col else "limit", "thing": thing(parent), "items": label(child),
                      "label": label(col), "which": str(v), "table": child, "column": fk, "where": extra,
                      "parent": parent, "parent_key": key, "others": others}
@@ -397,7 +408,8 @@ class Finder:
             x = _threshold(nums) if nums else None
             if x is not None:
                 yield Candidate("", "approval", tool.name, "", p.name, tuple(sorted(set(nums))),
-                                {"section": "value_over", "label": label(c.name), "table": table, "column": c.name},
+                                {"section": "value_over", "label": label(c.name), "table": table, "column": c.name,
+                                 "kin": self.kin(table, c.name)},
                                 form=((tool.name, p.name, "over", NUMBER), f"SELECT 1 WHERE :{p.name} > {NUMBER}")
                                 ).at(x, probe=False)
         elif p.type == "string" and self.dated(table, c.name):
@@ -406,7 +418,7 @@ class Finder:
             dates |= {(today + dt.timedelta(days=d)).isoformat() for d in (-7, 7)}
             yield Candidate(_slug(tool.name, p.name, "past"), "precondition", tool.name,
                             f"SELECT 1 WHERE :{p.name} < :today", p.name, tuple(sorted(dates)),
-                            {"section": "value_past", "label": label(c.name)})
+                            {"section": "value_past", "label": label(c.name), "kin": self.kin(table, c.name)})
 
 
     # ------------------------------------------------------------------ compliant alternatives
@@ -643,6 +655,17 @@ def broken_by_rows(conn: Any, c: Candidate) -> int:
                   f"GROUP BY {qi(column)}")
         return int(conn.execute(f"SELECT COALESCE(SUM(n - ?), 0) FROM ({counts}) WHERE n > ?", (x, x)).fetchone()[0])
     return 0
+
+
+def most_held(conn: Any, c: Candidate) -> int:
+    """The most items a cap (``limit``, ``limit_where``) counts that one seeded row it groups by holds, on the initial
+    state on ``conn`` (over every row, the model's own example rows among them); 0 for any other candidate."""
+    w = c.words
+    if w.get("section") not in ("limit", "limit_where") or not w.get("table") or not w.get("column"):
+        return 0
+    counts = (f"SELECT COUNT(*) AS n FROM {qi(w['table'])} WHERE {qi(w['column'])} IS NOT NULL{w.get('where', '')} "
+              f"GROUP BY {qi(w['column'])}")
+    return int(conn.execute(f"SELECT COALESCE(MAX(n), 0) FROM ({counts})").fetchone()[0])
 
 
 def usual_calls(conn: Any, c: Candidate) -> tuple[int, int]:
