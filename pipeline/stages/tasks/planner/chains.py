@@ -138,7 +138,12 @@ class Chain:
         return out
 
     def signature(self) -> str:
-        return self.shape + ":" + "|".join(f"{c.tool}{sorted(c.arguments.items())}" for c in self.calls)
+        """The shape and the calls; for a chain whose reference only reads (a refusal), the writes it is asked for
+        too (two refusals may read the same rows)."""
+        sig = self.shape + ":" + "|".join(f"{c.tool}{sorted(c.arguments.items())}" for c in self.calls)
+        if self.shape == "refuse_rule":
+            sig += "!" + "|".join(f"{r['tool']}{sorted(r['arguments'].items())}" for r in self.rules)
+        return sig
 
 
 def rotate(rows: list[Any], k: int) -> list[Any]:
