@@ -17,7 +17,9 @@ call of the same chain (an id found by a lookup, the id a create returned). Shap
 * ``compound``      — two independent goals in one request, each with its own lookups (width);
 * ``compound_rule`` — an allowed and a forbidden write of the environment's rules in one request (with
   ``[stages.tasks] rule_tasks``, which also judges every other chain by the rules: see ``rules``);
-* ``exception``     — a forbidden write asked for, whose rule names an alternative: the reference does that instead.
+* ``exception``     — a forbidden write asked for, whose rule names an alternative: the reference does that instead;
+* ``refuse_rule``   — a forbidden write asked for alone, with no alternative: the reference reads its evidence and
+  writes nothing (a refusal; a bank pairs it with a decide task whose write is allowed).
 
 Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
 aggregate over what was read.

@@ -21,8 +21,13 @@ A forbidden write need not move a row forward (``shapes.refused_writes``: the st
 an earlier one): a state guard forbids exactly the writes a forward-only planner never asks for. Only those a rule
 forbids are kept; an allowed write moves forward only.
 
-A request for the forbidden write alone with no alternative would have the initial state as its gold, which doing
-nothing also reaches; the proofs refuse such tasks, so it only comes inside a compound or as an exception. A chain's ``rules``: per governed write
+* ``refuse_rule``: the forbidden write asked for alone, whose rules offer no alternative (:func:`refusals`): the
+  reference reads its evidence and writes nothing, so its gold is the initial state, which doing nothing also
+  reaches; the write must change a row, which the verifier pins, so a blind writer fails. The bank takes one only
+  paired with a decide task whose write is allowed, and only while the pairs keep both baselines under a fifth of
+  the rule-bound tasks (``planner.decide_fits``).
+
+A chain's ``rules``: per governed write
 asked for, the id of each rule governing it, whether the rule ``allows`` or ``forbids`` it, and the write (tool
 and arguments; the forbidden one is in no reference, adversarial checks can replay it).
 """
