@@ -208,7 +208,15 @@ def test_decide_tasks_come_in_pairs_under_a_fifth_of_the_rule_bound_ones() -> No
     whose write they forbid (a refusal: doing nothing passes it), and only while a pair keeps each kind under a fifth
     of the bank's rule-bound tasks: k pairs need more than 3k compound or exception tasks (4 compounds and a pair:
     each baseline earns 1 of 6). Without 4 compounds in the bank, no decide task at all (issue 40)."""
-    from pipeline.stages.tasks.planner import Chain, decide, decide_fits, next_chain, refusing, single, unpaired
+    from pipeline.stages.tasks.planner import (
+        Chain,
+        decide,
+        decide_fits,
+        next_chain,
+        refusing,
+        single,
+        unpaired,
+    )
 
     def chain(shape: str, verdict: str | None, n: int = 0) -> Chain:
         rules = [{"id": "r", "verdict": verdict, "tool": "t", "arguments": {}}] if verdict else []

@@ -50,8 +50,7 @@ from pipeline.stages.tasks.code_wording import (
     without,
 )
 from pipeline.stages.tasks.conversation import conversation_form
-from pipeline.stages.tasks.planner import Chain, next_chain, plan_chains, tool_op, unpaired
-from pipeline.stages.tasks.planner import single
+from pipeline.stages.tasks.planner import Chain, next_chain, plan_chains, single, tool_op, unpaired
 from verify.derive import Derivation, derive_verifier, forbidden_calls
 from verify.policy import policy_text
 from verify.proofs import prove

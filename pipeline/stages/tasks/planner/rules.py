@@ -200,7 +200,7 @@ def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
     for b, forbid in ((ch, f) for ch, f in found if f):
         tool = b.calls[-1].tool
 
-        def rank(a: Chain) -> tuple[bool, int, int]:
+        def rank(a: Chain, tool: str = tool) -> tuple[bool, int, int]:
             calls = tuple(c.tool for c in a.calls)
             return a.signature() in used, chains_used.get(calls, 0), pairs_used.get((a.calls[-1].tool, tool), 0)
 
