@@ -26,7 +26,8 @@ from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate
 from pipeline.stages.tasks.planner.shapes import SHAPES
 
 __all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
-           "natural_keys", "next_chain", "plan_chains", "round_chains", "shuffled_planner", "single", "tool_op", "unpaired"]
+           "natural_keys", "next_chain", "plan_chains", "refusing", "round_chains", "shuffled_planner", "single", "tool_op",
+           "unpaired"]
 
 MAX_PER_SHAPE = 24
 SPREAD_PER_KEY = 2
