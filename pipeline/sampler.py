@@ -85,7 +85,7 @@ from pipeline.runtime.replay import fresh, play
 from pipeline.runtime.state import Change
 from pipeline.stages.tasks.bank import _call_key, _effect_key, build_and_prove, lint_request
 from pipeline.stages.tasks.code_wording import request_from_plan, state_columns
-from pipeline.stages.tasks.planner import Chain, ShuffledPlanner, round_chains, shuffled_planner
+from pipeline.stages.tasks.planner import Chain, ShuffledPlanner, refusing, round_chains, shuffled_planner
 from pipeline.stages.tasks.templates import Template, fill, read_templates, says_changes, template_key
 
 STAGE = "sample"
@@ -341,8 +341,10 @@ def _round(env: Environment, planner: ShuffledPlanner, out: Sample, keys: _Keys,
            db: str | Path | None, seed: int, rnd: int, rules: bool, language: str,
            state: dict[str, Any] | None, templates: Mapping[str, Template]) -> None:
     """One round: the planner's chains over rows in this round's order, tried shape by shape in turn
-    (:func:`interleaved`)."""
-    chains = interleaved(round_chains(planner, seed, rnd, db, rules), random.Random(f"{seed}:{rnd}"))
+    (:func:`interleaved`). No refusal (a forbidden write asked for alone: its gold is the initial state, which doing
+    nothing reaches): a bank takes one only paired with an allowed decide task, and a sample is drawn task by task."""
+    chains = interleaved([ch for ch in round_chains(planner, seed, rnd, db, rules) if not refusing(ch)],
+                         random.Random(f"{seed}:{rnd}"))
     skey = state["key"] if state is not None else None
     seen = keys.seen(skey)
     for chain in chains:

@@ -294,6 +294,47 @@ def forbidden_calls(rules: Sequence[dict[str, Any]]) -> list[ToolCall]:
     return out
 
 
+def is_refusal(verifier: Verifier, rules: Sequence[dict[str, Any]]) -> bool:
+    """Whether a task is a refusal: its request asks only for writes the policy forbids, so its gold is the state
+    it starts from (no table may change, no answer), which doing nothing also reaches; the forbidden write changes
+    what its goals pin, so doing what was asked fails (the proofs' ``blind``)."""
+    return not verifier.mutable_tables and verifier.answer is None and bool(forbidden_calls(rules))
+
+
+def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: tuple[ToolCall, ...],
+             responses: tuple[dict[str, Any], ...], forbidden: Sequence[ToolCall]) -> Derivation:
+    """The verifier of a refusal (:func:`is_refusal`): per row the ``forbidden`` writes would change after the
+    reference's reads, a goal that it keeps what it holds (the columns an update would set, a row a delete would
+    remove; a table a create would add to keeps its row count), and no table may change. An error when they would
+    change nothing: the gold state could not tell doing them from refusing them."""
+    gold = run.final()
+    with fresh(env, initial_db) as twin:
+        play(twin, list(calls), changes=False)
+        play(twin, list(forbidden), stop_on_error=False, changes=False)
+        extra = diff(gold, twin.final())
+    if not extra:
+        return Derivation(calls, responses, (), None, "the forbidden writes would change nothing: refusing them "
+                          "leaves the state doing them leaves")
+    conn, out, counted = run.inst.conn, [], set()
+    for c in extra:
+        info = run.infos[c.table]
+        if c.op == "insert":
+            if c.table not in counted:
+                counted.add(c.table)
+                sql = f"SELECT COUNT(*) FROM {qi(c.table)}"
+                out.append(Assertion(sql=sql, expect=query_value(conn, sql),
+                                     description=f"no {c.table} row is added (the request's is refused)"))
+            continue
+        where = _key_cond(info, c.key)
+        cols = [col for col in c.changed_columns if col not in info.key] if c.op == "update" else []
+        sql = f"SELECT COUNT(*) FROM {qi(c.table)} WHERE " + " AND ".join(
+            [where] + [equals(col, (c.before or {}).get(col)) for col in cols])
+        what = (f"{c.table} row {list(c.key)} keeps {', '.join(cols)} (the change asked for is refused)" if cols
+                else f"{c.table} row {list(c.key)} stays (its deletion is refused)")
+        out.append(Assertion(sql=sql, expect=query_value(conn, sql), description=what))
+    return Derivation(calls, responses, (), Verifier(assertions=out, mutable_tables=[], answer=None), None)
+
+
 def _forbidden_gates(env: Environment, initial_db: str | Path | None, d: _Deriver, calls: list[ToolCall],
                      forbidden: Sequence[ToolCall]) -> list[Assertion]:
     """Gates for what the ``forbidden`` writes would change on the rows the reference changes too (an exception
@@ -355,6 +396,8 @@ def derive_verifier(
         changes = run.changes()
         reads = [c.tool for c in calls_done if env.tool(c.tool).kind == "read"]
         if not changes and answer_field is None and answer is None:
+            if forbidden:  # a refusal: the request asks only for writes the policy forbids
+                return _refusal(env, initial_db, run, calls_done, responses, forbidden)
             return Derivation(calls_done, responses, (), None, "the calls changed nothing in the database")
         if changes and (answer_field is not None or answer is not None):
             answer_field, answer = None, None  # a task that changes the state is judged by the state

@@ -19,6 +19,12 @@ it judges) also meets an adversarial panel (:func:`rule_panel`):
 * ``blind`` (a task with a forbidden write): "do everything the request asks without reading anything": the
   reference's writes and the forbidden ones, and no read, fails.
 
+A refusal (``verify.derive.is_refusal``: the request asks only for a write the policy forbids) has the initial state
+as its gold: for it ``initial_state`` and ``no_op`` hold when the verifier passes there, and ``blind`` is what shows
+the verifier is not trivially satisfied (the forbidden write changes a row its goals pin). A bank pairs each with a
+decide task whose write is allowed (``pipeline.stages.tasks.planner.decide_fits``): an agent that does nothing
+passes the one, a blind writer the other.
+
 A destructive trajectory whose writes all bounce off guards changes nothing beyond the reference;
 that proof is then vacuous (recorded as such, not as a failure).
 """
@@ -36,7 +42,7 @@ from pipeline.ir import Environment, Task, TaskMetadata, ToolCall
 from pipeline.runtime import engine, reward
 from pipeline.runtime.replay import Run, call_once, describe_call, fresh, play
 from pipeline.runtime.state import Snapshot, TableInfo, diff, id_table, qi, sort_key
-from verify.derive import COUNT, forbidden_calls, tables_used
+from verify.derive import COUNT, forbidden_calls, is_refusal, tables_used
 from verify.evaluate import evaluate, render_answer
 
 ProofName = Literal["reference", "initial_state", "no_op", "wrong_answer", "destructive", "destructive_after_reference",
@@ -88,12 +94,16 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
                                        evidence={"changes": [c.to_json() for c in run.changes()][:20]}))
         ref_final = run.final()
 
+    refusal = is_refusal(v, task.metadata.get("rules") or [])
     with fresh(env, initial_db) as run:
         ev = evaluate(v, run.inst.conn, initial=run.initial, answer=None, infos=run.infos,
                       written=run.written)
         ok, detail = not ev.passed, "initial state fails the verifier: " + ev.summary()
         if ev.passed:
             detail = "the verifier already holds on the initial state (the task asks for nothing)"
+        if refusal:  # its gold is the initial state; ``blind`` (the forbidden write done) must fail instead
+            ok, detail = ev.passed, ("a refusal: the initial state is its gold" if ev.passed else
+                                     "a refusal whose initial state fails the verifier: " + ev.summary())
         results.append(ProofResult(name="initial_state", ok=ok, detail=detail))
 
     reads = [c for c in ref_calls if _kind(env, c.tool) == "read"]
@@ -101,9 +111,12 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         play(run, reads, stop_on_error=False, changes=False)
         ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos,
                       written=run.written)
+        no_op_ok = ev.passed if refusal else ev.partial == 0.0
+        detail = ("a read-only trajectory earns reward" if ev.partial else "read-only trajectory scores 0: " + ev.summary())
+        if refusal:
+            detail = "a refusal: reading and refusing is its gold" if ev.passed else "a refusal: " + detail
         results.append(ProofResult(
-            name="no_op", ok=ev.partial == 0.0,
-            detail=("a read-only trajectory earns reward" if ev.partial else "read-only trajectory scores 0: " + ev.summary()),
+            name="no_op", ok=no_op_ok, detail=detail,
             evidence={"calls": [describe_call(c) for c in reads], "partial": ev.partial},
         ))
 

@@ -78,3 +78,24 @@ def test_an_initial_db_that_is_not_the_seed_rows_is_caught(tmp_path):
         conn.execute(f'DELETE FROM "{table}" WHERE rowid = (SELECT MAX(rowid) FROM "{table}")')
     with pytest.raises(AuditError, match="seed data: initial.db does not hold the seed rows of env.json"):
         export_catalog(root, "verl", tmp_path / "out")
+
+
+def test_a_refusal_is_audited_against_its_own_gold(tmp_path):
+    """A refusal (a write the policy forbids asked for alone, issue 40): doing nothing is its gold and scores 1.0, the
+    read-only member is left out of the panel, and ``blind`` (the forbidden write done) is in it and fails."""
+    from pipeline.export.audit import audit_task
+    from tests.verify.test_tester_rules_bank import brewery_rule_bank
+
+    env, tasks = brewery_rule_bank()
+    refusal = next(t for t in tasks if t.metadata.get("shape") == "refuse_rule")
+    allowed = next(t for t in tasks if t.metadata.get("rules") and t.metadata["shape"] not in
+                   ("refuse_rule", "compound_rule", "exception"))
+    write_env_dir(env, tmp_path / "envs" / env.env_id, tasks=[refusal, allowed], report={"source": "tests/export"})
+    ce = load_catalog(tmp_path).envs[env.env_id]
+    got = audit_task(ce, refusal, ce.path / "initial.db")
+    checks = got["checks"]
+    assert got["ok"], checks
+    assert checks["do_nothing"]["reward"] == 1.0 and checks["reference"]["reward"] == 1.0
+    assert "no_op" not in checks["panel"]["members"] and "blind" in checks["panel"]["members"]
+    other = audit_task(ce, allowed, ce.path / "initial.db")["checks"]  # its pair: doing nothing is the floor
+    assert other["do_nothing"]["reward"] == 0.0 and other["panel"]["members"][0] == "no_op"

@@ -90,14 +90,15 @@ def test_a_compound_refuses_a_change_that_would_change_the_row() -> None:
         for ch in compound:
             forbids = [r for r in ch.rules if r["verdict"] == "forbids"]
             allows = [r for r in ch.rules if r["verdict"] == "allows"]
-            assert len(forbids) == 1 and len(allows) == 1
+            assert len(forbids) == 1 and len(allows) <= 1  # the allowed write may be of a tool no rule governs
             # the refused write: a 'kip' tab sent back (the same state again would change nothing, and the gold
             # state could not tell doing it from refusing it)
             assert _state(env, forbids[0]["arguments"]["tab_id"]) == "kip"
             assert forbids[0]["arguments"]["state"] != "kip"
             # the allowed one moves its tab forward; the reference replays with the rule enforced; the refused
             # write is refused with the rule's message
-            assert ORDER[allows[0]["arguments"]["state"]] > ORDER[_state(env, allows[0]["arguments"]["tab_id"])]
+            for a in allows:
+                assert ORDER[a["arguments"]["state"]] > ORDER[_state(env, a["arguments"]["tab_id"])]
             inst.reset()
             assert all(inst.call(c.tool, c.arguments)["ok"] for c in ch.calls)
             out = inst.call(forbids[0]["tool"], forbids[0]["arguments"])

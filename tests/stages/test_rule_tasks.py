@@ -58,14 +58,18 @@ def test_planner_finds_allowed_and_forbidden_governed_writes(make) -> None:
             # the reference does only writes the rules allow: it replays with the rules enforced
             assert _replays(inst, ch), (ch.shape, ch.rules)
             forbids = [r for r in ch.rules if r["verdict"] == "forbids"]
-            if ch.shape != "compound_rule":
+            if ch.shape == "refuse_rule":  # a refusal: the write asked for is forbidden; the reference only reads
+                assert forbids and all(env.tool(c.tool).kind == "read" for c in ch.calls) and ch.calls
+                assert {r["tool"] for r in ch.rules} == {forbids[0]["tool"]}  # one write: other rules may allow it
+            elif ch.shape != "compound_rule":
                 assert not forbids
                 continue
-            # the other write asked for is refused, after the reference, by the rule recorded against it
-            assert {r["verdict"] for r in ch.rules} == {"allows", "forbids"}
+            else:  # the allowed write may be of a tool no rule governs (no verdict then)
+                assert forbids and {r["verdict"] for r in ch.rules} <= {"allows", "forbids"}
+                assert ch.tier == 3 and ch.facts[1].startswith("In the same message, also: ")
+            # the write asked for is refused, after the reference, by the rule recorded against it
             out = inst.call(forbids[0]["tool"], forbids[0]["arguments"])
             assert out["kind"] == "guard" and out["error"] in {messages[r["id"]] for r in forbids}
-            assert ch.tier == 3 and ch.facts[1].startswith("In the same message, also: ")
 
 
 def _replays(inst: EnvInstance, chain) -> bool:
@@ -115,6 +119,10 @@ def test_bank_of_rule_bound_tasks_and_their_rewards(make) -> None:
         assert score(t, list(t.reference_solution)) == 1.0
         forbidden = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
                      if r["verdict"] == "forbids"]
+        if t.metadata["shape"] == "refuse_rule":  # a refusal: the gold is the start; the forbidden write breaks it
+            assert forbidden and score(t, []) == 1.0 and score(t, forbidden[:1]) == 0.0
+            assert not t.verifier.mutable_tables
+            continue
         if t.metadata["shape"] != "compound_rule":  # decide: the governed write is allowed, and is the gold
             assert forbidden == [] and score(t, []) == 0.0
             continue
@@ -146,7 +154,8 @@ def test_a_compound_pairs_two_new_rows_for_other_parents() -> None:
     env = ruled(brewery_env)
     with fresh(env) as run:
         chains = plan_chains(env, run, 40, TIERS, spread=True, rules=True)
-    pairs = [c for c in chains if c.shape == "compound_rule" and {r["tool"] for r in c.rules} == {"start_batch"}]
+    pairs = [c for c in chains if c.shape == "compound_rule" and {(r["tool"], r["verdict"]) for r in c.rules} ==
+             {("start_batch", "allows"), ("start_batch", "forbids")}]
     assert pairs, [(c.shape, [r["tool"] for r in c.rules]) for c in chains if c.rules]
     for ch in pairs:
         allowed = next(r for r in ch.rules if r["verdict"] == "allows")
@@ -182,10 +191,14 @@ def test_a_compound_takes_an_allowed_partner_no_earlier_compound_took(monkeypatc
     with fresh(env) as run:
         p = make_planner(env, run)
         p.memo[("governed_writes", 0)] = found
+        p.memo[("plain_writes", 0)] = []  # no write of a tool no rule governs
         got = list(R.compound_rules(p, 0))
-        p.memo = {("governed_writes", 0): [found[0], *found[2:]]}
+        p.memo = {("governed_writes", 0): [found[0], *found[2:]], ("plain_writes", 0): []}
         alone = list(R.compound_rules(p, 0))
     partners = [c.calls[0].arguments["permit_id"] for c in got]
     assert partners == [1, 2], partners
-    assert [c.goals[1].named for c in got] == [(("permit", 3),), (("permit", 4),)]
+    refused = [next(g.named for g, r in zip(c.goals, c.rules, strict=True) if r["verdict"] == "forbids") for c in got]
+    assert refused == [(("permit", 3),), (("permit", 4),)]
+    # the second asks for the refused write first (one phrasing shape does not fill the bank)
+    assert [c.rules[0]["verdict"] for c in got] == ["allows", "forbids"]
     assert [c.calls[0].arguments["permit_id"] for c in alone] == [1, 1]

@@ -203,48 +203,45 @@ def test_the_planner_hands_over_rows_from_the_whole_table_not_the_examples_first
             assert p.rows(table, 3) == every[:3] and make_planner(env, run).rows(table, -1) == every
 
 
-def test_decide_tasks_stay_under_a_fifth_of_the_rule_bound_ones() -> None:
-    from pipeline.stages.tasks.planner import Chain, decide, decide_fits, next_chain
+def test_decide_tasks_come_in_pairs_under_a_fifth_of_the_rule_bound_ones() -> None:
+    """Single-write decide tasks come in pairs, one whose write the rules allow (the blind writer passes it) and one
+    whose write they forbid (a refusal: doing nothing passes it), and only while a pair keeps each kind under a fifth
+    of the bank's rule-bound tasks: k pairs need more than 3k compound or exception tasks (4 compounds and a pair:
+    each baseline earns 1 of 6). Without 4 compounds in the bank, no decide task at all (issue 40)."""
+    from pipeline.stages.tasks.planner import (
+        Chain,
+        decide,
+        decide_fits,
+        next_chain,
+        refusing,
+        single,
+        unpaired,
+    )
 
-    def chain(shape: str, verdict: str | None) -> Chain:
+    def chain(shape: str, verdict: str | None, n: int = 0) -> Chain:
         rules = [{"id": "r", "verdict": verdict, "tool": "t", "arguments": {}}] if verdict else []
-        return Chain(shape, [ToolCall(tool="t", arguments={"n": shape})], [], [], rules=rules)
+        return Chain(shape, [ToolCall(tool="t", arguments={"n": shape, "k": n})], [], [], rules=rules)
 
-    compound, allowed, plain = chain("compound_rule", "forbids"), chain("create", "allows"), chain("lookup", None)
-    assert decide(allowed) and not decide(compound) and not decide(plain)
-    assert not decide_fits([]) and not decide_fits([compound] * 4) and decide_fits([compound] * 5)
-    assert not decide_fits([compound] * 5 + [allowed])
-    # a decide chain is never the next one while it would bring the share to a fifth; the others are
+    compound, plain = chain("compound_rule", "forbids"), chain("lookup", None)
+    allowed, allowed2 = chain("create", "allows"), chain("create", "allows", 1)
+    refused, refused2 = chain("refuse_rule", "forbids"), chain("refuse_rule", "forbids", 1)
+    assert decide(allowed) and refusing(refused) and not decide(refused) and not refusing(allowed)
+    assert single(allowed) and single(refused) and not single(compound) and not single(plain)
+    for one in (allowed, refused):  # a pair fits beside 4 compounds, not beside 3
+        assert not decide_fits([], one) and not decide_fits([compound] * 3, one) and decide_fits([compound] * 4, one)
+    # the second of a pair always fits; a second pair needs 7 compounds (2 of 11 each)
+    assert decide_fits([compound] * 4 + [allowed], refused) and not decide_fits([compound] * 4 + [allowed], allowed2)
+    assert decide_fits([compound] * 4 + [refused], allowed)
+    assert not decide_fits([compound] * 6 + [allowed, refused], allowed2)
+    assert decide_fits([compound] * 7 + [allowed, refused], allowed2)
+    assert decide_fits([compound] * 7 + [allowed, refused], refused2)  # either kind may start a pair
+    # next_chain: a decide chain that does not fit is never next; with the write tools known, one that starts a
+    # pair (the allowed one first) comes before other chains, one that completes a pair before everything
     assert next_chain([allowed, plain], set(), [compound] * 2) == 2
-    assert next_chain([allowed], set(), [compound] * 2) is None
-    assert next_chain([allowed], set(), [compound] * 5) == 1
-    # a compound chain still to try holds decide tasks back as one in the bank does
-    assert next_chain([allowed, compound], set(), []) == 2
-    assert next_chain([allowed, compound, plain], {2}, [compound]) == 3
-
-
-def test_without_compound_chains_a_governed_tool_still_gets_a_decide_task() -> None:
-    """When neither the bank nor the chains left hold a compound or an exception chain (the plan has none, or none
-    became a task), a governed tool is not left in no task for want of one: decide tasks are taken under a fifth of
-    the bank (at least one), and one more for each governed tool no task uses yet."""
-    from pipeline.stages.tasks.planner import Chain, decide_fits, next_chain
-
-    def chain(shape: str, tool: str, verdict: str | None, n: int = 0) -> Chain:
-        rules = [{"id": "r", "verdict": verdict, "tool": tool, "arguments": {}}] if verdict else []
-        return Chain(shape, [ToolCall(tool=tool, arguments={"n": n})], [], [], rules=rules)
-
-    renew, renew2, fine = chain("create", "renew", "allows"), chain("create", "renew", "allows", 1), \
-        chain("update", "fine", "allows")
-    plain, compound = chain("lookup", "find", None), chain("compound_rule", "renew", "forbids")
-    assert decide_fits([], compound=False, chain=renew)  # at least one
-    assert not decide_fits([renew], compound=False, chain=renew2)  # a second would be half the bank
-    assert decide_fits([renew], compound=False, chain=fine)  # a governed tool no task uses yet
-    assert decide_fits([renew] + [plain] * 8, compound=False, chain=renew2)  # 2 of 10: within a fifth
-    assert not decide_fits([renew] + [plain] * 7, compound=False, chain=renew2)
-    # the plan has no compound chain: the decide chain is taken; a second of the same tool waits for a fifth
-    assert next_chain([renew, plain], set(), []) == 1
-    assert next_chain([renew2, plain], set(), [renew]) == 2
-    assert next_chain([renew2], set(), [renew]) is None
-    assert next_chain([renew2, fine], set(), [renew]) == 2
-    # compound chains were planned but none became a task: the same
-    assert next_chain([compound, renew, plain], {1}, []) == 2
+    assert next_chain([allowed, refused], set(), [compound] * 3) is None
+    assert next_chain([plain, refused, allowed], set(), [compound] * 4, writes={"t"}) == 3
+    assert next_chain([plain, compound, refused], set(), [compound] * 4 + [allowed], writes={"t"}, rule_quota=9) == 3
+    # a pair left half made: its first goes (the last of the more numerous kind first)
+    assert unpaired([compound, allowed, plain, refused]) == []
+    assert unpaired([compound, allowed, plain, allowed2, refused]) == [3]
+    assert unpaired([refused, compound]) == [0]

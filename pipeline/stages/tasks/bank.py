@@ -50,7 +50,7 @@ from pipeline.stages.tasks.code_wording import (
     without,
 )
 from pipeline.stages.tasks.conversation import conversation_form
-from pipeline.stages.tasks.planner import Chain, next_chain, plan_chains, tool_op
+from pipeline.stages.tasks.planner import Chain, next_chain, plan_chains, single, tool_op, unpaired
 from verify.derive import Derivation, derive_verifier, forbidden_calls
 from verify.policy import policy_text
 from verify.proofs import prove
@@ -343,8 +343,13 @@ def _provenance(client: LLMClientProtocol, replies: int, extra: dict[str, Any] |
             "llm_replies": replies, **(extra or {})}
 
 
-def _call_key(calls: Any) -> str:
-    return "calls:" + canonical_json([c.model_dump(mode="json") for c in calls])
+def _call_key(calls: Any, verifier: Any = None) -> str:
+    """The same calls; a refusal's (no table may change, no answer: its calls only read) with what its verifier
+    pins, since a lookup may read the same rows."""
+    key = "calls:" + canonical_json([c.model_dump(mode="json") for c in calls])
+    if verifier is not None and not verifier.mutable_tables and verifier.answer is None:
+        key += " refusal:" + canonical_json(verifier)
+    return key
 
 
 def _effect_key(verifier: Any, calls: Any) -> str:
@@ -371,7 +376,7 @@ def build_and_prove(env: Environment, calls: list[ToolCall], instruction: str, *
                         forbidden=forbidden_calls(rules), implied=implied_args(sources))
     if d.error or d.verifier is None:
         return None, f"replaying the calls failed: {d.error}"
-    if seen is not None and (_call_key(d.calls) in seen or _effect_key(d.verifier, d.calls) in seen):
+    if seen is not None and (_call_key(d.calls, d.verifier) in seen or _effect_key(d.verifier, d.calls) in seen):
         return None, "another task already does exactly this"
     task = make_task(env, d, instruction, answer_field=answer_field, provenance=provenance, chain=chain, extra=extra)
     report = prove(env, task, initial_db=initial_db)
@@ -505,9 +510,9 @@ def generate_tasks(
         while j is not None and need > 0:
             will_try.add(j)
             d = dry_run(j)
-            if not (d.error or d.verifier is None or _call_key(d.calls) in keys or
+            if not (d.error or d.verifier is None or _call_key(d.calls, d.verifier) in keys or
                     _effect_key(d.verifier, d.calls) in keys):
-                keys |= {_call_key(d.calls), _effect_key(d.verifier, d.calls)}
+                keys |= {_call_key(d.calls, d.verifier), _effect_key(d.verifier, d.calls)}
                 need -= 1
                 will_bank.append(chains[j - 1])
                 if j not in sent:
@@ -515,45 +520,58 @@ def generate_tasks(
                     client.prefetch([functools.partial(word, j, True)])
             j = next_chain(chains, will_try, will_bank, writes, rule_quota)
 
-    while len(tasks) < want:
-        i_next = next_chain(chains, tried, bank, writes, rule_quota)
-        if i_next is None or (writes is not None and worded >= budget):
-            break
-        i = i_next
-        chain = chains[i - 1]
-        send_ahead(i)
-        tried.add(i)
-        label = label_of(i)
-        dry = dry_run(i)
-        if dry.error or dry.verifier is None:  # code finds this without asking the LLM for words
-            rejections.append(Rejection(stage=STAGE, item=label, reason=f"the planned calls do not replay: {dry.error}",
-                                        evidence={"calls": [describe_call(c) for c in chain.calls]}))
-            continue
-        if _call_key(dry.calls) in seen or _effect_key(dry.verifier, dry.calls) in seen:
-            continue
-        worded += 1
-        out = word(i, False)
-        replies += out.attempts
-        if out.value is not None:
-            task: Task | None = out.value.model_copy(
-                update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
-        elif plain:  # the plan is proved: write its request from its facts
-            task, why, text = by_template(i, dry, out.attempts)
-            if task is None:
-                rejections.append(Rejection(
-                    stage=STAGE, item=label, reason=f"{out.error or 'no task'}; written by code instead: {why}",
-                    evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages), "template": text,
-                              "calls": [describe_call(c) for c in chain.calls]}))
+    while True:
+        while len(tasks) < want:
+            i_next = next_chain(chains, tried, bank, writes, rule_quota)
+            if i_next is None or (writes is not None and worded >= budget):
+                break
+            i = i_next
+            chain = chains[i - 1]
+            send_ahead(i)
+            tried.add(i)
+            label = label_of(i)
+            dry = dry_run(i)
+            if dry.error or dry.verifier is None:  # code finds this without asking the LLM for words
+                rejections.append(Rejection(stage=STAGE, item=label, reason=f"the planned calls do not replay: {dry.error}",
+                                            evidence={"calls": [describe_call(c) for c in chain.calls]}))
                 continue
-        else:
-            rejections.append(Rejection(stage=STAGE, item=label, reason=out.error or "no task",
-                                        evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages),
-                                                  "calls": [describe_call(c) for c in chain.calls]}))
-            continue
-        assert task is not None
-        seen |= {_call_key(task.reference_solution), _effect_key(task.verifier, task.reference_solution)}
-        tasks.append(task)
-        bank.append(chain)
+            if _call_key(dry.calls, dry.verifier) in seen or _effect_key(dry.verifier, dry.calls) in seen:
+                continue
+            worded += 1
+            out = word(i, False)
+            replies += out.attempts
+            if out.value is not None:
+                task: Task | None = out.value.model_copy(
+                    update={"provenance": {**out.value.provenance, "llm_replies": out.attempts}})
+            elif plain:  # the plan is proved: write its request from its facts
+                task, why, text = by_template(i, dry, out.attempts)
+                if task is None:
+                    rejections.append(Rejection(
+                        stage=STAGE, item=label, reason=f"{out.error or 'no task'}; written by code instead: {why}",
+                        evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages), "template": text,
+                                  "calls": [describe_call(c) for c in chain.calls]}))
+                    continue
+            else:
+                rejections.append(Rejection(stage=STAGE, item=label, reason=out.error or "no task",
+                                            evidence={"replies": out.attempts, "last_reply": _last_reply(out.messages),
+                                                      "calls": [describe_call(c) for c in chain.calls]}))
+                continue
+            assert task is not None
+            seen |= {_call_key(task.reference_solution, task.verifier), _effect_key(task.verifier, task.reference_solution)}
+            tasks.append(task)
+            bank.append(chain)
+        # a pair of single-write decide tasks whose second never became a task: its first goes, and no more are
+        # taken (one kind alone would give the blind writer, or the agent that does nothing, its reward)
+        drop = unpaired(bank)
+        if not drop:
+            break
+        for j in drop:
+            rejections.append(Rejection(stage=STAGE, item=f"task {tasks[j].task_id} ({bank[j].shape})", reason=(
+                "a single-write decide task without its pair (no chain of the other verdict became a task): one kind "
+                "alone gives the blind writer or the agent that does nothing its reward")))
+            del tasks[j], bank[j]
+        tried |= {k for k, ch in enumerate(chains, 1) if single(ch)}
+
     if settings.conversations:  # each task's conversational form, from its plan (the LLM writes the opening)
         tasks = [t.model_copy(update={"metadata": t.metadata.with_values({"conversation": conversation_form(
             env, client, t, c, language=settings.template_language)})}) for t, c in zip(tasks, bank, strict=True)]

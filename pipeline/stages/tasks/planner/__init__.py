@@ -26,7 +26,8 @@ from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate
 from pipeline.stages.tasks.planner.shapes import SHAPES
 
 __all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
-           "natural_keys", "next_chain", "plan_chains", "round_chains", "shuffled_planner", "tool_op"]
+           "natural_keys", "next_chain", "plan_chains", "refusing", "round_chains", "shuffled_planner", "single", "tool_op",
+           "unpaired"]
 
 MAX_PER_SHAPE = 24
 SPREAD_PER_KEY = 2
@@ -160,57 +161,87 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     of the bank uses, else one whose (shape, tool chain, asked column) the bank holds least, then whose
     (shape, tool chain) it holds least, then the first (so the tier mix of the plan's order breaks ties).
     ``rule_quota``: while the bank holds fewer rule-bound chains, those come first (a compound request of an
-    allowed and a forbidden write, or an exception, before a decide task). A decide task (:func:`decide`) is taken
-    only while the bank's decide tasks stay under :data:`DECIDE_SHARE` of its rule-bound ones (:func:`decide_fits`):
-    an agent that writes whatever it is asked passes each of them, one that does nothing passes none of the
-    others. When neither the bank nor the chains left hold a compound or an exception chain (the plan has none, or
-    none of them became a task), decide tasks are taken under :data:`DECIDE_SHARE` of the bank instead, at least
-    one, and one for each governed tool no task uses yet: a governed tool is in no task only for want of a chain."""
-    compound = any(ch.shape in RULED for ch in bank) or any(
-        i not in tried and ch.shape in RULED for i, ch in enumerate(chains, 1))
+    allowed and a forbidden write, or an exception). Single-write decide tasks come in pairs, one whose write the
+    rules allow (:func:`decide`) and one whose write they forbid (:func:`refusing`), and only while a pair keeps
+    both under :data:`DECIDE_SHARE` of the bank's rule-bound tasks (:func:`decide_fits`): an agent that writes
+    whatever it is asked passes the first, one that does nothing the second, and neither passes a compound or an
+    exception. A decide task that completes a pair comes first of all; one that starts a pair (the allowed one
+    first) before chains that are not rule-bound once the quota is met; among them, one that does a single write
+    first (a compound of two allowed writes is a decide task too, which the blind writer passes as well)."""
     left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
-        decide(chains[i - 1]) and not decide_fits(bank, compound, chains[i - 1]))]
+        single(chains[i - 1]) and not decide_fits(bank, chains[i - 1]))]
     if writes is None or not left:
         return left[0] if left else None
     uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
     keys = Counter(ch.spread_key for ch in bank)
     pairs = Counter(ch.spread_key[:2] for ch in bank)
     short = sum(1 for ch in bank if ch.rules) < rule_quota
+    allowed, refused = sum(1 for ch in bank if decide(ch)), sum(1 for ch in bank if refusing(ch))
 
-    def rank(i: int) -> tuple[int, bool, int, int, int]:
+    def lead(ch: Chain) -> int:
+        if single(ch) and (allowed < refused if decide(ch) else refused < allowed):
+            return 0  # completes a pair
+        if short:
+            return 1 if ch.shape in RULED else 2 if ch.rules else 3
+        return 1 if decide(ch) else 2 if refusing(ch) else 3
+
+    def rank(i: int) -> tuple[int, int, bool, int, int, int]:
         ch = chains[i - 1]
-        ruled = 0 if not short else 0 if ch.shape in RULED else 1 if ch.rules else 2
-        return (ruled, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key], pairs[ch.spread_key[:2]], i)
+        done = sum(1 for c in ch.calls if c.tool in writes) if single(ch) else 0  # a decide of one write first
+        return (lead(ch), done, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key],
+                pairs[ch.spread_key[:2]], i)
 
     return min(left, key=rank)
 
 
 DECIDE_SHARE = 0.2
-"""The decide tasks' share of a bank's rule-bound tasks stays below this: a blind writer earns less."""
+"""A bank's allowed decide tasks, and its refusals, each stay below this share of its rule-bound tasks: the blind
+writer earns the first, the agent that does nothing the second."""
 
 
 RULED = ("compound_rule", "exception")
 """The rule-bound shapes a blind writer fails (and one that does nothing)."""
 
+REFUSAL = "refuse_rule"
+"""A single write the rules forbid, asked for alone (``rules.refusals``): the agent that does nothing passes it."""
+
 
 def decide(ch: Chain) -> bool:
     """A rule-bound chain whose every governed write the rules allow: a blind writer passes it."""
-    return bool(ch.rules) and ch.shape not in RULED
+    return bool(ch.rules) and ch.shape not in RULED and ch.shape != REFUSAL
 
 
-def decide_fits(bank: Sequence[Chain], compound: bool = True, chain: Chain | None = None) -> bool:
-    """Whether one more decide task (``chain``) fits a bank that holds ``bank``. With ``compound`` (the bank or the
-    plan has compound or exception chains): while it keeps the bank's decide tasks under :data:`DECIDE_SHARE` of its
-    rule-bound tasks (counting the new one). Without: while the bank's decide tasks, the new one counted, stay
-    within :data:`DECIDE_SHARE` of the bank's tasks (at least one may), or when ``chain`` writes with a governed
-    tool no task of the bank uses (a governed tool is then in a task, though no compound chain holds it)."""
-    decided = sum(1 for ch in bank if decide(ch)) + 1
-    if compound:
-        return decided < DECIDE_SHARE * (sum(1 for ch in bank if ch.rules) + 1)
-    used = {c.tool for ch in bank for c in ch.calls}
-    if chain is not None and {str(v.get("tool", "")) for v in chain.rules} - used:
+def refusing(ch: Chain) -> bool:
+    """A refusal: a single write the rules forbid asked for alone; its gold is the state it starts from."""
+    return ch.shape == REFUSAL
+
+
+def single(ch: Chain) -> bool:
+    """A single-write decide task: allowed (:func:`decide`) or refused (:func:`refusing`)."""
+    return decide(ch) or refusing(ch)
+
+
+def unpaired(bank: Sequence[Chain]) -> list[int]:
+    """The 0-based places in ``bank`` of the single-write decide tasks of the more numerous kind beyond the other
+    kind's count, the last ones first (a pair whose second task no chain gave)."""
+    allowed = [j for j, ch in enumerate(bank) if decide(ch)]
+    refused = [j for j, ch in enumerate(bank) if refusing(ch)]
+    more, fewer = (allowed, refused) if len(allowed) > len(refused) else (refused, allowed)
+    return sorted(more[len(fewer):], reverse=True)
+
+
+def decide_fits(bank: Sequence[Chain], chain: Chain) -> bool:
+    """Whether one more single-write decide task (``chain``: allowed or refused) fits a bank that holds ``bank``:
+    when it completes a pair (its kind is the fewer in the bank), or when the bank holds as many of each and one
+    more pair keeps each kind under :data:`DECIDE_SHARE` of the rule-bound tasks, the compound and exception tasks
+    banked counted (k pairs and c of them: k < (c + 2k) / 5, that is 3k < c; 4 compounds hold one pair, each
+    baseline then earning 1 of 6). A bank with fewer than 4 compound or exception tasks takes no decide task."""
+    held = sum(1 for ch in bank if ch.shape in RULED)
+    allowed, refused = sum(1 for ch in bank if decide(ch)), sum(1 for ch in bank if refusing(ch))
+    mine, other = (refused, allowed) if refusing(chain) else (allowed, refused)
+    if mine < other:
         return True
-    return decided <= max(1.0, DECIDE_SHARE * (len(bank) + 1))
+    return mine == other and (mine + 1) < DECIDE_SHARE * (held + 2 * (mine + 1))
 
 
 def _round_robin(groups: list[list[Chain]], k: int, taken: list[Chain]) -> list[Chain]:

@@ -17,7 +17,9 @@ call of the same chain (an id found by a lookup, the id a create returned). Shap
 * ``compound``      — two independent goals in one request, each with its own lookups (width);
 * ``compound_rule`` — an allowed and a forbidden write of the environment's rules in one request (with
   ``[stages.tasks] rule_tasks``, which also judges every other chain by the rules: see ``rules``);
-* ``exception``     — a forbidden write asked for, whose rule names an alternative: the reference does that instead.
+* ``exception``     — a forbidden write asked for, whose rule names an alternative: the reference does that instead;
+* ``refuse_rule``   — a forbidden write asked for alone, with no alternative: the reference reads its evidence and
+  writes nothing (a refusal; a bank pairs it with a decide task whose write is allowed).
 
 Tiers: 1 = one call; 2 = two or three calls in sequence; 3 = four or more calls, or a decision or an
 aggregate over what was read.
@@ -138,7 +140,12 @@ class Chain:
         return out
 
     def signature(self) -> str:
-        return self.shape + ":" + "|".join(f"{c.tool}{sorted(c.arguments.items())}" for c in self.calls)
+        """The shape and the calls; for a chain whose reference only reads (a refusal), the writes it is asked for
+        too (two refusals may read the same rows)."""
+        sig = self.shape + ":" + "|".join(f"{c.tool}{sorted(c.arguments.items())}" for c in self.calls)
+        if self.shape == "refuse_rule":
+            sig += "!" + "|".join(f"{r['tool']}{sorted(r['arguments'].items())}" for r in self.rules)
+        return sig
 
 
 def rotate(rows: list[Any], k: int) -> list[Any]:

@@ -21,8 +21,13 @@ A forbidden write need not move a row forward (``shapes.refused_writes``: the st
 an earlier one): a state guard forbids exactly the writes a forward-only planner never asks for. Only those a rule
 forbids are kept; an allowed write moves forward only.
 
-A request for the forbidden write alone with no alternative would have the initial state as its gold, which doing
-nothing also reaches; the proofs refuse such tasks, so it only comes inside a compound or as an exception. A chain's ``rules``: per governed write
+* ``refuse_rule``: the forbidden write asked for alone, whose rules offer no alternative (:func:`refusals`): the
+  reference reads its evidence and writes nothing, so its gold is the initial state, which doing nothing also
+  reaches; the write must change a row, which the verifier pins, so a blind writer fails. The bank takes one only
+  paired with a decide task whose write is allowed, and only while the pairs keep both baselines under a fifth of
+  the rule-bound tasks (``planner.decide_fits``).
+
+A chain's ``rules``: per governed write
 asked for, the id of each rule governing it, whether the rule ``allows`` or ``forbids`` it, and the write (tool
 and arguments; the forbidden one is in no reference, adversarial checks can replay it).
 """
@@ -182,28 +187,95 @@ def touches(ch: Chain) -> tuple[Any, ...]:
 
 def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
     """An allowed write and a forbidden one in the same request, on other rows (:func:`touches`: two creates for
-    other parents are on other rows too): as partner, an allowed write no earlier compound chain of this planner
-    took, then the same tool first, else any (a partner taken twice makes the same change twice: one task)."""
+    other parents are on other rows too), in shapes that vary (issue 40: the library's four were one phrasing, "mark
+    X as returned. Mark Y as pending."): as partner, an allowed write (a governed one the rules allow, or one of a
+    tool no rule governs: :func:`_plain_writes`) no earlier compound chain of this planner took, then one whose tool chain (its reads and its write) and whose (partner tool, forbidden tool) pair earlier
+    compounds used least (a partner taken twice makes the same change twice: one task); and every other compound
+    asks for the forbidden write first (its evidence read first, then the allowed write done)."""
     found = list(_governed_writes(p, seed))
-    allowed = [ch for ch, forbid in found if not forbid]
+    allowed = [ch for ch, forbid in found if not forbid] + _plain_writes(p, seed)
     used: set[str] = p.memo.setdefault(("compound_partners",), set())
+    chains_used: dict[tuple[str, ...], int] = p.memo.setdefault(("compound_chains",), {})
+    pairs_used: dict[tuple[str, str], int] = p.memo.setdefault(("compound_pairs",), {})
     for b, forbid in ((ch, f) for ch, f in found if f):
         tool = b.calls[-1].tool
-        mates = sorted(allowed, key=lambda a: (a.signature() in used, a.calls[-1].tool != tool))
+
+        def rank(a: Chain, tool: str = tool) -> tuple[bool, int, int]:
+            calls = tuple(c.tool for c in a.calls)
+            return a.signature() in used, chains_used.get(calls, 0), pairs_used.get((a.calls[-1].tool, tool), 0)
+
+        mates = sorted(allowed, key=rank)
         a = next((a for a in mates if a.calls[-1].arguments != b.calls[-1].arguments and touches(a) != touches(b)
                   and _still_forbidden(p, a, b)), None)
         if a is None:
             continue
         used.add(a.signature())
-        n = len(a.calls)
-        evidence = b.calls[:-1]
-        yield Chain("compound_rule", a.calls + evidence,
-                    a.facts + ["In the same message, also: " + b.facts[0]],
-                    must_state=a.must_state + [v for v in b.must_state if v not in a.must_state],
-                    hidden=a.hidden + b.hidden,
-                    sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources[:-1]],
-                    goals=a.goals + [_said(p, b)],
-                    rules=_verdicts(p.env, a.calls[-1], []) + _verdicts(p.env, b.calls[-1], forbid))
+        made = sum(pairs_used.values())
+        calls = tuple(c.tool for c in a.calls)
+        chains_used[calls] = chains_used.get(calls, 0) + 1
+        pairs_used[(a.calls[-1].tool, tool)] = pairs_used.get((a.calls[-1].tool, tool), 0) + 1
+        yield _compound(p, a, b, forbid, refused_first=made % 2 == 1)
+
+
+def _plain_writes(p: Planner, seed: int) -> list[Chain]:
+    """Single writes of tools no rule governs (:func:`~pipeline.stages.tasks.planner.shapes.writes` over the seeds the
+    governed writes use, at most :data:`MAX_PER_TOOL` a tool): a compound's allowed write need not be governed ("add
+    the member X, and set the returned loan of Y back to pending"), so a policy with one governed tool still gives
+    compounds of more than one tool."""
+    key = ("plain_writes", seed)
+    if key not in p.memo:
+        seen: set[str] = set()
+        per_tool: dict[str, int] = {}
+        out: list[Chain] = []
+        for s in range(seed, seed + SEEDS):
+            for ch in writes(p, s):
+                tool = ch.calls[-1].tool
+                if governing(p, tool) or ch.signature() in seen or per_tool.get(tool, 0) >= MAX_PER_TOOL:
+                    continue
+                seen.add(ch.signature())
+                per_tool[tool] = per_tool.get(tool, 0) + 1
+                out.append(ch)
+        p.memo[key] = out
+    return list(p.memo[key])
+
+
+def _compound(p: Planner, a: Chain, b: Chain, forbid: list[Rule], refused_first: bool) -> Chain:
+    """The compound of the allowed write ``a`` and the forbidden ``b``: the reference does ``a``'s calls and ``b``'s
+    lookups (its evidence), never ``b``'s write; ``refused_first``: the request asks for ``b`` first, and its evidence
+    is read before ``a``'s calls."""
+    evidence = b.calls[:-1]
+    said = _said(p, b)
+    also = "In the same message, also: "
+    if refused_first:
+        n = len(evidence)
+        return Chain("compound_rule", evidence + a.calls, [b.facts[0], also + a.facts[0]],
+                     must_state=b.must_state + [v for v in a.must_state if v not in b.must_state],
+                     hidden=b.hidden + a.hidden,
+                     sources=b.sources[:-1] + [{k: _shift(v, n) for k, v in src.items()} for src in a.sources],
+                     goals=[said, *a.goals], rules=_verdicts(p.env, b.calls[-1], forbid) + _verdicts(p.env, a.calls[-1], []))
+    n = len(a.calls)
+    return Chain("compound_rule", a.calls + evidence, a.facts + [also + b.facts[0]],
+                 must_state=a.must_state + [v for v in b.must_state if v not in a.must_state],
+                 hidden=a.hidden + b.hidden,
+                 sources=a.sources + [{k: _shift(v, n) for k, v in src.items()} for src in b.sources[:-1]],
+                 goals=a.goals + [said], rules=_verdicts(p.env, a.calls[-1], []) + _verdicts(p.env, b.calls[-1], forbid))
+
+
+def refusals(p: Planner, seed: int) -> Iterator[Chain]:
+    """A write the rules forbid asked for alone, whose forbidding rules offer no alternative (that is an
+    ``exception``): the reference reads its evidence (the write's lookups; a write with none is left out: the agent
+    reads before it decides) and does nothing else, so the gold is the state the task starts from. Kept only where
+    the write would work but for the rules and change a row (:func:`_still_forbidden` with nothing done before):
+    doing it then fails the goals that pin that row, and a blind writer fails. Doing nothing passes, so the bank
+    pairs each with an allowed decide task (``planner.decide_fits``)."""
+    nothing = Chain("refuse_rule", [], [], [])
+    for b, forbid in _governed_writes(p, seed):
+        if not forbid or any(r.alternative is not None for r in forbid) or not b.calls[:-1]:
+            continue
+        if not _still_forbidden(p, nothing, b):
+            continue
+        yield Chain("refuse_rule", b.calls[:-1], list(b.facts), must_state=list(b.must_state), hidden=list(b.hidden),
+                    sources=b.sources[:-1], goals=[_said(p, b)], rules=_verdicts(p.env, b.calls[-1], forbid))
 
 
 def exceptions(p: Planner, seed: int) -> Iterator[Chain]:
@@ -240,4 +312,5 @@ def decide_rules(p: Planner, seed: int) -> Iterator[Chain]:
             yield replace(ch, rules=_verdicts(p.env, ch.calls[-1], []))
 
 
-RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules, "decide_rule": decide_rules, "exception": exceptions}
+RULE_SHAPES: dict[str, Any] = {"compound_rule": compound_rules, "decide_rule": decide_rules, "exception": exceptions,
+                               "refuse_rule": refusals}
