@@ -25,7 +25,7 @@ Every ``expect`` is computed by running the assertion on the reference's final s
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,9 +296,39 @@ def forbidden_calls(rules: Sequence[dict[str, Any]]) -> list[ToolCall]:
 
 def is_refusal(verifier: Verifier, rules: Sequence[dict[str, Any]]) -> bool:
     """Whether a task is a refusal: its request asks only for writes the policy forbids, so its gold is the state
-    it starts from (no table may change, no answer), which doing nothing also reaches; the forbidden write changes
-    what its goals pin, so doing what was asked fails (the proofs' ``blind``)."""
-    return not verifier.mutable_tables and verifier.answer is None and bool(forbidden_calls(rules))
+    it starts from (no table may change) and a reply that says why (its ``answer``: the value the forbidding rule
+    checks, as the row holds it, :func:`refusal_reason`). Doing nothing keeps the state but says nothing, so it
+    fails; the forbidden write changes what its goals pin, so doing what was asked fails too (the proofs'
+    ``blind``)."""
+    return not verifier.mutable_tables and bool(forbidden_calls(rules))
+
+
+_LITERAL = re.compile(r"'((?:[^']|'')*)'")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def refusal_reason(env: Environment, responses: Sequence[dict[str, Any]], forbidden: Sequence[ToolCall]
+                   ) -> str | None:
+    """Why a refusal refuses, as a value its reply must name: a text value the reference's reads returned (the
+    evidence) that a rule governing a forbidden write compares with in its condition (a quoted literal of its SQL:
+    the loan's status 'returned' for "a returned loan may no longer be changed"). None unless exactly one such
+    value: a refusal whose reason the evidence does not show is not planned. Read from the rule's SQL and the rows,
+    so it holds in any language; the policy tells the agent to refuse a request that breaks a rule and say why."""
+    tools = {f.tool for f in forbidden}
+    literals = {m.replace("''", "'") for r in env.rules if tools & set(r.tools)
+                for m in _LITERAL.findall(r.condition)}
+    found = sorted({v for r in responses for v in _strings(r.get("result")) if v in literals})
+    return found[0] if len(found) == 1 else None
 
 
 def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: tuple[ToolCall, ...],
@@ -315,6 +345,10 @@ def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: t
     if not extra:
         return Derivation(calls, responses, (), None, "the forbidden writes would change nothing: refusing them "
                           "leaves the state doing them leaves")
+    reason = refusal_reason(env, responses, forbidden)
+    if reason is None:
+        return Derivation(calls, responses, (), None, "a refusal needs the reason its reply must give: no one value "
+                          "the reference read is one its forbidding rule checks")
     conn, out, counted = run.inst.conn, [], set()
     for c in extra:
         info = run.infos[c.table]
@@ -332,7 +366,14 @@ def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: t
         what = (f"{c.table} row {list(c.key)} keeps {', '.join(cols)} (the change asked for is refused)" if cols
                 else f"{c.table} row {list(c.key)} stays (its deletion is refused)")
         out.append(Assertion(sql=sql, expect=query_value(conn, sql), description=what))
-    return Derivation(calls, responses, (), Verifier(assertions=out, mutable_tables=[], answer=None), None)
+    stated = sorted({v for f in forbidden for v in _strings(f.arguments)}
+                    | {v for c in calls for v in _strings(c.arguments)})
+    listed = [[str(x) for x in p.enum] for t in env.tools for p in t.params if p.enum and reason in map(str, p.enum)]
+    others = sorted({v for r in env.rules if {f.tool for f in forbidden} & set(r.tools)
+                     for v in (m.replace("''", "'") for m in _LITERAL.findall(r.condition))}
+                    | {v for values in listed for v in values} - {reason, *stated})
+    answer = {"type": "text", "value": reason, "stated": stated, **({"others": others} if others else {})}
+    return Derivation(calls, responses, (), Verifier(assertions=out, mutable_tables=[], answer=answer), None)
 
 
 def _forbidden_gates(env: Environment, initial_db: str | Path | None, d: _Deriver, calls: list[ToolCall],

@@ -19,11 +19,11 @@ it judges) also meets an adversarial panel (:func:`rule_panel`):
 * ``blind`` (a task with a forbidden write): "do everything the request asks without reading anything": the
   reference's writes and the forbidden ones, and no read, fails.
 
-A refusal (``verify.derive.is_refusal``: the request asks only for a write the policy forbids) has the initial state
-as its gold: for it ``initial_state`` and ``no_op`` hold when the verifier passes there, and ``blind`` is what shows
-the verifier is not trivially satisfied (the forbidden write changes a row its goals pin). A bank pairs each with a
-decide task whose write is allowed (``pipeline.stages.tasks.planner.decide_fits``): an agent that does nothing
-passes the one, a blind writer the other.
+A refusal (``verify.derive.is_refusal``: the request asks only for a write the policy forbids) keeps the initial
+state as its gold and its reply says why (the answer: the value the forbidding rule checks, as the evidence read
+shows it, ``verify.derive.refusal_reason``): ``initial_state`` and ``no_op`` (which keep the state but give no
+reason) must fail, and ``blind`` (the forbidden write done) fails on the row its goals pin. A bank pairs each with a
+decide task whose write is allowed (``pipeline.stages.tasks.planner.decide_fits``): a blind writer passes that one.
 
 A destructive trajectory whose writes all bounce off guards changes nothing beyond the reference;
 that proof is then vacuous (recorded as such, not as a failure).
@@ -101,9 +101,8 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         ok, detail = not ev.passed, "initial state fails the verifier: " + ev.summary()
         if ev.passed:
             detail = "the verifier already holds on the initial state (the task asks for nothing)"
-        if refusal:  # its gold is the initial state; ``blind`` (the forbidden write done) must fail instead
-            ok, detail = ev.passed, ("a refusal: the initial state is its gold" if ev.passed else
-                                     "a refusal whose initial state fails the verifier: " + ev.summary())
+        if refusal and not ev.passed:  # its state is the initial one: the reason its reply gives is what fails
+            detail = "a refusal: the initial state without the reason fails the verifier: " + ev.summary()
         results.append(ProofResult(name="initial_state", ok=ok, detail=detail))
 
     reads = [c for c in ref_calls if _kind(env, c.tool) == "read"]
@@ -111,10 +110,11 @@ def prove(env: Environment, task: Task, *, initial_db: str | Path | None = None)
         play(run, reads, stop_on_error=False, changes=False)
         ev = evaluate(v, run.inst.conn, initial=run.initial, answer="I could not complete the task.", infos=run.infos,
                       written=run.written)
-        no_op_ok = ev.passed if refusal else ev.partial == 0.0
+        no_op_ok = not ev.passed if refusal else ev.partial == 0.0
         detail = ("a read-only trajectory earns reward" if ev.partial else "read-only trajectory scores 0: " + ev.summary())
-        if refusal:
-            detail = "a refusal: reading and refusing is its gold" if ev.passed else "a refusal: " + detail
+        if refusal:  # reading keeps the state it pins; a reply that does not say why still fails
+            detail = ("a refusal: reading and replying without the reason passes" if ev.passed else
+                      "a refusal: reading and replying without the reason fails: " + ev.summary())
         results.append(ProofResult(
             name="no_op", ok=no_op_ok, detail=detail,
             evidence={"calls": [describe_call(c) for c in reads], "partial": ev.partial},

@@ -6,9 +6,10 @@ initial state, with the reward the bundle vendors (``pipeline/runtime/reward.py`
 
 * ``reference``: the reference solution, ended by the reply the transcripts end with
   (:func:`pipeline.export.common.final_reply`), scores the maximum (1.0);
-* ``do_nothing``: the initial state with no answer scores the floor (0.0); for a refusal
-  (:func:`verify.derive.is_refusal`: the request asks only for a write the policy forbids) it scores 1.0, its gold,
-  and the read-only member of the panel is left out (``blind``, the forbidden write done, must fail);
+* ``do_nothing``: the initial state with no answer scores the floor (0.0); a refusal
+  (:func:`verify.derive.is_refusal`: the request asks only for a write the policy forbids) too: its gold keeps the
+  initial state and its reply says why (the value the forbidding rule checks), and ``blind``, the forbidden write
+  done, must fail;
 * ``panel``: the adversarial panel scores the floor, each trajectory failing the verifier: a read-only trajectory
   (the reference's reads and a reply that gives up, scored 0.0 by the bundle's all-or-nothing reward) and the
   adversaries of :func:`verify.proofs.prove`: a perturbed answer (questions), broad writes through every write tool
@@ -39,7 +40,6 @@ from pipeline.export.common import ExportError, final_reply, write_json
 from pipeline.ir import Task
 from pipeline.runtime import EnvInstance, reward
 from pipeline.runtime.database import EnvDirError, build_database
-from verify.derive import is_refusal
 from verify.proofs import prove
 
 AUDIT_FILE = "audit.json"
@@ -107,19 +107,12 @@ def audit_task(ce: CatalogEnv, task: Task, db: Path) -> dict[str, Any]:
         ref = reward.score(verifier, inst.conn, initial=initial, answer=final_reply(ce, task))
     checks["reference"] = {"ok": failed is None and ref.reward == 1.0, "reward": ref.reward,
                            "detail": failed or ("; ".join(ref.failures) if ref.failures else "scores 1.0")}
-    refusal = is_refusal(task.verifier, task.metadata.get("rules") or [])
-    if refusal:  # its gold is the state it starts from: doing nothing is refusing (``blind`` must fail instead)
-        checks["do_nothing"] = {"ok": nothing.reward == 1.0, "reward": nothing.reward,
-                                "detail": "a refusal: doing nothing is its gold, scores 1.0" if nothing.reward == 1.0
-                                else "a refusal whose initial state does not score 1.0"}
-    else:
-        checks["do_nothing"] = {"ok": nothing.reward == 0.0, "reward": nothing.reward,
-                                "detail": "scores 0.0" if nothing.reward == 0.0 else "doing nothing scores above the floor"}
+    checks["do_nothing"] = {"ok": nothing.reward == 0.0, "reward": nothing.reward,
+                            "detail": "scores 0.0" if nothing.reward == 0.0 else "doing nothing scores above the floor"}
     report = prove(ce.env, task, initial_db=db)
     members: list[tuple[str, bool, str]] = [(r.name, r.ok, r.detail) for r in report.results
                                              if r.name in PANEL and r.name != "no_op"]
-    if not refusal:
-        members.insert(0, _read_only(ce, task, db, verifier))
+    members.insert(0, _read_only(ce, task, db, verifier))
     beaten = [(name, detail) for name, ok, detail in members if not ok]
     checks["panel"] = {"ok": not beaten, "members": [name for name, _, _ in members],
                        "detail": "; ".join(f"{name}: {detail}" for name, detail in beaten) or

@@ -181,7 +181,8 @@ def refusals(ce: CatalogEnv, task: Task) -> list[dict[str, Any]]:
 def final_reply(ce: CatalogEnv, task: Task) -> str:
     """The reply a reference transcript ends with: for a task whose request the policy refuses in part, what was
     done (the reference's writes, as calls) and what was not, each refused write with its rule's own message; else
-    the reply stating the expected answer (:func:`reference_reply`), or :data:`FINAL_REPLY`. A question's reply
+    the reply stating the expected answer (:func:`reference_reply`), or :data:`FINAL_REPLY`. A refusal's reply is its
+    rule's message alone where that names the reason its answer asks for. A question's reply
     keeps its answer first and names the refused tools without their arguments (whose numbers would be read as
     answers)."""
     answer = reference_reply(task.verifier.model_dump(mode="json"))
@@ -189,6 +190,10 @@ def final_reply(ce: CatalogEnv, task: Task) -> str:
     if not refused:
         return answer or FINAL_REPLY
     kinds = {t.name: t.kind for t in ce.env.tools}
+    if answer is not None and not task.verifier.mutable_tables:  # a refusal: its rule's message says why
+        said = "\n".join(f"Not done: {_call_text(r['tool'], None)}: {r['message']}" for r in refused)
+        if reward.check_answer(task.verifier.answer, said)[0]:
+            return said
     lines = [answer] if answer else []
     if answer is None:
         done = [_call_text(c.tool, c.arguments) for c in task.reference_solution if kinds.get(c.tool) == "write"]

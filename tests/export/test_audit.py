@@ -81,8 +81,9 @@ def test_an_initial_db_that_is_not_the_seed_rows_is_caught(tmp_path):
 
 
 def test_a_refusal_is_audited_against_its_own_gold(tmp_path):
-    """A refusal (a write the policy forbids asked for alone, issue 40): doing nothing is its gold and scores 1.0, the
-    read-only member is left out of the panel, and ``blind`` (the forbidden write done) is in it and fails."""
+    """A refusal (a write the policy forbids asked for alone, issue 40): its gold keeps the initial state and its
+    reply says why, so the reference (ending with the rule's message) scores 1.0, doing nothing and the read-only
+    member score the floor, and ``blind`` (the forbidden write done) is in the panel and fails."""
     from pipeline.export.audit import audit_task
     from tests.verify.test_tester_rules_bank import brewery_rule_bank
 
@@ -95,7 +96,7 @@ def test_a_refusal_is_audited_against_its_own_gold(tmp_path):
     got = audit_task(ce, refusal, ce.path / "initial.db")
     checks = got["checks"]
     assert got["ok"], checks
-    assert checks["do_nothing"]["reward"] == 1.0 and checks["reference"]["reward"] == 1.0
-    assert "no_op" not in checks["panel"]["members"] and "blind" in checks["panel"]["members"]
+    assert checks["do_nothing"]["reward"] == 0.0 and checks["reference"]["reward"] == 1.0
+    assert checks["panel"]["members"][0] == "no_op" and "blind" in checks["panel"]["members"]
     other = audit_task(ce, allowed, ce.path / "initial.db")["checks"]  # its pair: doing nothing is the floor
     assert other["do_nothing"]["reward"] == 0.0 and other["panel"]["members"][0] == "no_op"

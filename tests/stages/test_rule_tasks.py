@@ -19,6 +19,7 @@ from pipeline.stages.tasks.planner import plan_chains
 from pipeline.stages.tasks.planner.rules import forbidding, governing
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
+from verify.evaluate import render_answer
 
 TIERS = {1: 0.3, 2: 0.4, 3: 0.3}
 
@@ -27,11 +28,12 @@ def ruled(make) -> ir.Environment:
     return make_policy(make(), fake_client([{"rules": []}] * 9), BuildSettings(policy=True)).value
 
 
-def score(task: ir.Task, calls: list[ir.ToolCall]) -> float:
+def score(task: ir.Task, calls: list[ir.ToolCall], answer: str | None = None) -> float:
     with fresh(ruled_envs[task.env_id]) as run:
         play(run, calls)
         assert run.error is None, run.error
-        return reward.score(task.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial).reward
+        return reward.score(task.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial,
+                            answer=answer).reward
 
 
 ruled_envs: dict[str, ir.Environment] = {}
@@ -116,12 +118,13 @@ def test_bank_of_rule_bound_tasks_and_their_rewards(make) -> None:
     for t in bound:
         ids = {r.id for r in env.rules}
         assert {r["id"] for r in t.metadata["rules"]} <= ids
-        assert score(t, list(t.reference_solution)) == 1.0
+        given = render_answer(t.verifier.answer) if t.verifier.answer is not None else None
+        assert score(t, list(t.reference_solution), given) == 1.0
         forbidden = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
                      if r["verdict"] == "forbids"]
-        if t.metadata["shape"] == "refuse_rule":  # a refusal: the gold is the start; the forbidden write breaks it
-            assert forbidden and score(t, []) == 1.0 and score(t, forbidden[:1]) == 0.0
-            assert not t.verifier.mutable_tables
+        if t.metadata["shape"] == "refuse_rule":  # a refusal: the gold keeps the start and says why (its answer)
+            assert forbidden and score(t, []) == 0.0 and score(t, [], given) == 1.0
+            assert score(t, forbidden[:1], given) == 0.0 and not t.verifier.mutable_tables
             continue
         if t.metadata["shape"] != "compound_rule":  # decide: the governed write is allowed, and is the gold
             assert forbidden == [] and score(t, []) == 0.0

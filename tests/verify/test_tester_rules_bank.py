@@ -14,6 +14,7 @@ from pipeline.runtime.replay import fresh, play
 from pipeline.stages.policy.house_rules import make_policy
 from pipeline.stages.tasks.bank import generate_tasks
 from tests.fixtures.brewery import brewery_env
+from verify.derive import refusal_reason
 
 SINGLE = ("allowed", "refused")
 
@@ -52,21 +53,30 @@ def test_the_brewery_bank_keeps_a_decide_pair_and_no_baseline_earns_a_fifth() ->
     assert len(decides) == 2 and kinds[1] == "refuse_rule" and kinds[0] != "refuse_rule", kinds
     allowed, refused = decides
 
-    def score(t: ir.Task, calls: list[ir.ToolCall]) -> float:
+    def score(t: ir.Task, calls: list[ir.ToolCall], answer: str | None = None) -> float:
         with fresh(env) as run:
             play(run, calls)
             assert run.error is None, run.error
-            return reward.score(t.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial).reward
+            return reward.score(t.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial,
+                                answer=answer).reward
 
     def asked(t: ir.Task) -> list[ir.ToolCall]:
         return [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
                 if r["verdict"] == "forbids"]
 
     # the pair: the allowed write is the gold, and doing nothing fails it; the refused one changes a row the
-    # verifier pins, so the blind writer fails it, and doing nothing (or reading) is its gold
+    # verifier pins, so the blind writer fails it, and its gold keeps the state and says why (the value its rule
+    # checks, as the reference read it): doing nothing, or reading and not saying why, fails it too
+    with fresh(env) as run:
+        play(run, list(refused.reference_solution))
+        reason = refusal_reason(env, [r.response for r in run.records], asked(refused))
+    assert reason is not None and refused.verifier.answer is not None
+    assert refused.verifier.answer["value"] == reason
     assert score(allowed, list(allowed.reference_solution)) == 1.0 and score(allowed, []) == 0.0
-    assert score(refused, list(refused.reference_solution)) == 1.0 and score(refused, []) == 1.0
-    assert score(refused, asked(refused)) == 0.0 and refused.verifier.mutable_tables == []
+    assert score(refused, list(refused.reference_solution), f"I cannot: it is {reason}.") == 1.0
+    assert score(refused, list(refused.reference_solution), "I cannot do that.") == 0.0
+    assert score(refused, []) == 0.0
+    assert score(refused, asked(refused), f"Done; it was {reason}.") == 0.0 and refused.verifier.mutable_tables == []
     assert asked(allowed) == [] and len(asked(refused)) == 1
     # the blind writer (the reference's writes and the forbidden write asked for, no read) and do-nothing
     blind, idle = [], []
@@ -77,5 +87,5 @@ def test_the_brewery_bank_keeps_a_decide_pair_and_no_baseline_earns_a_fifth() ->
         idle.append(score(t, []))
     shapes = [t.metadata["shape"] for t in bound]
     assert sum(blind) < 0.2 * len(bound) and sum(idle) < 0.2 * len(bound), (shapes, blind, idle)
-    assert sum(blind) >= 1 and sum(idle) >= 1  # the pair: each baseline passes exactly its own kind
+    assert sum(blind) >= 1 and sum(idle) == 0  # the blind writer passes the allowed decide; doing nothing, none
     assert shapes.count("compound_rule") + shapes.count("exception") >= 4, shapes

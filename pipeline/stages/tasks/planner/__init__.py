@@ -203,7 +203,8 @@ RULED = ("compound_rule", "exception")
 """The rule-bound shapes a blind writer fails (and one that does nothing)."""
 
 REFUSAL = "refuse_rule"
-"""A single write the rules forbid, asked for alone (``rules.refusals``): the agent that does nothing passes it."""
+"""A single write the rules forbid, asked for alone (``rules.refusals``): its gold keeps the state and says why (the
+value its rule checks), so neither the agent that does nothing nor a blind writer passes it."""
 
 
 def decide(ch: Chain) -> bool:

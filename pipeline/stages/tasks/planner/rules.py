@@ -266,8 +266,9 @@ def refusals(p: Planner, seed: int) -> Iterator[Chain]:
     ``exception``): the reference reads its evidence (the write's lookups; a write with none is left out: the agent
     reads before it decides) and does nothing else, so the gold is the state the task starts from. Kept only where
     the write would work but for the rules and change a row (:func:`_still_forbidden` with nothing done before):
-    doing it then fails the goals that pin that row, and a blind writer fails. Doing nothing passes, so the bank
-    pairs each with an allowed decide task (``planner.decide_fits``)."""
+    doing it then fails the goals that pin that row, and a blind writer fails. Its reply must say why (the verifier's
+    answer, :func:`verify.derive.refusal_reason`), so doing nothing fails too; the bank pairs each with an allowed
+    decide task (``planner.decide_fits``), which a blind writer passes."""
     nothing = Chain("refuse_rule", [], [], [])
     for b, forbid in _governed_writes(p, seed):
         if not forbid or any(r.alternative is not None for r in forbid) or not b.calls[:-1]:
