@@ -369,9 +369,9 @@ def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: t
     stated = sorted({v for f in forbidden for v in _strings(f.arguments)}
                     | {v for c in calls for v in _strings(c.arguments)})
     listed = [[str(x) for x in p.enum] for t in env.tools for p in t.params if p.enum and reason in map(str, p.enum)]
-    others = sorted({v for r in env.rules if {f.tool for f in forbidden} & set(r.tools)
-                     for v in (m.replace("''", "'") for m in _LITERAL.findall(r.condition))}
-                    | {v for values in listed for v in values} - {reason, *stated})
+    quoted = {m.replace("''", "'") for r in env.rules if {f.tool for f in forbidden} & set(r.tools)
+              for m in _LITERAL.findall(r.condition)}
+    others = sorted((quoted | {v for values in listed for v in values}) - {reason, *stated})
     answer = {"type": "text", "value": reason, "stated": stated, **({"others": others} if others else {})}
     return Derivation(calls, responses, (), Verifier(assertions=out, mutable_tables=[], answer=answer), None)
 

@@ -15,6 +15,7 @@ from pipeline.stages.policy.house_rules import make_policy
 from pipeline.stages.tasks.bank import generate_tasks
 from tests.fixtures.brewery import brewery_env
 from verify.derive import refusal_reason
+from verify.proofs import wrong_answer
 
 SINGLE = ("allowed", "refused")
 
@@ -71,7 +72,8 @@ def test_the_brewery_bank_keeps_a_decide_pair_and_no_baseline_earns_a_fifth() ->
         play(run, list(refused.reference_solution))
         reason = refusal_reason(env, [r.response for r in run.records], asked(refused))
     assert reason is not None and refused.verifier.answer is not None
-    assert refused.verifier.answer["value"] == reason
+    assert refused.verifier.answer["value"] == reason and reason not in refused.verifier.answer.get("others", [])
+    assert wrong_answer(refused.verifier.answer) != reason  # the proofs' perturbed answer names another value
     assert score(allowed, list(allowed.reference_solution)) == 1.0 and score(allowed, []) == 0.0
     assert score(refused, list(refused.reference_solution), f"I cannot: it is {reason}.") == 1.0
     assert score(refused, list(refused.reference_solution), "I cannot do that.") == 0.0
