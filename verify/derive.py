@@ -324,11 +324,15 @@ def refusal_reason(env: Environment, responses: Sequence[dict[str, Any]], forbid
     the loan's status 'returned' for "a returned loan may no longer be changed"). None unless exactly one such
     value: a refusal whose reason the evidence does not show is not planned. Read from the rule's SQL and the rows,
     so it holds in any language; the policy tells the agent to refuse a request that breaks a rule and say why."""
-    tools = {f.tool for f in forbidden}
-    literals = {m.replace("''", "'") for r in env.rules if tools & set(r.tools)
-                for m in _LITERAL.findall(r.condition)}
+    literals = _quoted(env, forbidden)
     found = sorted({v for r in responses for v in _strings(r.get("result")) if v in literals})
     return found[0] if len(found) == 1 else None
+
+
+def _quoted(env: Environment, forbidden: Sequence[ToolCall]) -> set[str]:
+    """The text values the conditions of the rules governing ``forbidden``'s tools quote (their SQL literals)."""
+    tools = {f.tool for f in forbidden}
+    return {m.replace("''", "'") for r in env.rules if tools & set(r.tools) for m in _LITERAL.findall(r.condition)}
 
 
 def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: tuple[ToolCall, ...],
@@ -369,9 +373,7 @@ def _refusal(env: Environment, initial_db: str | Path | None, run: Run, calls: t
     stated = sorted({v for f in forbidden for v in _strings(f.arguments)}
                     | {v for c in calls for v in _strings(c.arguments)})
     listed = [[str(x) for x in p.enum] for t in env.tools for p in t.params if p.enum and reason in map(str, p.enum)]
-    quoted = {m.replace("''", "'") for r in env.rules if {f.tool for f in forbidden} & set(r.tools)
-              for m in _LITERAL.findall(r.condition)}
-    others = sorted((quoted | {v for values in listed for v in values}) - {reason, *stated})
+    others = sorted((_quoted(env, forbidden) | {v for values in listed for v in values}) - {reason, *stated})
     answer = {"type": "text", "value": reason, "stated": stated, **({"others": others} if others else {})}
     return Derivation(calls, responses, (), Verifier(assertions=out, mutable_tables=[], answer=answer), None)
 
