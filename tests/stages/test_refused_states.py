@@ -112,6 +112,7 @@ def test_the_bank_refuses_and_neither_blind_nor_idle_earns() -> None:
     from pipeline.llm import fake_client
     from pipeline.settings import TaskSettings
     from pipeline.stages.tasks.bank import generate_tasks
+    from verify.evaluate import render_answer
 
     env = guarded()
     settings = TaskSettings(n_tasks=12, rule_tasks=True, max_attempts=1, template_fallback=True)
@@ -120,17 +121,20 @@ def test_the_bank_refuses_and_neither_blind_nor_idle_earns() -> None:
     shapes = [t.metadata["shape"] for t in bound]
     assert "compound_rule" in shapes, shapes
 
-    def score(t: ir.Task, calls: list[ir.ToolCall]) -> float:
+    def score(t: ir.Task, calls: list[ir.ToolCall], answer: str | None = None) -> float:
         with fresh(env) as run:
             play(run, calls)
             assert run.error is None, run.error
-            return reward.score(t.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial).reward
+            return reward.score(t.verifier.model_dump(mode="json"), run.inst.conn, initial=run.initial,
+                                answer=answer).reward
 
     blind, idle = [], []
     for t in bound:
         asked = [ir.ToolCall(tool=r["tool"], arguments=r["arguments"]) for r in t.metadata["rules"]
                  if r["verdict"] == "forbids"]
-        assert score(t, list(t.reference_solution)) == 1.0
+        # a refusal's reply says why (its answer: the state its rule checks); the others' answer nothing
+        given = render_answer(t.verifier.answer) if t.verifier.answer is not None else None
+        assert score(t, list(t.reference_solution), given) == 1.0
         blind.append(score(t, [*t.reference_solution, *asked]))
         idle.append(score(t, []))
     assert sum(blind) < 0.2 * len(bound) and sum(idle) < 0.2 * len(bound), (shapes, blind, idle)
