@@ -179,8 +179,8 @@ def test_the_policy_feedback_loop_tells_the_model_the_copied_words() -> None:
     assert "the message of r1 copies the words 'set the status of a case returns the case as changed'" in feedback
     assert [r.worded_by for r in res.value.rules] == ["llm"]
     # a state guard's message is followed by code's sentence of its whole condition (house_rules.said_whole)
-    assert re.fullmatch(r"A case that is (\S+) cannot be changed\. Once the case's status is '\1', the case may no "
-                        r"longer be changed\.", res.value.rules[0].message)
+    assert re.fullmatch(r"A case that is (\S+) cannot be changed\. Once the case's status is '\1', its status may "
+                        r"no longer be changed\.", res.value.rules[0].message)
 
 
 # ------------------------------------------------------------------ 2. candidate rules

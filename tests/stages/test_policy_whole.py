@@ -37,7 +37,7 @@ PROSE = {"rules": [RETURNED,  # grounds in the loans' guard; the other two in no
                    "A member cannot renew a book that is currently checked out."]}
 GUARD = "update_loans_status_loans_status_returned"
 PARENT = "update_renewals_status_loans_status_returned"
-WHOLE = "Once the loan's status is 'returned', the loan may no longer be changed."
+WHOLE = "Once the loan's status is 'returned', its status may no longer be changed."
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ that says what its condition checks (:func:`unsaid`: the value compared with and
 other rule (:func:`off_rule`: the message passes :func:`fits`' tests for its own candidate), and writes none of
 the request's ids (:func:`ids_in`: "r2", "a7" are the request's handles, never a clerk's words); a message
 that still does not is code's wording of the rule (the sections of each kind). A state guard's message is
-followed by code's sentence of its whole condition (:func:`said_whole`: the row may no longer be changed, not only
+followed by code's sentence of its whole condition (:func:`said_whole`: the row's state may no longer be changed, not only
 set to the same state again). When the LLM writes no usable prose,
 code picks from its shortlist and words the rules itself (a Rejection says so). A grounded cap or threshold takes
 the number its prose states where real calls check it (:func:`at_stated`). Then the seeded rows obey the rules
