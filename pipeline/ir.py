@@ -140,6 +140,16 @@ class RowPlan(Frozen):
     seed: int
     examples: int
     generators: list[ColumnGenerator] = Field(default_factory=list)
+    example_dates: dict[str, list[Any]] = Field(default_factory=dict)
+    """The example rows' dates as the model wrote them, per column that code moved since (its examples all on one
+    day: ``pipeline.stages.rows.timeline``); absent from the JSON when none moved, so other plans keep their bytes."""
+
+    @model_serializer(mode="wrap")
+    def _dates_if_moved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if not self.example_dates:
+            out.pop("example_dates", None)
+        return out
 
 
 class SeedRows(Frozen):

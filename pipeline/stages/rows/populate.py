@@ -46,6 +46,7 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import counts
 from pipeline.stages.rows import generators as rowgen
+from pipeline.stages.rows import timeline
 from pipeline.stages.rows.maker import MAX_REF_VALUES, unique_sets
 
 if TYPE_CHECKING:
@@ -355,10 +356,12 @@ def generate_seed(
                         reason=f"table {table.name} has {left} rows once its placeholder examples were dropped, "
                                f"at least {settings.rows_min} needed"))
                     return StageResult(None, tuple(rejections), attempts)
+        moved = timeline.respread(conn, tables, {t: p.examples for t, p in plans.items()})
+        rejections.extend(timeline.rejections(moved, STAGE))
         settled = counts.settle(conn, tables, {t: p.examples for t, p in plans.items()}
                                 if settings.row_generators else {}, _similarity)
         rejections.extend(counts.rejections(settled, STAGE))
-        plans = {t: counts.noted(t, p, settled) for t, p in plans.items()}
+        plans = {t: timeline.noted(counts.noted(t, p, settled), moved.get(t)) for t, p in plans.items()}
         seed = [rows_of(conn, table, plans.get(table.name)) for table in tables]
     finally:
         conn.close()
