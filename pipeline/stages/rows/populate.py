@@ -413,9 +413,11 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown).plan
         if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
             return None  # its placeholder example rows dropped (rowgen.name_placeholders)
+        # its own examples only: the other tables' moved when the environment was seeded
+        moved = timeline.respread(conn, (table,), {table.name: plan.examples})
         settled = counts.settle(conn, env.tables, {**examples, table.name: plan.examples}, _similarity,
                                 parents={table.name})
-        return rows_of(conn, table, counts.noted(table.name, plan, settled))
+        return rows_of(conn, table, timeline.noted(counts.noted(table.name, plan, settled), moved.get(table.name)))
     finally:
         conn.close()
 
