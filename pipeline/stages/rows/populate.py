@@ -44,9 +44,8 @@ from pipeline.meaning import findings as semantic
 from pipeline.meaning import relations
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.rows import counts
+from pipeline.stages.rows import counts, timeline
 from pipeline.stages.rows import generators as rowgen
-from pipeline.stages.rows import timeline
 from pipeline.stages.rows.maker import MAX_REF_VALUES, unique_sets
 
 if TYPE_CHECKING:

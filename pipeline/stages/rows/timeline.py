@@ -70,8 +70,8 @@ def _rows(conn: sqlite3.Connection, table: str) -> tuple[list[str], list[dict[st
 
 def _shift(conn: sqlite3.Connection, table: str, row: Mapping[str, Any], cols: Sequence[str], days: int) -> bool:
     """Move ``row``'s date ``cols`` by ``days``; False (nothing changed) when SQLite refuses it (a UNIQUE date)."""
-    new = {c: relations.moved(row[c], relations.as_date(row[c]) + timedelta(days=days))  # type: ignore[operator]
-           for c in cols if relations.as_date(row.get(c)) is not None}
+    new = {c: relations.moved(row[c], day + timedelta(days=days))
+           for c in cols for day in [relations.as_date(row.get(c))] if day is not None}
     if not new or days == 0:
         return False
     sets = ", ".join(f'"{c}" = ?' for c in new)
