@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -334,7 +333,7 @@ def _stated_value(p: Planner, tool: str, param: str) -> bool:
     """Whether ``param`` of ``tool`` is a new value the request states (not a filter naming a row, nor a reference)."""
     shape = p.shapes.get(tool)
     use = next((u for u in shape.uses.get(param, []) if u.column is not None), None) if shape else None
-    return use is not None and use.role == "value" and not p.is_surrogate(use.column)
+    return use is not None and use.column is not None and use.role == "value" and not p.is_surrogate(use.column)
 
 
 def _writes(p: Planner, seed: int) -> Iterator[Chain]:
