@@ -205,3 +205,35 @@ def test_a_compound_takes_an_allowed_partner_no_earlier_compound_took(monkeypatc
     # the second asks for the refused write first (one phrasing shape does not fill the bank)
     assert [c.rules[0]["verdict"] for c in got] == ["allows", "forbids"]
     assert [c.calls[0].arguments["permit_id"] for c in alone] == [1, 1]
+
+
+def test_a_threshold_every_seeded_amount_sits_under_still_gets_forbidden_writes() -> None:
+    """A rule on the request's own amount (an approval: a batch over 3,000 litres) whose threshold no seeded row
+    reaches: the planner states the amount of a call the rule's check found forbidden, so compounds still pair an
+    allowed write with a forbidden one; the row the write names stays one of the seeded rows'."""
+    env = brewery_env()
+    with fresh(env) as run:
+        top = run.inst.conn.execute("SELECT MAX(volume_liters) FROM batches").fetchone()[0]
+        beer = run.inst.conn.execute("SELECT MIN(id) FROM beers").fetchone()[0]
+    limit, over = top + 1000, top + 2000  # under the tool's own maximum (10,000 litres)
+    rule = ir.Rule(id="start_batch_volume_liters_over", kind="approval", tools=["start_batch"],
+                   condition=f"SELECT 1 WHERE :volume_liters > {limit}",
+                   message=f"A batch of more than {limit} litres needs the head brewer's approval.",
+                   allowed=[ir.ToolCall(tool="start_batch", arguments={"beer_id": beer, "batch_code": "B-9001",
+                                                                       "brewed_on": "2026-01-10", "volume_liters": top})],
+                   forbidden=[ir.ToolCall(tool="start_batch", arguments={"beer_id": beer, "batch_code": "B-9002",
+                                                                         "brewed_on": "2026-01-10",
+                                                                         "volume_liters": over})])
+    env = env.model_copy(update={"rules": [rule]})
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 40, TIERS, spread=True, rules=True)
+    forbidden = [r for c in chains for r in c.rules if r["verdict"] == "forbids"]
+    assert forbidden and all(r["arguments"]["volume_liters"] == over for r in forbidden)
+    # only the amount is the forbidden call's: the batch code and the beer are the planner's own, from the rows
+    assert {r["arguments"]["batch_code"] for r in forbidden} != {"B-9002"}
+    compounds = [c for c in chains if c.shape == "compound_rule"]
+    assert compounds and all(over in c.must_state for c in compounds if any(
+        r["verdict"] == "forbids" for r in c.rules))
+    with EnvInstance(env, enforce_policy=True) as inst:
+        for ch in compounds:
+            assert _replays(inst, ch)  # the reference does only what the rule allows

@@ -184,6 +184,24 @@ def test_many_tools_are_planned_table_by_table(seed) -> None:
     assert client.bodies[0]["max_tokens"] >= 70 * 7  # the budget grows with the tools asked for
 
 
+def test_table_by_table_reads_only_are_asked_once_for_the_write_goals(seed) -> None:
+    """Every table's call planned read tools only (a clinical trial's participants and visits, 2026-11-29): the
+    scenario's write goals are named in one more call before the plan is given up; its write tools join the plan."""
+    first = plan(("find_batch", "read", ["batches"], [1]))
+    second = plan(("find_batch", "read", ["batches"], [1]), ("find_keg", "read", ["kegs"], [1]))
+    writes = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]))
+    res, client = run(seed, [first, second, writes, FIND_BATCH, FIND_BATCH, FILL_KEG], tools_min=2,
+                      tools_max=PLAN_CHUNK + 2)
+    asked = client.requests[2][0]["content"]
+    assert "- Fill a keg from a batch\n- Retire a damaged keg" in asked and "find_batch, find_keg" in asked
+    assert res.ok, [r.reason for r in res.rejections]
+    assert [t.name for t in res.value.tools if t.kind == "write"] == ["fill_keg"]
+    # a model that still plans no write: the plan is given up, saying why
+    res, _ = run(seed, [first, second, second, second, second], tools_min=2, tools_max=PLAN_CHUNK + 2,
+                 max_attempts=2, retry_temperature=0)
+    assert not res.ok and res.rejections[-1].reason.startswith("no usable tool plan: no write tool")
+
+
 def test_a_read_tool_naming_a_missing_column_is_fed_back_not_amended(seed) -> None:
     wrong = dict(FIND_BATCH, returns={"sql": "SELECT batch_id, beer, abv FROM batches WHERE beer = :beer AND "
                                              "brewed_on = :brewed_on", "mode": "one"})

@@ -294,6 +294,26 @@ def plan_tools(scenario: ir.Scenario, intents: Sequence[Intent], tables: Sequenc
             error = out.error
             continue
         planned += out.value
+    writes = [it.goal for it in intents if it.kind == "write"]
+    if planned and writes and not any(it.kind == "write" for it in planned):
+        # every table's call planned reads only (seen: a clinical trial's participants and visits): the write goals
+        # named once, as for goals no write tool serves (:func:`plan_goal_tools`), before the plan is given up
+        taken_all = {it.name for it in planned}
+        focus = "\n\n" + render_section("tools", "plan_goals", goals="\n".join(f"- {g}" for g in writes),
+                                         planned=", ".join(sorted(taken_all)))
+
+        def check_writes(reply: Any) -> tuple[list[ToolPlanItem] | None, str | None]:
+            items = [it for it in _items(reply, taken_all) if it.kind == "write"]
+            return (items, None) if items else (None, "the reply has no new write tool; plan a write tool for each "
+                                                      "goal named.")
+
+        out = _plan_call(scenario, intents, tables, client, settings, 1, min(len(writes), settings.tools_max),
+                         focus, check_writes)
+        attempts += out.attempts
+        if out.value is None:
+            error = out.error
+        else:
+            planned += out.value
     kinds = {it.kind for it in planned}
     missing = [f"no {k} tool" for k in ("read", "write") if k not in kinds]
     if missing or len(planned) < 2:

@@ -242,6 +242,9 @@ class Planner:
         """With a number ``k``: a change of a status-like column asks for the ``k``-th state the row may not move to
         (:func:`~pipeline.stages.tasks.planner.states.behind`: the state it holds, then the earlier ones), a write
         only a rule's refusal makes sense of (``shapes.refused_writes``); None: forward only."""
+        self.over: dict[str, Any] | None = None
+        """Values some parameters of a write take whatever the rows say (``shapes.over_limit_writes``: the amount a
+        rule on the request's own amount forbids); None: the rows' values."""
         self.memo: dict[Any, Any] = {}
         """What a shape found for a seed, kept for the shapes that ask for it again (``shapes.writes``,
         ``rules._governed_writes``): a pure function of the rows the planner hands over."""

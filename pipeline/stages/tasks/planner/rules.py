@@ -44,7 +44,7 @@ from pipeline.ir import Environment, Rule, ToolCall
 from pipeline.runtime import engine
 from pipeline.runtime.replay import fresh, play
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
-from pipeline.stages.tasks.planner.shapes import example_writes, refused_writes, writes
+from pipeline.stages.tasks.planner.shapes import example_writes, over_limit_writes, refused_writes, writes
 
 SEEDS = 6
 """Seeds of the write shape tried per seed of this one (a create names one parent row per seed)."""
@@ -122,6 +122,11 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
             yield from ((ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing)
     for s in range(seed, seed + SEEDS):
         yield from _judged(p, refused_writes(p, s), seen, per_tool, forbidden_only=True)
+    unrefused = {t.name for t in p.env.tools if governing(p, t.name)} - {t for t, f in per_tool if f}
+    if unrefused:  # a threshold on the request's own amount that every seeded amount sits under
+        for s in range(seed, seed + SEEDS):
+            chains = [ch for ch in over_limit_writes(p, s) if ch.calls[-1].tool in unrefused]
+            yield from _judged(p, chains, seen, per_tool, forbidden_only=True)
 
 
 def _judged(p: Planner, chains: Iterable[Chain], seen: set[str], per_tool: dict[tuple[str, bool], int],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -188,7 +189,9 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 facts.append(f"{prm.name.replace('_', ' ')} {said(value)}")
                 values.append((prm.name, value))
                 continue
-            if creating:
+            if p.over is not None and prm.name in p.over:
+                value = p.over[prm.name]
+            elif creating:
                 value = current if current is not None and c not in uniq and not (
                     p.keys.get(t) and c in p.keys[t].columns) else new_value(p, t, c, current, prm, True)
                 alone = c in uniq or (p.keys.get(t) is not None and tuple(p.keys[t].columns) == (c,))
@@ -300,6 +303,37 @@ def refused_writes(p: Planner, seed: int) -> Iterator[Chain]:
                 p.refusing = None
         p.memo[key] = found
     yield from p.memo[key]
+
+
+def over_limit_writes(p: Planner, seed: int) -> Iterator[Chain]:
+    """:func:`writes` of each tool a rule on the request's own values governs (a threshold: ``:amount_due > 10000``),
+    with those values taken from a call the rule's check found forbidden (``Rule.forbidden``), for a rule to forbid:
+    the seeded rows' amounts may all sit under the threshold, and then no planned write would ever meet the rule.
+    Only values the write states are replaced, never the row it names. Found once per planner and seed."""
+    key = ("over_limit_writes", seed)
+    if key not in p.memo:
+        found: list[Chain] = []
+        for rule in p.env.rules:
+            named = set(re.findall(r":([A-Za-z_][A-Za-z0-9_]*)", rule.condition)) - {"now", "today"}
+            for bad in rule.forbidden:
+                over = {q: v for q, v in bad.arguments.items() if q in named and _stated_value(p, bad.tool, q)}
+                if not over:
+                    continue
+                p.over = over
+                try:
+                    found += [ch for ch in _writes(p, seed) if ch.calls[-1].tool == bad.tool
+                              and all(ch.calls[-1].arguments.get(q) == v for q, v in over.items())]
+                finally:
+                    p.over = None
+        p.memo[key] = found
+    yield from p.memo[key]
+
+
+def _stated_value(p: Planner, tool: str, param: str) -> bool:
+    """Whether ``param`` of ``tool`` is a new value the request states (not a filter naming a row, nor a reference)."""
+    shape = p.shapes.get(tool)
+    use = next((u for u in shape.uses.get(param, []) if u.column is not None), None) if shape else None
+    return use is not None and use.column is not None and use.role == "value" and not p.is_surrogate(use.column)
 
 
 def _writes(p: Planner, seed: int) -> Iterator[Chain]:
