@@ -111,19 +111,24 @@ def test_openenv_plays_every_pool_task_on_its_own_state(perturbed, exports, tmp_
 
 
 def test_verifiers_plays_every_pool_task_on_its_own_state(perturbed, exports, tmp_path):
+    """Each level's environment (``load_environment(level=...)``) played with its tasks' references, every level in
+    one verifiers process (run_verifiers.py's list of runs: the library's import is paid once, not per level)."""
     _, pools = perturbed
     package = exports["verifiers"]
-    for level, lp in sorted(pools.levels.items()):
-        if not lp.tasks:
-            continue
+    levels = [(level, lp) for level, lp in sorted(pools.levels.items()) if lp.tasks]
+    assert levels
+    runs = []
+    for level, lp in levels:
         path = tmp_path / f"script{level}.json"
         path.write_text(json.dumps({t.task_id: {
             "calls": [c.model_dump(mode="json") for c in t.reference_solution],
             "reply": reference_reply(t.verifier.model_dump(mode="json")), "prompt": t.instruction} for t in lp.tasks}))
-        options = {"env": {"level": level}, "modes": ["reference"]}
-        report = run_report(trainer_python("verifiers"), "run_verifiers.py",
-                            [package.name, str(path), json.dumps(options)], [package, TRAINER_DIR], cwd=tmp_path)
-        rollouts = report["rollouts"]
+        runs.append({"script": str(path), "env": {"level": level}, "modes": ["reference"]})
+    report = run_report(trainer_python("verifiers"), "run_verifiers.py",
+                        [package.name, runs[0]["script"], json.dumps(runs)], [package, TRAINER_DIR], cwd=tmp_path)
+    assert {r["run"] for r in report["rollouts"]} <= set(range(len(levels)))
+    for run, (level, lp) in enumerate(levels):
+        rollouts = [r for r in report["rollouts"] if r["run"] == run]
         assert sorted(r["task_id"] for r in rollouts) == sorted(t.task_id for t in lp.tasks), level
         for r in rollouts:
             assert r["ok"] and r["reward"] == 1.0, (level, r["task_id"], r["errors"], r["info"].get("verifier_failures"))
