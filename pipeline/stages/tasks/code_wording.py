@@ -262,7 +262,7 @@ def event_key(goal: Goal, fixed: Fixed) -> EventKey | None:
     t, _, c = ref.rpartition(".")
     if (t or goal.table) != goal.table or (goal.table, c) not in fixed.states or not isinstance(v, str):
         return None
-    return goal.table, c, v, tuple(r for r, _ in goal.named)
+    return goal.table, c, v, tuple(sorted(r for r, _ in goal.named))  # one event however the planner orders them
 
 
 def event_slots(key: EventKey, language: str = "en") -> tuple[tuple[str, str], ...]:
