@@ -52,7 +52,7 @@ from pipeline.stages.tasks.code_wording import (
     without,
 )
 from pipeline.stages.tasks.conversation import conversation_form
-from pipeline.stages.tasks.events import ask_events
+from pipeline.stages.tasks.events import ask_events, spoken
 from pipeline.stages.tasks.naming import by_parents
 from pipeline.stages.tasks.planner import (
     Chain,
@@ -448,6 +448,7 @@ def generate_tasks(
         rejections += [Rejection(stage="events", item=line.partition(":")[0], reason=(
             "the model's words for the event failed; code says the write as before: " + line.partition(": ")[2]))
             for line in unsaid]
+        chains = [spoken(ch, events, state_columns(env)) for ch in chains]  # the event says the state
     drys: dict[int, Derivation] = {}
     drys_lock = threading.Lock()
 

@@ -16,7 +16,8 @@ says the write as before. Language-neutral: slots, digits, values and the lint; 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,6 +65,20 @@ def needed(chains: Sequence[Chain], fixed: Fixed) -> dict[EventKey, list[Chain]]
     return {k: found[k] for k in sorted(found, key=lambda k: (-len(found[k]), k))}
 
 
+def spoken(chain: Chain, events: Mapping[EventKey, Event], fixed: Fixed) -> Chain:
+    """``chain`` with the states its events say left out of what its request must state: "I'm bringing back The
+    Hobbit" asks for the loan to become returned without the word (a value another goal also holds stays)."""
+    said = [g for g in chain.goals if (k := event_key(g, fixed)) is not None and k in events]
+    if not said:
+        return chain
+    implied = {repr(g.values[0][1]) for g in said}
+    held = {repr(v) for g in chain.goals if g not in said
+            for v in [*(v for _, v in g.named), *(v for _, v in g.values), *(v for _, v in g.where)]}
+    held |= {repr(v) for g in said for _, v in g.named}
+    must = [v for v in chain.must_state if repr(v) not in implied or repr(v) in held]
+    return replace(chain, must_state=must) if len(must) != len(chain.must_state) else chain
+
+
 def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, language: str,
             lint: Callable[[Chain, str], str | None]) -> str | None:
     """Why ``event`` cannot say ``key``'s writes, or None: a slot missing, unknown or said twice, a digit or one of
@@ -93,6 +108,7 @@ def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, 
             if len(shown) > 1 and re.search(rf"(?<!\w){re.escape(shown)}(?!\w)", outside, re.IGNORECASE):
                 return render_section(PROMPT, "value", value=shown, slot="{" + slot + "}", thing=thing)
     for ch in chains:
+        ch = spoken(ch, {key: event}, fixed)
         text = request_from_plan(ch, (), language=language, states=fixed, events={key: event})
         if text is None:
             continue
