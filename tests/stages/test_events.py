@@ -14,8 +14,9 @@ import pytest
 from pipeline import ir
 from pipeline.llm import fake_client
 from pipeline.runtime.replay import fresh
+from pipeline.settings import TaskSettings
 from pipeline.stages.tasks import templates as ph
-from pipeline.stages.tasks.bank import lint_request
+from pipeline.stages.tasks.bank import generate_tasks, lint_request
 from pipeline.stages.tasks.code_wording import event_key, request_from_plan, state_columns
 from pipeline.stages.tasks.events import ask_events, needed, spoken
 from pipeline.stages.tasks.naming import by_parents, parents_naming
@@ -166,3 +167,24 @@ def test_a_template_that_says_one_slot_for_two_facts_is_refused(permits) -> None
     assert why is not None and "{" + first + "}" in why and "more than once" in why
     reworded = ph.Template(base.key, "Hi! " + base.text, base.slots, base.states)
     assert "more than once" not in (ph.problem(env, reworded, group, same=base.text) or "")  # each slot once: kept
+
+
+def test_the_bank_asks_each_event_once_and_words_its_writes_with_it(permits) -> None:
+    env, _ = permits
+    asked: list[str] = []
+
+    def model(messages):
+        if "dictate a record's state" in messages[0]["content"]:
+            asked.append(messages[1]["content"])
+            return {"template": "Our office needs permit " + " ".join("{" + s + "}" for s in _slots(messages)) +
+                    " to go through now."}
+        return {"user_request": "no"}  # the wording fails: code writes the request
+
+    settings = TaskSettings(n_tasks=8, event_words=True)
+    res = generate_tasks(env, fake_client([model] * 400), settings=settings)
+    said = [t for t in res.value if "Our office needs permit" in t.instruction]
+    assert asked and len(asked) == len(set(asked)) <= 6  # once per event
+    assert said and all(t.metadata["worded_by"] == "template" for t in said), [t.instruction for t in res.value]
+    assert not any("Please mark" in t.instruction for t in said)
+    off = generate_tasks(env, fake_client([model] * 400), settings=TaskSettings(n_tasks=8))
+    assert not any("Our office needs permit" in t.instruction for t in off.value)  # off: as before

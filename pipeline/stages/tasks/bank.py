@@ -442,7 +442,7 @@ def generate_tasks(
         return StageResult([], (Rejection(stage=STAGE, item=env.env_id,
                                           reason="no task can be planned over these tools and rows"),))
     events: dict[EventKey, Event] = {}
-    if plain:  # the scenario's words for the writes that end in a state (the model's, checked by code)
+    if plain and settings.event_words:  # the scenario's words for the writes that end in a state (the model's)
         events, unsaid = ask_events(env, client, chains, language=settings.template_language,
                                     lint=lambda ch, text: lint_request(env, ch, text, plain=True))
         rejections += [Rejection(stage="events", item=line.partition(":")[0], reason=(
