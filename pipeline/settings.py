@@ -318,6 +318,11 @@ class TaskSettings(BaseModel):
     is kept; ``metadata.worded_by`` says ``llm`` or ``template``. With it the lint also accepts a value written
     in an equivalent form (a date with its year in words, a number with separators), refuses text that speaks
     about the request itself, and its feedback to the model holds no sentence a request could copy."""
+    event_words: bool = False
+    """With ``template_fallback``: a write that moves a row to a state is asked for as the event that ends in it,
+    in the scenario's words ("I'm bringing back The Hobbit, it's on Laura Brown's card", not "mark the loan ... as
+    returned"): the LLM words each such event once, with a placeholder per fact naming the row, checked by code
+    (:mod:`pipeline.stages.tasks.events`); code says the write as before when the words fail."""
     template_language: str = Field(default="en", pattern=r"^[a-z]{2,3}$")
     """Language of the requests code writes: the ``<key>_<language>`` sections of ``prompts/wording.md``
     override the English ones."""
@@ -351,7 +356,8 @@ class TaskSettings(BaseModel):
         and one made with them on says so."""
         data: dict[str, Any] = handler(self)
         for name, before in (("template_fallback", False), ("template_language", "en"), ("spread_bank", False),
-                             ("rule_tasks", False), ("conversations", False), ("sample_templates", 0)):
+                             ("rule_tasks", False), ("conversations", False), ("sample_templates", 0),
+                             ("event_words", False)):
             if getattr(self, name) == before:
                 data.pop(name, None)
         if not self.rule_tasks and self.rule_share == type(self).model_fields["rule_share"].default:

@@ -5,7 +5,9 @@ when the brewery keeps no template (CI's real-model time, issue 42: the capabili
 What must hold: the model keeps at least one template over the two domains (a kind whose template fails is left to
 code, named in the summary with its last problem); every kept template holds each slot, is not the program's words,
 and, filled with the values of every chain of its kind, passes the build's wording lint; the sampler then words
-tasks of those kinds with it, and proves them."""
+tasks of those kinds with it, and proves them. The same domains' writes that end in a state (issue 40: "I'm bringing
+back ...", not "mark ... as returned"): the model words one event per domain (``pipeline.stages.tasks.events``), and
+at least one is kept over the two, every kept one holding each slot once and passing the lint on real chains."""
 
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ import pytest
 from pipeline.runtime.replay import fresh
 from pipeline.sampler import sample
 from pipeline.stages.tasks import templates as ph
-from pipeline.stages.tasks.planner import shuffled_planner
+from pipeline.stages.tasks.bank import lint_request
+from pipeline.stages.tasks.code_wording import state_columns
+from pipeline.stages.tasks.events import ask_events, needed, problem
+from pipeline.stages.tasks.planner import plan_chains, shuffled_planner
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
 
@@ -41,3 +46,28 @@ def test_real_model_writes_request_templates_on_two_domains(real_llm) -> None:
             assert all("{" not in t.instruction for t in filled)
             break  # a template kept and used: the permit office is asked only when the brewery keeps none
     assert kept_all >= 1, "the embedded model kept no template on either domain"
+
+
+@pytest.mark.real_llm
+def test_real_model_words_the_event_that_ends_in_a_state_on_two_domains(real_llm) -> None:
+    kept_all = 0
+    for env in (permit_env(), brewery_env()):
+        with fresh(env, None) as run:
+            chains = plan_chains(env, run, 30, {1: 1.0, 2: 1.0, 3: 1.0}, spread=True)
+        fixed = state_columns(env)
+        need = needed(chains, fixed)
+        if not need:
+            continue
+
+        def lint(ch, text, env=env):
+            return lint_request(env, ch, text, plain=True)
+
+        kept, failed = ask_events(env, real_llm, chains, lint=lint, limit=1)
+        print(f"\n{env.scenario.name}: kept {[(k[:3], e.text) for k, e in kept.items()]}, failed {failed}")
+        assert len(kept) + len(failed) == 1
+        for key, ev in kept.items():
+            assert problem(key, ev, need[key][:3], fixed, "en", lint) is None
+        kept_all += len(kept)
+        if kept_all:
+            break  # one event kept and checked: the second domain is asked only when the first keeps none
+    assert kept_all >= 1, "the embedded model kept no event wording on either domain"

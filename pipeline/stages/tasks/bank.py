@@ -19,7 +19,7 @@ import functools
 import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +38,8 @@ from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
 from pipeline.stages.tasks.code_wording import (
+    Event,
+    EventKey,
     copied_clause,
     needs_quotes,
     quoted_listed,
@@ -50,7 +52,17 @@ from pipeline.stages.tasks.code_wording import (
     without,
 )
 from pipeline.stages.tasks.conversation import conversation_form
-from pipeline.stages.tasks.planner import Chain, next_chain, plan_chains, single, tool_op, unpaired
+from pipeline.stages.tasks.events import ask_events, spoken
+from pipeline.stages.tasks.naming import by_parents
+from pipeline.stages.tasks.planner import (
+    Chain,
+    make_planner,
+    next_chain,
+    plan_chains,
+    single,
+    tool_op,
+    unpaired,
+)
 from verify.derive import Derivation, derive_verifier, forbidden_calls
 from verify.policy import policy_text
 from verify.proofs import prove
@@ -285,13 +297,16 @@ def chain_messages(env: Environment, chain: Chain, said: str | None = None) -> l
     return [{"role": "system", "content": render_section("tasks", "system")}, {"role": "user", "content": user}]
 
 
-def plain_request(env: Environment, chain: Chain, changes: Sequence[Any], skip: Any, language: str) -> str | None:
+def plain_request(env: Environment, chain: Chain, changes: Sequence[Any], skip: Any, language: str,
+                  events: Mapping[EventKey, Event] | None = None) -> str | None:
     """The request code writes for ``chain`` (:func:`~pipeline.stages.tasks.code_wording.request_from_plan`) when it
-    passes the lint, else None."""
-    text = request_from_plan(chain, changes, skip=skip, language=language, states=state_columns(env))
-    if text is None or lint_request(env, chain, text, plain=True) is not None:
-        return None
-    return text
+    passes the lint, else None; with ``events`` (what a person says for a write that ends in a state), those words
+    first, then, when they fail the lint, the plain ones."""
+    for ev in ([events, None] if events else [None]):
+        text = request_from_plan(chain, changes, skip=skip, language=language, states=state_columns(env), events=ev)
+        if text is not None and lint_request(env, chain, text, plain=True) is None:
+            return text
+    return None
 
 
 def classify(env: Environment, calls: list[ToolCall], changes: tuple[Any, ...]) -> Kind:
@@ -415,6 +430,8 @@ def generate_tasks(
         chains = plan_chains(env, run, budget, settings.tiers, initial_db=initial_db, spread=settings.spread_bank,
                              rules=settings.rule_tasks)
         ids = surrogates(run.infos)
+        namer = make_planner(env, run)  # a row chosen by a date, named by its parents where they name it alone
+        chains = [by_parents(namer.conn, namer.infos, namer.keys, ch) for ch in chains]
     writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
     rule_quota = math.ceil(settings.rule_share * want) if settings.rule_tasks and env.rules else 0
     tasks: list[Task] = []
@@ -424,6 +441,14 @@ def generate_tasks(
     if not chains:
         return StageResult([], (Rejection(stage=STAGE, item=env.env_id,
                                           reason="no task can be planned over these tools and rows"),))
+    events: dict[EventKey, Event] = {}
+    if plain and settings.event_words:  # the scenario's words for the writes that end in a state (the model's)
+        events, unsaid = ask_events(env, client, chains, language=settings.template_language,
+                                    lint=lambda ch, text: lint_request(env, ch, text, plain=True))
+        rejections += [Rejection(stage="events", item=line.partition(":")[0], reason=(
+            "the model's words for the event failed; code says the write as before: " + line.partition(": ")[2]))
+            for line in unsaid]
+        chains = [spoken(ch, events, state_columns(env)) for ch in chains]  # the event says the state
     drys: dict[int, Derivation] = {}
     drys_lock = threading.Lock()
 
@@ -470,7 +495,7 @@ def generate_tasks(
                     checked[key] = found
             return found
 
-        said = plain_request(env, chain, dry_run(i).changes, ids, settings.template_language) if plain else None
+        said = plain_request(env, chain, dry_run(i).changes, ids, settings.template_language, events) if plain else None
         return ask_with_feedback(
             Escalating(client, settings.retry_temperature), Revision, chain_messages(env, chain, said), check, stage=STAGE,
             max_attempts=settings.max_attempts, max_tokens=settings.max_tokens, feedback=_feedback(plain),
@@ -479,8 +504,8 @@ def generate_tasks(
     def by_template(i: int, dry: Derivation, attempts: int) -> tuple[Task | None, str, str | None]:
         """Chain ``i`` worded by code: the task, or why not, and the request written."""
         chain = chains[i - 1]
-        text = request_from_plan(chain, dry.changes, skip=ids, language=settings.template_language,
-                                 states=state_columns(env))
+        text = plain_request(env, chain, dry.changes, ids, settings.template_language, events) or request_from_plan(
+            chain, dry.changes, skip=ids, language=settings.template_language, states=state_columns(env))
         if text is None:
             return None, "its facts have no plain wording", None
         problem = lint_request(env, chain, text, plain=True)

@@ -16,7 +16,8 @@ speaks about the request itself ("must state", "as written") is refused whatever
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pipeline.dbmodel.analysis import analyse
@@ -238,13 +239,58 @@ def quoted_listed(chain: Chain, text: str, fixed: Fixed) -> str | None:
 # ---------------------------------------------------------------- writing a request
 
 
+EventKey = tuple[str, str, str, tuple[str, ...]]
+"""(table, state column, the value a write moves the row to, the references of the facts that name the row)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """How a person asks for what ends with a row in a state (:mod:`pipeline.stages.tasks.events`, the model's
+    words): "I'm bringing back {book_title}, it's on {member_name}'s card" for a loan that becomes returned."""
+
+    text: str
+    slots: tuple[tuple[str, str], ...]
+    """(slot, the reference of the fact it holds, ``books.title``), in the order the goal names the row."""
+
+
+def event_key(goal: Goal, fixed: Fixed) -> EventKey | None:
+    """The :data:`EventKey` of a write that moves one named row to a state and sets nothing else (an update of a
+    column a tool sets by itself, :attr:`Fixed.states`); None for any other goal."""
+    if goal.kind != "update" or goal.owner or not goal.named or goal.refs or len(goal.values) != 1:
+        return None
+    (ref, v), = goal.values
+    t, _, c = ref.rpartition(".")
+    if (t or goal.table) != goal.table or (goal.table, c) not in fixed.states or not isinstance(v, str):
+        return None
+    return goal.table, c, v, tuple(sorted(r for r, _ in goal.named))  # one event however the planner orders them
+
+
+def event_slots(key: EventKey, language: str = "en") -> tuple[tuple[str, str], ...]:
+    """The slots of ``key``'s event, named from the facts' columns in plain words (``book_title``,
+    ``member_name``, ``renewal_date``), each once."""
+    w = _Words(language)
+    out: list[tuple[str, str]] = []
+    for ref in key[3]:
+        t, _, c = ref.rpartition(".")
+        label = w.label(ref, key[0])
+        if t and t != key[0] and w.thing(t).split()[-1] not in label.split():
+            label = f"{w.thing(t)} {label}"
+        name = re.sub(r"\W+", "_", label.strip().lower()).strip("_") or "value"
+        taken = {n for n, _ in out}
+        out.append((name if name not in taken else f"{name}_{len(out) + 1}", ref))
+    return tuple(out)
+
+
 class _Words:
     """The template sections in one language (English where the language has no section of its own)."""
 
-    def __init__(self, language: str, fixed: Fixed | None = None) -> None:
+    def __init__(self, language: str, fixed: Fixed | None = None,
+                 events: Mapping[EventKey, Event] | None = None) -> None:
         self.language = language
         self.keys = set(sections(PROMPT))
         self.fixed = fixed or Fixed()
+        self.events = events or {}
+        """What a person says for a write that moves a row to a state (:class:`Event`), by :func:`event_key`."""
         self.last: tuple[str, Named, str] | None = None
         """(table, named, owner) of the row the sentence before wrote on: said again as "that order"."""
 
@@ -266,6 +312,17 @@ class _Words:
         """Whether ``value`` of ``ref`` comes from a fixed list (:class:`Fixed`): written as a word."""
         t, _, c = ref.rpartition(".")
         return isinstance(value, str) and (t or table, c) in self.fixed.lists
+
+    def event(self, goal: Goal) -> str | None:
+        """``goal`` said as the event that ends in the state it sets (:class:`Event`), its slots filled with the
+        facts that name the row as a person writes them; None when no event is known for it."""
+        key = event_key(goal, self.fixed)
+        ev = self.events.get(key) if key is not None else None
+        if ev is None:
+            return None
+        facts = dict(goal.named)
+        said = {slot: self.value(facts[ref], self.listed(ref, goal.table, facts[ref])) for slot, ref in ev.slots}
+        return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: said.get(m.group(1), m.group(0)), ev.text)
 
     def join(self, items: Sequence[str]) -> str:
         items = list(items)
@@ -464,6 +521,8 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
         if goal.owner and _removed(goal, changes):
             return w("delete", what=w.what(goal.owner, goal.named))
         return w("delete", what=w.what(goal.table, goal.named, goal.owner))
+    if k == "update" and (event := w.event(goal)) is not None:
+        return event  # what the person wants done, in the scenario's words: not "mark ... as returned"
     verb = w.when(w.label(goal.asked, goal.table)) if k.startswith("decide_") else None
     mark = w.has("mark") and w.has("mark_and") if k == "update" else \
         k == "decide_update" and w.has(k + "_mark" + ("_when" if verb else ""))
@@ -496,14 +555,16 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
 
 
 def request_from_plan(chain: Chain, changes: Sequence[Change] = (), *, skip: Collection[tuple[str, str]] = (),
-                      language: str = "en", states: Fixed | None = None) -> str | None:
+                      language: str = "en", states: Fixed | None = None,
+                      events: Mapping[EventKey, Event] | None = None) -> str | None:
     """The request for ``chain`` written from its goals in plain words (``changes``: its replay's row changes, for a
     write that takes no new value; ``skip``: the (table, column) pairs users do not know, ids; ``states``: the
-    columns whose values come from a fixed list, :func:`state_columns`). A value the chain needs that
-    no sentence states is added at the end. None when some goal cannot be said plainly."""
+    columns whose values come from a fixed list, :func:`state_columns`; ``events``: what a person says for a write
+    that moves a row to a state, :class:`Event`). A value the chain needs that no sentence states is added at the
+    end. None when some goal cannot be said plainly."""
     if not chain.goals:
         return None
-    w = _Words(language, states)
+    w = _Words(language, states, events)
     number = chain.answer is not None and chain.answer.get("type") == "number"
     parts = []
     for i, g in enumerate(chain.goals):

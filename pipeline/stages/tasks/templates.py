@@ -245,6 +245,12 @@ def problem(env: Environment, template: Template, chains: Sequence[Chain], same:
         return render_section(PROMPT, "unknown", slots=", ".join("{" + s + "}" for s in template.slots))
     if re.search(r"\d", outside):
         return render_section(PROMPT, "digits")
+    if same is not None:  # a slot said more often than the program says it: one value for two facts ("due on
+        # {loan_date} ... with the loan date {loan_date}"), a template at odds with itself
+        base = _SLOT.findall(same)
+        twice = next((s for s in template.slots if found.count(s) > max(1, base.count(s))), None)
+        if twice is not None:
+            return render_section(PROMPT, "twice", slot="{" + twice + "}")
     for name in template.states:  # "status '{loan_status}'": the value as the database holds it, not as a word
         if re.search(rf"[{QUOTES}]\{{{name}\}}|\{{{name}\}}[{QUOTES}]", template.text):
             return render_section(PROMPT, "quoted", slot="{" + name + "}")

@@ -43,6 +43,7 @@ from typing import Any
 from pipeline.ir import Environment, Rule, ToolCall
 from pipeline.runtime import engine
 from pipeline.runtime.replay import fresh, play
+from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
 from pipeline.stages.tasks.planner.shapes import example_writes, over_limit_writes, refused_writes, writes
 
@@ -190,13 +191,41 @@ def touches(ch: Chain) -> tuple[Any, ...]:
     return goal.named, goal.refs, goal.key
 
 
+def parents(ch: Chain) -> dict[str, Any]:
+    """The rows other than its own that a single write's goal names (the member and the book of a loan, the parents
+    a new row points at), as table -> the facts that name the row there."""
+    goal = ch.goals[0]
+    out: dict[str, list[Any]] = {}
+    for ref, v in goal.named:
+        t = ref.rpartition(".")[0]
+        if t and t != goal.table:
+            out.setdefault(t, []).append((ref, v))
+    for _col, t, named in goal.refs:
+        if t != goal.table:
+            out.setdefault(t, []).extend(named)
+    return {t: tuple(v) for t, v in out.items()}
+
+
+def same_party(p: Planner, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two writes are one person's errands: both name the same row of ``a``'s party, the parent table with
+    the most rows (of a loan's book and member, the member: the party who asks is the one the many rows are about,
+    and a row of a large table is seldom shared by chance; two strangers' loans of one book are not one visit).
+    The schema's counts, no names."""
+    if not a:
+        return False
+    party = max(sorted(a), key=lambda t: p.conn.execute(f"SELECT COUNT(*) FROM {qi(t)}").fetchone()[0])
+    return b.get(party) == a[party]
+
+
 def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
     """An allowed write and a forbidden one in the same request, on other rows (:func:`touches`: two creates for
     other parents are on other rows too), in shapes that vary (issue 40: the library's four were one phrasing, "mark
     X as returned. Mark Y as pending."): as partner, an allowed write (a governed one the rules allow, or one of a
     tool no rule governs: :func:`_plain_writes`) no earlier compound chain of this planner took, then one whose tool chain (its reads and its write) and whose (partner tool, forbidden tool) pair earlier
-    compounds used least (a partner taken twice makes the same change twice: one task); and every other compound
-    asks for the forbidden write first (its evidence read first, then the allowed write done)."""
+    compounds used least (a partner taken twice makes the same change twice: one task); among partners equal on the
+    first, one about the same person (:func:`same_party`: the member whose returned loan is asked about, borrowing
+    another book), so the message reads as one visit, not two strangers' errands (issue 40's audit); and every
+    other compound asks for the forbidden write first (its evidence read first, then the allowed write done)."""
     found = list(_governed_writes(p, seed))
     allowed = [ch for ch, forbid in found if not forbid] + _plain_writes(p, seed)
     used: set[str] = p.memo.setdefault(("compound_partners",), set())
@@ -205,9 +234,12 @@ def compound_rules(p: Planner, seed: int) -> Iterator[Chain]:
     for b, forbid in ((ch, f) for ch, f in found if f):
         tool = b.calls[-1].tool
 
-        def rank(a: Chain, tool: str = tool) -> tuple[bool, int, int]:
+        mine = parents(b)
+
+        def rank(a: Chain, tool: str = tool, mine: dict[str, Any] = mine) -> tuple[bool, bool, int, int]:
             calls = tuple(c.tool for c in a.calls)
-            return a.signature() in used, chains_used.get(calls, 0), pairs_used.get((a.calls[-1].tool, tool), 0)
+            return (a.signature() in used, not same_party(p, mine, parents(a)), chains_used.get(calls, 0),
+                    pairs_used.get((a.calls[-1].tool, tool), 0))
 
         mates = sorted(allowed, key=rank)
         a = next((a for a in mates if a.calls[-1].arguments != b.calls[-1].arguments and touches(a) != touches(b)

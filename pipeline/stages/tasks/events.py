@@ -1,0 +1,163 @@
+"""What a person asks for when a write moves a row to a state: the scenario's own words for the event.
+
+Issue 40's reader audit (2026-11-29, the library): every write that sets a state column was asked as status
+dictation, "Please mark the loan of the book X for the member Y as returned", which no member or clerk says; a
+person asks for the event that ends in that state ("I'm bringing back The Hobbit, it's on Laura Brown's card").
+The model words such events well when asked for one in prose, with an example; it picks badly from menus. So,
+once per (table, state column, value, facts that name the row) the planned writes need (:func:`needed`, the most
+frequent first, at most ``limit``), the model writes the person's message with a ``{slot}`` per fact that names the
+row (:func:`ask_events`). Code keeps it only when every slot is there once and no other brace, no digit or value of
+its own, nothing about the message itself, and the build's wording lint passes on the requests it makes for real
+chains (``lint``); code then says such a write with it (:meth:`pipeline.stages.tasks.code_wording._Words.event`), the
+refused half of a compound and a single refusal too (the outcome the person wants). Without a kept event, code
+says the write as before. Language-neutral: slots, digits, values and the lint; no word lists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.dbmodel.columns import check_enums
+from pipeline.ir import Environment
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.prompts import render_section
+from pipeline.stages.feedback import ask_with_feedback
+from pipeline.stages.tasks.code_wording import (
+    Event,
+    EventKey,
+    Fixed,
+    _Words,
+    as_words,
+    event_key,
+    event_slots,
+    request_from_plan,
+    speaks_about_itself,
+    state_columns,
+)
+from pipeline.stages.tasks.planner.chains import Chain
+
+STAGE = "events"
+PROMPT = "events"
+LIMIT = 6
+"""Events asked for per environment (issue 42 counts tokens): the most frequent ones."""
+CHECK_WITH = 3
+"""Chains an event is linted on."""
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class Said(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    template: str = Field(..., min_length=8, max_length=300)
+
+
+def needed(chains: Sequence[Chain], fixed: Fixed) -> dict[EventKey, list[Chain]]:
+    """The events ``chains``' goals need (:func:`~pipeline.stages.tasks.code_wording.event_key`), each with the
+    chains that need it, the most frequent first (ties by key)."""
+    found: dict[EventKey, list[Chain]] = {}
+    for ch in chains:
+        for key in {k for g in ch.goals if (k := event_key(g, fixed)) is not None}:
+            found.setdefault(key, []).append(ch)
+    return {k: found[k] for k in sorted(found, key=lambda k: (-len(found[k]), k))}
+
+
+def spoken(chain: Chain, events: Mapping[EventKey, Event], fixed: Fixed) -> Chain:
+    """``chain`` with the states its events say left out of what its request must state: "I'm bringing back The
+    Hobbit" asks for the loan to become returned without the word (a value another goal also holds stays)."""
+    said = [g for g in chain.goals if (k := event_key(g, fixed)) is not None and k in events]
+    if not said:
+        return chain
+    implied = {repr(g.values[0][1]) for g in said}
+    held = {repr(v) for g in chain.goals if g not in said
+            for v in [*(v for _, v in g.named), *(v for _, v in g.values), *(v for _, v in g.where)]}
+    held |= {repr(v) for g in said for _, v in g.named}
+    must = [v for v in chain.must_state if repr(v) not in implied or repr(v) in held]
+    return replace(chain, must_state=must) if len(must) != len(chain.must_state) else chain
+
+
+def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, language: str,
+            lint: Callable[[Chain, str], str | None]) -> str | None:
+    """Why ``event`` cannot say ``key``'s writes, or None: a slot missing, unknown or said twice, a digit or one of
+    the first chain's values written out, words about the message itself, or ``lint`` refusing the request code
+    writes with it for one of ``chains``."""
+    thing = _Words(language).thing(key[0])
+    slots = [s for s, _ in event.slots]
+    found = _SLOT.findall(event.text)
+    missing = [s for s in slots if s not in found]
+    if missing:
+        return render_section(PROMPT, "missing", slots=", ".join("{" + s + "}" for s in missing))
+    outside = _SLOT.sub(" ", event.text)
+    if any(s not in slots for s in found) or "{" in outside or "}" in outside:
+        return render_section(PROMPT, "unknown", slots=", ".join("{" + s + "}" for s in slots))
+    twice = next((s for s in slots if found.count(s) > 1), None)
+    if twice is not None:
+        return render_section(PROMPT, "twice", slot="{" + twice + "}")
+    if re.search(r"\d", outside):
+        return render_section(PROMPT, "digits")
+    if speaks_about_itself(outside):
+        return render_section(PROMPT, "itself")
+    for ch in chains[:1]:  # the values the model was shown: written out, they would be wrong for the next row
+        goal = next(g for g in ch.goals if event_key(g, fixed) == key)
+        facts = dict(goal.named)
+        for slot, ref in event.slots:
+            shown = str(facts.get(ref, ""))
+            if len(shown) > 1 and re.search(rf"(?<!\w){re.escape(shown)}(?!\w)", outside, re.IGNORECASE):
+                return render_section(PROMPT, "value", value=shown, slot="{" + slot + "}", thing=thing)
+    for ch in chains:
+        ch = spoken(ch, {key: event}, fixed)
+        text = request_from_plan(ch, (), language=language, states=fixed, events={key: event})
+        if text is None:
+            continue
+        why = lint(ch, text)
+        if why:
+            return render_section(PROMPT, "lint", text=text, problem=why, thing=thing)
+    return None
+
+
+def _messages(env: Environment, key: EventKey, slots: tuple[tuple[str, str], ...], example: Chain, fixed: Fixed,
+              language: str) -> list[dict[str, Any]]:
+    w = _Words(language)
+    table, column, value, _refs = key
+    goal = next(g for g in example.goals if event_key(g, fixed) == key)
+    facts = dict(goal.named)
+    ddl = next((t.ddl for t in env.tables if t.name == table), "")
+    values = [as_words(str(v)) for v in check_enums(ddl).get(column, ())] or [as_words(value)]
+    return [{"role": "system", "content": render_section(PROMPT, "system", language=language)},
+            {"role": "user", "content": render_section(
+                PROMPT, "user", system=env.scenario.name, description=env.scenario.description,
+                thing=w.thing(table), label=w.label(column, table), values=", ".join(values), value=as_words(value),
+                slots="\n".join(f"{{{s}}}: for example {w.value(facts[ref])}" for s, ref in slots))}]
+
+
+def ask_events(env: Environment, client: LLMClientProtocol, chains: Sequence[Chain], *,
+               lint: Callable[[Chain, str], str | None], language: str = "en", limit: int = LIMIT,
+               max_attempts: int = 2) -> tuple[dict[EventKey, Event], list[str]]:
+    """The events the first ``limit`` of ``chains``' needed ones (:func:`needed`) are said by, as the model wrote
+    them and code kept them (:func:`problem`), and a line per event the model's words failed for (its last
+    problem): code says those writes as before."""
+    fixed = state_columns(env)
+    kept: dict[EventKey, Event] = {}
+    failed: list[str] = []
+    for key, users in list(needed(chains, fixed).items())[:limit]:
+        slots = event_slots(key, language)
+        check_on = users[:CHECK_WITH]
+
+        def check(reply: Said, key: EventKey = key, slots: tuple[tuple[str, str], ...] = slots,
+                  check_on: list[Chain] = check_on) -> tuple[Event | None, str | None]:
+            ev = Event(" ".join(reply.template.split()), slots)
+            why = problem(key, ev, check_on, fixed, language, lint)
+            return (None, why) if why else (ev, None)
+
+        out = ask_with_feedback(client, Said, _messages(env, key, slots, users[0], fixed, language), check,
+                                stage=STAGE, max_attempts=max_attempts, max_tokens=120,
+                                feedback=lambda e: render_section(PROMPT, "feedback", problem=e),
+                                retry_temperature=0.7)
+        if out.value is not None:
+            kept[key] = out.value
+        else:
+            failed.append(f"{key[0]}.{key[1]} -> {key[2]}: {out.error or 'no reply'}")
+    return kept, failed

@@ -1,0 +1,190 @@
+"""Requests a person would say (issue 40's reader audit, 2026-11-29): a write that ends in a state said as the
+model's words for the event (``pipeline.stages.tasks.events``, with a scripted model), a row chosen by a date named
+by its parents (``pipeline.stages.tasks.naming``), a compound's halves about one person where the data allows
+(``planner.rules.same_party``), and a request template that says one slot for two facts refused."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pipeline import ir
+from pipeline.llm import fake_client
+from pipeline.runtime.replay import fresh
+from pipeline.settings import TaskSettings
+from pipeline.stages.tasks import templates as ph
+from pipeline.stages.tasks.bank import generate_tasks, lint_request
+from pipeline.stages.tasks.code_wording import event_key, request_from_plan, state_columns
+from pipeline.stages.tasks.events import ask_events, needed, spoken
+from pipeline.stages.tasks.naming import by_parents, parents_naming
+from pipeline.stages.tasks.planner import make_planner, plan_chains, shuffled_planner
+from pipeline.stages.tasks.planner.chains import Chain, Goal
+from pipeline.stages.tasks.planner.rules import parents, same_party
+from tests.fixtures.permits import permit_env
+
+LIBRARY = Path(__file__).parent.parent / "fixtures" / "book_lending.json"
+
+
+@pytest.fixture(scope="module")
+def permits():
+    env = permit_env()
+    with fresh(env, None) as run:
+        chains = plan_chains(env, run, 40, {1: 1.0, 2: 1.0, 3: 1.0}, spread=True)
+    return env, chains
+
+
+def _lint(env):
+    return lambda ch, text: lint_request(env, ch, text, plain=True)
+
+
+def _slots(messages) -> list[str]:
+    return re.findall(r"^\{(\w+)\}: for example", messages[1]["content"], re.M)
+
+
+def test_a_state_write_is_said_as_the_event_the_model_words(permits) -> None:
+    env, chains = permits
+    fixed = state_columns(env)
+    need = needed(chains, fixed)
+    assert need, "the permit office plans no write that moves a permit to a state"
+    key, users = next(iter(need.items()))
+    seen: list = []
+
+    def bad_then_good(messages):
+        seen.append(messages)
+        slots = _slots(messages)
+        if len(seen) == 1:
+            return {"template": "Please handle this one for me."}  # no slot: refused, with the slots named
+        return {"template": "Hello, about permit " + " and ".join("{" + s + "}" for s in slots) +
+                ": we need that sorted out today."}
+
+    kept, failed = ask_events(env, fake_client([bad_then_good] * 2 + [
+        lambda m: {"template": "Hi, for permit " + " ".join("{" + s + "}" for s in _slots(m)) + ", go ahead."}] * 20),
+        chains, lint=_lint(env), limit=1)
+    assert list(kept) == [key] and not failed
+    first = seen[0][1]["content"]
+    assert key[2].replace("_", " ") in first and env.scenario.name in first  # the state asked for, in the scenario
+    assert "{" + _slots(seen[0])[0] + "}" in seen[1][-1]["content"]  # the feedback names the missing slot
+    chain = spoken(next(c for c in users if len(c.goals) == 1), kept, fixed)
+    assert key[2] not in chain.must_state  # the event says the state: the word itself is not asked for
+    text = request_from_plan(chain, (), states=fixed, events=kept)
+    plain = request_from_plan(chain, (), states=fixed)
+    assert text is not None and text.startswith("Hello, about permit") and "mark" not in text, text
+    assert plain is not None and plain != text
+    goal = next(g for g in chain.goals if event_key(g, fixed) == key)
+    assert all(str(v) in text for _, v in goal.named)
+    assert lint_request(env, chain, text, plain=True) is None
+
+
+def test_an_event_with_values_or_digits_of_its_own_is_refused_and_code_words_as_before(permits) -> None:
+    env, chains = permits
+    fixed = state_columns(env)
+    key, users = next(iter(needed(chains, fixed).items()))
+    goal = next(g for g in users[0].goals if event_key(g, fixed) == key)
+    own = str(goal.named[0][1])
+
+    def replies():
+        yield lambda m: {"template": f"Permit {own} " + " ".join("{" + s + "}" for s in _slots(m))}  # a value
+        yield lambda m: {"template": "Permit " + " ".join("{" + s + "}" for s in _slots(m)) + " by 5 pm please"}
+        yield lambda m: {"template": "{" + _slots(m)[0] + "} and {" + _slots(m)[0] + "} again"}  # twice
+
+    client = fake_client(list(replies()) * 8)
+    kept, failed = ask_events(env, client, chains, lint=_lint(env), limit=1, max_attempts=3)
+    assert not kept and len(failed) == 1 and failed[0].startswith(f"{key[0]}.{key[1]} -> {key[2]}")
+    asked = client.requests[-1]  # the feedback for each: the value written out, a digit, a slot said twice
+    said = " ".join(m["content"] for m in asked if m["role"] == "user")
+    assert said.count("number or date") == 2  # a permit number written out has digits, as has "5 pm"
+    assert "more than once" in failed[0]  # the last reply's problem
+    text = request_from_plan(users[0], (), states=fixed, events=kept)
+    assert text == request_from_plan(users[0], (), states=fixed)  # code's wording, as before
+
+
+def _library():
+    return ir.Environment.model_validate_json(LIBRARY.read_text(encoding="utf-8"))
+
+
+def test_a_row_chosen_by_a_date_is_named_by_its_parents_when_they_name_it_alone() -> None:
+    env = _library()
+    with fresh(env, None) as run:
+        p = make_planner(env, run)
+        conn = p.conn
+        pairs = conn.execute("SELECT book_id, member_id, COUNT(*) n, MIN(loan_id) FROM loans "
+                             "GROUP BY book_id, member_id ORDER BY n, book_id, member_id").fetchall()
+        alone = next(r for r in pairs if r[2] == 1)
+        key = (alone[3],)
+        named = parents_naming(conn, p.infos, p.keys, "loans", key)
+        title = conn.execute("SELECT title FROM books WHERE book_id = ?", (alone[0],)).fetchone()[0]
+        name = conn.execute("SELECT name FROM members WHERE member_id = ?", (alone[1],)).fetchone()[0]
+        assert named is not None and {v for _, v in named} == {title, name}, named
+        latest = Goal("decide_update", "loans", (("books.title", title),), owner="books", asked="loan_date",
+                      values=(("due_date", "2026-03-01"),), items="loans", which="latest", key=key)
+        chain = Chain("decide_write", [], [], [title, "2026-03-01"], goals=[latest])
+        out = by_parents(conn, p.infos, p.keys, chain)
+        assert out.goals[0].kind == "update" and out.goals[0].table == "loans" and out.goals[0].key == key
+        assert name in out.must_state and title in out.must_state
+        text = request_from_plan(out, ())
+        assert text is not None and name in text and title in text and "latest" not in text, text
+        # a choice by an amount is one people make: it stays; and two loans of one book to one member name neither
+        highest = replace(chain, goals=[replace(latest, which="highest")])
+        assert by_parents(conn, p.infos, p.keys, highest) is highest
+        conn.execute("INSERT INTO loans (book_id, member_id, loan_date, due_date) VALUES (?, ?, ?, ?)",
+                     (alone[0], alone[1], "2026-01-01", "2026-02-01"))
+        assert parents_naming(conn, p.infos, p.keys, "loans", key) is None
+        assert by_parents(conn, p.infos, p.keys, chain) is chain
+
+
+def test_same_party_is_the_row_of_the_largest_parent_table() -> None:
+    env = _library()
+    with fresh(env, None) as run:
+        p = make_planner(env, run)
+
+        def loan(title: str, name: str) -> Chain:
+            return Chain("update", [], [], [], goals=[Goal("update", "loans", (("books.title", title),
+                                                                                ("members.name", name)))])
+
+        def new_loan(title: str, name: str) -> Chain:
+            return Chain("create", [], [], [], goals=[Goal("create", "loans", refs=(
+                ("book_id", "books", (("books.title", title),)), ("member_id", "members", (("members.name", name),))))])
+
+        b = parents(loan("Emma", "Ann Lee"))
+        assert b == {"books": (("books.title", "Emma"),), "members": (("members.name", "Ann Lee"),)}
+        assert same_party(p, b, parents(new_loan("Dune", "Ann Lee")))  # members outnumber books: the member
+        assert not same_party(p, b, parents(loan("Emma", "Bo Kim")))  # one book, two strangers
+        assert not same_party(p, {}, parents(loan("Emma", "Ann Lee")))
+
+
+def test_a_template_that_says_one_slot_for_two_facts_is_refused(permits) -> None:
+    env, _ = permits
+    with fresh(env, None) as run:
+        groups = ph.kinds(env, shuffled_planner(env, run), None)
+    base = next(t for g in groups if (t := ph.slotted(g[0])) is not None and len(t.slots) >= 2)
+    group = next(g for g in groups if ph.template_key(g[0]) == base.key)
+    first = next(iter(base.slots))
+    doubled = ph.Template(base.key, base.text + " Again: {" + first + "}.", base.slots, base.states)
+    why = ph.problem(env, doubled, group, same=base.text)
+    assert why is not None and "{" + first + "}" in why and "more than once" in why
+    reworded = ph.Template(base.key, "Hi! " + base.text, base.slots, base.states)
+    assert "more than once" not in (ph.problem(env, reworded, group, same=base.text) or "")  # each slot once: kept
+
+
+def test_the_bank_asks_each_event_once_and_words_its_writes_with_it(permits) -> None:
+    env, _ = permits
+    asked: list[str] = []
+
+    def model(messages):
+        if "dictate a record's state" in messages[0]["content"]:
+            asked.append(messages[1]["content"])
+            return {"template": "Our office needs permit " + " ".join("{" + s + "}" for s in _slots(messages)) +
+                    " to go through now."}
+        return {"user_request": "no"}  # the wording fails: code writes the request
+
+    settings = TaskSettings(n_tasks=8, event_words=True)
+    res = generate_tasks(env, fake_client([model] * 400), settings=settings)
+    said = [t for t in res.value if "Our office needs permit" in t.instruction]
+    assert asked and len(asked) == len(set(asked)) <= 6  # once per event
+    assert said and all(t.metadata["worded_by"] == "template" for t in said), [t.instruction for t in res.value]
+    assert not any("Please mark" in t.instruction for t in said)
+    off = generate_tasks(env, fake_client([model] * 400), settings=TaskSettings(n_tasks=8))
+    assert not any("Our office needs permit" in t.instruction for t in off.value)  # off: as before
