@@ -123,6 +123,16 @@ def infer(p: Planner) -> Held:
     return out
 
 
+def _initial(p: Planner, ln: Link) -> tuple[set[tuple[Any, ...]], dict[Any, dict[str, Any]]]:
+    """The child rows of ``ln`` (as item tuples) and its parent rows by key in the initial state, read once."""
+    key = f"held_initial:{ln}"
+    if key not in p._cache:
+        p._cache[key] = ({tuple(r.items()) for r in _rows(p.conn, ln.child)},
+                         {r[ln.key]: r for r in _rows(p.conn, ln.parent)})
+    out: tuple[set[tuple[Any, ...]], dict[Any, dict[str, Any]]] = p._cache[key]
+    return out
+
+
 def _infer(p: Planner, conn: sqlite3.Connection) -> Held:
     today = date.fromisoformat(p.env.clock[:10])
     counts, singles, withins = [], [], []
@@ -145,7 +155,10 @@ def _infer(p: Planner, conn: sqlite3.Connection) -> Held:
         others = [c for c, pt, _ in p.infos[ln.child].foreign_keys if pt != ln.child and c != ln.via]
         if not others and len(kids) >= MIN_CHILDREN and len(set(kids)) == len(kids):
             singles.append(Single(ln))
-        withins += _withins(p, ln, parents, kids, today)
+        found = _withins(p, ln, parents, kids, today)
+        if found:
+            _initial(p, ln)
+        withins += found
     return Held(tuple(counts), tuple(singles), tuple(withins))
 
 
@@ -223,8 +236,7 @@ def broken(p: Planner, after: sqlite3.Connection) -> list[str]:
             out.append(f"{n} {ln.child} of one {ln.parent} {key}")
     for w in held.withins:
         ln = w.link
-        before = {tuple(r.items()) for r in _rows(p.conn, ln.child)}
-        parents_before = {r[ln.key]: r for r in _rows(p.conn, ln.parent)}
+        before, parents_before = _initial(p, ln)
         parents_now = {r[ln.key]: r for r in _rows(after, ln.parent)}
         for r in _rows(after, ln.child):
             par = parents_now.get(r.get(ln.via))
