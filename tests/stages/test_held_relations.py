@@ -37,7 +37,7 @@ def _kegs() -> list[dict[str, Any]]:
     return out
 
 
-def keg_env(dues_on: str = "clock") -> ir.Environment:
+def keg_env(dues_on: str = "clock", shown: int | None = None) -> ir.Environment:
     kegs = _kegs()
     marked = [k["id"] for k in kegs[:10]]
     for k in kegs:
@@ -45,6 +45,8 @@ def keg_env(dues_on: str = "clock") -> ir.Environment:
     marks = [{"id": j + 1, "keg_id": kid, "noted_on": "2026-01-10"} for j, kid in enumerate(marked)]
     if dues_on == "clock":
         owed = [k["id"] for k in kegs if k["due_on"] < "2026-01-15"][:8]
+    elif dues_on == "few":
+        owed = [k["id"] for k in kegs if k["due_on"] < "2026-01-15"][2:6]
     elif dues_on == "phase":
         owed = [k["id"] for k in kegs if k["phase"] == "cd"][:7]
     else:  # on kegs of either side and phase: no relation
@@ -77,7 +79,8 @@ def keg_env(dues_on: str = "clock") -> ir.Environment:
         tables=[ir.Table(name="kegs", ddl=KEGS_DDL), ir.Table(name="marks", ddl=MARKS_DDL),
                 ir.Table(name="dues", ddl=DUES_DDL)],
         seed=[ir.SeedRows(table="kegs", rows=kegs), ir.SeedRows(table="marks", rows=marks),
-              ir.SeedRows(table="dues", rows=dues)],
+              ir.SeedRows(table="dues", rows=dues, plan=None if shown is None else ir.RowPlan(
+                  locale="en_US", seed=3, examples=shown, generators=[]))],
         tools=tools)
 
 
@@ -130,6 +133,18 @@ def test_a_state_relation_and_none_by_chance() -> None:
     with fresh(env) as run:
         p = make_planner(env, run)
         assert not [w for w in held.infer(p).withins if w.link.child == "dues"]
+
+
+def test_few_children_need_the_examples() -> None:
+    """Four dues on past-due kegs among kegs half past due: chance puts them there one time in sixteen, so the
+    seeded rows alone are no evidence; three of them written by the model as its examples (and held by the rows
+    stage) are."""
+    with fresh(env := keg_env("few")) as run:
+        assert not [w for w in held.infer(make_planner(env, run)).withins if w.link.child == "dues"]
+    with fresh(env := keg_env("few", shown=3)) as run:
+        p = make_planner(env, run)
+        dues = [(w.column, w.clock.side) for w in held.infer(p).withins if w.link.child == "dues" and w.clock]
+        assert ("due_on", "past") in dues, dues
 
 
 def test_broken_names_what_an_end_state_breaks() -> None:

@@ -13,9 +13,10 @@ relation is inferred from the environment's own rows, over all of them (not only
   :data:`MIN_CHILDREN` rows (a table of details of one parent: a loan's fine): a new child only for a parent without
   one (:func:`room`).
 - :class:`Within`: every child's parent is on one side of the clock by a date column
-  (:func:`pipeline.meaning.relations.parent_clocks`: a fine only on a loan past due), or holds one of a proper subset
-  of a status-like column's states, where chance would seldom put all of them there (:data:`CHANCE`: the share of
-  parents that meet the relation, to the power of the distinct parents the children name): a new child only for a
+  (:func:`pipeline.meaning.relations.parent_clocks`: a fine only on a loan past due, or past due when it came back),
+  or holds one of a proper subset of a status-like column's states, where chance would seldom put all of them there
+  (:data:`CHANCE`: the share of parents that meet the relation, to the power of the distinct parents the children
+  name) or, for a side of the clock, where the model's example children show it too: a new child only for a
   parent that meets it (:func:`room`), and no task's end state leaves a child on a parent that broke it
   (:func:`broken`).
 """
@@ -173,11 +174,10 @@ def _withins(p: Planner, ln: Link, parents: Mapping[Any, Mapping[str, Any]], kid
         return []
     out = []
     everyone = list(parents.values())
-    for rel in relations.parent_clocks({ln.via: list(kids)}, ln.via, parents, today):
-        if rel.until is not None:
-            continue  # the parent's own end date: one relation per date column is enough to place a new child
+    shown = _example_clocks(p, ln, parents, today)
+    for rel in dict.fromkeys([*relations.parent_clocks({ln.via: list(kids)}, ln.via, parents, today), *shown]):
         share = sum(1 for r in everyone if rel.holds(r, today)) / len(everyone)
-        if all(rel.holds(r, today) for r in named) and _chance(share, len(named)):
+        if all(rel.holds(r, today) for r in named) and (rel in shown or _chance(share, len(named))):
             out.append(Within(ln, rel.parent_column, clock=rel))
     for col in p.infos[ln.parent].columns:
         listed = _status_like(p, ln.parent, col)
@@ -197,6 +197,21 @@ def counted(p: Planner, table: str, column: str) -> bool:
     """Whether ``table.column`` counts the rows of a child table in every seeded row (:class:`Count`): a write
     states no value for it (an update of it is not planned; a new row starts it at zero, with no children)."""
     return any((c.link.parent, c.column) == (table, column) for c in infer(p).counts)
+
+
+def _example_clocks(p: Planner, ln: Link, parents: Mapping[Any, Mapping[str, Any]], today: date
+                    ) -> list[relations.ParentClock]:
+    """The sides of the clock the model's example children's parents show (what the rows stage held the seeded
+    children to: :func:`pipeline.meaning.relations.parent_clocks`, with the parents in the order its prompt lists
+    them), kept even where the seeded children are too few for :data:`CHANCE` alone."""
+    from pipeline.stages.rows.maker import listed_keys
+    from pipeline.stages.tasks.planner.states import example_rows
+
+    examples = example_rows(p, ln.child)
+    if not examples.get(ln.via) or len(examples[ln.via]) == p.conn.execute(
+            f"SELECT COUNT(*) FROM {qi(ln.child)}").fetchone()[0]:
+        return []  # every row is an example (no plan): the seeded rows' evidence alone
+    return relations.parent_clocks(examples, ln.via, parents, today, listed_keys(p.conn, ln.parent, ln.key))
 
 
 def room(p: Planner, child: str, via: str, parent: Mapping[str, Any]) -> bool:
