@@ -11,7 +11,8 @@ planner's own inference (the relations measured here are found again from the ro
   every seeded child's parent (a fine on a loan not yet due, when every seeded fine's loan is past due);
 - ``forbidden_generic``: a chain that is not rule-bound whose reference does a write a rule forbids.
 
-Usage: python benchmarks/bench_held_relations.py ENV_DIR
+Usage: python benchmarks/bench_held_relations.py ENV_DIR [--no-rules]   (--no-rules: the plan without rule-bound
+tasks, as a build with ``rule_tasks`` off makes it)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def rows(conn, table):
     return [dict(zip(names, r)) for r in cur]
 
 
-def main(env_dir: str) -> dict:
+def main(env_dir: str, rules: bool = True) -> dict:
     d = Path(env_dir)
     env = Environment.model_validate_json((d / "env.json").read_text())
     db = str(d / "initial.db")
@@ -68,7 +69,7 @@ def main(env_dir: str) -> dict:
             clocks[(child, via, parent, key)] = sides.pop()
     with fresh(env, db) as run:
         planner = make_planner(env, run)
-        pools = candidates(planner, 0, db, spread=True, rules=True)
+        pools = candidates(planner, 0, db, spread=True, rules=rules)
     chains = [c for s in sorted(pools) for c in pools[s]]
     counts = Counter()
     examples = {}
@@ -98,7 +99,7 @@ def main(env_dir: str) -> dict:
         for b in broke:
             counts[b] += 1
             examples.setdefault(b, [ch.shape, " ".join(ch.facts)[:400]])
-    out = {"env": d.name, "chains": len(chains), "by_shape": dict(Counter(c.shape for c in chains)),
+    out = {"env": d.name, "rules": rules, "chains": len(chains), "by_shape": dict(Counter(c.shape for c in chains)),
            "singles": [f"{c}.{v}" for c, v, _, _ in singles], "counters": [f"{p}.{c}" for *_, p, _, c in counters],
            "clock_relations": [f"{c}.{v}" for c, v, _, _ in clocks],
            "breaking": {k: counts.get(k, 0) for k in ("second_child", "counter", "child_off_clock",
@@ -109,4 +110,4 @@ def main(env_dir: str) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], rules="--no-rules" not in sys.argv[2:])

@@ -101,7 +101,9 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
     """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order
     (``spread``: bounded per (shape, tool chain, asked column) rather than by the first rows found; ``rules``, with
     the environment's rules: the compound allowed + forbidden shape too, and every chain judged by the rules, none
-    kept whose reference does a forbidden write, each with the verdicts of the governed writes it does)."""
+    kept whose reference does a forbidden write, each with the verdicts of the governed writes it does; without
+    ``rules``, an environment's rules still keep out every chain whose reference does a write they forbid). None is
+    kept whose end state breaks a relation between tables the seeded rows hold (:mod:`.held`)."""
     out: dict[str, list[Chain]] = {}
     seen: set[str] = set()
     shapes = {**SHAPES, **RULE_SHAPES} if rules and planner.env.rules else SHAPES
@@ -121,6 +123,8 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
                     if judged is None:
                         continue
                     ch = judged
+                elif planner.env.rules and annotate(planner.env, ch, initial_db) is None:
+                    continue  # without rule-bound tasks, no task asks for a write the policy forbids either
                 got.append(ch)
                 per_key[ch.spread_key] += 1
                 if len(got) >= (SPREAD_PER_SHAPE if spread else MAX_PER_SHAPE):
