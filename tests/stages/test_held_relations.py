@@ -123,6 +123,19 @@ def test_the_relations_are_read_from_the_rows() -> None:
         assert not held.room(p, "dues", "keg_id", kegs[1])  # past due, with its due
 
 
+def test_a_child_with_a_name_of_its_own_is_no_detail() -> None:
+    """Marks with a UNIQUE label of their own are things a keg may own several of, though each keg has one so far."""
+    env = keg_env()
+    ddl = MARKS_DDL.replace("noted_on TEXT NOT NULL)", "noted_on TEXT NOT NULL, label TEXT NOT NULL UNIQUE)")
+    seed = [s if s.table != "marks" else s.model_copy(update={"rows": [{**r, "label": f"M-{r['id']}"}
+                                                                       for r in s.rows]}) for s in env.seed]
+    tables = [t if t.name != "marks" else t.model_copy(update={"ddl": ddl}) for t in env.tables]
+    env = env.model_copy(update={"seed": seed, "tables": tables})
+    with fresh(env) as run:
+        p = make_planner(env, run)
+        assert sorted(s.link.child for s in held.infer(p).singles) == ["dues"]
+
+
 def test_a_state_relation_and_none_by_chance() -> None:
     env = keg_env("phase")
     with fresh(env) as run:

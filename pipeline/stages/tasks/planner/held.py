@@ -10,8 +10,9 @@ relation is inferred from the environment's own rows, over all of them (not only
   children: a write that leaves it disagreeing with them is not planned (a tool that adds a renewal and counts it
   keeps it; a request to set the count is a state no row has).
 - :class:`Single`: a child table whose only reference to another table names each parent at most once, in at least
-  :data:`MIN_CHILDREN` rows (a table of details of one parent: a loan's fine): a new child only for a parent without
-  one (:func:`room`).
+  :data:`MIN_CHILDREN` rows, and that has no name of its own (a table of details of one parent: a loan's fine; the
+  rows stage's ``one_each`` reads the same from the examples and makes the seeded rows so): a new child only for a
+  parent without one (:func:`room`).
 - :class:`Within`: every child's parent is on one side of the clock by a date column
   (:func:`pipeline.meaning.relations.parent_clocks`: a fine only on a loan past due, or past due when it came back),
   or holds one of a proper subset of a status-like column's states, where chance would seldom put all of them there
@@ -154,13 +155,27 @@ def _infer(p: Planner, conn: sqlite3.Connection) -> Held:
                 if relations.counts_from_zero(list(values.values())) and relations.counts_shown(values, kids):
                     counts.append(Count(ln, col))
         others = [c for c, pt, _ in p.infos[ln.child].foreign_keys if pt != ln.child and c != ln.via]
-        if not others and len(kids) >= MIN_CHILDREN and len(set(kids)) == len(kids):
+        if not others and len(kids) >= MIN_CHILDREN and len(set(kids)) == len(kids) and not _own_name(p, ln):
             singles.append(Single(ln))
         found = _withins(p, ln, parents, kids, today)
         if found:
             _initial(p, ln)
         withins += found
     return Held(tuple(counts), tuple(singles), tuple(withins))
+
+
+def _own_name(p: Planner, ln: Link) -> bool:
+    """Whether a UNIQUE set or a declared natural key of the child names its rows by more than the parent (a project
+    with a name of its own, of which a client may own several): a thing of its own, not a detail of its parent (as
+    the rows stage's ``one_each`` reads it)."""
+    from pipeline.dbmodel.keys import _unique_columns
+
+    pk = tuple(p.infos[ln.child].key)
+    sets = [s for s in _unique_columns(p.conn, ln.child) if s != pk]
+    nk = p.keys.get(ln.child)
+    if nk is not None and nk.declared:
+        sets.append(tuple(nk.columns))
+    return any(set(s) != {ln.via} for s in sets)
 
 
 def _chance(share: float, named: int) -> bool:
