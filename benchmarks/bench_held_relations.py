@@ -32,7 +32,7 @@ from pipeline.stages.tasks.planner import candidates, make_planner
 def rows(conn, table):
     cur = conn.execute(f'SELECT * FROM "{table}"')
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur]
+    return [dict(zip(names, r, strict=True)) for r in cur]
 
 
 def main(env_dir: str, rules: bool = True) -> dict:
@@ -83,7 +83,7 @@ def main(env_dir: str, rules: bool = True) -> dict:
                         broke.add("forbidden_generic")
                 play(run, [call], changes=False)
             after = run.inst.conn
-            for child, via, parent, key in singles:
+            for child, via, _parent, _key in singles:
                 if after.execute(f'SELECT 1 FROM "{child}" GROUP BY "{via}" HAVING COUNT(*) > 1').fetchone():
                     broke.add("second_child")
             for child, via, parent, key, col in counters:
