@@ -21,6 +21,7 @@ from pipeline.dbmodel.ops import tool_op
 from pipeline.dbmodel.paging import page_of
 from pipeline.ir import Environment
 from pipeline.runtime.replay import Run, fresh, play
+from pipeline.stages.tasks.planner import held
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner
 from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate
 from pipeline.stages.tasks.planner.shapes import SHAPES
@@ -84,11 +85,15 @@ def round_chains(planner: ShuffledPlanner, seed: int, rnd: int, initial_db: str 
     return [ch for shape in sorted(pools) for ch in pools[shape]]
 
 
-def replays(env: Environment, chain: Chain, initial_db: str | Path | None) -> bool:
-    """Whether the chain's calls all succeed, in order, on a fresh instance."""
+def replays(env: Environment, chain: Chain, initial_db: str | Path | None, planner: Planner | None = None) -> bool:
+    """Whether the chain's calls all succeed, in order, on a fresh instance; with ``planner``, and leave a state that
+    keeps the relations between tables every seeded row holds (:func:`~pipeline.stages.tasks.planner.held.broken`:
+    a count of children, one child per parent, a child's parent on one side of the clock or in some states)."""
     with fresh(env, initial_db) as run:
         play(run, chain.calls, changes=False)  # only whether they succeed: no per-call diff
-        return run.error is None
+        if run.error is not None:
+            return False
+        return planner is None or not held.broken(planner, run.inst.conn)
 
 
 def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = None,
@@ -96,7 +101,9 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
     """Every chain each shape yields (bounded) that replays, deduplicated by calls, in a deterministic order
     (``spread``: bounded per (shape, tool chain, asked column) rather than by the first rows found; ``rules``, with
     the environment's rules: the compound allowed + forbidden shape too, and every chain judged by the rules, none
-    kept whose reference does a forbidden write, each with the verdicts of the governed writes it does)."""
+    kept whose reference does a forbidden write, each with the verdicts of the governed writes it does; without
+    ``rules``, an environment's rules still keep out every chain whose reference does a write they forbid). None is
+    kept whose end state breaks a relation between tables the seeded rows hold (:mod:`.held`)."""
     out: dict[str, list[Chain]] = {}
     seen: set[str] = set()
     shapes = {**SHAPES, **RULE_SHAPES} if rules and planner.env.rules else SHAPES
@@ -109,13 +116,15 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
                 if sig in seen or (spread and per_key[ch.spread_key] >= SPREAD_PER_KEY):
                     continue
                 seen.add(sig)
-                if not replays(planner.env, ch, initial_db):
+                if not replays(planner.env, ch, initial_db, planner):
                     continue
                 if shapes is not SHAPES:  # with the rules: the verdicts of its writes; none it breaks
                     judged = annotate(planner.env, ch, initial_db)
                     if judged is None:
                         continue
                     ch = judged
+                elif planner.env.rules and annotate(planner.env, ch, initial_db) is None:
+                    continue  # without rule-bound tasks, no task asks for a write the policy forbids either
                 got.append(ch)
                 per_key[ch.spread_key] += 1
                 if len(got) >= (SPREAD_PER_SHAPE if spread else MAX_PER_SHAPE):

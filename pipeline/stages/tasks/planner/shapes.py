@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from pipeline.ir import ToolCall
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner import states
+from pipeline.stages.tasks.planner import held, states
 from pipeline.stages.tasks.planner.aggregates import aggregates, read_all, summable
 from pipeline.stages.tasks.planner.chains import (
     _DATE,
@@ -36,6 +36,8 @@ from pipeline.stages.tasks.planner.values import (
 MAX_OTHERS = 40
 PARENT_TRIES = 6
 """Rows a new row's reference may name, tried in turn for one its dates fit (:func:`values.parent_fits`)."""
+ROOM_TRIES = 60
+"""Rows tried when none of those has room for another child (:func:`held.room`: the seeded children's parents)."""
 
 
 def _others(p: Planner, table: str, col: str, expected: Any, stated: list[Any]) -> list[Any]:
@@ -157,6 +159,9 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                     return None
                 parent_table = fk[0][0]
                 near = p.window(parent_table, seed + len(args), PARENT_TRIES) if p.rows(parent_table) else []
+                if creating:  # a parent the seeded children's relations allow one more child (``held.room``)
+                    near = [r for r in near if held.room(p, t, c, r)] or \
+                        [r for r in p.window(parent_table, seed + len(args), ROOM_TRIES) if held.room(p, t, c, r)]
                 fits = [r for r in near if parent_fits(p, t, c, r)] if creating else []  # dated as the examples
                 prow = (fits or near)[0] if near else None
                 if prow is None:
@@ -177,6 +182,11 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 refs.append((c, parent_table, p.named(parent_table, prow, pdesc, s_stated)))
                 continue
             current = (row or template or {}).get(c)
+            if held.counted(p, t, c):  # its children's number: a new row has none, and no task dictates it
+                if not creating:
+                    return None
+                args[prm.name], src[prm.name] = 0, "stated"
+                continue
             if not use.direct:  # the parameter only feeds an expression (``date(:now, '+' || :days || ' days')``)
                 value = plain_value(prm)
                 if value is None:
