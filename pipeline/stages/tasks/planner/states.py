@@ -36,6 +36,7 @@ from typing import Any
 from pipeline.dbmodel.columns import check_enums
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
+from pipeline.stages.rows.timeline import as_written
 from pipeline.stages.tasks.planner.chains import Planner
 
 NEAR_DAYS = 7
@@ -95,11 +96,13 @@ def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
 
 
 def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
-    """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none)."""
+    """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none), with
+    their dates as the model wrote them (:func:`~pipeline.stages.rows.timeline.as_written`: the seed spreads them
+    among the code-made rows' days, but a new row is dated as the model dated its examples: a loan issued today)."""
     rows: list[dict[str, Any]] = []
     for s in p.env.seed:
         if s.table == table:
-            rows += s.rows[: s.plan.examples] if s.plan is not None else s.rows
+            rows += as_written(s)
     names = list(dict.fromkeys(c for r in rows for c in r))
     return {c: [r.get(c) for r in rows] for c in names}
 
