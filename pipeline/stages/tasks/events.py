@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.dbmodel.columns import check_enums
 from pipeline.ir import Environment
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning.goals import Encode, default_encode
 from pipeline.prompts import render_section
 from pipeline.stages.feedback import ask_with_feedback
 from pipeline.stages.tasks.code_wording import (
@@ -48,6 +49,13 @@ LIMIT = 6
 CHECK_WITH = 3
 """Chains an event is linted on."""
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_QUOTED_SLOT = re.compile(r"([\"'\u2018\u2019\u201a\u201c\u201d\u201e\u00ab\u00bb\u2039\u203a])(\{[A-Za-z_][A-Za-z0-9_]*\})"
+                          r"([\"'\u2018\u2019\u201b\u201c\u201d\u201f\u00ab\u00bb\u2039\u203a])")
+"""A slot between quotation marks of any script ('{book_title}'): the quotes are dropped, as a person writes a title."""
+MARGIN = 0.1
+"""How much nearer (MiniLM cosine) an event's words may be to another of the column's values than to its own before
+code refuses it: "I'm bringing back {book_title}" said for a loan becoming "pending" is 0.17 nearer "returned"; a
+right event can sit a little nearer another value ("please cancel it" 0.03 nearer "scheduled" than "cancelled")."""
 
 
 class Said(BaseModel):
@@ -79,8 +87,28 @@ def spoken(chain: Chain, events: Mapping[EventKey, Event], fixed: Fixed) -> Chai
     return replace(chain, must_state=must) if len(must) != len(chain.must_state) else chain
 
 
+def unquoted(text: str) -> str:
+    """``text`` with the quotation marks around its slots dropped (:data:`_QUOTED_SLOT`)."""
+    return _QUOTED_SLOT.sub(r"\2", text)
+
+
+def nearer_other(text: str, value: Any, values: Sequence[Any], encode: Encode) -> Any | None:
+    """Another of ``values`` that ``text`` (slots left out) is clearly nearer than ``value`` (by :data:`MARGIN`,
+    MiniLM cosine of the words with each value as words), or None: the event says another state than the one its
+    writes set. Language-neutral: the column's own values, in the scenario's words."""
+    others = [v for v in values if v != value]
+    if not others:
+        return None
+    vecs = encode([_SLOT.sub(" ", text), as_words(str(value)), *(as_words(str(v)) for v in others)])
+    own = float(vecs[1] @ vecs[0])
+    sims = [float(vecs[i + 2] @ vecs[0]) for i in range(len(others))]
+    best = max(range(len(others)), key=lambda i: sims[i])
+    return others[best] if sims[best] - own > MARGIN else None
+
+
 def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, language: str,
-            lint: Callable[[Chain, str], str | None]) -> str | None:
+            lint: Callable[[Chain, str], str | None], values: Sequence[Any] = (),
+            encode: Encode | None = None) -> str | None:
     """Why ``event`` cannot say ``key``'s writes, or None: a slot missing, unknown or said twice, a digit or one of
     the first chain's values written out, words about the message itself, or ``lint`` refusing the request code
     writes with it for one of ``chains``."""
@@ -100,6 +128,9 @@ def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, 
         return render_section(PROMPT, "digits")
     if speaks_about_itself(outside):
         return render_section(PROMPT, "itself")
+    other = nearer_other(event.text, key[2], values, encode) if encode is not None else None
+    if other is not None:
+        return render_section(PROMPT, "other", thing=thing, value=as_words(str(key[2])), other=as_words(str(other)))
     for ch in chains[:1]:  # the values the model was shown: written out, they would be wrong for the next row
         goal = next(g for g in ch.goals if event_key(g, fixed) == key)
         facts = dict(goal.named)
@@ -135,7 +166,8 @@ def _messages(env: Environment, key: EventKey, slots: tuple[tuple[str, str], ...
 
 def ask_events(env: Environment, client: LLMClientProtocol, chains: Sequence[Chain], *,
                lint: Callable[[Chain, str], str | None], language: str = "en", limit: int = LIMIT,
-               max_attempts: int = 2) -> tuple[dict[EventKey, Event], list[str]]:
+               max_attempts: int = 2, encode: Encode | None = default_encode
+               ) -> tuple[dict[EventKey, Event], list[str]]:
     """The events the first ``limit`` of ``chains``' needed ones (:func:`needed`) are said by, as the model wrote
     them and code kept them (:func:`problem`), and a line per event the model's words failed for (its last
     problem): code says those writes as before."""
@@ -145,11 +177,13 @@ def ask_events(env: Environment, client: LLMClientProtocol, chains: Sequence[Cha
     for key, users in list(needed(chains, fixed).items())[:limit]:
         slots = event_slots(key, language)
         check_on = users[:CHECK_WITH]
+        ddl = next((t.ddl for t in env.tables if t.name == key[0]), "")
+        values = list(check_enums(ddl).get(key[1], ()))
 
         def check(reply: Said, key: EventKey = key, slots: tuple[tuple[str, str], ...] = slots,
-                  check_on: list[Chain] = check_on) -> tuple[Event | None, str | None]:
-            ev = Event(" ".join(reply.template.split()), slots)
-            why = problem(key, ev, check_on, fixed, language, lint)
+                  check_on: list[Chain] = check_on, values: list[Any] = values) -> tuple[Event | None, str | None]:
+            ev = Event(unquoted(" ".join(reply.template.split())), slots)
+            why = problem(key, ev, check_on, fixed, language, lint, values, encode)
             return (None, why) if why else (ev, None)
 
         out = ask_with_feedback(client, Said, _messages(env, key, slots, users[0], fixed, language), check,
