@@ -73,3 +73,4 @@ _.throttled
 
 # called by name from the text of a rendered server.py (the __main__ of an environment with rules)
 _.main_with_policy
+_._dates_if_moved

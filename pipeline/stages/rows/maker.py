@@ -33,7 +33,6 @@ from typing import Any, Literal
 from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column
-from pipeline.dbmodel.ddl import row_order
 from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
@@ -47,7 +46,8 @@ STOP_AFTER = 40
 """Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
 NULL_SHARE = 0.1
 """Share of nulls in a nullable reference other than the first parent (an optional link is sometimes unset)."""
-MAX_REF_VALUES = 40
+from pipeline.dbmodel.examples import MAX_REF_VALUES, listed_keys  # noqa: E402, F401  (re-exported)
+
 """Parent keys a child table's prompt lists (``pipeline.stages.rows.populate``), in :func:`listed_keys`' order."""
 
 
@@ -168,10 +168,6 @@ class Unplaceable(ValueError):
     """No value of a child's date fits its parent's dates and the clock: the row is drawn again or dropped."""
 
 
-def listed_keys(conn: sqlite3.Connection, parent: str, key: str, limit: int = MAX_REF_VALUES) -> list[Any]:
-    """The parent keys a child's prompt lists, in that order (the parent's first rows)."""
-    return [r[0] for r in conn.execute(f'SELECT "{key}" FROM "{parent}" ORDER BY {row_order(conn, parent)} '
-                                       f'LIMIT {int(limit)}') if r[0] is not None]
 
 
 def parent_rows(conn: sqlite3.Connection, parent: str, key: str) -> dict[Any, dict[str, Any]]:

@@ -31,6 +31,7 @@ from typing import Any
 from pipeline import ir
 from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import row_order
+from pipeline.dbmodel.examples import as_written  # noqa: F401  (re-exported)
 from pipeline.meaning import relations
 
 MIN_SAME = 2
@@ -158,13 +159,3 @@ def rejections(moved: Mapping[str, Moved], stage: str) -> list[ir.Rejection]:
                   "columns": sorted(m.originals)}) for m in moved.values()]
 
 
-def as_written(seed: ir.SeedRows) -> list[dict[str, Any]]:
-    """``seed``'s example rows as the model wrote them (their dates before :func:`respread` moved them): the
-    specification a new row is dated by. Every row when code made none."""
-    if seed.plan is None:
-        return list(seed.rows)
-    rows = [dict(r) for r in seed.rows[: seed.plan.examples]]
-    for c, values in seed.plan.example_dates.items():
-        for r, v in zip(rows, values, strict=False):
-            r[c] = v
-    return rows

@@ -219,7 +219,7 @@ def _example_clocks(p: Planner, ln: Link, parents: Mapping[Any, Mapping[str, Any
     """The sides of the clock the model's example children's parents show (what the rows stage held the seeded
     children to: :func:`pipeline.meaning.relations.parent_clocks`, with the parents in the order its prompt lists
     them), kept even where the seeded children are too few for :data:`CHANCE` alone."""
-    from pipeline.stages.rows.maker import listed_keys
+    from pipeline.dbmodel.examples import listed_keys
     from pipeline.stages.tasks.planner.states import example_rows
 
     examples = example_rows(p, ln.child)

@@ -34,9 +34,9 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.dbmodel.columns import check_enums
+from pipeline.dbmodel.examples import as_written
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
-from pipeline.stages.rows.timeline import as_written
 from pipeline.stages.tasks.planner.chains import Planner
 
 NEAR_DAYS = 7
