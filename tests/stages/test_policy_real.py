@@ -11,8 +11,9 @@ The domains in turn until one keeps a rule (the capability under test: prose tha
 real-model time, issue 42): the brewery, then the permit office only when the brewery keeps none. Until 2026-11-29
 both ran, the permit office first: in the real-model session of that day (16:06-16:08 UTC) its prose grounded in
 nothing (one call, 34 s; as on 2026-11-28 21:00) and the brewery's grounded and was worded (two calls, 62 s). Prose
-that grounds in nothing, and the note that says why, is checked on the real model's own permit prose in
-tests/stages/test_policy_museum.py and on the museum's with the real model (tests/stages/test_meaning_calls_real.py)."""
+that grounds in nothing is checked on the real model's own permit prose in tests/stages/test_policy_museum.py, the
+note that says why in tests/stages/test_policy_grounding.py and test_policy_numbers.py, and both with the real model
+on the museum (tests/stages/test_meaning_calls_real.py, a note for prose about another thing every run)."""
 
 from __future__ import annotations
 
