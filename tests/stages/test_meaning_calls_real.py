@@ -218,20 +218,22 @@ again and leaves out the other three (measured, ``missing_goals``)."""
 
 
 class FirstReplyGiven:
-    """The real model's client whose first structured reply is ``first`` (scripted); every later request, the
-    feedback turns (sampled, ``pipeline.llm.sampling``), goes to the real model."""
+    """The real model's client whose first structured replies are ``first`` (scripted: one reply, or a list of
+    them); every later request, the feedback turns (sampled, ``pipeline.llm.sampling``), goes to the real model."""
 
-    def __init__(self, client: Any, first: dict[str, Any]) -> None:
-        self._client, self._first = client, first
+    def __init__(self, client: Any, first: dict[str, Any] | list[dict[str, Any]]) -> None:
+        self._client, self._first = client, list(first) if isinstance(first, list) else [first]
+        self.real: list[str] = []  # the prompts the real model answered
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
     def structured_reply(self, model: Any, messages: list[dict[str, Any]], *, stage: str,
                          max_tokens: int = 1024) -> Any:
-        if self._first is None:
+        if not self._first:
+            self.real.append(messages[-1]["content"])
             return self._client.structured_reply(model, messages, stage=stage, max_tokens=max_tokens)
-        content, self._first = json.dumps(self._first), None
+        content = json.dumps(self._first.pop(0))
         return model.model_validate_json(content), Reply(content, 0, 0, 0.0, True)
 
 
@@ -352,3 +354,58 @@ def test_real_model_writes_museum_rules_that_ground_and_are_worded_as_checked(re
         if r.worded_by == "llm":
             assert unsaid(r.message, c) is None and off_rule(env, r.message, c, words) is None, r.message
     assert_rules_hold(res.value)
+
+
+# ------------------------------------------------------------------ write goals named once more (tools stage)
+
+PATENT_TABLES = [
+    Table(name="clients", ddl="CREATE TABLE clients (client_id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                              "country TEXT NOT NULL) STRICT", natural_key=["name"]),
+    Table(name="applications", ddl="CREATE TABLE applications (application_id INTEGER PRIMARY KEY, "
+                                   "client_id INTEGER NOT NULL REFERENCES clients(client_id), application_number "
+                                   "TEXT NOT NULL UNIQUE, title TEXT NOT NULL, filing_date TEXT NOT NULL, status "
+                                   "TEXT NOT NULL CHECK (status IN ('pending', 'granted', 'abandoned'))) STRICT",
+          natural_key=["application_number"]),
+    Table(name="office_actions", ddl="CREATE TABLE office_actions (action_id INTEGER PRIMARY KEY, application_id "
+                                     "INTEGER NOT NULL REFERENCES applications(application_id), received_date TEXT "
+                                     "NOT NULL, response_deadline TEXT NOT NULL, met INTEGER NOT NULL DEFAULT 0) "
+                                     "STRICT", natural_key=["application_id", "received_date"]),
+]
+MUSEUM_TABLES = [Table(name="objects", ddl=OBJECTS_DDL, natural_key=["accession_number"]),
+                 Table(name="outgoing_loans", ddl=LOANS_DDL, natural_key=["object_id", "start_date"]),
+                 Table(name="condition_reports", ddl=REPORTS_DDL, natural_key=["object_id", "report_date"])]
+
+
+def reads_only(tables: list[Table]) -> list[dict[str, Any]]:
+    """One scripted table-by-table plan per table, each naming read tools only (as the model planned a clinical
+    trial's participants and visits, 2026-11-29)."""
+    return [{"tools": [{"name": f"find_{t.name}", "kind": "read", "purpose": f"Find {t.name.replace('_', ' ')}",
+                        "tables": [t.name], "goals": []}]} for t in tables]
+
+
+@pytest.mark.real_llm
+@pytest.mark.parametrize("scenario,tables", [(PATENTS, PATENT_TABLES), (MUSEUM, MUSEUM_TABLES)],
+                         ids=["patents", "museum"])
+def test_real_model_plans_write_tools_when_the_write_goals_are_named_once_more(real_llm, scenario, tables) -> None:
+    """The tools stage's plan, table by table (more tools than one call plans), when every table's call planned
+    read tools only (scripted here, as the model answered a clinical trial's): the scenario's write goals are
+    named to the real model once more (``plan_tools``), and its answer adds write tools on the scenario's tables,
+    at least one of which serves a named goal by meaning (``pipeline.meaning.goals.match_goals``)."""
+    from pipeline.ir import Intent
+    from pipeline.meaning.goals import match_goals
+    from pipeline.stages.tools.toolset import PLAN_CHUNK, plan_tools, table_words
+
+    intents = [Intent(goal=g[0].upper() + g[1:], kind="write") for g in scenario.goals]
+    intents.append(Intent(goal=f"Find a {tables[0].name.rstrip('s').replace('_', ' ')}", kind="read"))
+    settings = BuildSettings(tools_min=2, tools_max=PLAN_CHUNK + 2)
+    client = FirstReplyGiven(real_llm, reads_only(tables))
+    planned, error, attempts = plan_tools(scenario, intents, tables, client, settings)
+    assert client.real and "No write tool in the plan serves these goals" in client.real[0], client.real
+    assert planned is not None, error
+    writes = [it for it in planned if it.kind == "write"]
+    print(f"\n{scenario.name}: the model's write tools {[(w.name, w.purpose, w.tables) for w in writes]} "
+          f"({attempts} replies)")
+    assert writes and all(set(w.tables) <= {t.name for t in tables} for w in writes)
+    served = [m for m in match_goals([i.goal for i in intents if i.kind == "write"],
+                                     [(w.name, w.purpose) for w in writes], table_words(tables)) if m.tool]
+    assert served, [(w.name, w.purpose) for w in writes]
