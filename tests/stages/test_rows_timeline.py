@@ -9,6 +9,7 @@ from datetime import date, timedelta
 
 from pipeline import ir
 from pipeline.dbmodel.ddl import scratch_db
+from pipeline.dbmodel.examples import as_written
 from pipeline.stages.rows import timeline
 
 TODAY = date(2026, 1, 15)
@@ -107,7 +108,7 @@ def test_the_plan_keeps_what_the_model_wrote() -> None:
     plan = timeline.noted(ir.RowPlan(seed=1, examples=4), moved["loans"])
     rows = [dict(zip(("loan_id", "book", "loan_date", "due_date"), r, strict=True)) for r in _rows(conn, "loans")]
     seed = ir.SeedRows(table="loans", rows=rows, plan=plan)
-    assert [r["loan_date"] for r in timeline.as_written(seed)] == [_day(0)] * 4
+    assert [r["loan_date"] for r in as_written(seed)] == [_day(0)] * 4
     assert [r["loan_date"] for r in seed.rows[:4]] != [_day(0)] * 4
     assert "example_dates" in seed.model_dump()["plan"]
     assert "example_dates" not in ir.RowPlan(seed=1, examples=4).model_dump()  # other plans keep their bytes

@@ -34,6 +34,7 @@ from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column
 from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
+from pipeline.dbmodel.examples import listed_keys
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
 from pipeline.settings import BuildSettings
@@ -46,9 +47,6 @@ STOP_AFTER = 40
 """Consecutive rows dropped after which a table stops growing (its generators cannot give more distinct rows)."""
 NULL_SHARE = 0.1
 """Share of nulls in a nullable reference other than the first parent (an optional link is sometimes unset)."""
-from pipeline.dbmodel.examples import MAX_REF_VALUES, listed_keys  # noqa: E402, F401  (re-exported)
-
-"""Parent keys a child table's prompt lists (``pipeline.stages.rows.populate``), in :func:`listed_keys`' order."""
 
 
 def derive_seed(scenario: ir.Scenario, table: str) -> int:
@@ -166,8 +164,6 @@ Bound = tuple[str, str, dict[Any, date], bool, int]
 
 class Unplaceable(ValueError):
     """No value of a child's date fits its parent's dates and the clock: the row is drawn again or dropped."""
-
-
 
 
 def parent_rows(conn: sqlite3.Connection, parent: str, key: str) -> dict[Any, dict[str, Any]]:

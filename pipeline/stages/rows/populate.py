@@ -39,6 +39,7 @@ from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.dbmodel.ddl import row_order, rows_of, scratch_db
+from pipeline.dbmodel.examples import MAX_REF_VALUES
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.meaning import findings as semantic
 from pipeline.meaning import relations
@@ -46,7 +47,7 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import counts, timeline
 from pipeline.stages.rows import generators as rowgen
-from pipeline.stages.rows.maker import MAX_REF_VALUES, unique_sets
+from pipeline.stages.rows.maker import unique_sets
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings

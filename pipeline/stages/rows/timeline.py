@@ -31,7 +31,6 @@ from typing import Any
 from pipeline import ir
 from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import row_order
-from pipeline.dbmodel.examples import as_written  # noqa: F401  (re-exported)
 from pipeline.meaning import relations
 
 MIN_SAME = 2

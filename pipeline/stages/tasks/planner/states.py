@@ -97,7 +97,7 @@ def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
 
 def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
     """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none), with
-    their dates as the model wrote them (:func:`~pipeline.stages.rows.timeline.as_written`: the seed spreads them
+    their dates as the model wrote them (:func:`~pipeline.dbmodel.examples.as_written`: the seed spreads them
     among the code-made rows' days, but a new row is dated as the model dated its examples: a loan issued today)."""
     rows: list[dict[str, Any]] = []
     for s in p.env.seed:
