@@ -78,7 +78,15 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        self._leave()  # before the reply's bytes: once a client has read them it may send its next request
         self.wfile.write(body)
+
+    def _leave(self) -> None:
+        """Counts this request out of flight once, before its reply is written, so the peak can never include a
+        request whose client already has its answer (and may have given its slot of a limit to the next one)."""
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            self.server.owner._leave()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         if self.path.rstrip("/").endswith("/models"):
@@ -100,10 +108,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, b'{"error": {"message": "request body is not JSON"}}')
             return
         owner._enter()
+        self._in_flight = True
         try:
             self._serve(owner, body)
         finally:
-            owner._leave()
+            self._leave()
 
     def _serve(self, owner: SimulatedEndpoint, body: dict[str, Any]) -> None:
         reply = owner.answer(body)
@@ -132,6 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(full)))
             self.end_headers()
+            self._leave()
             self.wfile.write(full[: len(full) // 2])
             self.wfile.flush()
             self._hang_up()
@@ -144,6 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _hang_up(self) -> None:
         self.close_connection = True
+        self._leave()
         try:
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
