@@ -66,6 +66,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    _in_flight = False  # a chat request counted in by ``owner._enter`` and not yet out
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         return
@@ -84,7 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _leave(self) -> None:
         """Counts this request out of flight once, before its reply is written, so the peak can never include a
         request whose client already has its answer (and may have given its slot of a limit to the next one)."""
-        if getattr(self, "_in_flight", False):
+        if self._in_flight:
             self._in_flight = False
             self.server.owner._leave()
 
