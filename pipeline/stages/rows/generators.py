@@ -1927,9 +1927,9 @@ def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: 
         out.append(ir.Rejection(
             stage=STAGE, item=table.name,
             reason=f"{table.name} ({', '.join(follow.columns)}) follows {follow.source}: its code-made rows take the "
-                   f"parents of one of {follow.source}'s rows, as {s.shared} of its {s.mine} distinct example tuples "
-                   f"are among {follow.source}'s {s.theirs} (chance would share {s.expected:.2g}); {left_out} planned "
-                   f"rows left out, their parent having no {follow.source} row",
+                   f"parents of a row of {follow.source}, as {s.shared} of its {s.mine} distinct example tuples are "
+                   f"among the {s.theirs} of {follow.source} (chance would share {s.expected:.2g}); {left_out} "
+                   f"planned rows left out: their parent has no row in {follow.source}",
             evidence={"kind": "sibling", "held": True, "source": follow.source, "columns": list(follow.columns),
                       "source_columns": list(follow.source_columns), "shared": s.shared, "examples": s.mine,
                       "source_examples": s.theirs, "expected": round(s.expected, 4), "chance": float(f"{s.chance:.3g}"),
