@@ -114,7 +114,7 @@ def _make(table: ir.Table, conn: Any, examples_sql: list[tuple[Any, ...]],
     follow, notes = sibling_follow(conn, table, cols, examples, made)
     shape, left_out = followed(shape, follow)
     maker = ValueMaker("en_US", seed, gens, cols, examples)
-    maker.follow = follow
+    maker.follows(follow)
     fill(conn, table, cols, maker, shape, sets)
     return sibling_notes(table, follow, left_out, notes), names
 
@@ -157,3 +157,48 @@ def test_orders_anywhere_when_the_examples_share_no_pairs() -> None:
     conn, notes = _pharmacy(ENGLISH, [(12, 9, 1), (3, 17, 4), (17, 20, 2), (41, 3, 1)])
     assert notes == []
     assert _unmatched(conn, ENGLISH) > 10
+
+
+DATED = [
+    ir.Table(name="p", ddl="CREATE TABLE p (pid INTEGER PRIMARY KEY, pn TEXT NOT NULL) STRICT"),
+    ir.Table(name="m", ddl="CREATE TABLE m (mid INTEGER PRIMARY KEY, mn TEXT NOT NULL) STRICT"),
+    ir.Table(name="rx", ddl="CREATE TABLE rx (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES p(pid), "
+                            "mid INTEGER NOT NULL REFERENCES m(mid), since TEXT NOT NULL) STRICT"),
+    ir.Table(name="od", ddl="CREATE TABLE od (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES p(pid), "
+                            "mid INTEGER NOT NULL REFERENCES m(mid), day TEXT NOT NULL) STRICT"),
+]
+
+
+def _dated(table: ir.Table, conn: Any, examples_sql: list[tuple[Any, ...]], made: list[tuple[ir.Table, int]],
+           seed: int) -> list[ir.Rejection]:
+    cols = table_columns(conn, table)
+    names = [c.name for c in cols if not c.auto_id]
+    conn.executemany(f'INSERT INTO "{table.name}" ({", ".join(names)}) VALUES (?, ?, ?)', examples_sql)
+    examples = {n: [r[i] for r in examples_sql] for i, n in enumerate(names)}
+    gens = [ir.ColumnGenerator(column="pid", kind="reference", by="code", parent="p", key="pid"),
+            ir.ColumnGenerator(column="mid", kind="reference", by="code", parent="m", key="mid"),
+            ir.ColumnGenerator(column=names[2], kind="date", by="code", start="2025-01-01", end="2025-12-31")]
+    sets = key_sets(conn, table, names)
+    shape = table_shape(conn, table, cols, sets, len(examples_sql),
+                        BuildSettings(child_fanout=(0, 3), child_rows_max=300), random.Random(seed))
+    follow, notes = sibling_follow(conn, table, cols, examples, made)
+    shape, left_out = followed(shape, follow)
+    maker = ValueMaker("en_US", seed, gens, cols, examples)
+    maker.follows(follow)
+    fill(conn, table, cols, maker, shape, sets)
+    return sibling_notes(table, follow, left_out, notes)
+
+
+def test_an_order_falls_on_or_after_the_prescription_it_follows_when_the_shared_examples_do() -> None:
+    conn = scratch_db(DATED)
+    conn.executemany("INSERT INTO p VALUES (?, ?)", [(k, f"p{k}") for k in PATIENTS])
+    conn.executemany("INSERT INTO m VALUES (?, ?)", [(k, f"m{k}") for k in MEDICATIONS])
+    _dated(DATED[2], conn, [(3, 7, "2025-03-01"), (12, 2, "2025-05-10"), (30, 1, "2025-02-01"),
+                            (5, 5, "2025-08-20")], [], 3)
+    notes = _dated(DATED[3], conn, [(12, 2, "2025-05-20"), (3, 7, "2025-03-04"), (30, 1, "2025-02-11"),
+                                    (9, 9, "2025-01-02")], [(DATED[2], 4)], 4)
+    assert any(r.evidence.get("held") for r in notes)
+    early = conn.execute("SELECT COUNT(*) FROM od o WHERE o.id > 4 AND NOT EXISTS (SELECT 1 FROM rx r WHERE "
+                         "r.pid = o.pid AND r.mid = o.mid AND r.since <= o.day)").fetchone()[0]
+    assert conn.execute("SELECT COUNT(*) FROM od").fetchone()[0] > 20
+    assert early == 0

@@ -1887,7 +1887,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     shape, unfollowed = followed(shape, follow)
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
-    maker.follow = follow
+    maker.follows(follow)
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
     rejections = [*named.rejections, *(ir.Rejection(
         stage=STAGE, item=f"{table.name}.{c.name}",
@@ -1929,11 +1929,14 @@ def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: 
             reason=f"{table.name} ({', '.join(follow.columns)}) follows {follow.source}: its code-made rows take the "
                    f"parents of a row of {follow.source}, as {s.shared} of its {s.mine} distinct example tuples are "
                    f"among the {s.theirs} of {follow.source} (chance would share {s.expected:.2g}); {left_out} "
-                   f"planned rows left out: their parent has no row in {follow.source}",
+                   f"planned rows left out: their parent has no row in {follow.source}"
+                   + "".join(f"; {o.column} on or {'after' if o.after else 'before'} its {follow.source} row's "
+                             f"{o.parent_column}, as every shared example" for o in follow.orders),
             evidence={"kind": "sibling", "held": True, "source": follow.source, "columns": list(follow.columns),
                       "source_columns": list(follow.source_columns), "shared": s.shared, "examples": s.mine,
                       "source_examples": s.theirs, "expected": round(s.expected, 4), "chance": float(f"{s.chance:.3g}"),
-                      "left_out": left_out}))
+                      "left_out": left_out,
+                      "dates": [[o.column, "after" if o.after else "before", o.parent_column] for o in follow.orders]}))
     return out
 
 

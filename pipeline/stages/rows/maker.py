@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.dbmodel.ddl import row_order
 from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
 from pipeline.dbmodel.examples import listed_keys
 from pipeline.hashing import content_hash
@@ -231,14 +232,35 @@ class Follow:
     source_columns: tuple[str, ...]
     tuples: list[tuple[Any, ...]]
     sharing: siblings.Sharing
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """The source's rows, in the order of :attr:`tuples`."""
+    orders: list[relations.ParentOrder] = field(default_factory=list)
+    """Date orders every shared example shows between this table's row and the source row it follows (an order
+    on or after its prescription's start), via :data:`FOLLOWED`."""
 
     def matching(self, row: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """The source tuples that agree with the parents ``row`` already names."""
+        return [self.tuples[i] for i in self.indices(row)]
+
+    def indices(self, row: Mapping[str, Any]) -> list[int]:
         fixed = [(i, row[c]) for i, c in enumerate(self.columns) if row.get(c) is not None]
-        return [t for t in self.tuples if all(t[i] == v for i, v in fixed)]
+        return [k for k, t in enumerate(self.tuples) if all(t[i] == v for i, v in fixed)]
+
+    def bounds(self) -> list[Bound]:
+        """:attr:`orders` as the maker's bounds, the source row named by the row's :data:`FOLLOWED` index."""
+        out: list[Bound] = []
+        for po in self.orders:
+            dates = {i: d for i, r in enumerate(self.rows) for d in [relations.as_date(r.get(po.parent_column))]
+                     if d is not None}
+            out.append((po.column, FOLLOWED, dates, po.after, po.min_days + int(po.strict)))
+        return out
 
     def placeable(self, row: Mapping[str, Any]) -> bool:
         return bool(self.matching(row))
+
+
+FOLLOWED = "\x00follows"
+"""The key under which a drawn row holds the index of the sibling row it follows (never a column)."""
 
 
 def sibling_follow(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: Mapping[str, list[Any]],
@@ -255,24 +277,24 @@ def sibling_follow(conn: sqlite3.Connection, table: ir.Table, cols: list[Column]
         for my_cols, their_cols, parents in siblings.common_parents(mine, theirs):  # type: ignore[arg-type]
             listings = [listed_keys(conn, p, k) for p, k in parents]
             a = [tuple(r) for r in zip(*(examples.get(c, []) for c in my_cols), strict=True)]
-            sel = ", ".join(f'"{c}"' for c in their_cols)
-            order = "rowid" if _has_rowid(conn, other.name) else "1"
-            rows = [tuple(r) for r in conn.execute(f'SELECT {sel} FROM "{other.name}" ORDER BY {order}')]
+            cur = conn.execute(f'SELECT * FROM "{other.name}" ORDER BY {row_order(conn, other.name)}')
+            full = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur]
+            rows = [tuple(r[c] for c in their_cols) for r in full]
             got = siblings.shared(a, rows[:n], listings)
             if got is None:
                 continue
             if got.follows:
-                return Follow(other.name, my_cols, their_cols, [t for t in rows if None not in t], got), notes
+                kept = [i for i, t in enumerate(rows) if None not in t]
+                firsts = {t: i for i, t in reversed(list(enumerate(rows[:n])))}
+                via = {**examples, FOLLOWED: [firsts.get(t) for t in a]}
+                orders = relations.parent_orders(via, FOLLOWED, {i: full[i] for i in range(min(n, len(full)))})
+                return Follow(other.name, my_cols, their_cols, [rows[i] for i in kept], got,
+                              [full[i] for i in kept], orders), notes
             notes.append(f"{other.name} ({', '.join(their_cols)}) would follow {table.name} "
                          f"({', '.join(my_cols)}): {got.shared} of its {got.theirs} example tuples are among "
                          f"{table.name}'s, but {other.name} is made first: not held")
             break
     return None, notes
-
-
-def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
-    return bool(conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
-                             (table,)).fetchone()[0])
 
 
 def followed(shape: Shape, follow: Follow | None) -> tuple[Shape, int]:
@@ -364,6 +386,12 @@ class ValueMaker:
         """Hold ``rel`` in every row drawn from now on."""
         self.bounds, self.allowed, self.clock, self.today = list(rel.bounds), dict(rel.allowed), dict(rel.clock), today
 
+    def follows(self, follow: Follow | None) -> None:
+        """Draw every row's parents from ``follow``'s rows, its dates in the order the shared examples show."""
+        self.follow = follow
+        if follow is not None:
+            self.bounds.extend(follow.bounds())
+
     def placeable(self, row: dict[str, Any]) -> bool:
         """Whether the references already in ``row`` name parents its child may have (:attr:`allowed`)."""
         return all(row.get(via) is None or row[via] in keys for via, keys in self.allowed.items() if via in row)
@@ -381,11 +409,14 @@ class ValueMaker:
     def row(self, fixed: dict[str, Any], refs: dict[str, list[Any]]) -> dict[str, Any]:
         out = dict(fixed)
         if self.follow is not None:  # the parent tuple of one of the sibling's rows (an order's prescription)
-            options = [t for t in self.follow.matching(out) if all(
-                v in self.allowed[c] for c, v in zip(self.follow.columns, t, strict=True) if c in self.allowed)]
+            options = [k for k in self.follow.indices(out) if all(
+                v in self.allowed[c] for c, v in zip(self.follow.columns, self.follow.tuples[k], strict=True)
+                if c in self.allowed)]
             if not options:
                 raise Unplaceable(f"no {self.follow.source} row names parents this row may have")
-            out.update(zip(self.follow.columns, self.rng.choice(options), strict=True))
+            k = self.rng.choice(options)
+            out[FOLLOWED] = k
+            out.update(zip(self.follow.columns, self.follow.tuples[k], strict=True))
         for g in self.gens:
             if g.column not in out:
                 share = self.nulls.get(g.column)
