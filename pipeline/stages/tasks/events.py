@@ -138,15 +138,6 @@ def _letters(text: str) -> int:
                for ch in _SLOT.sub(" ", text) if ch.isalpha() or unicodedata.category(ch).startswith("M"))
 
 
-def _nearest_other(vecs: Any, at: int, own: int, others: Sequence[Any]) -> tuple[Any, float]:
-    """The other value whose words (rows ``own + 1`` on of ``vecs``) row ``at`` is nearest, and by how much nearer it
-    is than the value's own (row ``own``)."""
-    mine = float(vecs[own] @ vecs[at])
-    sims = [float(vecs[own + 1 + i] @ vecs[at]) for i in range(len(others))]
-    best = max(range(len(others)), key=lambda i: sims[i])
-    return others[best], sims[best] - mine
-
-
 def nearer_other(text: str, value: Any, values: Sequence[Any], encode: Encode) -> Any | None:
     """Another of ``values`` that ``text`` (slots left out) is clearly nearer than ``value`` (by :data:`MARGIN`,
     MiniLM cosine of the words with each value as words), or None: the event says another state than the one its
@@ -157,20 +148,29 @@ def nearer_other(text: str, value: Any, values: Sequence[Any], encode: Encode) -
 
 def sentence_nearer_other(text: str, value: Any, values: Sequence[Any], encode: Encode,
                           whole: bool = False) -> tuple[str, Any] | None:
-    """(the sentence, the other value) for the first sentence of ``text`` (:func:`sentences`; the whole message first)
-    that reads clearly as another of ``values`` than ``value`` (:func:`nearer_other`'s measure), or None. Seen
-    (2026-11-29): "I'm bringing back {book_title} for {member_name}." refused for a loan becoming "pending", the model
-    added "Please place the book in the library's collection." and the whole passed; each sentence is a request a
-    person makes, so each must ask for the outcome wanted (``whole``: the whole message only)."""
+    """(the words, the other value) when ``text`` as a whole (:func:`nearer_other`'s measure), or one of its sentences
+    (:func:`sentences`), reads clearly as another of ``values`` than ``value``; None otherwise (``whole``: the whole
+    message only). Seen (2026-11-29): "I'm bringing back {book_title} for {member_name}." was refused for a loan
+    becoming "pending"; the model added "Please place the book in the library's collection." and the whole passed.
+    A sentence counts when it is :data:`MARGIN` nearer the other value than its own and says that value at least as
+    strongly as any sentence says ``value``: a sentence that says no state ("It's on the card of {member_name}.",
+    "Thanks so much.") leans by chance, a hair nearer one value or another, and is said weaker than the event."""
     others = [v for v in values if v != value]
     if not others:
         return None
-    parts = [text] if whole else [text, *(s for s in sentences(text) if s != text)]
+    parts = sentences(text) if not whole else []
+    parts = [text, *parts] if len(parts) > 1 else [text]
     vecs = encode([*(_SLOT.sub(" ", p) for p in parts), as_words(str(value)), *(as_words(str(v)) for v in others)])
-    for i, part in enumerate(parts):
-        other, by = _nearest_other(vecs, i, len(parts), others)
-        if by > MARGIN:
-            return part, other
+    n = len(parts)
+    own = [float(vecs[n] @ vecs[i]) for i in range(n)]
+    near = [max(((float(vecs[n + 1 + j] @ vecs[i]), j) for j in range(len(others)))) for i in range(n)]
+    if near[0][0] - own[0] > MARGIN:
+        return text, others[near[0][1]]
+    strongest = max(own[1:], default=0.0)
+    for i in range(1, n):
+        sim, j = near[i]
+        if sim - own[i] > MARGIN and sim >= strongest:
+            return parts[i], others[j]
     return None
 
 
