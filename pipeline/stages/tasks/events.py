@@ -163,7 +163,7 @@ def sentence_nearer_other(text: str, value: Any, values: Sequence[Any], encode: 
     vecs = encode([*(_SLOT.sub(" ", p) for p in parts), as_words(str(value)), *(as_words(str(v)) for v in others)])
     n = len(parts)
     own = [float(vecs[n] @ vecs[i]) for i in range(n)]
-    near = [max(((float(vecs[n + 1 + j] @ vecs[i]), j) for j in range(len(others)))) for i in range(n)]
+    near = [max((float(vecs[n + 1 + j] @ vecs[i]), j) for j in range(len(others))) for i in range(n)]
     if near[0][0] - own[0] > MARGIN:
         return text, others[near[0][1]]
     strongest = max(own[1:], default=0.0)
