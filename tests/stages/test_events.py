@@ -30,7 +30,7 @@ from pipeline.stages.tasks.events import (
     spoken,
     unquoted,
 )
-from pipeline.stages.tasks.naming import by_parents, parents_naming
+from pipeline.stages.tasks.naming import by_parents, parents_naming, parents_too
 from pipeline.stages.tasks.planner import make_planner, plan_chains, shuffled_planner
 from pipeline.stages.tasks.planner.chains import Chain, Goal
 from pipeline.stages.tasks.planner.rules import parents, same_party
@@ -292,3 +292,31 @@ def test_the_feedback_names_the_sentence_that_reads_as_another_state(permits) ->
     assert why is not None and "its sentence" not in why and other.replace("_", " ") in why, why
     fine = Event(f"Hello, about permit {slots}: we need that sorted out today.", event_slots(key))
     assert problem(key, fine, users[:3], fixed, "en", _lint(env), values, encode) is None
+
+
+def test_a_write_on_a_row_its_date_alone_names_is_asked_with_its_parents_names_too() -> None:
+    """The library (2026-11-29): a renewal named by its date alone was asked as "I'm bringing back the book on October
+    19, 2025 to return it."; with the loan's book and member named too, the request says whose renewal it is."""
+    env = _library()
+    with fresh(env, None) as run:
+        p = make_planner(env, run)
+        conn = p.conn
+        rid, loan_id, day = conn.execute("SELECT renewal_id, loan_id, renewal_date FROM renewals "
+                                         "ORDER BY renewal_id").fetchone()
+        title, name = conn.execute("SELECT b.title, m.name FROM loans l JOIN books b USING (book_id) "
+                                   "JOIN members m USING (member_id) WHERE l.loan_id = ?", (loan_id,)).fetchone()
+        dated = (("renewals.renewal_date", day),)
+        named = parents_too(conn, p.infos, p.keys, "renewals", (rid,), dated)
+        assert named is not None and named[-1] == dated[0] and {v for _, v in named[:-1]} == {title, name}, named
+        assert parents_too(conn, p.infos, p.keys, "books", (1,), (("books.title", "Emma"),)) is None  # a name
+        goal = Goal("update", "renewals", dated, values=(("renewal_date", "2026-03-01"),), key=(rid,))
+        chain = Chain("update", [], [], ["2026-03-01"], goals=[goal])
+        out = by_parents(conn, p.infos, p.keys, chain)
+        assert out.goals[0].named == named and out.goals[0].key == (rid,) and out.goals[0].kind == "update"
+        assert title in out.must_state and name in out.must_state
+        text = request_from_plan(out, ())
+        assert text is not None and title in text and name in text, text
+        # a second renewal of the same loan on the same day: the names and the date no longer name one row
+        conn.execute("INSERT INTO renewals (loan_id, renewal_date) VALUES (?, ?)", (loan_id, day))
+        assert parents_too(conn, p.infos, p.keys, "renewals", (rid,), dated) is None
+        assert by_parents(conn, p.infos, p.keys, chain) is chain
