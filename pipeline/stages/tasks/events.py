@@ -7,10 +7,12 @@ The model words such events well when asked for one in prose, with an example; i
 once per (table, state column, value, facts that name the row) the planned writes need (:func:`needed`, the most
 frequent first, at most ``limit``), the model writes the person's message with a ``{slot}`` per fact that names the
 row (:func:`ask_events`). Code keeps it only when every slot is there once and no other brace, no digit or value of
-its own, nothing about the message itself, and the build's wording lint passes on the requests it makes for real
+its own, nothing about the message itself, neither it nor one of its sentences reading as another of the column's
+values (MiniLM, :func:`sentence_nearer_other`), and the build's wording lint passes on the requests it makes for real
 chains (``lint``); code then says such a write with it (:meth:`pipeline.stages.tasks.code_wording._Words.event`), the
 refused half of a compound and a single refusal too (the outcome the person wants). Without a kept event, code
-says the write as before. Language-neutral: slots, digits, values and the lint; no word lists.
+says the write as before. Language-neutral: slots, digits, values, sentence stops of any script and the lint; no word
+lists.
 """
 
 from __future__ import annotations
