@@ -278,7 +278,7 @@ def test_the_feedback_names_the_sentence_that_reads_as_another_state(permits) ->
     key, users = next(iter(needed(chains, fixed).items()))
     ddl = next(t.ddl for t in env.tables if t.name == key[0])
     values = list(check_enums(ddl)[key[1]])
-    other = next(v for v in values if v != key[2])
+    other = str(next(v for v in values if v != key[2]))
     slots = " and ".join("{" + s + "}" for s, _ in event_slots(key))
     wrong = "Please undo all of it."
     text = f"Hello, about permit {slots}: we need that sorted out today. {wrong}"
