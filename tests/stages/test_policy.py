@@ -153,11 +153,15 @@ def test_code_picks_and_words_the_rules_when_the_llm_writes_no_prose() -> None:
 
 def test_no_rule_turns_on_a_personal_characteristic_or_a_whole_category() -> None:
     """A column the schema stage's LLM classified as personal carries no candidate; nor does a CHECK-listed column
-    no tool changes (a beer's style is what the beer is, not a state it is in)."""
+    no tool changes (a beer's style is what the beer is, not a state it is in), but as a frozen state of a tool that
+    updates the row itself (``Finder.frozen``: marked, used only where the LLM's prose names its value, never by code's
+    pick; tests/stages/test_policy_frozen.py)."""
     env = brewery_env()
     with EnvInstance(env) as inst:
-        before = {c.key for c in propose(env, inst.conn)}
-    assert any("status_fermenting" in k for k in before) and not any("style" in k for k in before)
+        cands = propose(env, inst.conn)
+    before = {c.key for c in cands}
+    assert any("status_fermenting" in k for k in before)
+    assert all(c.words.get("frozen") for c in cands if "style" in c.key)
     tables = [t.model_copy(update={"personal": ["status"]}) if t.name == "batches" else t for t in env.tables]
     marked = env.model_copy(update={"tables": tables})
     with EnvInstance(marked) as inst:

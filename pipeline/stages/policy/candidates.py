@@ -6,7 +6,9 @@ is compared with, or a foreign key it writes) makes the row its *subject*. Candi
 that returns a row when the call is forbidden:
 
 * ``state``: the subject's CHECK-listed column holds one of its values (a status that blocks the write), or its
-  parent's does (a write on a child of a row in that state);
+  parent's does (a write on a child of a row in that state); on a tool that updates the subject itself, also a
+  listed column no tool changes (a frozen state, :meth:`Finder.frozen`: "a closed order may no longer be changed"),
+  used only where the LLM's prose names its value;
 * ``limit``: a create adds a child to the subject and the subject already has ``n`` children (``n`` the most any
   seeded row has: the seeded rows obey the cap), or ``n`` children with one value of a CHECK-listed column;
 * ``approval``: the subject's number is above a threshold, or a number the call writes is (a threshold from the
@@ -189,19 +191,26 @@ def _slug(*parts: Any) -> str:
     return (text if re.match(r"^[A-Za-z_]", text) else "r_" + text)[:64].rstrip("_") or "rule"
 
 
+def _updates(tool: ir.Tool) -> Iterator[exp.Update]:
+    """The UPDATE statements of ``tool``'s write steps (none the parser cannot read)."""
+    for step in tool.steps:
+        try:
+            tree = sqlglot.parse_one(step.sql, read="sqlite") if step.kind == "write" else None
+        except Exception:  # noqa: BLE001 - a statement the parser cannot read sets nothing known
+            continue
+        if isinstance(tree, exp.Update):
+            yield tree
+
+
 def updated_columns(env: ir.Environment) -> set[tuple[str, str]]:
     """The (table, column) pairs some write tool's UPDATE sets: what changes over a row's life."""
-    out: set[tuple[str, str]] = set()
-    for tool in env.tools:
-        for step in tool.steps:
-            try:
-                tree = sqlglot.parse_one(step.sql, read="sqlite") if step.kind == "write" else None
-            except Exception:  # noqa: BLE001 - a statement the parser cannot read sets nothing known
-                continue
-            if isinstance(tree, exp.Update):
-                out |= {(tree.this.name, e.left.name) for e in tree.args.get("expressions") or []
-                        if isinstance(e, exp.EQ) and isinstance(e.left, exp.Column)}
-    return out
+    return {(tree.this.name, e.left.name) for tool in env.tools for tree in _updates(tool)
+            for e in tree.args.get("expressions") or [] if isinstance(e, exp.EQ) and isinstance(e.left, exp.Column)}
+
+
+def updated_tables(tool: ir.Tool) -> set[str]:
+    """The tables ``tool``'s UPDATE statements change."""
+    return {tree.this.name for tree in _updates(tool)}
 
 
 def _tables(sql: str) -> set[str]:
@@ -266,6 +275,24 @@ class Finder:
         # a column some tool updates (a status: it changes) first, then listed text before listed numbers
         return sorted(out, key=lambda e: ((table, e[0].name) not in self.updated,
                                           not all(isinstance(v, str) for v in e[1])))
+
+    def frozen(self, table: str) -> list[tuple[Column, list[Any]]]:
+        """CHECK-listed columns of ``table`` (not keys, references nor personal characteristics) that no tool's UPDATE
+        sets and whose seeded rows hold at least two of the listed values: a row's state the tools never move (an
+        order's status, 'open' or 'closed', on a pharmacy whose only update sets an order's quantity). Each value
+        makes a frozen-state candidate on a tool that updates the row itself (:meth:`_on_row`: "the quantity of a
+        closed order may no longer be changed"); nothing in the structure tells such a state from a category of
+        what the row is (a book's genre), so one is used only where the LLM's own prose rule names its value
+        (:func:`pipeline.stages.policy.house_rules.ground`), never by code's pick (``words['frozen']``)."""
+        out = []
+        for c in self.columns(table):
+            if c.enum and not key_column(c) and (table, c.name) not in self.updated \
+                    and (table, c.name) not in self.personal:
+                held = [v for v in c.enum if self.conn.execute(
+                    f"SELECT 1 FROM {qi(table)} WHERE {qi(c.name)} = ? LIMIT 1", (v,)).fetchone()]
+                if len(held) >= 2:
+                    out.append((c, held))
+        return sorted(out, key=lambda e: not all(isinstance(v, str) for v in e[1]))
 
     def kin(self, table: str, col: str) -> str:
         """The other columns of ``table`` that measure it (not keys), as labels joined by commas: the words a rule's
@@ -338,6 +365,13 @@ class Finder:
                 yield Candidate(_slug(tool.name, table, c.name, v), "state", tool.name,
                                 f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} = {_sql_text(v)}",
                                 p.name, keys, {**base, "section": "state", "label": label(c.name), "value": str(v)})
+        if table in updated_tables(tool):  # the tool changes the row itself: a state it never moves may freeze it
+            for c, held in self.frozen(table):
+                for v in held:
+                    yield Candidate(_slug(tool.name, table, c.name, v), "state", tool.name,
+                                    f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} = {_sql_text(v)}",
+                                    p.name, keys, {**base, "section": "state", "label": label(c.name),
+                                                   "value": str(v), "frozen": "1"})
         for col, parent, pcol in self.infos[table].foreign_keys:
             pkey = pcol or (self.infos[parent].key[0] if parent in self.infos else "")
             if parent not in self.infos or not pkey:

@@ -1097,7 +1097,8 @@ def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildS
         return StageResult(env, (*rejections, ir.Rejection(stage=STAGE, item="policy", reason=why)))
     rules, notes = prose(env, client, settings, words)
     if not rules:  # no prose to ground in: code picks from its shortlist and words the rules (module docstring)
-        short = shortlist(checked)
+        # a frozen state (a listed column no tool changes) may be a category of what the row is: prose only
+        short = shortlist([c for c in checked if not c.candidate.words.get("frozen")])
         coded: list[Picked] = [(c, message(c, words), "code", None)
                                for c in code_pick(short, min(settings.policy_rules, len(short)))]
         ruled, fixed = obeyed(env.model_copy(update={"rules": to_rules(coded)}), coded)
