@@ -234,7 +234,12 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     if not ok or any(q.required and q.name not in args for q in tool.params):
         return None
     if creating:  # a new row's state when it is the state new rows have: implied, as a person leaves it
-        implied = [c for c, (q, *_) in placed.items() if states.initial_state(p, table, c) == args[q]]
+        # only a state a row moves through (an update tool sets it) that the create may leave out: a required one
+        # is a value the agent must give, and the request alone can tell it (2026-11-30: a donation's blood type
+        # 'O+', most example donations' value, left unsaid and required by the verifier)
+        optional = {q.name for q in tool.params if not q.required}
+        implied = [c for c, (q, *_) in placed.items() if q in optional and states.moved(p, table, c)
+                   and states.initial_state(p, table, c) == args[q]]
         for c in implied:
             src[placed[c][0]] = "implied"
         for i, j, k in sorted(((placed[c][1], placed[c][2], placed[c][3]) for c in implied), reverse=True):

@@ -196,6 +196,14 @@ def _lifecycle(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
     return (first, *rest)
 
 
+def moved(p: Planner, table: str, col: str) -> bool:
+    """Whether a write other than a create sets ``table.col`` from a parameter (an update tool): a state a row moves
+    through after it is made, read from the tools' SQL. A column only a create writes (a donation's blood type) is a
+    property the new row is given, not a state it starts in, however many example rows hold one value of it."""
+    return any(s.kind == "write" and s.op == "update" and any(s.column_of(q, "value") == (table, col) for q in s.uses)
+               for s in p.shapes.values())
+
+
 def later(p: Planner, table: str, col: str, current: Any) -> list[str] | None:
     """The states a row of ``table`` in state ``current`` may move to, nearest first: those after it in
     :func:`lifecycle` (the initial state from a row that holds none, or holds a value off the list); None when the
