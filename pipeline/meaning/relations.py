@@ -4,11 +4,15 @@
   date), with the examples' gaps in days.
 - :func:`clock_side`: a date column whose every example sits on one side of the environment's clock (all loans
   began by today).
+- :func:`currents`, :func:`states`: two date columns of a row that every example has under way at the clock (a loan
+  issued by today and due after it), and the state the examples are in (a 'pending' loan), for the rows in that
+  state to keep.
 - :func:`sign`: a numeric column whose every example is positive, or at least zero.
 - :func:`number_range`, :func:`range_misfit`: the range a numeric column's examples span, widened by half that
   span on each side, and why a chosen range disagrees with them (leaves an example out, or is far wider).
 - :func:`parent_orders`: a child's date column that is never before (or never after) a date of the parent row
-  its reference names, in every example (a renewal after its loan began).
+  its reference names, in every example (a renewal after its loan began; after, not on, its loan's day when the
+  examples are all on one day, :func:`habit`).
 - :func:`parent_clocks`: the parents a child exists for, when every example child names a parent whose date is on
   one side of the environment's clock (or of the parent's own later date, where it has one: its return) while
   other parents are on the other (a fine only on a loan past due; the child needs no date of its own).

@@ -189,3 +189,24 @@ def test_without_the_clock_the_move_is_as_before() -> None:
     loans = {r[0]: r for r in _all(conn, "loans")}
     # the quantiles of every code-made day, most of them months back: the model's open loans overdue
     assert any(loans[k][3] < _day(0) for k in (1, 2, 3, 4))
+
+
+def test_a_chain_of_dates_moves_whole() -> None:
+    # ordered, shipped a day later, delivered 4 days after that; the examples all shipped and on their way
+    parcels = ir.Table(name="parcels", ddl=(
+        "CREATE TABLE parcels (id INTEGER PRIMARY KEY, a TEXT NOT NULL, b TEXT NOT NULL, c TEXT NOT NULL, "
+        "s TEXT NOT NULL CHECK (s IN ('x', 'y', 'z'))) STRICT"))
+    conn = scratch_db((parcels,))
+    ex = _insert(conn, parcels, [(_day(-2), _day(-1), _day(3), "x")] * 2 + [(_day(-3), _day(-2), _day(2), "x")] * 2)
+    assert relations.Current("b", "c") in relations.currents(ex, TODAY)
+    _fill(conn, parcels, ex, [ir.ColumnGenerator(column="a", kind="date", start=_day(-90), end=_day(0)),
+                              ir.ColumnGenerator(column="b", kind="date_after", after="a", min=1, max=1),
+                              ir.ColumnGenerator(column="c", kind="date_after", after="b", min=4, max=4),
+                              ir.ColumnGenerator(column="s", kind="enum", values=["x", "y", "z"])])
+    rows = _all(conn, "parcels")[4:]
+    on_way = [r for r in rows if r[4] == "x"]
+    assert len(on_way) > 10 and all(r[2] <= _day(0) < r[3] for r in on_way)
+    gaps = {((date.fromisoformat(r[2]) - date.fromisoformat(r[1])).days,
+             (date.fromisoformat(r[3]) - date.fromisoformat(r[2])).days) for r in rows}
+    assert gaps == {(1, 4)}  # the whole chain moved, from its first date
+    assert any(r[3] < _day(0) for r in rows if r[4] != "x")

@@ -338,7 +338,11 @@ class ValueMaker:
         return out
 
     def following(self, column: str) -> set[str]:
-        """``column`` and the dates drawn after it (``date_after``, link by link): what moves with it, its gaps kept."""
+        """The dates of ``column``'s chain (``date_after``, link by link): the one it is drawn after, and so on, and
+        every one drawn after those: what moves with it, the row's gaps kept (ordered, shipped, delivered)."""
+        after = {g.column: g.after for g in self.gens if g.kind == "date_after" and g.after}
+        for _ in self.gens:
+            column = after.get(column, column)
         out = {column}
         for _ in self.gens:
             out |= {g.column for g in self.gens if g.kind == "date_after" and g.after in out}
@@ -358,6 +362,7 @@ class ValueMaker:
             both = {**row, **new}
             span = cur.shift(both, today)
             moving = self.following(cur.first) | self.following(cur.second)
+            moving = {c for c in moving if c in row}
             if span is None or cur.holds(both, today) or moving & fixed:
                 continue
             days = self.rng.randint(*span)
