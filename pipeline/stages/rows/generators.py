@@ -61,13 +61,16 @@ from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows.maker import (
     ChildRelations,
+    Follow,
     Shape,
     Unplaceable,
     ValueMaker,
     child_relations,
     derive_seed,
     fill,
+    followed,
     key_sets,
+    sibling_follow,
     table_shape,
 )
 
@@ -1830,11 +1833,12 @@ def fill_lone_nulls(conn: sqlite3.Connection, table: ir.Table, cols: list[Column
 
 def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
                locale: str | None = None, known: dict[str, list[str]] | None = None,
-               shown: Mapping[str, int] | None = None) -> Made:
+               shown: Mapping[str, int] | None = None, made: Sequence[tuple[ir.Table, int]] = ()) -> Made:
     """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
     the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it.
     ``shown``: per reference column, the most children a parent's example count of them shows
-    (``pipeline.stages.rows.counts.shown_most``), which its rows per parent may reach."""
+    (``pipeline.stages.rows.counts.shown_most``), which its rows per parent may reach. ``made``: the tables made
+    before it with their example-row counts, whose rows its rows may follow (``maker.sibling_follow``)."""
     cols = table_columns(conn, table)
     named = name_placeholders(scenario, table, conn, cols, client, settings)  # before they seed anything
     names = [c.name for c in cols if not c.auto_id]
@@ -1879,8 +1883,11 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     if done.cap is not None and done.cap < len(shape.fixed):  # a UNIQUE list shorter than the table: fewer rows
         shape = Shape(fixed=shape.fixed[:max(0, done.cap)], refs=shape.refs, primary=shape.primary,
                       per_parent=shape.per_parent)
+    follow, follow_notes = sibling_follow(conn, table, cols, examples, made)
+    shape, unfollowed = followed(shape, follow)
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
+    maker.follows(follow)
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
     rejections = [*named.rejections, *(ir.Rejection(
         stage=STAGE, item=f"{table.name}.{c.name}",
@@ -1897,6 +1904,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
             stage=STAGE, item=table.name,
             reason=f"a UNIQUE column's list holds {done.cap + len(rows)} values: {len(shape.fixed)} code-made rows "
                    f"instead of {ctx.rows - len(rows)}", evidence={"kind": "short_list"}))
+    rejections.extend(sibling_notes(table, follow, unfollowed, follow_notes))
     if filled.dropped:
         rejections.append(ir.Rejection(
             stage=STAGE, item=table.name,
@@ -1907,6 +1915,29 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
                                                                         if g.kind == "text_pool"]))
     plan = ir.RowPlan(locale=locale, seed=seed, examples=len(rows), generators=gens)
     return Made(plan, rejections, attempts)
+
+
+def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: list[str]) -> list[ir.Rejection]:
+    """What :func:`pipeline.stages.rows.maker.sibling_follow` inferred, for ``report.json`` (evidence kind
+    ``sibling``): the sibling whose rows this table's rows follow, and a sharing in the other direction not held."""
+    out = [ir.Rejection(stage=STAGE, item=table.name, reason=note, evidence={"kind": "sibling", "held": False})
+           for note in notes]
+    if follow is not None:
+        s = follow.sharing
+        out.append(ir.Rejection(
+            stage=STAGE, item=table.name,
+            reason=f"{table.name} ({', '.join(follow.columns)}) follows {follow.source}: its code-made rows take the "
+                   f"parents of a row of {follow.source}, as {s.shared} of its {s.mine} distinct example tuples are "
+                   f"among the {s.theirs} of {follow.source} (chance would share {s.expected:.2g}); {left_out} "
+                   f"planned rows left out: their parent has no row in {follow.source}"
+                   + "".join(f"; {o.column} on or {'after' if o.after else 'before'} its {follow.source} row's "
+                             f"{o.parent_column}, as every shared example" for o in follow.orders),
+            evidence={"kind": "sibling", "held": True, "source": follow.source, "columns": list(follow.columns),
+                      "source_columns": list(follow.source_columns), "shared": s.shared, "examples": s.mine,
+                      "source_examples": s.theirs, "expected": round(s.expected, 4), "chance": float(f"{s.chance:.3g}"),
+                      "left_out": left_out,
+                      "dates": [[o.column, "after" if o.after else "before", o.parent_column] for o in follow.orders]}))
+    return out
 
 
 def finding_rejections(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: int,

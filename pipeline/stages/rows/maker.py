@@ -28,18 +28,19 @@ import re
 import sqlite3
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal
 
 from pipeline import ir
 from pipeline.dbmodel.arguments import variants
-from pipeline.dbmodel.columns import Column
+from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.dbmodel.ddl import row_order
 from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
 from pipeline.dbmodel.examples import listed_keys
 from pipeline.hashing import content_hash
-from pipeline.meaning import relations
+from pipeline.meaning import relations, siblings
 from pipeline.settings import BuildSettings
 
 RETRIES = 6
@@ -223,6 +224,95 @@ def child_relations(conn: sqlite3.Connection, table: str, cols: list[Column], ex
     return out
 
 
+# ------------------------------------------------------------------ sibling tables: one follows the other
+
+
+@dataclass(frozen=True)
+class Follow:
+    """A table whose rows take their parent tuple (``columns``) from a sibling's rows (``source``, its columns
+    ``source_columns``): every order for a (patient, medication) pair that has a prescription
+    (:mod:`pipeline.meaning.siblings`). ``tuples``: the source's rows' tuples, one per row."""
+
+    source: str
+    columns: tuple[str, ...]
+    source_columns: tuple[str, ...]
+    tuples: list[tuple[Any, ...]]
+    sharing: siblings.Sharing
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """The source's rows, in the order of :attr:`tuples`."""
+    orders: list[relations.ParentOrder] = field(default_factory=list)
+    """Date orders every shared example shows between this table's row and the source row it follows (an order
+    on or after its prescription's start), via :data:`FOLLOWED`."""
+
+    def matching(self, row: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """The source tuples that agree with the parents ``row`` already names."""
+        return [self.tuples[i] for i in self.indices(row)]
+
+    def indices(self, row: Mapping[str, Any]) -> list[int]:
+        fixed = [(i, row[c]) for i, c in enumerate(self.columns) if row.get(c) is not None]
+        return [k for k, t in enumerate(self.tuples) if all(t[i] == v for i, v in fixed)]
+
+    def bounds(self) -> list[Bound]:
+        """:attr:`orders` as the maker's bounds, the source row named by the row's :data:`FOLLOWED` index."""
+        out: list[Bound] = []
+        for po in self.orders:
+            dates = {i: d for i, r in enumerate(self.rows) for d in [relations.as_date(r.get(po.parent_column))]
+                     if d is not None}
+            out.append((po.column, FOLLOWED, dates, po.after, po.min_days + int(po.strict)))
+        return out
+
+    def placeable(self, row: Mapping[str, Any]) -> bool:
+        return bool(self.matching(row))
+
+
+FOLLOWED = "\x00follows"
+"""The key under which a drawn row holds the index of the sibling row it follows (never a column)."""
+
+
+def sibling_follow(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: Mapping[str, list[Any]],
+                   made: Sequence[tuple[ir.Table, int]]) -> tuple[Follow | None, list[str]]:
+    """The sibling ``table``'s rows follow (:func:`pipeline.meaning.siblings.shared` on the example rows: this
+    table's ``examples`` and the first ``n`` rows of each table of ``made``, the tables already filled), and notes
+    on a sharing in the other direction (that table is made already: not held)."""
+    mine = [(c.name, c.ref) for c in cols if c.ref is not None and c.ref[0] != table.name]
+    notes: list[str] = []
+    for other, n in made:
+        if other.name == table.name or n < 1:
+            continue
+        theirs = [(c.name, c.ref) for c in table_columns(conn, other) if c.ref is not None and c.ref[0] != other.name]
+        for my_cols, their_cols, parents in siblings.common_parents(mine, theirs):  # type: ignore[arg-type]
+            listings = [listed_keys(conn, p, k) for p, k in parents]
+            a = [tuple(r) for r in zip(*(examples.get(c, []) for c in my_cols), strict=True)]
+            cur = conn.execute(f'SELECT * FROM "{other.name}" ORDER BY {row_order(conn, other.name)}')
+            full = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur]
+            rows = [tuple(r[c] for c in their_cols) for r in full]
+            got = siblings.shared(a, rows[:n], listings)
+            if got is None:
+                continue
+            if got.follows:
+                kept = [i for i, t in enumerate(rows) if None not in t]
+                firsts = {t: i for i, t in reversed(list(enumerate(rows[:n])))}
+                via = {**examples, FOLLOWED: [firsts.get(t) for t in a]}
+                orders = relations.parent_orders(via, FOLLOWED, {i: full[i] for i in range(min(n, len(full)))})
+                return Follow(other.name, my_cols, their_cols, [rows[i] for i in kept], got,
+                              [full[i] for i in kept], orders), notes
+            notes.append(f"{other.name} ({', '.join(their_cols)}) would follow {table.name} "
+                         f"({', '.join(my_cols)}): {got.shared} of its {got.theirs} example tuples are among "
+                         f"{table.name}'s, but {other.name} is made first: not held")
+            break
+    return None, notes
+
+
+def followed(shape: Shape, follow: Follow | None) -> tuple[Shape, int]:
+    """``shape`` without the rows whose fixed parent has no row of the sibling they follow (a patient with no
+    prescription gets no order), and how many were left out."""
+    if follow is None:
+        return shape, 0
+    kept = [f for f in shape.fixed if follow.placeable(f)]
+    return Shape(fixed=kept, refs=shape.refs, primary=shape.primary, per_parent=shape.per_parent), \
+        len(shape.fixed) - len(kept)
+
+
 # ------------------------------------------------------------------ values
 
 
@@ -280,6 +370,8 @@ class ValueMaker:
             for g in gens if g.kind in ("enum", "boolean") and g.column in self.by_col})
         """Column -> the values its examples hold, where they hold some of the values drawn and not all (a loan
         'pending', never 'returned'): :func:`pipeline.meaning.relations.states`."""
+        self.follow: Follow | None = None
+        """The sibling whose rows' parent tuples this table's rows take (:func:`sibling_follow`); set by the caller."""
         self.drawn: dict[str, int] = {}
         """Per list column: the index of its pool item drawn last (the row's tuple, for the columns continued
         with it: a ``text_pool`` whose ``after`` names it draws the same index of its own aligned pool)."""
@@ -308,6 +400,12 @@ class ValueMaker:
         self.bounds, self.allowed, self.clock, self.today = list(rel.bounds), dict(rel.allowed), dict(rel.clock), today
         self.current = list(rel.current)
 
+    def follows(self, follow: Follow | None) -> None:
+        """Draw every row's parents from ``follow``'s rows, its dates in the order the shared examples show."""
+        self.follow = follow
+        if follow is not None:
+            self.bounds.extend(follow.bounds())
+
     def placeable(self, row: dict[str, Any]) -> bool:
         """Whether the references already in ``row`` name parents its child may have (:attr:`allowed`)."""
         return all(row.get(via) is None or row[via] in keys for via, keys in self.allowed.items() if via in row)
@@ -324,6 +422,15 @@ class ValueMaker:
 
     def row(self, fixed: dict[str, Any], refs: dict[str, list[Any]]) -> dict[str, Any]:
         out = dict(fixed)
+        if self.follow is not None:  # the parent tuple of one of the sibling's rows (an order's prescription)
+            options = [k for k in self.follow.indices(out) if all(
+                v in self.allowed[c] for c, v in zip(self.follow.columns, self.follow.tuples[k], strict=True)
+                if c in self.allowed)]
+            if not options:
+                raise Unplaceable(f"no {self.follow.source} row names parents this row may have")
+            k = self.rng.choice(options)
+            out[FOLLOWED] = k
+            out.update(zip(self.follow.columns, self.follow.tuples[k], strict=True))
         for g in self.gens:
             if g.column not in out:
                 share = self.nulls.get(g.column)

@@ -346,7 +346,8 @@ def generate_seed(
                 locale = next((p.locale for p in plans.values()), None)
                 shown = counts.shown_most(conn, tables, {t: p.examples for t, p in plans.items()}, table.name,
                                           _similarity)
-                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown)
+                made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown,
+                                         [(by_name[t], p.examples) for t, p in plans.items()])
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
@@ -412,7 +413,9 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
                      {c: [r.get(c) for r in s.rows[: s.plan.examples]] for c in (s.rows[0] if s.rows else {})
                       if not any(g.column == c and g.kind == "reference" for g in s.plan.generators)}).items()}
         shown = counts.shown_most(conn, env.tables, examples, table.name, _similarity)
-        plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown).plan
+        before = [t for t in env.tables[:[t.name for t in env.tables].index(table.name)] if t.name in examples]
+        plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown,
+                                 [(t, examples[t.name]) for t in before]).plan  # follows only what it followed
         if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
             return None  # its placeholder example rows dropped (rowgen.name_placeholders)
         # its own examples only: the other tables' moved when the environment was seeded

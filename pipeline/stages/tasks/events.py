@@ -7,15 +7,18 @@ The model words such events well when asked for one in prose, with an example; i
 once per (table, state column, value, facts that name the row) the planned writes need (:func:`needed`, the most
 frequent first, at most ``limit``), the model writes the person's message with a ``{slot}`` per fact that names the
 row (:func:`ask_events`). Code keeps it only when every slot is there once and no other brace, no digit or value of
-its own, nothing about the message itself, and the build's wording lint passes on the requests it makes for real
+its own, nothing about the message itself, neither it nor one of its sentences reading as another of the column's
+values (MiniLM, :func:`sentence_nearer_other`), and the build's wording lint passes on the requests it makes for real
 chains (``lint``); code then says such a write with it (:meth:`pipeline.stages.tasks.code_wording._Words.event`), the
 refused half of a compound and a single refusal too (the outcome the person wants). Without a kept event, code
-says the write as before. Language-neutral: slots, digits, values and the lint; no word lists.
+says the write as before. Language-neutral: slots, digits, values, sentence stops of any script and the lint; no word
+lists.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -92,18 +95,85 @@ def unquoted(text: str) -> str:
     return _QUOTED_SLOT.sub(r"\2", text)
 
 
+_STOPS = ("!.?\u0589\u055c\u055e\u061f\u06d4\u0964\u0965\u104a\u104b\u1362\u1367\u1368\u166e\u17d4\u17d5"
+          "\u1803\u1809\u2026\u203c\u203d\u2047\u2048\u2049\u2e2e\u3002\ufe12\ufe52\ufe56\ufe57\uff01\uff0e"
+          "\uff1f\uff61")
+_SENTENCE_END = re.compile(f"[{re.escape(_STOPS)}]+[\"'\u2019\u201d\u00bb\u300d\u300f)\\]]*(?=\\s|$)"
+                           "|[\u3002\uff01\uff1f\uff61\ufe12]+")
+"""The end of a sentence in any script: a run of sentence stops (Unicode's sentence terminals: ". ! ?", the
+ideographic full stop, the danda, the Arabic question mark, ...) before a space or the end, closing quotes
+included; the full stops of scripts written without spaces anywhere."""
+MIN_LETTERS = 8
+"""A piece between two stops with fewer letters (:func:`_letters`) than this ("Mr.", "Thanks!", "谢谢！") is no sentence
+of its own: it is judged with the next one (the last, with the one before)."""
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` split into its sentences (:data:`_SENTENCE_END`), each as written, a piece of fewer than
+    :data:`MIN_LETTERS` letters (slots left out) joined to its neighbour. Punctuation and letters only, so in any
+    language."""
+    pieces: list[str] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        pieces.append(text[start:m.end()].strip())
+        start = m.end()
+    pieces.append(text[start:].strip())
+    out: list[str] = []
+    carry = ""
+    for p in (p for p in pieces if p):
+        p = f"{carry} {p}".strip() if carry else p
+        carry = "" if _letters(p) >= MIN_LETTERS else p
+        if not carry:
+            out.append(p)
+    if carry:
+        if out:
+            out[-1] = f"{out[-1]} {carry}"
+        else:
+            out.append(carry)
+    return out
+
+
+def _letters(text: str) -> int:
+    """The letters of ``text``, slots left out: a letter or mark of any script, a wide one (an ideograph, a kana: a
+    script written without spaces, where one character says what a word says) as three."""
+    return sum((3 if unicodedata.east_asian_width(ch) in "WF" else 1)
+               for ch in _SLOT.sub(" ", text) if ch.isalpha() or unicodedata.category(ch).startswith("M"))
+
+
 def nearer_other(text: str, value: Any, values: Sequence[Any], encode: Encode) -> Any | None:
     """Another of ``values`` that ``text`` (slots left out) is clearly nearer than ``value`` (by :data:`MARGIN`,
     MiniLM cosine of the words with each value as words), or None: the event says another state than the one its
     writes set. Language-neutral: the column's own values, in the scenario's words."""
+    got = sentence_nearer_other(text, value, values, encode, whole=True)
+    return got[1] if got is not None else None
+
+
+def sentence_nearer_other(text: str, value: Any, values: Sequence[Any], encode: Encode,
+                          whole: bool = False) -> tuple[str, Any] | None:
+    """(the words, the other value) when ``text`` as a whole (:func:`nearer_other`'s measure), or one of its sentences
+    (:func:`sentences`), reads clearly as another of ``values`` than ``value``; None otherwise (``whole``: the whole
+    message only). Seen (2026-11-29): "I'm bringing back {book_title} for {member_name}." was refused for a loan
+    becoming "pending"; the model added "Please place the book in the library's collection." and the whole passed.
+    A sentence counts when it is :data:`MARGIN` nearer the other value than its own and says that value at least as
+    strongly as any sentence says ``value``: a sentence that says no state ("It's on the card of {member_name}.",
+    "Thanks so much.") leans by chance, a hair nearer one value or another, and is said weaker than the event."""
     others = [v for v in values if v != value]
     if not others:
         return None
-    vecs = encode([_SLOT.sub(" ", text), as_words(str(value)), *(as_words(str(v)) for v in others)])
-    own = float(vecs[1] @ vecs[0])
-    sims = [float(vecs[i + 2] @ vecs[0]) for i in range(len(others))]
-    best = max(range(len(others)), key=lambda i: sims[i])
-    return others[best] if sims[best] - own > MARGIN else None
+    parts = sentences(text) if not whole else []
+    parts = [text, *parts] if len(parts) > 1 else [text]
+    vecs = encode([*(_SLOT.sub(" ", p) for p in parts), as_words(str(value)), *(as_words(str(v)) for v in others)])
+    n = len(parts)
+    own = [float(vecs[n] @ vecs[i]) for i in range(n)]
+    near = [max((float(vecs[n + 1 + j] @ vecs[i]), j) for j in range(len(others))) for i in range(n)]
+    if near[0][0] - own[0] > MARGIN:
+        return text, others[near[0][1]]
+    strongest = max(own[1:], default=0.0)
+    for i in range(1, n):
+        sim, j = near[i]
+        if sim - own[i] > MARGIN and sim >= strongest:
+            return parts[i], others[j]
+    return None
 
 
 def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, language: str,
@@ -128,9 +198,13 @@ def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, 
         return render_section(PROMPT, "digits")
     if speaks_about_itself(outside):
         return render_section(PROMPT, "itself")
-    other = nearer_other(event.text, key[2], values, encode) if encode is not None else None
-    if other is not None:
-        return render_section(PROMPT, "other", thing=thing, value=as_words(str(key[2])), other=as_words(str(other)))
+    found_other = sentence_nearer_other(event.text, key[2], values, encode) if encode is not None else None
+    if found_other is not None:
+        part, other = found_other
+        words = {"thing": thing, "value": as_words(str(key[2])), "other": as_words(str(other))}
+        if part == event.text:
+            return render_section(PROMPT, "other", **words)
+        return render_section(PROMPT, "other_sentence", sentence=part, **words)
     for ch in chains[:1]:  # the values the model was shown: written out, they would be wrong for the next row
         goal = next(g for g in ch.goals if event_key(g, fixed) == key)
         facts = dict(goal.named)
