@@ -4,11 +4,15 @@
   date), with the examples' gaps in days.
 - :func:`clock_side`: a date column whose every example sits on one side of the environment's clock (all loans
   began by today).
+- :func:`currents`, :func:`states`: two date columns of a row that every example has under way at the clock (a loan
+  issued by today and due after it), and the state the examples are in (a 'pending' loan), for the rows in that
+  state to keep.
 - :func:`sign`: a numeric column whose every example is positive, or at least zero.
 - :func:`number_range`, :func:`range_misfit`: the range a numeric column's examples span, widened by half that
   span on each side, and why a chosen range disagrees with them (leaves an example out, or is far wider).
 - :func:`parent_orders`: a child's date column that is never before (or never after) a date of the parent row
-  its reference names, in every example (a renewal after its loan began).
+  its reference names, in every example (a renewal after its loan began; after, not on, its loan's day when the
+  examples are all on one day, :func:`habit`).
 - :func:`parent_clocks`: the parents a child exists for, when every example child names a parent whose date is on
   one side of the environment's clock (or of the parent's own later date, where it has one: its return) while
   other parents are on the other (a fine only on a loan past due; the child needs no date of its own).
@@ -122,6 +126,59 @@ def clock_range(start: date, end: date, side: Literal["past", "future"] | None, 
         start = max(start, today)
         return start, max(end, start + timedelta(days=CLOCK_SPAN))
     return None
+
+
+@dataclass(frozen=True)
+class Current:
+    """Every example row is under way at the clock: its ``first`` date on or before today and its ``second`` after
+    it (a loan out now and not yet due, a lease running, a booking begun and not ended)."""
+
+    first: str
+    second: str
+
+    def shift(self, row: Mapping[str, Any], today: date) -> tuple[int, int] | None:
+        """The days ``row``'s two dates may move together by to be under way at ``today`` (the least and the most),
+        None when it has not both or they are not ``first`` before ``second``."""
+        a, b = as_date(row.get(self.first)), as_date(row.get(self.second))
+        if a is None or b is None or b <= a:
+            return None
+        return (today - b).days + 1, (today - a).days
+
+    def holds(self, row: Mapping[str, Any], today: date) -> bool:
+        a, b = as_date(row.get(self.first)), as_date(row.get(self.second))
+        return a is None or b is None or a <= today < b
+
+
+def currents(examples: Mapping[str, Sequence[Any]], today: date) -> list[Current]:
+    """The ordered pairs of date columns (:func:`date_orders`) under way at ``today`` in every example row holding
+    both (at least :data:`MIN_PAIRS`): the model's loans issued today and due in a month are current loans, which
+    the rows in the examples' state keep (:func:`states`) wherever code moves or draws them. Values only."""
+    out = []
+    for o in date_orders(examples):
+        rows = [{o.first: a, o.second: b} for a, b in zip(examples[o.first], examples[o.second], strict=True)
+                if as_date(a) is not None and as_date(b) is not None]
+        if len(rows) >= MIN_PAIRS and all(Current(o.first, o.second).holds(r, today) for r in rows):
+            out.append(Current(o.first, o.second))
+    return out
+
+
+def states(examples: Mapping[str, Sequence[Any]], choices: Mapping[str, Sequence[Any]]) -> dict[str, frozenset[Any]]:
+    """The columns among ``choices`` (column -> the values code draws it from: a CHECK list, a generator's values,
+    yes and no) whose example values are some of those and not all, with the values they hold: the state the
+    example rows are in (a loan 'pending', never 'returned'). A row holding one of them in each such column is in
+    the examples' state, and keeps what they show of the clock (:func:`currents`)."""
+    out = {}
+    for name, allowed in choices.items():
+        held = frozenset(v for v in examples.get(name, []) if v is not None)
+        if held and held < frozenset(allowed):
+            out[name] = held
+    return out
+
+
+def in_state(row: Mapping[str, Any], held: Mapping[str, frozenset[Any]]) -> bool:
+    """Whether ``row`` is in the examples' state (:func:`states`): one of their values in every state column, and
+    there is one."""
+    return bool(held) and all(row.get(c) in vs for c, vs in held.items())
 
 
 def sign(values: Sequence[Any]) -> Literal["positive", "non_negative"] | None:
@@ -277,15 +334,27 @@ example employees had a termination date, both before their example leave, and "
 termination" held for the seeded leaves made 259 of 263 start after the employee had left."""
 
 
+def habit(values: Sequence[Any]) -> bool:
+    """Whether the example date ``values`` are at least :data:`MIN_PARENT_PAIRS` and all on one day: the model's
+    habit of dating every example on the clock, which shows no day of the column's own."""
+    days = [d for d in (as_date(v) for v in values) if d is not None]
+    return len(days) >= MIN_PARENT_PAIRS and len(set(days)) == 1
+
+
 def parent_orders(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapping[Any, Mapping[str, Any]]
                   ) -> list[ParentOrder]:
     """Orders between the child's date columns and the parent row's date columns that every example shows (in at
-    least :data:`MIN_PARENT_PAIRS` example children holding both dates)."""
+    least :data:`MIN_PARENT_PAIRS` example children holding both dates). A child the examples date on its parent's
+    start (the first of two ordered dates of the parent's rows: a loan's issue, with its due date after it) is
+    after it, never on it, when the examples are all on one day (:func:`habit`: the model's renewals and loans all
+    dated today show that the renewal follows the loan, not that it falls on the loan's day)."""
     out = []
     keys = examples.get(via, [])
     rows = [parents.get(k) for k in keys]
     names = list(dict.fromkeys(c for r in rows if r for c in r))
     pcols = date_columns({c: [r.get(c) for r in rows if r] for c in names})
+    everyone = list(parents.values())
+    starts = {o.first for o in date_orders({c: [r.get(c) for r in everyone] for c in pcols})}
     for col in date_columns(examples):
         for pc in pcols:
             gaps = [(dc - dp).days for v, r in zip(examples[col], rows, strict=True) if r is not None
@@ -293,7 +362,8 @@ def parent_orders(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapp
             if len(gaps) < MIN_PARENT_PAIRS:
                 continue
             if min(gaps) >= 0:  # the order, not the examples' smallest gap: 76 years between a loan and its
-                out.append(ParentOrder(col, via, pc, True, 0, min(gaps) > 0))  # book's publication made 2037's
+                strict = min(gaps) > 0 or (habit(examples[col]) and pc in starts)  # book's publication made 2037's
+                out.append(ParentOrder(col, via, pc, True, 0, strict))
             elif max(gaps) <= 0:
                 out.append(ParentOrder(col, via, pc, False, 0, max(gaps) < 0))
     return out

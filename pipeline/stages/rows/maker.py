@@ -14,7 +14,10 @@ still refused is dropped and counted by reason (the caller records a Rejection).
 Time across tables (:func:`child_relations`, from the example rows' values, never from names): a child's date
 within the dates of the parent its reference names, on the examples' side of the clock; a child only for the parents
 the examples' children all had on one side of the clock (a fine only on a loan already due). A child that no
-parent's dates can hold is dropped (:class:`Unplaceable`), never written against them.
+parent's dates can hold is dropped (:class:`Unplaceable`), never written against them. A row in the state every
+example is in (the values of a drawn list its examples hold: a loan 'pending') has its dates under way at the clock
+where every example has them so (:meth:`ValueMaker.under_way`: issued by today, due after it; a 'returned' loan,
+which no example shows, may lie anywhere in the past).
 """
 
 from __future__ import annotations
@@ -183,6 +186,9 @@ class ChildRelations:
     allowed: dict[str, set[Any]] = field(default_factory=dict)
     clock: dict[str, Literal["past", "future"]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    current: list[relations.Current] = field(default_factory=list)
+    """Pairs of the row's own dates (both drawn) that every example has under way at the clock
+    (:func:`pipeline.meaning.relations.currents`), for the rows in the examples' state to keep."""
 
 
 def child_relations(conn: sqlite3.Connection, table: str, cols: list[Column], examples: dict[str, list[Any]],
@@ -191,7 +197,7 @@ def child_relations(conn: sqlite3.Connection, table: str, cols: list[Column], ex
     relations code holds when drawing the rest: :func:`pipeline.meaning.relations.parent_orders` for the date
     columns code draws (``drawn``), :func:`pipeline.meaning.relations.parent_clocks` for which parents a child may
     name, and :func:`pipeline.meaning.relations.clock_side` of each drawn date column."""
-    out = ChildRelations()
+    out = ChildRelations(current=[c for c in relations.currents(examples, today) if {c.first, c.second} <= drawn])
     for name in drawn:
         side = relations.clock_side(examples.get(name, []), today) if name in relations.date_columns(
             {name: examples.get(name, [])}) else None
@@ -357,6 +363,13 @@ class ValueMaker:
         self.clock: dict[str, Literal["past", "future"]] = {}
         """Date column -> the side of ``today`` its examples are on, held with :attr:`bounds`."""
         self.today: date | None = None
+        self.current: list[relations.Current] = []
+        """Pairs of dates a row in the examples' state (:attr:`states`) has under way at :attr:`today`."""
+        self.states = relations.states(examples, {
+            g.column: [0, 1] if g.kind == "boolean" else self.by_col[g.column].enum or g.values or []
+            for g in gens if g.kind in ("enum", "boolean") and g.column in self.by_col})
+        """Column -> the values its examples hold, where they hold some of the values drawn and not all (a loan
+        'pending', never 'returned'): :func:`pipeline.meaning.relations.states`."""
         self.follow: Follow | None = None
         """The sibling whose rows' parent tuples this table's rows take (:func:`sibling_follow`); set by the caller."""
         self.drawn: dict[str, int] = {}
@@ -385,6 +398,7 @@ class ValueMaker:
     def relate(self, rel: ChildRelations, today: date) -> None:
         """Hold ``rel`` in every row drawn from now on."""
         self.bounds, self.allowed, self.clock, self.today = list(rel.bounds), dict(rel.allowed), dict(rel.clock), today
+        self.current = list(rel.current)
 
     def follows(self, follow: Follow | None) -> None:
         """Draw every row's parents from ``follow``'s rows, its dates in the order the shared examples show."""
@@ -426,7 +440,48 @@ class ValueMaker:
                 out[g.column] = self.value(g, out, refs)
                 if self.bounds:
                     out[g.column] = self.bound(g.column, out[g.column], out, g)
+        if self.current and relations.in_state(out, self.states):
+            out.update(self.under_way(out, set(fixed)))
         return out
+
+    def following(self, column: str) -> set[str]:
+        """The dates of ``column``'s chain (``date_after``, link by link): the one it is drawn after, and so on, and
+        every one drawn after those: what moves with it, the row's gaps kept (ordered, shipped, delivered)."""
+        after = {g.column: g.after for g in self.gens if g.kind == "date_after" and g.after}
+        for _ in self.gens:
+            column = after.get(column, column)
+        out = {column}
+        for _ in self.gens:
+            out |= {g.column for g in self.gens if g.kind == "date_after" and g.after in out}
+        return out
+
+    def under_way(self, row: dict[str, Any], fixed: set[str]) -> dict[str, Any]:
+        """The dates of ``row``, a row in the examples' state (:attr:`states`: a loan 'pending'), moved together (its
+        own gaps kept) to a day that has each pair of :attr:`current` under way at :attr:`today`, as every example
+        has it (a pending loan out now, not overdue: 11 of 11 in the library of 2026-11-29 were overdue). Only dates
+        drawn for this row move (none of ``fixed``). Raises :class:`Unplaceable` when the move breaks a parent's
+        dates (:attr:`bounds`)."""
+        new: dict[str, Any] = {}
+        today = self.today
+        if today is None:
+            return new
+        for cur in self.current:
+            both = {**row, **new}
+            span = cur.shift(both, today)
+            moving = self.following(cur.first) | self.following(cur.second)
+            moving = {c for c in moving if c in row}
+            if span is None or cur.holds(both, today) or moving & fixed:
+                continue
+            days = self.rng.randint(*span)
+            for c in moving:
+                day = relations.as_date(both.get(c))
+                if day is not None:
+                    new[c] = relations.moved(both[c], day + timedelta(days=days))
+        gens = {g.column: g for g in self.gens}
+        for c, v in new.items():
+            if self.bounds and self.bound(c, v, {**row, **new}, gens[c]) != v:
+                raise Unplaceable(f"{c}: the day that has the row under way today is outside its parent's dates")
+        return new
 
     def value(self, g: ir.ColumnGenerator, row: dict[str, Any], refs: dict[str, list[Any]]) -> Any:
         f, rng, k = self.fake, self.rng, g.kind

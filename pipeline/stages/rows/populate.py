@@ -30,6 +30,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import sqlite_utils
@@ -357,7 +358,8 @@ def generate_seed(
                         reason=f"table {table.name} has {left} rows once its placeholder examples were dropped, "
                                f"at least {settings.rows_min} needed"))
                     return StageResult(None, tuple(rejections), attempts)
-        moved = timeline.respread(conn, tables, {t: p.examples for t, p in plans.items()})
+        moved = timeline.respread(conn, tables, {t: p.examples for t, p in plans.items()},
+                                  date.fromisoformat(settings.clock[:10]))
         rejections.extend(timeline.rejections(moved, STAGE))
         settled = counts.settle(conn, tables, {t: p.examples for t, p in plans.items()}
                                 if settings.row_generators else {}, _similarity)
@@ -417,7 +419,7 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
             return None  # its placeholder example rows dropped (rowgen.name_placeholders)
         # its own examples only: the other tables' moved when the environment was seeded
-        moved = timeline.respread(conn, (table,), {table.name: plan.examples})
+        moved = timeline.respread(conn, (table,), {table.name: plan.examples}, date.fromisoformat(settings.clock[:10]))
         settled = counts.settle(conn, env.tables, {**examples, table.name: plan.examples}, _similarity,
                                 parents={table.name})
         return rows_of(conn, table, timeline.noted(counts.noted(table.name, plan, settled), moved.get(table.name)))

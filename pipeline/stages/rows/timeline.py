@@ -9,10 +9,15 @@ against its parent's), which code draws the rest from; seeded as written they ar
 
 - an example row of a table whose date column the examples write on a single day, while the code-made rows spread it,
   is moved to a day the code-made rows hold (their quantiles, one per example row: deterministic, no draw), every date
-  of the row by the same number of days (its own gaps kept: due a month after its issue);
+  of the row by the same number of days (its own gaps kept: due a month after its issue); where every example is
+  under way at the clock (:func:`pipeline.meaning.relations.currents`: issued by today, due after it), to a day
+  that keeps it so (the library of 2026-11-29: its four current loans moved wholly into the past, pending and
+  overdue);
 - a row of a child table that names a moved parent row moves its dates by that parent's days, first (its relation
-  to its parent's dates kept: a renewal on its loan's day stays on it, now that day; one code drew after it stays
-  after it).
+  to its parent's dates kept: one code drew after its loan's day stays after it);
+- an example child whose date then breaks what the examples show of it against its parent's
+  (:func:`pipeline.meaning.relations.parent_orders`: a renewal after its loan began, by its due date; the model's
+  renewals written on their loans' day, both today) moves to the middle of the days that hold it.
 
 Done once all tables are filled, so that no prompt changes (a child's prompt shows its parents' dates as the model
 wrote them; the model's replies stay those of the cache). What the model wrote is kept in the plan
@@ -68,6 +73,12 @@ def _rows(conn: sqlite3.Connection, table: str) -> tuple[list[str], list[dict[st
     return names, [dict(zip(names, r, strict=True)) for r in cur]
 
 
+def _row_of(conn: sqlite3.Connection, table: str, key: str, value: Any) -> dict[str, Any] | None:
+    cur = conn.execute(f'SELECT * FROM "{table}" WHERE "{key}" = ? LIMIT 1', (value,))
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cur.description], row, strict=True))
+
+
 def _shift(conn: sqlite3.Connection, table: str, row: Mapping[str, Any], cols: Sequence[str], days: int) -> bool:
     """Move ``row``'s date ``cols`` by ``days``; False (nothing changed) when SQLite refuses it (a UNIQUE date)."""
     new = {c: relations.moved(row[c], day + timedelta(days=days))
@@ -86,18 +97,89 @@ def _shift(conn: sqlite3.Connection, table: str, row: Mapping[str, Any], cols: S
     return True
 
 
-def respread(conn: sqlite3.Connection, tables: Sequence[ir.Table], examples: Mapping[str, int]) -> dict[str, Moved]:
+def window(current: Sequence[relations.Current], row: Mapping[str, Any], today: date) -> tuple[int, int] | None:
+    """The days ``row`` may move by (the least, the most) to have every pair of ``current`` under way at ``today``;
+    None when it has no pair or no move does it for all."""
+    spans = [s for s in (c.shift(row, today) for c in current) if s is not None]
+    if not spans:
+        return None
+    lo, hi = max(s[0] for s in spans), min(s[1] for s in spans)
+    return (lo, hi) if lo <= hi else None
+
+
+def _targets(current: Sequence[relations.Current], today: date | None, col: str, ex: Sequence[Mapping[str, Any]],
+             left: Sequence[int], drawn: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """The days each example row of ``left`` moves by: to the days the drawn rows hold of ``col`` (their quantiles);
+    where every example is under way at the clock (``current``), to the days of the drawn rows under way (else
+    spread over the row's own window, :func:`window`), kept within the row's window (a loan the model wrote
+    issued today and due in a month stays out now and not yet due, wherever it moves)."""
+    spread = [d for d in (relations.as_date(r.get(col)) for r in drawn) if d is not None]
+    near = [d for r in drawn if today is not None and current and window(current, r, today) is not None
+            and all(c.holds(r, today) for c in current) for d in [relations.as_date(r.get(col))] if d is not None]
+    out = {}
+    for j, (i, day) in enumerate(zip(left, spread_days(near if len(set(near)) >= 2 else spread, len(left)),
+                                     strict=True)):
+        was = relations.as_date(ex[i][col])
+        assert was is not None
+        days = (day - was).days
+        span = window(current, ex[i], today) if today is not None else None
+        if span is not None:
+            lo, hi = span
+            if len(set(near)) < 2:
+                days = lo + int((j + 0.5) * (hi - lo + 1) / len(left))
+            days = min(max(days, lo), hi)
+        out[i] = days
+    return out
+
+
+def _within_parents(orders: Sequence[relations.ParentOrder], side: Mapping[str, str | None], col: str,
+                    row: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]], today: date | None
+                    ) -> int | None:
+    """The days ``row`` moves by so that its ``col`` is within the dates of the parents it names as every example
+    child is (``orders``: after its loan's issue and by its due date), and on its examples' ``side`` of the clock:
+    to the middle of the days that fit; None when it is within them already, or none fits."""
+    day = relations.as_date(row.get(col))
+    if day is None:
+        return None
+    lows: list[date] = []
+    highs: list[date] = []
+    for po in orders:
+        par = parents.get(po.via)
+        base = relations.as_date(par.get(po.parent_column)) if par is not None and po.column == col else None
+        if base is not None:
+            step = timedelta(days=int(po.strict))
+            (lows if po.after else highs).append(base + step if po.after else base - step)
+    if not lows and not highs:
+        return None
+    if today is not None and side.get(col) is not None:
+        (highs if side[col] == "past" else lows).append(today)
+    low, high = max(lows, default=None), min(highs, default=None)
+    if (low is None or low <= day) and (high is None or day <= high):
+        return None
+    if low is not None and high is not None and high < low:
+        return None
+    target = low + timedelta(days=(high - low).days // 2) if low is not None and high is not None else low or high
+    assert target is not None
+    return (target - day).days
+
+
+def respread(conn: sqlite3.Connection, tables: Sequence[ir.Table], examples: Mapping[str, int],
+             today: date | None = None) -> dict[str, Moved]:
     """Move the example rows (the first ``examples[table]`` rows of each table, parents before children as
     ``tables`` is ordered) as the module says, and every other row naming a moved row with it (a renewal code drew
-    after its loan's day stays after it); the tables whose example rows moved, with how."""
+    after its loan's day stays after it); the tables whose example rows moved, with how. With ``today`` (the
+    environment's clock), example rows all under way at it stay so (:func:`_targets`), and an example child is
+    moved within the dates of the parent it names as the examples show them (:func:`_within_parents`)."""
     out: dict[str, Moved] = {}
     shifted: dict[str, list[tuple[dict[str, Any], int]]] = {}  # table -> (row, days) of every row moved
+    written: dict[str, list[dict[str, Any]]] = {}  # table -> its rows as the model and code wrote them
     for table in tables:
         n = examples.get(table.name, 0)
         if not conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
                             (table.name,)).fetchone()[0]:
             continue  # WITHOUT ROWID: left as drawn
         names, rows = _rows(conn, table.name)
+        written[table.name] = rows
         cols = table_columns(conn, table)
         keys = {c.name for c in cols if c.pk or c.ref is not None}
         dated = [c for c in relations.date_columns({k: [r[k] for r in rows] for k in names if k != "__rowid"})
@@ -105,6 +187,12 @@ def respread(conn: sqlite3.Connection, tables: Sequence[ir.Table], examples: Map
         if not dated or not rows:
             continue
         moved = Moved(table.name, n, originals={c: [r[c] for r in rows[:n]] for c in dated})
+        as_written = {c: [r[c] for r in rows[:n]] for c in names if c != "__rowid"}
+        current = relations.currents(as_written, today) if today is not None else []
+        orders = [o for c in cols if c.ref is not None and c.ref[0] in written and c.ref[0] != table.name
+                  for o in relations.parent_orders(as_written, c.name, {
+                      r[c.ref[1]]: r for r in written[c.ref[0]] if r.get(c.ref[1]) is not None})]
+        side = {c: relations.clock_side(as_written[c], today) if today is not None else None for c in dated}
         done: dict[int, int] = {}  # rowid -> days
         for i, r in enumerate(rows):  # with the parent it names
             for c in cols:
@@ -124,12 +212,20 @@ def respread(conn: sqlite3.Connection, tables: Sequence[ir.Table], examples: Map
             spread = [d for d in (relations.as_date(r.get(col)) for r in drawn) if d is not None]
             if len(left) < MIN_SAME or not single_day([ex[i][col] for i in left]) or len(set(spread)) < 2:
                 continue
-            for i, day in zip(left, spread_days(spread, len(left)), strict=True):
-                was = relations.as_date(ex[i][col])
-                assert was is not None
-                if _shift(conn, table.name, ex[i], dated, (day - was).days):
-                    moved.days[i] = (day - was).days
-                    done[ex[i]["__rowid"]] = (day - was).days
+            for i, days in _targets(current, today, col, ex, left, drawn).items():
+                if _shift(conn, table.name, ex[i], dated, days):
+                    moved.days[i] = days
+                    done[ex[i]["__rowid"]] = days
+            _, rows = _rows(conn, table.name)
+            ex = rows[:n]
+        for col in dated if orders else ():  # an example child within its parent's dates (after the loan began)
+            for i, r in enumerate(ex):
+                parents = {c.name: p for c in cols if c.ref is not None and r.get(c.name) is not None
+                           for p in [_row_of(conn, c.ref[0], c.ref[1], r[c.name])] if p is not None}
+                days = _within_parents(orders, side, col, r, parents, today)
+                if days is not None and _shift(conn, table.name, r, dated, days):
+                    moved.days[i] = moved.days.get(i, 0) + days
+                    done[r["__rowid"]] = done.get(r["__rowid"], 0) + days
             _, rows = _rows(conn, table.name)
             ex = rows[:n]
         if done:
