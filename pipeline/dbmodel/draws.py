@@ -37,8 +37,10 @@ def faker_value(fake: Any, kind: str, pattern: str | None = None) -> str:
 
 
 _SLOTS = r"[\d#]"
-_CLOCK = re.compile(rf"(?<!{_SLOTS})({_SLOTS}{{1,2}}):({_SLOTS}{{2}})(?::({_SLOTS}{{2}}))?(?![\d#:])")
-"""A time of day in a pattern, ISO 8601's shape ("1#:##", "##:##:##", an hour of one digit too)."""
+_CLOCK = re.compile(
+    rf"(?<!{_SLOTS})({_SLOTS}{{1,2}}):({_SLOTS}{{2}})(?::({_SLOTS}{{2}}))?(?![\d#:])(?=( ?(?!Z(?![^\W\d_]))[^\W\d_])?)")
+"""A time of day in a pattern, ISO 8601's shape ("1#:##", "##:##:##", an hour of one digit too); a letter right
+after it (group 4, "##:## PM" in any script; not ISO's zone letter "Z") marks a 12-hour clock."""
 _DAY = re.compile(rf"(?<!{_SLOTS})({_SLOTS}{{4}})-({_SLOTS}{{2}})-({_SLOTS}{{2}})(?!{_SLOTS})")
 """A calendar date in a pattern, ISO 8601's shape ("20##-##-##")."""
 
@@ -59,9 +61,10 @@ def _numbers(slots: str, low: int, high: int) -> tuple[str, ...]:
 
 
 def _clock_fields(m: re.Match[str]) -> list[tuple[str, ...]]:
-    """The values each field of the clock pattern ``m`` may take: an hour 0..23 (any number its digits allow when
-    none is an hour: minutes and seconds, "4#:##"), minutes and seconds 0..59; an empty list: none fits."""
-    first = _numbers(m[1], 0, 23) or _numbers(m[1], 0, 10 ** len(m[1]) - 1)
+    """The values each field of the clock pattern ``m`` may take: an hour 0..23 (1..12 on a 12-hour clock; any
+    number its digits allow when none is an hour: minutes and seconds, "4#:##"), minutes and seconds 0..59; an empty
+    list: none fits."""
+    first = (_numbers(m[1], 1, 12) if m[4] else _numbers(m[1], 0, 23)) or _numbers(m[1], 0, 10 ** len(m[1]) - 1)
     return [first, _numbers(m[2], 0, 59)] + ([_numbers(m[3], 0, 59)] if m[3] else [])
 
 

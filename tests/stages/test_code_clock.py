@@ -76,3 +76,12 @@ def test_capacity_counts_only_the_valid_dates_and_times() -> None:
     # a UNIQUE column of 70 rows needs 700: "1#:##" gives 600, so the examples' common hour digit is dropped
     assert rowgen.digit_pattern(BLOOD_TIMES, 70) == "##:##"
     assert rowgen.digit_pattern(BLOOD_TIMES, 50) == "1#:##"
+
+
+def test_a_letter_after_the_time_marks_a_twelve_hour_clock_in_any_script_but_not_isos_zone() -> None:
+    rng = random.Random(4)
+    for pattern in ("##:## PM", "##:##午後", "1#:## pm"):
+        hours = {int(code_value(rng, pattern)[:2]) for _ in range(300)}
+        assert hours <= set(range(1, 13)) and len(hours) >= 3
+    assert code_capacity("##:## PM") == 720
+    assert max(int(code_value(rng, "##:##Z")[:2]) for _ in range(300)) > 12  # UTC, a 24-hour clock
