@@ -5,7 +5,11 @@ were drawn, deterministically in a seed."""
 
 from __future__ import annotations
 
+import calendar
+import functools
+import math
 import random
+import re
 from typing import Any
 
 from pipeline import ir
@@ -32,10 +36,96 @@ def faker_value(fake: Any, kind: str, pattern: str | None = None) -> str:
     return one_line(getattr(fake, kind)())
 
 
-def code_value(rng: random.Random, pattern: str) -> str:
-    """A code in ``pattern``: each '#' a digit, each '?' a capital letter."""
+_SLOTS = r"[\d#]"
+_CLOCK = re.compile(
+    rf"(?<!{_SLOTS})({_SLOTS}{{1,2}}):({_SLOTS}{{2}})(?::({_SLOTS}{{2}}))?(?![\d#:])(?=( ?(?!Z(?![^\W\d_]))[^\W\d_])?)")
+"""A time of day in a pattern, ISO 8601's shape ("1#:##", "##:##:##", an hour of one digit too); a letter right
+after it (group 4, "##:## PM" in any script; not ISO's zone letter "Z") marks a 12-hour clock."""
+_DAY = re.compile(rf"(?<!{_SLOTS})({_SLOTS}{{4}})-({_SLOTS}{{2}})-({_SLOTS}{{2}})(?!{_SLOTS})")
+"""A calendar date in a pattern, ISO 8601's shape ("20##-##-##")."""
+
+
+def _filled(rng: random.Random, pattern: str) -> str:
     return "".join(str(rng.randrange(10)) if ch == "#" else rng.choice(_LETTERS) if ch == "?" else ch
                    for ch in pattern)
+
+
+def _fits(text: str, slots: str) -> bool:
+    return len(text) == len(slots) and all(s in ("#", t) for s, t in zip(slots, text, strict=True))
+
+
+@functools.cache
+def _numbers(slots: str, low: int, high: int) -> tuple[str, ...]:
+    """The numbers ``low``..``high`` written in ``slots`` (its width, zero-padded; its fixed digits kept)."""
+    return tuple(t for t in (f"{v:0{len(slots)}d}" for v in range(low, high + 1)) if _fits(t, slots))
+
+
+def _clock_fields(m: re.Match[str]) -> list[tuple[str, ...]]:
+    """The values each field of the clock pattern ``m`` may take: an hour 0..23 (1..12 on a 12-hour clock; any
+    number its digits allow when none is an hour: minutes and seconds, "4#:##"), minutes and seconds 0..59; an empty
+    list: none fits."""
+    first = (_numbers(m[1], 1, 12) if m[4] else _numbers(m[1], 0, 23)) or _numbers(m[1], 0, 10 ** len(m[1]) - 1)
+    return [first, _numbers(m[2], 0, 59)] + ([_numbers(m[3], 0, 59)] if m[3] else [])
+
+
+def _days(m: re.Match[str], year: str) -> list[tuple[str, str]]:
+    """The months and days of ``year`` the date pattern ``m`` allows (no month 13, no February 30)."""
+    return [(mo, d) for mo in _numbers(m[2], 1, 12) for d in _numbers(m[3], 1, calendar.monthrange(int(year),
+                                                                                               int(mo))[1])]
+
+
+def _valid(rng: random.Random, m: re.Match[str]) -> str | None:
+    """A valid date or time of day in the pattern part ``m`` (:data:`_DAY`, :data:`_CLOCK`), each field among the
+    values the part's fixed digits allow ("1#:##" is 10:00..19:59); None when it allows none."""
+    if m.re is _CLOCK:
+        fields = _clock_fields(m)
+        return ":".join(rng.choice(f) for f in fields) if all(fields) else None
+    years = _numbers(m[1], 1, 9999)
+    first = rng.randrange(len(years)) if years else 0
+    for year in (*years[first:], *years[:first]):
+        days = _days(m, year)
+        if days:
+            mo, d = rng.choice(days)
+            return f"{year}-{mo}-{d}"
+    return None
+
+
+def _parts(pattern: str) -> list[re.Match[str]]:
+    """The dates and times of day in ``pattern`` with a digit to draw, in order, none overlapping."""
+    found = sorted([*_DAY.finditer(pattern), *_CLOCK.finditer(pattern)], key=lambda m: m.start())
+    out: list[re.Match[str]] = []
+    for m in found:
+        if "#" in m[0] and (not out or m.start() >= out[-1].end()):
+            out.append(m)
+    return out
+
+
+def code_value(rng: random.Random, pattern: str) -> str:
+    """A code in ``pattern``: each '#' a digit, each '?' a capital letter; a part of ISO 8601's shape for a date
+    or a time of day ("1#:##", "20##-##-##") a valid one, not each digit alone ("17:73", month 13)."""
+    out, at = [], 0
+    for m in _parts(pattern):
+        made = _valid(rng, m)
+        if made is not None:
+            out.append(_filled(rng, pattern[at:m.start()]) + made)
+            at = m.end()
+    return "".join(out) + _filled(rng, pattern[at:])
+
+
+def code_capacity(pattern: str) -> int:
+    """How many different codes :func:`code_value` makes of ``pattern``."""
+    n, rest, at = 1, "", 0
+    for m in _parts(pattern):
+        if m.re is _CLOCK:
+            count = math.prod(len(f) for f in _clock_fields(m))
+        else:
+            years = _numbers(m[1], 1, 9999)  # the days a year allows differ only by its February
+            leap = sum(calendar.isleap(int(y)) for y in years)
+            count = leap * len(_days(m, "2000")) + (len(years) - leap) * len(_days(m, "2001"))
+        if count:
+            n, rest, at = n * count, rest + pattern[at:m.start()], m.end()
+    rest += pattern[at:]
+    return n * 10 ** rest.count("#") * 26 ** rest.count("?")
 
 
 def drawn(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]:

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
+from pipeline.dbmodel.draws import code_capacity
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
@@ -188,9 +189,8 @@ def capacity(g: ir.ColumnGenerator) -> int | None:
         return len(g.pool) if g.pool else None  # a list still to be continued from the examples
     if g.kind == "text_combo":
         return len(g.pool or []) * len(g.pool2 or [])
-    if g.kind == "code":
-        p = g.pattern or ""
-        return 10 ** p.count("#") * 26 ** p.count("?")
+    if g.kind == "code":  # a date or a time of day in the pattern: its valid ones
+        return code_capacity(g.pattern or "")
     if g.kind == "integer" and g.min is not None and g.max is not None:
         return max(0, math.floor(g.max) - math.ceil(g.min) + 1)
     if g.kind in ("date", "datetime") and g.start and g.end:
@@ -881,7 +881,7 @@ def digit_pattern(texts: Sequence[str], unique_rows: int | None) -> str | None:
     def made(k: int) -> str:
         return texts[0][:k] + shape[k:]
 
-    while unique_rows and keep > 0 and 10 ** made(keep).count("#") < 10 * unique_rows:
+    while unique_rows and keep > 0 and code_capacity(made(keep)) < 10 * unique_rows:
         keep -= 1
     return made(keep) if "#" in made(keep) else None
 
