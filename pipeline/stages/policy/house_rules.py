@@ -118,7 +118,9 @@ ACTION_MARGIN = 0.02
 of the committed example (``tests/fixtures/pharmacy_orders.json``, 2026-11-30): "If a patient's medication
 expiration date has passed, the prescription will be rejected." is nearer add_prescription (0.428) than
 add_medicine (0.403, a new medication's expiration date): refused; "A prescription cannot be filled if the patient's
-age is less than 18." add_prescription 0.470, add_medicine 0.359."""
+age is less than 18." add_prescription 0.470, add_medicine 0.359. A state the prose names by its listed value is
+exempt (the value says which row's state: "An order whose status is 'closed' may no longer be changed." on
+update_orders_quantity, a frozen state), as a guard is from the table's test."""
 CONDITION_MIN = 0.2
 """MiniLM similarity a prose rule needs with the candidate's condition in words: right pairs 0.265-0.875 ("stronger
 than 6.2 percent" for "the abv given is above 6.2" the least), unrelated prose at most 0.1."""
@@ -973,7 +975,9 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
                              f"{', '.join(sorted(_label(t) for t in about[j])) or 'no table'} ({f.table})"), "table"
             elif f.action < ACTION_MIN:
                 why, gate = f"the rule is far from the candidate's action ({f.action} < {ACTION_MIN})", "action"
-            elif f.action < best_action - ACTION_MARGIN and j not in valued:
+            elif (f.action < best_action - ACTION_MARGIN and j not in valued
+                  and not (c.candidate.words.get("section") in ("state", "parent_state")
+                           and names_value(rules[i], c.candidate.words.get("value", "")))):
                 why, gate = (f"the rule is nearer another tool ({best_action}) than the candidate's "
                              f"{c.candidate.tool} ({f.action})"), "action"
             elif f.condition < CONDITION_MIN:
