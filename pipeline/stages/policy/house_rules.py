@@ -975,11 +975,6 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
                              f"{', '.join(sorted(_label(t) for t in about[j])) or 'no table'} ({f.table})"), "table"
             elif f.action < ACTION_MIN:
                 why, gate = f"the rule is far from the candidate's action ({f.action} < {ACTION_MIN})", "action"
-            elif (f.action < best_action - ACTION_MARGIN and j not in valued
-                  and not (c.candidate.words.get("section") in ("state", "parent_state")
-                           and names_value(rules[i], c.candidate.words.get("value", "")))):
-                why, gate = (f"the rule is nearer another tool ({best_action}) than the candidate's "
-                             f"{c.candidate.tool} ({f.action})"), "action"
             elif f.condition < CONDITION_MIN:
                 why, gate = (f"the rule is far from the candidate's condition ({f.condition} < {CONDITION_MIN})",
                              "condition")
@@ -994,6 +989,11 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
                              f"the {c.candidate.words.get('label', '')}"), "said"
             elif c.candidate.form is not None and not (got := counted(rules[i], c, same))[0]:
                 why, gate = got[1], "counts"
+            elif (f.action < best_action - ACTION_MARGIN and j not in valued
+                  and not (c.candidate.words.get("section") in ("state", "parent_state")
+                           and names_value(rules[i], c.candidate.words.get("value", "")))):
+                why, gate = (f"the rule is nearer another tool ({best_action}) than the candidate's "
+                             f"{c.candidate.tool} ({f.action})"), "action"
             elif f.joint < (min(threshold, GUARD_MIN) if j in valued else threshold):
                 least = min(threshold, GUARD_MIN) if j in valued else threshold
                 why, gate = f"the rule is far from the candidate ({f.joint} < {least})", "joint"
