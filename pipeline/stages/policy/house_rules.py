@@ -112,6 +112,15 @@ TABLE_MARGIN = 0.05
 ACTION_MIN = 0.25
 """MiniLM similarity a prose rule needs with the candidate's tool description: right pairs 0.389-0.673, a return's
 rule with "Record a new loan" 0.144."""
+ACTION_MARGIN = 0.02
+"""How much nearer to the prose another tool's description may be than the candidate's tool's (:func:`fits`), as
+:data:`TABLE_MARGIN` for tables: the prose's nearest write tool is the one the rule is about. Measured on the pharmacy
+of the committed example (``tests/fixtures/pharmacy_orders.json``, 2026-11-30): "If a patient's medication
+expiration date has passed, the prescription will be rejected." is nearer add_prescription (0.428) than
+add_medicine (0.403, a new medication's expiration date): refused; "A prescription cannot be filled if the patient's
+age is less than 18." add_prescription 0.470, add_medicine 0.359. A state the prose names by its listed value is
+exempt (the value says which row's state: "An order whose status is 'closed' may no longer be changed." on
+update_orders_quantity, a frozen state), as a guard is from the table's test."""
 CONDITION_MIN = 0.2
 """MiniLM similarity a prose rule needs with the candidate's condition in words: right pairs 0.265-0.875 ("stronger
 than 6.2 percent" for "the abv given is above 6.2" the least), unrelated prose at most 0.1."""
@@ -463,6 +472,37 @@ def counted(text: str, c: Checked, same: Similar | None = None) -> tuple[list[St
             return [], f"the rule states {said}, none of it said of the {label}"
         return out, ""
     return numbers(text), ""
+
+
+OTHER_NEAR = 5
+"""Words on each side of a threshold's number read for another column's name (:func:`said_of_other`)."""
+
+
+def said_of_other(text: str, c: Checked, columns: Sequence[str]) -> str:
+    """The column of ``columns`` (the environment's, but keys) the prose says its numbers of, when it does not name
+    the column of candidate ``c`` (a threshold on the request's own value, ``value_over``, that :func:`may_ground`
+    lets ground by a number within its seeded values), else "". Every number within the seeded values has another
+    column's word (the schema's own, :func:`_names`) next to it (:data:`OTHER_NEAR`): the prose says the number of
+    that column, not of the candidate's. Seen 2026-11-30 on the pharmacy of the committed example: "A prescription
+    cannot be filled if the patient's age is less than 18." grounded in a threshold on a new medication's dosage
+    (18 among the seeded dosages), "If a medication's expiration date is within 30 days ..." in one on a medication's
+    new dosage."""
+    w = c.candidate.words
+    if w.get("section") != "value_over" or _names(_said_words(text), w.get("label", "")):
+        return ""
+    seeded = [v for v in getattr(c.candidate, "values", ()) if isinstance(v, int | float)]
+    own = w.get("column", "")
+    others = [x for x in columns if x != own]
+    named = ""
+    for start, end, st in _spans(text):
+        if not seeded or not min(seeded) <= st.value <= max(seeded):
+            continue
+        before, after = near(text, start, end, k=OTHER_NEAR)
+        hit = next((x for x in others if _names(before + after, x.replace("_", " "))), "")
+        if not hit:
+            return ""
+        named = named or hit
+    return named
 
 
 def may_ground(text: str, c: Checked) -> bool:
@@ -901,6 +941,10 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
         finder = Finder(env, inst.conn)
         tables = [finder.table_text(t) for t in env.tables]
         about = [finder.about(c.candidate) for c in checked]
+        keys = {(t.name, r[3]) for t in env.tables
+                for r in inst.conn.execute(f'PRAGMA foreign_key_list("{t.name}")')}
+        columns = sorted({r[1] for t in env.tables for r in inst.conn.execute(f'PRAGMA table_info("{t.name}")')
+                          if not r[5] and (t.name, r[1]) not in keys})
     names = [t.name for t in env.tables]
     guard = [j for j, c in enumerate(checked) if guards(env, c)]
     texts = ([gist(c, env, words) for c in checked]
@@ -918,6 +962,7 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
         # a state guard the prose names by its value: the action as setting that value (:func:`guard_action`)
         valued = {j: (row[3 * n + m + k], row[3 * n + m + g + k]) for k, j in enumerate(guard)
                   if names_value(rules[i], checked[j].candidate.words["value"])}
+        best_action = max(row[n:2 * n], default=0.0)  # the nearest write tool's description
         fit = []
         for j, c in enumerate(checked):
             mine = max((by_table[t] for t in about[j]), default=-1.0)
@@ -939,8 +984,16 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
             elif not may_ground(rules[i], c):
                 why, gate = (f"the rule does not say the candidate's condition "
                              f"({_condition_words(c)})"), "said"
+            elif other := said_of_other(rules[i], c, columns):
+                why, gate = (f"the rule states its number of the {other.replace('_', ' ')}, the candidate checks "
+                             f"the {c.candidate.words.get('label', '')}"), "said"
             elif c.candidate.form is not None and not (got := counted(rules[i], c, same))[0]:
                 why, gate = got[1], "counts"
+            elif (f.action < best_action - ACTION_MARGIN and j not in valued
+                  and not (c.candidate.words.get("section") in ("state", "parent_state")
+                           and names_value(rules[i], c.candidate.words.get("value", "")))):
+                why, gate = (f"the rule is nearer another tool ({best_action}) than the candidate's "
+                             f"{c.candidate.tool} ({f.action})"), "action"
             elif f.joint < (min(threshold, GUARD_MIN) if j in valued else threshold):
                 least = min(threshold, GUARD_MIN) if j in valued else threshold
                 why, gate = f"the rule is far from the candidate ({f.joint} < {least})", "joint"
