@@ -320,3 +320,32 @@ def test_a_write_on_a_row_its_date_alone_names_is_asked_with_its_parents_names_t
         conn.execute("INSERT INTO renewals (loan_id, renewal_date) VALUES (?, ?)", (loan_id, day))
         assert parents_too(conn, p.infos, p.keys, "renewals", (rid,), dated) is None
         assert by_parents(conn, p.infos, p.keys, chain) is chain
+
+
+def test_a_write_back_to_the_state_new_rows_take_needs_no_event(permits) -> None:
+    """What makes a row hold its first state is its making: asked for it, the model words a creation ("I'm
+    requesting to borrow ..." for a loan becoming pending), which, said for a refused write back to that state,
+    scores the clerk who lends the book as wrong. ``needed`` asks no event for such a write; the bank passes the
+    planner's first state of each state column."""
+    env, chains = permits
+    fixed = state_columns(env)
+    need = needed(chains, fixed)
+    assert need
+    key = next(iter(need))
+    fewer = needed(chains, fixed, {(key[0], key[1]): key[2]})
+    assert key not in fewer
+    assert all(k[2] != key[2] for k in fewer if (k[0], k[1]) == (key[0], key[1]))
+    assert set(fewer) == {k for k in need if (k[0], k[1], k[2]) != key[:3]}
+    asked: list[str] = []
+
+    def model(messages):
+        asked.append(messages[1]["content"])
+        return {"template": "Hi, about permit " + " ".join("{" + s + "}" for s in _slots(messages)) + ", go ahead."}
+
+    said = f'"{key[2]}" (the event'
+    ask_events(env, fake_client([model] * 40), chains, lint=_lint(env), limit=len(need), encode=None)
+    assert any(said in a for a in asked), asked  # without it, the model is asked for the first state
+    asked.clear()
+    kept, _ = ask_events(env, fake_client([model] * 40), chains, lint=_lint(env), limit=len(need), encode=None,
+                         first={(key[0], key[1]): key[2]})
+    assert key not in kept and not any(said in a for a in asked), asked

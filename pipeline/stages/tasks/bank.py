@@ -63,6 +63,7 @@ from pipeline.stages.tasks.planner import (
     tool_op,
     unpaired,
 )
+from pipeline.stages.tasks.planner import states as planner_states
 from verify.derive import Derivation, derive_verifier, forbidden_calls
 from verify.policy import policy_text
 from verify.proofs import prove
@@ -432,6 +433,10 @@ def generate_tasks(
         ids = surrogates(run.infos)
         namer = make_planner(env, run)  # a row chosen by a date, named by its parents where they name it alone
         chains = [by_parents(namer.conn, namer.infos, namer.keys, ch) for ch in chains]
+        # the state a new row takes: a write back to it is no event a person asks for (the model words it as the
+        # row's making: "I'd like to borrow ..." for a returned loan set back to pending)
+        first = {(t, c): v for t, c in sorted(state_columns(env).states)
+                 if (v := planner_states.initial_state(namer, t, c)) is not None}
     writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
     rule_quota = math.ceil(settings.rule_share * want) if settings.rule_tasks and env.rules else 0
     tasks: list[Task] = []
@@ -444,7 +449,7 @@ def generate_tasks(
     events: dict[EventKey, Event] = {}
     if plain and settings.event_words:  # the scenario's words for the writes that end in a state (the model's)
         events, unsaid = ask_events(env, client, chains, language=settings.template_language,
-                                    lint=lambda ch, text: lint_request(env, ch, text, plain=True))
+                                    lint=lambda ch, text: lint_request(env, ch, text, plain=True), first=first)
         rejections += [Rejection(stage="events", item=line.partition(":")[0], reason=(
             "the model's words for the event failed; code says the write as before: " + line.partition(": ")[2]))
             for line in unsaid]

@@ -66,12 +66,20 @@ class Said(BaseModel):
     template: str = Field(..., min_length=8, max_length=300)
 
 
-def needed(chains: Sequence[Chain], fixed: Fixed) -> dict[EventKey, list[Chain]]:
+def needed(chains: Sequence[Chain], fixed: Fixed,
+           first: Mapping[tuple[str, str], str] | None = None) -> dict[EventKey, list[Chain]]:
     """The events ``chains``' goals need (:func:`~pipeline.stages.tasks.code_wording.event_key`), each with the
-    chains that need it, the most frequent first (ties by key)."""
+    chains that need it, the most frequent first (ties by key). ``first``: (table, state column) -> the state a new
+    row takes (:func:`pipeline.stages.tasks.planner.states.initial_state`); a write back to it needs no event. What
+    makes a row hold its first state is its making, and the model words it so: asked what makes a loan "pending",
+    it wrote "I'm requesting to borrow {book_title} for the member named {member_name}.", and that request, said
+    for a rule's refused write (a returned loan set back to pending), made a task that scores a clerk who lends the
+    book as wrong (2026-11-30, the example library). Such a write is said by code's words, as before events."""
     found: dict[EventKey, list[Chain]] = {}
+    first = first or {}
     for ch in chains:
-        for key in {k for g in ch.goals if (k := event_key(g, fixed)) is not None}:
+        for key in {k for g in ch.goals if (k := event_key(g, fixed)) is not None
+                    if first.get((k[0], k[1])) != k[2]}:
             found.setdefault(key, []).append(ch)
     return {k: found[k] for k in sorted(found, key=lambda k: (-len(found[k]), k))}
 
@@ -240,15 +248,16 @@ def _messages(env: Environment, key: EventKey, slots: tuple[tuple[str, str], ...
 
 def ask_events(env: Environment, client: LLMClientProtocol, chains: Sequence[Chain], *,
                lint: Callable[[Chain, str], str | None], language: str = "en", limit: int = LIMIT,
-               max_attempts: int = 2, encode: Encode | None = default_encode
-               ) -> tuple[dict[EventKey, Event], list[str]]:
+               max_attempts: int = 2, encode: Encode | None = default_encode,
+               first: Mapping[tuple[str, str], str] | None = None) -> tuple[dict[EventKey, Event], list[str]]:
     """The events the first ``limit`` of ``chains``' needed ones (:func:`needed`) are said by, as the model wrote
     them and code kept them (:func:`problem`), and a line per event the model's words failed for (its last
-    problem): code says those writes as before."""
+    problem): code says those writes as before. ``first``: the state a new row takes, per state column
+    (:func:`needed`): no event is asked for a write back to it."""
     fixed = state_columns(env)
     kept: dict[EventKey, Event] = {}
     failed: list[str] = []
-    for key, users in list(needed(chains, fixed).items())[:limit]:
+    for key, users in list(needed(chains, fixed, first).items())[:limit]:
         slots = event_slots(key, language)
         check_on = users[:CHECK_WITH]
         ddl = next((t.ddl for t in env.tables if t.name == key[0]), "")
