@@ -86,6 +86,13 @@ def asked_for(fact: Any, agent_text: str, facts: list[Any] | None = None) -> boo
     def field(f: Any) -> set[str]:  # "order" of "order date" about the order names the thing, not the field
         return _words(f.label) - _words(f.about)
 
+    # the words that name something: the facts' fields and the things they are about, but not the connecting words
+    # of an about made of others ("the loan of the renewal", the wording's ``what_of``: its "the" is in every
+    # question, and would read as naming that loan in "what is the member name of the loan?")
+    abouts = {f.about for f in [fact, *others] if f.about}
+    named = set().union(*(field(f) for f in [fact, *others]),
+                        *(_words(a) for a in abouts if not any(b != a and b in a for b in abouts)))
+
     label, about = field(fact), _words(fact.about)
 
     def own(f: Any) -> set[str]:
@@ -96,7 +103,7 @@ def asked_for(fact: Any, agent_text: str, facts: list[Any] | None = None) -> boo
             return True
         if label & said:  # a shared label word: unless the clause names another such fact by words this one lacks
             mine = label | about
-            return not any(((field(f) | _words(f.about)) - mine) & said
+            return not any(((field(f) | _words(f.about)) - mine) & said & named
                            for f in others if field(f) & label)
         if about & said:
             same = [f for f in others if _words(f.about) & about]

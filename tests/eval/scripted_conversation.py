@@ -83,8 +83,12 @@ def _best(facts: list[Fact], text: str) -> Fact | None:
     said = " ".join(text.casefold().split())
     # a question that names a fact's label whole ("the title of the book") asks for that fact before one whose label
     # only shares words with it ("book title"): two facts of one kind in a compound request
+    # an about made of others' ("the loan of the renewal") counts only its words that name something (not "the")
+    abouts = {f.about for f in facts if f.about}
+    things = set().union(*(_words(f.label) for f in facts),
+                         *(_words(a) for a in abouts if not any(b != a and b in a for b in abouts)))
     scored = [(10 * (f" {f.label.casefold()} " in f" {said} ") + 2 * len(_words(f.label) & words)
-               + len(_words(f.about) & words), i, f) for i, f in enumerate(facts)]
+               + len(_words(f.about) & words & things), i, f) for i, f in enumerate(facts)]
     scored = [s for s in scored if s[0] > 0]
     return max(scored, key=lambda s: (s[0], -s[1]))[2] if scored else None
 

@@ -327,3 +327,33 @@ def test_the_parents_of_two_new_rows_of_one_table_are_told_apart() -> None:
     same = [renew("Dune", "Dan Wu", "2025-12-11"), renew("Dune", "Dan Wu", "2026-01-15")]
     got = [(f.label, f.about) for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=same))]
     assert ("book title", "the loan of the first renewal") in got and ("book title", "the loan of the second renewal") in got
+
+
+def test_a_parent_row_beside_another_row_of_its_table_is_the_written_rows_and_asking_for_either_is_asked() -> None:
+    # seen in the example (2026-11-30): a rule's refused write on one loan and a new renewal of another loan gave
+    # "member name (loan)" twice, Andrea Black and Grace Dillon; an agent asking "what is the member name of the
+    # loan?" could learn only one. The renewal's loan is now "the loan of the renewal", and the user's check reads
+    # a question for the plain loan as asked, though "the" of "the loan of the renewal" is in it.
+    from pipeline.runtime.usercheck import asked_for
+    from pipeline.stages.tasks.conversation import facts_of
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
+
+    goals = [Goal(kind="update", table="loans", named=(("books.title", "The Hobbit"), ("members.name", "Andrea Black")),
+                  values=(("status", "pending"),)),
+             Goal(kind="create", table="renewals", values=(("renewal_date", "2026-01-15"),),
+                  refs=(("loan_id", "loans", (("books.title", "The Hobbit"), ("members.name", "Grace Dillon"))),))]
+    facts = facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=goals))
+    got = [(f.label, f.about, f.value) for f in facts]
+    assert ("member name", "loan", "Andrea Black") in got and \
+        ("member name", "the loan of the renewal", "Grace Dillon") in got, got
+    assert len({(f.about, f.label) for f in facts}) == len(facts)  # every question has one answer
+    plain = next(f for f in facts if f.value == "Andrea Black")
+    other = next(f for f in facts if f.value == "Grace Dillon")
+    assert asked_for(plain, "What is the member name of the loan?", facts)
+    assert asked_for(other, "What is the member name of the loan of the renewal?", facts)
+    assert not asked_for(plain, "What is the member name of the loan of the renewal?", facts)
+    # the same loan on both sides needs no qualifier
+    same = [goals[0], Goal(kind="create", table="renewals", values=(("renewal_date", "2026-01-15"),),
+                           refs=(("loan_id", "loans", goals[0].named),))]
+    abouts = {f.about for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=same))}
+    assert abouts == {"loan", "renewal"}, abouts
