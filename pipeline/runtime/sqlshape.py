@@ -1,7 +1,7 @@
 """Structural questions about SQL that SQLite's authorizer cannot answer, answered with sqlglot.
 
 The authorizer (``engine.Guard``) reports *which* functions a statement calls and which tables it
-touches; what it cannot say is how a statement is built. Three questions need that:
+touches; what it cannot say is how a statement is built. Four questions need that:
 
 * ``clock_calls(sql)``: which date/time calls read the wall clock (``date('now')``, ``datetime()``:
   ``'now'`` anywhere among their arguments, or no argument at all); ``nondeterministic_calls``
@@ -11,6 +11,8 @@ touches; what it cannot say is how a statement is built. Three questions need th
 * ``param_columns(sql, columns)``: which table column each ``:param`` of a statement is bound to
   (compared with ``=`` or ``IN``, assigned by ``SET``, inserted by ``INSERT``; ``COALESCE(:p, col)``
   and ``IFNULL`` count as binding ``:p``), and which parameters are also used in other ways.
+* ``escaping_disjuncts(sql)``: which OR branches of a WHERE escape a sibling branch's parameter
+  filter (``a = :a AND b OR c`` is ``(a = :a AND b) OR c``: ``c`` matches rows of every ``a``).
 
 Everything here is deterministic for a given sqlglot version (pinned in pyproject.toml): the
 rules it derives are rendered into ``server.py``. Anything sqlglot cannot parse yields no rule.
@@ -331,3 +333,103 @@ def param_columns(sql: str, columns: dict[str, list[str]]) -> tuple[dict[str, se
                     bind(val, (table, cname) if cname in schema[table] else None)
     others = {str(ph.this) for ph in tree.find_all(exp.Placeholder) if id(ph) not in bound_nodes and ph.this}
     return bindings, others
+
+
+# ---------------------------------------------------------------- OR precedence
+
+
+def _unwrap(node: Any) -> Any:
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _split(node: Any, kind: Any) -> list[Any]:
+    """The top-level operands of ``node`` joined by ``kind`` (``exp.Or`` or ``exp.And``), parentheses unwrapped."""
+    node = _unwrap(node)
+    if isinstance(node, kind):
+        return _split(node.this, kind) + _split(node.expression, kind)
+    return [node]
+
+
+def _own_nodes(node: Any, kind: Any) -> list[Any]:
+    """The ``kind`` nodes of ``node`` outside any nested query (a subquery's columns are not this level's)."""
+    from sqlglot import exp
+
+    out = []
+    for sub in node.walk(prune=lambda n: n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Union))):
+        if isinstance(sub, kind) and not (sub is not node and isinstance(sub, (exp.Select, exp.Subquery, exp.Union))):
+            out.append(sub)
+    return out
+
+
+def _param_valued(node: Any) -> bool:
+    """A value fixed by the call's parameters: a ``:param`` (or an expression or subquery using one) reading no
+    column of the row being filtered."""
+    from sqlglot import exp
+
+    node = _unwrap(node)
+    return node.find(exp.Placeholder) is not None and not _own_nodes(node, exp.Column)
+
+
+def _filters(conjunct: Any) -> bool:
+    """``column = <param value>`` (either side) or ``column IN (<param value>, ...)``."""
+    from sqlglot import exp
+
+    if isinstance(conjunct, exp.EQ):
+        left, right = _unwrap(conjunct.this), _unwrap(conjunct.expression)
+        return (isinstance(left, exp.Column) and _param_valued(right)) or \
+            (isinstance(right, exp.Column) and _param_valued(left))
+    if isinstance(conjunct, exp.In) and isinstance(_unwrap(conjunct.this), exp.Column):
+        query = conjunct.args.get("query")
+        if query is not None:
+            return _param_valued(query)
+        return any(_param_valued(e) for e in conjunct.expressions)
+    return False
+
+
+def _gated(conjunct: Any) -> bool:
+    """A test of the parameters alone (``:x IS NULL``, ``:mode = 'all'``): the branch applies only on such calls."""
+    from sqlglot import exp
+
+    return conjunct.find(exp.Placeholder) is not None and not _own_nodes(conjunct, exp.Column)
+
+
+def escaping_disjuncts(sql: str) -> list[tuple[str, str]]:
+    """The OR branches of a WHERE that escape the parameter filter of a sibling branch, as
+    ``(escaping branch, filtered sibling)`` texts.
+
+    For every WHERE of ``sql`` (subqueries included) the condition is split at its top-level ORs
+    (parentheses unwrapped). A branch is *filtered* when one of its top-level AND conjuncts is
+    ``column = :param`` or ``column IN (:param, ...)`` (either side; a value computed from
+    parameters alone counts). A branch that reads a column, is not filtered and is not gated by a
+    test of the parameters alone (``:x IS NULL``) is reported when a sibling is filtered: AND binds
+    tighter than OR, so ``a = :a AND b OR c`` is ``(a = :a AND b) OR c``, and ``c`` matches rows
+    whatever ``:a`` is. ``id = :id OR name = :name``, ``col = :x OR :x IS NULL``, ``s = 'a' OR s =
+    'b'`` and ``a = :a AND (b OR c)`` are not reported. SQL sqlglot cannot parse gives nothing.
+    """
+    sqlglot = _sqlglot()
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except Exception:
+        return []
+    if tree is None:
+        return []
+    out: list[tuple[str, str]] = []
+    for where in tree.find_all(exp.Where):
+        branches = _split(where.this, exp.Or)
+        if len(branches) < 2:
+            continue
+        filtered = [b for b in branches if any(_filters(c) for c in _split(b, exp.And))]
+        if not filtered:
+            continue
+        for branch in branches:
+            conjuncts = _split(branch, exp.And)
+            if branch in filtered or any(_gated(c) for c in conjuncts) or not _own_nodes(branch, exp.Column):
+                continue
+            out.append((branch.sql(dialect=DIALECT), filtered[0].sql(dialect=DIALECT)))
+    return out

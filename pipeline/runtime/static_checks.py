@@ -37,7 +37,7 @@ from pipeline.runtime.engine import (
     placeholders,
     result_columns,
 )
-from pipeline.runtime.sqlshape import CLOCK_FUNCTIONS, clock_calls, nondeterministic_calls
+from pipeline.runtime.sqlshape import CLOCK_FUNCTIONS, clock_calls, escaping_disjuncts, nondeterministic_calls
 
 NONDETERMINISTIC = {
     "random": "random() gives a different value on every run",
@@ -68,6 +68,14 @@ def _advice(problem):
 
 def _explain(conn, sql, names):
     return conn.execute("EXPLAIN " + sql, {n: None for n in names}).fetchall()
+
+
+def _escaping(sql):
+    """An OR branch of a WHERE that escapes its sibling's parameter filter (``sqlshape.escaping_disjuncts``)."""
+    return [f'its WHERE has an OR whose branch "{branch}" filters no column by a parameter while its sibling '
+            f'"{sibling}" does; AND binds tighter than OR, so that branch matches rows whatever the parameters '
+            f'are: bracket the OR so the filter applies to every branch ("... AND (x OR y)")'
+            for branch, sibling in escaping_disjuncts(sql)]
 
 
 def _check_param(p):
@@ -117,8 +125,9 @@ def check_tool(conn, tool):
     internals, run a PRAGMA, attach a file or load an extension, and none may be
     non-deterministic (``random()``, the wall clock: tools use ``:now`` / ``:today``). Placeholders
     must name a parameter, a built-in or a column bound by an earlier step; error messages may
-    only use known fields; write tools must write. Never raises: a malformed tool dict is
-    reported as a problem. Each problem names the tool and the step.
+    only use known fields; write tools must write; an OR in a WHERE must not escape the parameter
+    filter of its sibling branch (``sqlshape.escaping_disjuncts``: ``a = :a AND b OR c``). Never
+    raises: a malformed tool dict is reported as a problem. Each problem names the tool and the step.
     """
     try:
         with _Checking(conn) as guard:
@@ -167,6 +176,7 @@ def _check_tool(conn, guard, tool):
             return False
         for p in _nondeterministic(guard.functions, sql):
             problems.append(f"{where}: {p}; {_advice(p)}")
+        problems.extend(f"{where}: {p}" for p in _escaping(sql))
         return True
 
     def check_message(text, where):

@@ -338,3 +338,13 @@ def test_writes_differ_by_their_statements_tables_or_parameters() -> None:
     finder = ir.Tool(name="find", description="d", kind="read", params=[ir.Param(name="email", type="string")],
                      returns=ir.Returns(sql="SELECT * FROM members WHERE email = :email", mode="one"))
     assert duplicate_of(finder, [finder.model_copy(update={"name": "find2"})]) is None  # reads are not judged here
+
+
+def test_an_or_that_escapes_its_row_filter_is_fed_back(seed) -> None:
+    escaping = "SELECT 1 FROM books WHERE book_id = :book_id AND copies_available > 0 OR copies_available > 1"
+    broken = dict(LEND_BOOK, guards=[LEND_BOOK["guards"][0], dict(LEND_BOOK["guards"][1], sql=escaping)])
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, broken, LEND_BOOK, RETURN_BOOK])
+    assert res.ok
+    assert any(s.sql == LEND_BOOK["guards"][1]["sql"] for t in res.value.tools if t.name == "lend_book" for s in t.steps)
+    feedback = client.requests[4][-1]["content"]
+    assert "tool 'lend_book' step 2 (guard)" in feedback and '"copies_available > 1"' in feedback
