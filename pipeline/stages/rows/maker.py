@@ -244,11 +244,8 @@ class Follow:
     """Date orders every shared example shows between this table's row and the source row it follows (an order
     on or after its prescription's start), via :data:`FOLLOWED`."""
 
-    def matching(self, row: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """The source tuples that agree with the parents ``row`` already names."""
-        return [self.tuples[i] for i in self.indices(row)]
-
     def indices(self, row: Mapping[str, Any]) -> list[int]:
+        """The source rows whose tuples agree with the parents ``row`` already names."""
         fixed = [(i, row[c]) for i, c in enumerate(self.columns) if row.get(c) is not None]
         return [k for k, t in enumerate(self.tuples) if all(t[i] == v for i, v in fixed)]
 
@@ -262,7 +259,7 @@ class Follow:
         return out
 
     def placeable(self, row: Mapping[str, Any]) -> bool:
-        return bool(self.matching(row))
+        return bool(self.indices(row))
 
 
 FOLLOWED = "\x00follows"
@@ -280,11 +277,13 @@ def sibling_follow(conn: sqlite3.Connection, table: ir.Table, cols: list[Column]
         if other.name == table.name or n < 1:
             continue
         theirs = [(c.name, c.ref) for c in table_columns(conn, other) if c.ref is not None and c.ref[0] != other.name]
+        full: list[dict[str, Any]] | None = None  # the sibling's rows, read once
         for my_cols, their_cols, parents in siblings.common_parents(mine, theirs):  # type: ignore[arg-type]
             listings = [listed_keys(conn, p, k) for p, k in parents]
             a = [tuple(r) for r in zip(*(examples.get(c, []) for c in my_cols), strict=True)]
-            cur = conn.execute(f'SELECT * FROM "{other.name}" ORDER BY {row_order(conn, other.name)}')
-            full = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur]
+            if full is None:
+                cur = conn.execute(f'SELECT * FROM "{other.name}" ORDER BY {row_order(conn, other.name)}')
+                full = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur]
             rows = [tuple(r[c] for c in their_cols) for r in full]
             got = siblings.shared(a, rows[:n], listings)
             if got is None:
