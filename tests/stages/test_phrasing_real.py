@@ -15,13 +15,15 @@ import pytest
 
 from pipeline.runtime.replay import fresh
 from pipeline.sampler import sample
+from pipeline.stages.tasks import bank
 from pipeline.stages.tasks import templates as ph
-from pipeline.stages.tasks.bank import lint_request
+from pipeline.stages.tasks.bank import TaskSettings, lint_request
 from pipeline.stages.tasks.code_wording import state_columns
 from pipeline.stages.tasks.events import ask_events, needed, problem
 from pipeline.stages.tasks.planner import plan_chains, shuffled_planner
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
+from verify.proofs import prove
 
 
 @pytest.mark.real_llm
@@ -71,3 +73,33 @@ def test_real_model_words_the_event_that_ends_in_a_state_on_two_domains(real_llm
         if kept_all:
             break  # one event kept and checked: the second domain is asked only when the first keeps none
     assert kept_all >= 1, "the embedded model kept no event wording on either domain"
+
+
+@pytest.mark.real_llm
+def test_real_model_events_word_the_banks_state_writes_and_the_tasks_prove(real_llm, monkeypatch) -> None:
+    """The bank with ``event_words`` on (the README's configuration), the real model wording both the events and the
+    requests: the permit office's writes that end in a state are asked for once per event, and every task the bank
+    keeps, event-worded or not, passes the lint and its proofs (initial, no-op and destructive trajectories fail).
+    """
+    env = permit_env()
+    seen: list[tuple[dict, list]] = []
+
+    def spy(*args, **kwargs):
+        out = ask_events(*args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(bank, "ask_events", spy)
+    settings = TaskSettings(n_tasks=4, event_words=True, max_attempts=1, max_tokens=200)
+    res = bank.generate_tasks(env, real_llm, settings=settings)
+    assert len(seen) == 1, "the bank asked for the events of its state writes once"
+    kept, failed = seen[0]
+    print(f"\nevents kept {[(k[:3], e.text) for k, e in kept.items()]}, failed {failed}")
+    assert kept or failed, "the permit office's state writes asked for no event"
+    fragments = {e.text.split("{", 1)[0].strip() for e in kept.values()} - {""}
+    for t in res.value:
+        print(f"  [{t.metadata.get('worded_by')}] {t.instruction}")
+        assert prove(env, t).ok, t.instruction
+    assert res.value, "the bank kept no task"
+    said = [t for t in res.value if any(f in t.instruction for f in fragments)]
+    assert not kept or said, "no kept task says a kept event's words"
