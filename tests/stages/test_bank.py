@@ -75,3 +75,19 @@ def test_with_both_switches_a_model_that_never_words_well_still_gets_a_spread_ba
     assert len(res.value) == 8, res.rejections
     assert writes <= {c.tool for t in res.value for c in t.reference_solution}
     assert {t.metadata["worded_by"] for t in res.value} == {"template"}
+
+
+def test_next_chain_names_a_row_the_bank_has_not_named_when_the_rest_ranks_equal() -> None:
+    """The example pharmacy (2026-11-30): every shape's first row was the same patient, named in 4 of 10 requests.
+    Among chains of equal rank, one naming a row no banked chain names comes first; the spread of shapes and tool
+    chains still comes before it."""
+    def named(shape: str, tool: str, member: str) -> Chain:
+        return Chain(shape, [ToolCall(tool=tool, arguments={})], [], [],
+                     goals=[Goal("update", "loans", named=(("member", member),), asked="due")])
+    banked = named("write", "edit", "Claudia Perry")
+    again, other = named("write", "edit", "Claudia Perry"), named("write", "edit", "Joseph Lewis")
+    writes = {"edit", "add"}
+    assert next_chain([again, other], set(), [banked], writes) == 2
+    assert next_chain([other, again], set(), [banked], writes) == 1
+    fresh_shape = named("lookup", "find", "Claudia Perry")  # a new (shape, tool chain) first, though its row repeats
+    assert next_chain([other, fresh_shape], set(), [banked], writes) == 2

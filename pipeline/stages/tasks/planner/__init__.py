@@ -163,6 +163,13 @@ def plan_chains(env: Environment, run: Run, n: int, tiers: dict[int, float], see
     return picked[:n]
 
 
+def rows_named(ch: Chain) -> set[str]:
+    """The existing rows ``ch``'s request names, as the values that name them (a loan by its book and member, a new
+    order's patient): one value per (table, naming column)."""
+    return {f"{t}.{c}={v!r}" for g in ch.goals
+            for t, pairs in [(g.owner or g.table, g.named), *((rt, n) for _, rt, n in g.refs)] for c, v in pairs}
+
+
 def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[Chain],
                writes: Collection[str] | None = None, rule_quota: int = 0) -> int | None:
     """The 1-based index of the chain to try next for a bank that holds ``bank``, among those not ``tried``.
@@ -176,7 +183,9 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     whatever it is asked passes the first, one that does nothing the second, and neither passes a compound or an
     exception. A decide task that completes a pair comes first of all; one that starts a pair (the allowed one
     first) before chains that are not rule-bound once the quota is met; among them, one that does a single write
-    first (a compound of two allowed writes is a decide task too, which the blind writer passes as well)."""
+    first (a compound of two allowed writes is a decide task too, which the blind writer passes as well). A chain
+    naming a row the bank already names (:func:`rows_named`: "the loan of The Hobbit for Andrea Black" in three
+    tasks) comes after one that names none among chains the rest ranks equal: requests spread over the tables' rows."""
     left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
         single(chains[i - 1]) and not decide_fits(bank, chains[i - 1]))]
     if writes is None or not left:
@@ -194,11 +203,14 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
             return 1 if ch.shape in RULED else 2 if ch.rules else 3
         return 1 if decide(ch) else 2 if refusing(ch) else 3
 
-    def rank(i: int) -> tuple[int, int, bool, int, int, int]:
+    named = Counter(v for ch in bank for v in rows_named(ch))
+
+    def rank(i: int) -> tuple[int, int, bool, int, int, int, int]:
         ch = chains[i - 1]
         done = sum(1 for c in ch.calls if c.tool in writes) if single(ch) else 0  # a decide of one write first
+        again = sum(named[v] for v in rows_named(ch))
         return (lead(ch), done, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key],
-                pairs[ch.spread_key[:2]], i)
+                pairs[ch.spread_key[:2]], again, i)
 
     return min(left, key=rank)
 
