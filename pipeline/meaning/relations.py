@@ -6,7 +6,8 @@
   began by today).
 - :func:`currents`, :func:`states`: two date columns of a row that every example has under way at the clock (a loan
   issued by today and due after it), and the state the examples are in (a 'pending' loan), for the rows in that
-  state to keep.
+  state to keep; every row, where the examples hold every value of their list (:func:`every_state`: prescriptions
+  'open' and 'closed', all under way).
 - :func:`sign`: a numeric column whose every example is positive, or at least zero.
 - :func:`number_range`, :func:`range_misfit`: the range a numeric column's examples span, widened by half that
   span on each side, and why a chosen range disagrees with them (leaves an example out, or is far wider).
@@ -173,6 +174,18 @@ def states(examples: Mapping[str, Sequence[Any]], choices: Mapping[str, Sequence
         if held and held < frozenset(allowed):
             out[name] = held
     return out
+
+
+def every_state(examples: Mapping[str, Sequence[Any]], choices: Mapping[str, Sequence[Any]]) -> bool:
+    """Whether the examples hold every value of a column among ``choices`` (at least one) and only some of none
+    (:func:`states` is empty): no value tells a row apart from the examples, so every row is in their state and keeps
+    what they show of the clock (:func:`currents`). The pharmacy of 2026-11-29: its four example prescriptions,
+    two 'open' and two 'closed', were all under way at the clock, and with no state of their own none of the
+    code-made ones was kept so (43 of 98 open prescriptions had ended before the clock)."""
+    if states(examples, choices):
+        return False
+    return any(frozenset(allowed) <= frozenset(v for v in examples.get(name, []) if v is not None)
+               for name, allowed in choices.items() if allowed)
 
 
 def in_state(row: Mapping[str, Any], held: Mapping[str, frozenset[Any]]) -> bool:

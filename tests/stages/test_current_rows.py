@@ -141,6 +141,42 @@ def test_code_made_rows_in_the_examples_state_are_under_way_at_the_clock() -> No
     assert any(r[3] < _day(0) for r in returned)  # a state no example shows: anywhere in the past
 
 
+PATIENTS = ir.Table(name="patients", ddl=(
+    "CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT"))
+PRESCRIPTIONS = ir.Table(name="prescriptions", ddl=(
+    "CREATE TABLE prescriptions (prescription_id INTEGER PRIMARY KEY, patient_id INTEGER NOT NULL REFERENCES "
+    "patients(patient_id), quantity INTEGER CHECK (quantity >= 0), status TEXT NOT NULL CHECK (status IN ('open', "
+    "'closed')), start_date TEXT NOT NULL, end_date TEXT NOT NULL CHECK (end_date >= start_date)) STRICT"))
+
+
+def test_every_value_of_the_list_under_way_keeps_every_row_under_way() -> None:
+    # the pharmacy of 2026-11-29 (generated/quickstart, community_pharmacy): the model's four prescriptions, two
+    # 'open' and two 'closed', all written today and ending 15 to 171 days later; the start drawn in the half year
+    # before today (a fallback date), the end after it. No value of the list is the examples' own, and 43 of 98 open
+    # prescriptions had ended before the clock.
+    ex = {"a": [_day(0)] * 4, "b": [_day(15), _day(30), _day(87), _day(171)], "s": ["open", "closed"] * 2}
+    choices = {"s": ["open", "closed"]}
+    assert relations.states(ex, choices) == {} and relations.every_state(ex, choices)
+    assert not relations.every_state({**ex, "s": ["open"] * 4}, choices)  # a state of their own: in_state's
+    assert not relations.every_state(ex, {})  # no list: no state to speak of
+    assert not relations.every_state({**ex, "f": ["d", "d", "w", "w"]}, {**choices, "f": ["d", "w", "m"]})
+    conn = scratch_db((PATIENTS, PRESCRIPTIONS))
+    for i in range(120):
+        conn.execute("INSERT INTO patients (name) VALUES (?)", (f"p{i}",))
+    rows = [(k, 5 + k, s, a, b) for k, (a, b, s) in enumerate(zip(ex["a"], ex["b"], ex["s"], strict=True), 1)]
+    written = _insert(conn, PRESCRIPTIONS, rows)
+    _fill(conn, PRESCRIPTIONS, written, [
+        ir.ColumnGenerator(column="quantity", kind="integer", min=0, max=100),
+        ir.ColumnGenerator(column="status", kind="enum", values=["open", "closed"], weights=[0.5, 0.5]),
+        ir.ColumnGenerator(column="start_date", kind="date", start=_day(-180), end=_day(0)),
+        ir.ColumnGenerator(column="end_date", kind="date_after", after="start_date", min=15, max=171)])
+    made = _all(conn, "prescriptions")[4:]
+    assert len([r for r in made if r[3] == "open"]) > 10 and len([r for r in made if r[3] == "closed"]) > 10
+    assert [r for r in made if not r[4] <= _day(0) < r[5]] == []  # open or closed, under way as every example
+    assert len({r[4] for r in made}) > 10  # spread before today, not all today
+    assert all(15 <= (date.fromisoformat(r[5]) - date.fromisoformat(r[4])).days <= 171 for r in made)
+
+
 def test_no_state_column_leaves_code_made_rows_as_drawn() -> None:
     plain = ir.Table(name="loans", ddl="CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book TEXT NOT NULL, "
                                        "loan_date TEXT NOT NULL, due_date TEXT NOT NULL) STRICT")

@@ -17,7 +17,8 @@ the examples' children all had on one side of the clock (a fine only on a loan a
 parent's dates can hold is dropped (:class:`Unplaceable`), never written against them. A row in the state every
 example is in (the values of a drawn list its examples hold: a loan 'pending') has its dates under way at the clock
 where every example has them so (:meth:`ValueMaker.under_way`: issued by today, due after it; a 'returned' loan,
-which no example shows, may lie anywhere in the past).
+which no example shows, may lie anywhere in the past). Where the examples hold every value of the list (two 'open'
+and two 'closed' prescriptions, all under way), every row is in their state.
 """
 
 from __future__ import annotations
@@ -364,11 +365,14 @@ class ValueMaker:
         self.today: date | None = None
         self.current: list[relations.Current] = []
         """Pairs of dates a row in the examples' state (:attr:`states`) has under way at :attr:`today`."""
-        self.states = relations.states(examples, {
-            g.column: [0, 1] if g.kind == "boolean" else self.by_col[g.column].enum or g.values or []
-            for g in gens if g.kind in ("enum", "boolean") and g.column in self.by_col})
+        choices = {g.column: [0, 1] if g.kind == "boolean" else self.by_col[g.column].enum or g.values or []
+                   for g in gens if g.kind in ("enum", "boolean") and g.column in self.by_col}
+        self.states = relations.states(examples, choices)
         """Column -> the values its examples hold, where they hold some of the values drawn and not all (a loan
         'pending', never 'returned'): :func:`pipeline.meaning.relations.states`."""
+        self.every_state = relations.every_state(examples, choices)
+        """Whether the examples hold every value drawn of a list and narrow none (prescriptions 'open' and 'closed'):
+        every row is in their state (:func:`pipeline.meaning.relations.every_state`)."""
         self.follow: Follow | None = None
         """The sibling whose rows' parent tuples this table's rows take (:func:`sibling_follow`); set by the caller."""
         self.drawn: dict[str, int] = {}
@@ -439,7 +443,7 @@ class ValueMaker:
                 out[g.column] = self.value(g, out, refs)
                 if self.bounds:
                     out[g.column] = self.bound(g.column, out[g.column], out, g)
-        if self.current and relations.in_state(out, self.states):
+        if self.current and (self.every_state or relations.in_state(out, self.states)):
             out.update(self.under_way(out, set(fixed)))
         return out
 
