@@ -9,7 +9,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from pipeline import ir
-from pipeline.dbmodel.draws import drawn
+from pipeline.dbmodel.draws import FAKER_KINDS, drawn, made_new, sources_of
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
@@ -126,6 +126,53 @@ def fresh_text(value: str, taken: Set[Any] = frozenset(),
             if cand not in taken:
                 return cand
     return None
+
+
+OWN_KINDS = (*FAKER_KINDS, "email", "derived", "code")
+"""Generators the rows stage draws each row's own value of (people, places, phones, e-mail addresses, codes, a value
+made of another column's): a new row takes such a value from no other row (:func:`own_value`)."""
+
+
+def own_value(p: Planner, table: str, col: str) -> bool:
+    """Whether a new row of ``table`` needs a value of ``col`` that no row holds, UNIQUE or not: the rows stage drew
+    it per row (:data:`OWN_KINDS`) and no two rows share one (a customer's phone number; not a city two customers
+    live in). A new row otherwise copies its template row's value (``shapes._write_args``): another customer's phone
+    for the new one (the board game cafe's, 2026-11-29)."""
+    cache = f"own:{table}.{col}"
+    if cache not in p._cache:
+        made = generator_of(p, table, col)
+        own = False
+        if made is not None and made[0].kind in OWN_KINDS:
+            n, distinct = p.conn.execute(
+                f"SELECT COUNT({qi(col)}), COUNT(DISTINCT {qi(col)}) FROM {qi(table)}").fetchone()
+            own = n >= 2 and n == distinct
+        p._cache[cache] = own
+    out: bool = p._cache[cache]
+    return out
+
+
+def made_in_row(p: Planner, table: str, row: Mapping[str, Any], keep: Set[str] = frozenset()
+                ) -> dict[str, str | None]:
+    """The values of a new row of ``table`` (``row``: column -> its stated value) that the rows stage makes of
+    another column of the same row (:func:`pipeline.dbmodel.draws.sources_of`: an e-mail address of the person's
+    name), made so of the stated values, each one that no row of the table holds: the new member "Angel Morgan"
+    gets angel.morgan@..., not the address drawn for another name ("christopher.brewer@...", the library of
+    2026-11-29). Only for columns in ``row`` whose source is in it too, none of ``keep``; None for one that no draw
+    makes a new value of (the planner then picks another task). Deterministic."""
+    plan = next((s.plan for s in p.env.seed if s.table == table and s.plan is not None), None)
+    if plan is None:
+        return {}
+    out: dict[str, str | None] = {}
+    for g in plan.generators:
+        sources = [c for c in sources_of(g, plan.generators) if c in row]
+        if g.column not in row or g.column in keep or not sources:
+            continue
+        taken = {r[0] for r in p.conn.execute(
+            f"SELECT {qi(g.column)} FROM {qi(table)} WHERE {qi(g.column)} IS NOT NULL")}
+        seed = int(content_hash({"row": {c: row[c] for c in sources}, "column": g.column, "seed": plan.seed}, 12), 16)
+        out[g.column] = made_new(g, plan.generators, {c: row[c] for c in sources}, plan.locale, seed, taken,
+                                 FRESH_DRAWS)
+    return out
 
 
 def unique_cols(p: Planner, table: str) -> set[str]:
