@@ -225,11 +225,13 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
         elif prm.required:
             return None
     stated_now = {c: args[q] for c, (q, *_) in placed.items()}
-    if creating:  # a value made of another of the new row's (an e-mail address of its name) made of the stated one
-        made = made_in_row(p, table, stated_now, {c for c, (q, *_) in placed.items() if p.over and q in p.over})
-        if any(v is None for v in made.values()):
-            return None
-        stated_now.update(made)
+    # a value made of another of the row's (an e-mail address of the person's name) made of the row's: the new
+    # row's stated name, an existing row's name (or its new one)
+    made = made_in_row(p, table, stated_now if creating else {**(row or {}), **stated_now},
+                       {c for c, (q, *_) in placed.items() if not (p.over and q in p.over)})
+    if any(v is None for v in made.values()):
+        return None
+    stated_now.update(made)
     fitted = fit_dates(p, table, None if creating else row, stated_now, parents)
     if fitted is None:
         return None

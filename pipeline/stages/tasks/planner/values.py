@@ -151,21 +151,21 @@ def own_value(p: Planner, table: str, col: str) -> bool:
     return out
 
 
-def made_in_row(p: Planner, table: str, row: Mapping[str, Any], keep: Set[str] = frozenset()
-                ) -> dict[str, str | None]:
-    """The values of a new row of ``table`` (``row``: column -> its stated value) that the rows stage makes of
-    another column of the same row (:func:`pipeline.dbmodel.draws.sources_of`: an e-mail address of the person's
-    name), made so of the stated values, each one that no row of the table holds: the new member "Angel Morgan"
-    gets angel.morgan@..., not the address drawn for another name ("christopher.brewer@...", the library of
-    2026-11-29). Only for columns in ``row`` whose source is in it too, none of ``keep``; None for one that no draw
-    makes a new value of (the planner then picks another task). Deterministic."""
+def made_in_row(p: Planner, table: str, row: Mapping[str, Any], columns: Set[str]) -> dict[str, str | None]:
+    """The values of ``columns`` of a row of ``table`` (``row``: column -> its value, a new row's stated ones or an
+    existing row's with the write's) that the rows stage makes of another column of the same row
+    (:func:`pipeline.dbmodel.draws.sources_of`: an e-mail address of the person's name), made so of ``row``'s, each
+    one that no row of the table holds: the new member "Angel Morgan" gets angel.morgan@..., not the address drawn
+    for another name ("christopher.brewer@...", the library of 2026-11-29); a member's changed address is still
+    theirs. Only for columns whose source is in ``row``; None for one that no draw makes a new value of (the planner
+    then picks another task). Deterministic."""
     plan = next((s.plan for s in p.env.seed if s.table == table and s.plan is not None), None)
     if plan is None:
         return {}
     out: dict[str, str | None] = {}
     for g in plan.generators:
         sources = [c for c in sources_of(g, plan.generators) if c in row]
-        if g.column not in row or g.column in keep or not sources:
+        if g.column not in columns or not sources:
             continue
         taken = {r[0] for r in p.conn.execute(
             f"SELECT {qi(g.column)} FROM {qi(table)} WHERE {qi(g.column)} IS NOT NULL")}
