@@ -1,7 +1,8 @@
 """Values of a column's generator drawn outside the rows stage: the Faker calls of the row maker
 (``pipeline.stages.rows.maker``, which draws its people, companies, places and phones here) and code patterns, so
 a later stage (the task planner's new values for a create or an update) draws a column's new value the way its rows
-were drawn, deterministically in a seed."""
+were drawn, deterministically in a seed; and the values the row maker makes of another column of the same row (an
+e-mail address of the person's name, :func:`made_of_row`), so a task's new row makes them of its own name too."""
 
 from __future__ import annotations
 

@@ -493,7 +493,7 @@ class ValueMaker:
         if k in FAKER_KINDS:  # a street address with a pattern: the whole address, joined as the examples
             return faker_value(f, k, g.pattern)
         if k == "email":
-            return self._email(row)
+            return self._email(g, row)
         if k == "derived":  # made of the row's source as a task's new row makes it (``pipeline.dbmodel.draws``)
             return derived_value(g, row, self.rng, self.fake)
         if k in ("date", "datetime"):
@@ -639,10 +639,10 @@ class ValueMaker:
             return min(math.floor(hi), max(math.ceil(lo), round(x)))
         return round(x, 2)
 
-    def _email(self, row: dict[str, Any]) -> str:
+    def _email(self, g: ir.ColumnGenerator, row: dict[str, Any]) -> str:
         """An address made of the person ``row`` names (:func:`pipeline.dbmodel.draws.made_of_row`, as a task's new
         row makes it), else a user name's."""
-        made = made_of_row(ir.ColumnGenerator(column="", kind="email"), self.gens, row, self.rng, self.fake)
+        made = made_of_row(g, self.gens, row, self.rng, self.fake)
         return made if made is not None else f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
 
 
