@@ -9,7 +9,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from pipeline import ir
-from pipeline.dbmodel.draws import FAKER_KINDS, drawn, made_new, sources_of
+from pipeline.dbmodel.draws import drawn, made_new, sources_of
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
@@ -128,9 +128,11 @@ def fresh_text(value: str, taken: Set[Any] = frozenset(),
     return None
 
 
-OWN_KINDS = (*FAKER_KINDS, "email", "derived", "code")
-"""Generators the rows stage draws each row's own value of (people, places, phones, e-mail addresses, codes, a value
-made of another column's): a new row takes such a value from no other row (:func:`own_value`)."""
+OWN_KINDS = ("phone", "email", "derived", "street_address", "code")
+"""Generators whose value is the row's own when no two rows share one: how to reach it (a phone number, an e-mail
+address, a street address), a value made of another column of the row, a code; a new row takes such a value from no
+other row (:func:`own_value`). Not a name (a person's, a company's, a city's: a new prescription by the template
+row's doctor, a blood request from a hospital already on file, both fine), though the rows stage draws one per row."""
 
 
 def own_value(p: Planner, table: str, col: str) -> bool:
