@@ -1,7 +1,8 @@
 """Values of a column's generator drawn outside the rows stage: the Faker calls of the row maker
 (``pipeline.stages.rows.maker``, which draws its people, companies, places and phones here) and code patterns, so
 a later stage (the task planner's new values for a create or an update) draws a column's new value the way its rows
-were drawn, deterministically in a seed."""
+were drawn, deterministically in a seed; and the values the row maker makes of another column of the same row (an
+e-mail address of the person's name, :func:`made_of_row`), so a task's new row makes them of its own name too."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import functools
 import math
 import random
 import re
+import unicodedata
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from pipeline import ir
+from pipeline.meaning import relations
 
 FAKER_KINDS = ("person_name", "first_name", "last_name", "company", "street_address", "city", "postcode", "country",
                "phone")
@@ -151,11 +155,7 @@ def drawn(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]:
 def _derived(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]:
     """``n`` values of a ``derived`` generator (a value made of another column's, ``pipeline.meaning.relations``)
     made of people's names of ``locale``: a caller that wants one new value has no row to make it of."""
-    import re
-
     from faker import Faker
-
-    from pipeline.meaning import relations
 
     fake = Faker(locale)
     fake.seed_instance(seed)
@@ -163,9 +163,102 @@ def _derived(g: ir.ColumnGenerator, locale: str, seed: int, n: int) -> list[str]
     out = []
     for _ in range(n):
         made = relations.derive(g.pattern or "", faker_value(fake, "person_name"))
-        tail = re.sub(r"\d+", lambda m: "".join(str(rng.randrange(10)) for _ in m.group()), rng.choice(g.pool or [""]))
-        if relations.reserved_domain(tail):
-            tail = f"{tail.rsplit('@', 1)[0]}@{fake.free_email_domain()}"
+        tail = derived_tail(g.pool or [], rng, fake)
         if made:
             out.append(made + tail)
     return out
+
+
+# ------------------------------------------------------------------ values made of another column's in the row
+
+
+def derived_tail(pool: Sequence[str], rng: random.Random, fake: Any) -> str:
+    """What follows a derived value's made part: one of the examples' endings (``pool``) with its digits drawn
+    again; an e-mail domain reserved for examples ("@example.com") drawn from the locale's."""
+    tail = re.sub(r"\d+", lambda m: "".join(str(rng.randrange(10)) for _ in m.group()), rng.choice(pool or [""]))
+    if relations.reserved_domain(tail):
+        tail = f"{tail.rsplit('@', 1)[0]}@{fake.free_email_domain()}"
+    return tail
+
+
+def derived_value(g: ir.ColumnGenerator, row: Mapping[str, Any], rng: random.Random, fake: Any) -> str | None:
+    """A ``derived`` value of ``row``: its ``g.after`` made by the recipe the examples show (``g.pattern``,
+    :func:`pipeline.meaning.relations.derive`), followed by :func:`derived_tail`; None without a source value or a
+    word of the recipe in it (nothing drawn then)."""
+    source = row.get(g.after or "")
+    made = relations.derive(g.pattern or "", str(source)) if source is not None else None
+    if made is None:
+        return None
+    return made + derived_tail(g.pool or [], rng, fake)
+
+
+def slug(text: str) -> str:
+    """A person's name as an e-mail address's local part: ASCII, lower case, its words joined by '.'."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", ".", ascii_text.lower()).strip(".") or "mail"
+
+
+def person_columns(gens: Sequence[ir.ColumnGenerator]) -> tuple[list[str], list[str], list[str]]:
+    """The columns an ``email`` generator's address is made of: the person's name columns, and a first and a last
+    name column (at most one each), used when no name column holds a value."""
+    return ([g.column for g in gens if g.kind == "person_name"], [g.column for g in gens if g.kind == "first_name"][:1],
+            [g.column for g in gens if g.kind == "last_name"][:1])
+
+
+def person_of(row: Mapping[str, Any], gens: Sequence[ir.ColumnGenerator]) -> str | None:
+    """The person ``row`` names (:func:`person_columns`): its first name column with a value, else its first and last
+    name joined; None when it holds neither."""
+    names, first, last = person_columns(gens)
+    name = next((str(row[c]) for c in names if row.get(c)), None)
+    if name is None and first and last and row.get(first[0]) and row.get(last[0]):
+        name = f"{row[first[0]]} {row[last[0]]}"
+    return name
+
+
+def email_of(name: str, rng: random.Random, fake: Any) -> str:
+    """An e-mail address made of a person's ``name`` (:func:`slug`), two digits after it now and then, at one of the
+    locale's free providers."""
+    tail = str(rng.randrange(10, 100)) if rng.random() < 0.3 else ""
+    return f"{slug(name)}{tail}@{fake.free_email_domain()}"
+
+
+def sources_of(g: ir.ColumnGenerator, gens: Sequence[ir.ColumnGenerator]) -> list[str]:
+    """The columns of the same row ``g``'s value is made of, as the rows stage makes it: a ``derived`` value's source,
+    an ``email``'s person (:func:`person_columns`); empty for a value made of none."""
+    if g.kind == "derived" and g.after and g.pattern:
+        return [g.after]
+    if g.kind == "email":
+        names, first, last = person_columns(gens)
+        return [*names, *first, *last]
+    return []
+
+
+def made_of_row(g: ir.ColumnGenerator, gens: Sequence[ir.ColumnGenerator], row: Mapping[str, Any],
+                rng: random.Random, fake: Any) -> str | None:
+    """``g``'s value made of ``row``'s other columns the way the rows stage makes it (:func:`sources_of`): a
+    ``derived`` value of its source, an ``email`` of the person the row names; None when the row holds no source."""
+    if g.kind == "derived":
+        return derived_value(g, row, rng, fake)
+    if g.kind == "email":
+        name = person_of(row, gens)
+        return email_of(name, rng, fake) if name is not None else None
+    return None
+
+
+def made_new(g: ir.ColumnGenerator, gens: Sequence[ir.ColumnGenerator], row: Mapping[str, Any], locale: str,
+             seed: int, taken: Set[Any], tries: int) -> str | None:
+    """A value of ``g`` made of ``row`` (:func:`made_of_row`) that is none of ``taken`` (the values the table's
+    rows hold), drawn again up to ``tries`` times (another provider, other digits) in ``locale`` with ``seed``;
+    None when the row holds no source of it or every draw is taken."""
+    from faker import Faker
+
+    fake = Faker(locale)
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+    for _ in range(tries):
+        made = made_of_row(g, gens, row, rng, fake)
+        if made is None:
+            return None
+        if made not in taken:
+            return made
+    return None

@@ -27,7 +27,6 @@ import math
 import random
 import re
 import sqlite3
-import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from pipeline import ir
 from pipeline.dbmodel.arguments import variants
 from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.dbmodel.ddl import row_order
-from pipeline.dbmodel.draws import FAKER_KINDS, code_value, faker_value
+from pipeline.dbmodel.draws import FAKER_KINDS, code_value, derived_value, faker_value, made_of_row
 from pipeline.dbmodel.examples import listed_keys
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations, siblings
@@ -330,11 +329,6 @@ def time_format(examples: list[Any]) -> tuple[str, bool]:
     return "T", True
 
 
-def _slug(text: str) -> str:
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]+", ".", ascii_text.lower()).strip(".") or "mail"
-
-
 class ValueMaker:
     """Draws one row's values from the column generators (Faker for people, companies and places)."""
 
@@ -350,9 +344,6 @@ class ValueMaker:
         self.formats = {g.column: time_format(examples.get(g.column, [])) for g in gens}
         self.date_only = {g.column: bool(examples.get(g.column)) and all(
             re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(v)) for v in examples[g.column] if v is not None) for g in gens}
-        self.names = [g.column for g in gens if g.kind == "person_name"]
-        self.parts = ([g.column for g in gens if g.kind == "first_name"][:1],
-                      [g.column for g in gens if g.kind == "last_name"][:1])
         self.popularity: dict[str, list[float]] = {}
         self.unused: dict[str, list[Any]] = {}
         """Per column of a UNIQUE list: its items not yet drawn (drawn without replacement, last first)."""
@@ -506,9 +497,9 @@ class ValueMaker:
         if k in FAKER_KINDS:  # a street address with a pattern: the whole address, joined as the examples
             return faker_value(f, k, g.pattern)
         if k == "email":
-            return self._email(row)
-        if k == "derived":
-            return self._derived(g, row)
+            return self._email(g, row)
+        if k == "derived":  # made of the row's source as a task's new row makes it (``pipeline.dbmodel.draws``)
+            return derived_value(g, row, self.rng, self.fake)
         if k in ("date", "datetime"):
             start, end = _date(g.start or ""), _date(g.end or "")
             day = start + timedelta(days=rng.randint(0, (end - start).days))
@@ -652,28 +643,11 @@ class ValueMaker:
             return min(math.floor(hi), max(math.ceil(lo), round(x)))
         return round(x, 2)
 
-    def _derived(self, g: ir.ColumnGenerator, row: dict[str, Any]) -> str | None:
-        """A value made of the row's ``g.after`` by the recipe the examples show (``g.pattern``,
-        :func:`pipeline.meaning.relations.derive`), followed by one of the examples' endings (``g.pool``) with its
-        digits drawn again; an e-mail domain reserved for examples ("@example.com") drawn from the locale's."""
-        source = row.get(g.after or "")
-        made = relations.derive(g.pattern or "", str(source)) if source is not None else None
-        if made is None:
-            return None
-        tail = self.rng.choice(g.pool or [""])
-        tail = re.sub(r"\d+", lambda m: "".join(str(self.rng.randrange(10)) for _ in m.group()), tail)
-        if relations.reserved_domain(tail):
-            tail = f"{tail.rsplit('@', 1)[0]}@{self.fake.free_email_domain()}"
-        return made + tail
-
-    def _email(self, row: dict[str, Any]) -> str:
-        name = next((str(row[c]) for c in self.names if row.get(c)), None)
-        if name is None and all(p and row.get(p[0]) for p in self.parts):
-            name = f"{row[self.parts[0][0]]} {row[self.parts[1][0]]}"
-        if name is None:
-            return f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
-        tail = str(self.rng.randrange(10, 100)) if self.rng.random() < 0.3 else ""
-        return f"{_slug(name)}{tail}@{self.fake.free_email_domain()}"
+    def _email(self, g: ir.ColumnGenerator, row: dict[str, Any]) -> str:
+        """An address made of the person ``row`` names (:func:`pipeline.dbmodel.draws.made_of_row`, as a task's new
+        row makes it), else a user name's."""
+        made = made_of_row(g, self.gens, row, self.rng, self.fake)
+        return made if made is not None else f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
 
 
 def _maybe_date(value: Any) -> date | None:

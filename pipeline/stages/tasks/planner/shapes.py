@@ -26,7 +26,9 @@ from pipeline.stages.tasks.planner.chains import (
 from pipeline.stages.tasks.planner.values import (
     enum_of,
     fit_dates,
+    made_in_row,
     new_value,
+    own_value,
     parent_fits,
     plain_value,
     rotate,
@@ -201,10 +203,11 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 continue
             if p.over is not None and prm.name in p.over:
                 value = p.over[prm.name]
-            elif creating:
-                value = current if current is not None and c not in uniq and not (
+            elif creating:  # a row's own value (a phone, an e-mail address) new, else the template row's
+                own = own_value(p, t, c)
+                value = current if current is not None and c not in uniq and not own and not (
                     p.keys.get(t) and c in p.keys[t].columns) else new_value(p, t, c, current, prm, True)
-                alone = c in uniq or (p.keys.get(t) is not None and tuple(p.keys[t].columns) == (c,))
+                alone = own or c in uniq or (p.keys.get(t) is not None and tuple(p.keys[t].columns) == (c,))
                 if value is None and current is not None and not alone:  # a key's value repeated: another task
                     value = current
             else:
@@ -221,7 +224,15 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
             values.append((c, value))
         elif prm.required:
             return None
-    fitted = fit_dates(p, table, None if creating else row, {c: args[q] for c, (q, *_) in placed.items()}, parents)
+    stated_now = {c: args[q] for c, (q, *_) in placed.items()}
+    # a value made of another of the row's (an e-mail address of the person's name) made of the row's: the new
+    # row's stated name, an existing row's name (or its new one)
+    made = made_in_row(p, table, stated_now if creating else {**(row or {}), **stated_now},
+                       {c for c, (q, *_) in placed.items() if not (p.over and q in p.over)})
+    if any(v is None for v in made.values()):
+        return None
+    stated_now.update(made)
+    fitted = fit_dates(p, table, None if creating else row, stated_now, parents)
     if fitted is None:
         return None
     for c, value in fitted.items():

@@ -9,7 +9,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from pipeline import ir
-from pipeline.dbmodel.draws import drawn
+from pipeline.dbmodel.draws import drawn, made_new, sources_of
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
@@ -126,6 +126,55 @@ def fresh_text(value: str, taken: Set[Any] = frozenset(),
             if cand not in taken:
                 return cand
     return None
+
+
+OWN_KINDS = ("phone", "email", "derived", "street_address", "code")
+"""Generators whose value is the row's own when no two rows share one: how to reach it (a phone number, an e-mail
+address, a street address), a value made of another column of the row, a code; a new row takes such a value from no
+other row (:func:`own_value`). Not a name (a person's, a company's, a city's: a new prescription by the template
+row's doctor, a blood request from a hospital already on file, both fine), though the rows stage draws one per row."""
+
+
+def own_value(p: Planner, table: str, col: str) -> bool:
+    """Whether a new row of ``table`` needs a value of ``col`` that no row holds, UNIQUE or not: the rows stage drew
+    it per row (:data:`OWN_KINDS`) and no two rows share one (a customer's phone number; not a city two customers
+    live in). A new row otherwise copies its template row's value (``shapes._write_args``): another customer's phone
+    for the new one (the board game cafe's, 2026-11-29)."""
+    cache = f"own:{table}.{col}"
+    if cache not in p._cache:
+        made = generator_of(p, table, col)
+        own = False
+        if made is not None and made[0].kind in OWN_KINDS:
+            n, distinct = p.conn.execute(
+                f"SELECT COUNT({qi(col)}), COUNT(DISTINCT {qi(col)}) FROM {qi(table)}").fetchone()
+            own = n >= 2 and n == distinct
+        p._cache[cache] = own
+    out: bool = p._cache[cache]
+    return out
+
+
+def made_in_row(p: Planner, table: str, row: Mapping[str, Any], columns: Set[str]) -> dict[str, str | None]:
+    """The values of ``columns`` of a row of ``table`` (``row``: column -> its value, a new row's stated ones or an
+    existing row's with the write's) that the rows stage makes of another column of the same row
+    (:func:`pipeline.dbmodel.draws.sources_of`: an e-mail address of the person's name), made so of ``row``'s, each
+    one that no row of the table holds: the new member "Angel Morgan" gets angel.morgan@..., not the address drawn
+    for another name ("christopher.brewer@...", the library of 2026-11-29); a member's changed address is still
+    theirs. Only for columns whose source is in ``row``; None for one that no draw makes a new value of (the planner
+    then picks another task). Deterministic."""
+    plan = next((s.plan for s in p.env.seed if s.table == table and s.plan is not None), None)
+    if plan is None:
+        return {}
+    out: dict[str, str | None] = {}
+    for g in plan.generators:
+        sources = [c for c in sources_of(g, plan.generators) if c in row]
+        if g.column not in columns or not sources:
+            continue
+        taken = {r[0] for r in p.conn.execute(
+            f"SELECT {qi(g.column)} FROM {qi(table)} WHERE {qi(g.column)} IS NOT NULL")}
+        seed = int(content_hash({"row": {c: row[c] for c in sources}, "column": g.column, "seed": plan.seed}, 12), 16)
+        out[g.column] = made_new(g, plan.generators, {c: row[c] for c in sources}, plan.locale, seed, taken,
+                                 FRESH_DRAWS)
+    return out
 
 
 def unique_cols(p: Planner, table: str) -> set[str]:
