@@ -326,7 +326,7 @@ def sibling_follow(conn: sqlite3.Connection, table: ir.Table, cols: list[Column]
                 return Follow(other.name, my_cols, their_cols, [rows[i] for i in kept], got,
                               [full[i] for i in kept], orders), notes
             notes.append(f"{other.name} ({', '.join(their_cols)}) would follow {table.name} "
-                         f"({', '.join(my_cols)}): {got.shared} of its {got.theirs} example tuples are among "
+                         f"({', '.join(my_cols)}): {got.shared} of its {got.theirs} example and shown tuples are among "
                          f"{table.name}'s, but {other.name} is made first: not held")
             break
     return None, notes
