@@ -7,7 +7,9 @@ of ``rows_per_call``. Rows come back as JSON arrays in column order (about half 
 objects); the response model types each position from the table (INTEGER/REAL/TEXT, nullability),
 ``CHECK (c IN (...))`` columns become enums and foreign-key columns become enums of the parent's
 existing keys, so the grammar itself keeps most rows valid. The prompt shows each parent key with a
-label (its first text column and status-like columns) so child rows can agree with their parents.
+label (its first text column and status-like columns) so child rows can agree with their parents, and a few
+parent tuples of each earlier sibling's rows (a table naming two or more of the same parents: the prescriptions'
+(patient, medication) in the orders' prompt, ``maker.sibling_tuples``), which the table is asked after.
 
 The prompt names the table's natural key (no two rows may share its values). A row whose only fault is a
 value already taken in a UNIQUE column set (two people with one phone number) gets the nearest unused value
