@@ -8,8 +8,9 @@ example rows:
 - evidence: the tuples both tables' examples name, less those the model's habit explains. The embedded model
   writes parent keys along a diagonal of the listings it is shown (patient 1 with medication 2, patient 2 with
   medication 3, ...): a shared tuple whose rank offsets in the listings (:func:`offsets`) both tables use in two
-  or more of their examples is that habit, not a relation (:func:`habits`). Note that a table's prompt shows its
-  parents, not its siblings: a shared tuple comes from the parents' labels, the habit or chance.
+  or more of their examples is that habit, not a relation (:func:`habits`). A later table's prompt shows, beside
+  its parents, some tuples of an earlier sibling's rows (:func:`shown`: none on the sibling's examples' diagonal,
+  so that copying them is not taken for the habit); the sibling's tuples tested are its examples and those shown.
 - chance: each table's tuples drawn uniformly from the tuples its prompt could name (the product of the listed
   parent keys, :data:`pipeline.dbmodel.examples.MAX_REF_VALUES` at most each); the count of shared tuples is then
   about Poisson with mean ``|A| * |B| / space``. A relation needs at least :data:`MIN_SHARED` shared tuples and a
@@ -33,6 +34,8 @@ ALPHA = 0.01
 """The largest chance of as many shared tuples that still counts as a relation."""
 MOST = 0.5
 """The share of the following table's distinct example tuples that must be among the other's."""
+SHOWN = 8
+"""Tuples of an earlier sibling's rows a later table's prompt shows at most (tokens: issue 42)."""
 
 Tuple = tuple[Any, ...]
 
@@ -71,6 +74,23 @@ def habits(tuples: Sequence[Tuple], listings: Sequence[Sequence[Any]]) -> set[tu
     """The rank offsets that two or more of ``tuples`` share (a table written along a diagonal of its listings)."""
     seen = Counter(o for t in tuples for o in [offsets(t, listings)] if o is not None)
     return {o for o, n in seen.items() if n >= 2}
+
+
+def shown(rows: Sequence[Tuple], examples: Sequence[Tuple], listings: Sequence[Sequence[Any]],
+          most: int = SHOWN) -> list[Tuple]:
+    """The tuples of a sibling's ``rows`` (in row order; its ``examples`` first) that a later table's prompt shows:
+    distinct, every key listed (the model can write it), none on a diagonal the sibling's examples are written
+    along (:func:`habits`: a later table copying those could not be told from one written along the same
+    diagonal), at most ``most``."""
+    habit = habits([t for t in dict.fromkeys(examples) if None not in t], listings)
+    out: list[Tuple] = []
+    for t in dict.fromkeys(rows):
+        if len(out) >= most:
+            break
+        o = None if None in t else offsets(t, listings)
+        if o is not None and o not in habit:
+            out.append(t)
+    return out
 
 
 def shared(mine: Sequence[Tuple], theirs: Sequence[Tuple], listings: Sequence[Sequence[Any]]) -> Sharing | None:

@@ -7,13 +7,18 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from pipeline import ir
 from pipeline.dbmodel.columns import table_columns
 from pipeline.dbmodel.ddl import scratch_db
+from pipeline.llm import fake_client
 from pipeline.meaning import siblings
 from pipeline.settings import BuildSettings
 from pipeline.stages.rows.generators import sibling_notes
 from pipeline.stages.rows.maker import ValueMaker, fill, followed, key_sets, sibling_follow, table_shape
+from pipeline.stages.rows.populate import generate_seed, generate_seed_for, prefetch_first_rows
+from tests.stages.library_replies import SCENARIO, small_settings
 
 PATIENTS = list(range(1, 61))
 MEDICATIONS = list(range(1, 25))
@@ -202,3 +207,95 @@ def test_an_order_falls_on_or_after_the_prescription_it_follows_when_the_shared_
                          "r.pid = o.pid AND r.mid = o.mid AND r.since <= o.day)").fetchone()[0]
     assert conn.execute("SELECT COUNT(*) FROM od").fetchone()[0] > 20
     assert early == 0
+
+
+# ------------------------------------------------------------------ the later table's prompt shows the earlier's tuples
+
+RX_EXAMPLES = [(1, 2), (2, 3), (3, 4), (4, 5)]  # the committed pharmacy's example prescriptions: the model's diagonal
+RX_CODE = [(53, 14), (7, 5), (32, 14), (41, 11), (11, 14), (15, 1), (7, 5), (20, 9), (2, 3), (9, 2), (25, 17),
+           (30, 6), (18, 22)]  # code-made rows after them
+SHOWN = [(7, 5), (32, 14), (11, 14), (15, 1), (20, 9), (9, 2), (25, 17), (30, 6)]
+"""What an order's prompt shows: the listed (patient <= 40), distinct, off the examples' diagonal ((2, 3) is on
+it), at most ``siblings.SHOWN``."""
+
+
+def test_the_tuples_shown_are_listed_distinct_and_off_the_examples_diagonal() -> None:
+    assert siblings.shown(RX_EXAMPLES + RX_CODE, RX_EXAMPLES, LISTINGS) == SHOWN
+    assert siblings.shown(RX_EXAMPLES, RX_EXAMPLES, LISTINGS) == []  # a sibling written along one diagonal only
+
+
+def _prescribed(n: dict[str, str]) -> tuple[list[ir.Table], Any]:
+    tables = _tables(n)
+    conn = scratch_db(tables)
+    conn.executemany(f'INSERT INTO {n["patients"]} VALUES (?, ?)', [(k, f"p{k}") for k in PATIENTS])
+    conn.executemany(f'INSERT INTO {n["medications"]} VALUES (?, ?)', [(k, f"m{k}") for k in MEDICATIONS])
+    conn.executemany(f'INSERT INTO {n["prescriptions"]} ({n["pid"]}, {n["mid"]}, {n["qty"]}) VALUES (?, ?, 1)',
+                     RX_EXAMPLES + RX_CODE)
+    return tables, conn
+
+
+@pytest.mark.parametrize("n", [ENGLISH, OTHER])
+def test_the_later_siblings_prompt_shows_the_earlier_siblings_tuples(n: dict[str, str]) -> None:
+    tables, conn = _prescribed(n)
+    seed = []
+    for t in tables:
+        cur = conn.execute(f"SELECT * FROM {t.name}")
+        names = [d[0] for d in cur.description]
+        seed.append(ir.SeedRows(table=t.name, rows=[dict(zip(names, r, strict=True)) for r in cur],
+                                plan=ir.RowPlan(seed=1, examples=4) if t is tables[2] else None))
+    env = ir.Environment(scenario=SCENARIO, tables=tables, seed=seed)
+    client = fake_client([{"rows": [[7, 5, 2], [32, 14, 1], [11, 14, 3], [20, 20, 1]]}])
+    got = generate_seed_for(SCENARIO, env, tables[3], client, small_settings(row_generators=False))
+    assert got is not None
+    prompt = client.requests[0][0]["content"]
+    line = next(x for x in prompt.splitlines() if f"of {n['prescriptions']} rows" in x)
+    assert line == (f"({n['pid']}, {n['mid']}) of {n['prescriptions']} rows so far: "
+                    + ", ".join(f"({a}, {b})" for a, b in SHOWN))
+
+
+def test_the_later_sibling_is_asked_once_the_earlier_has_rows() -> None:
+    """Rows by the LLM only: the prescriptions' example rows, off a diagonal, are all shown to the orders' prompt,
+    asked after them (its first request is not sent ahead with the prescriptions')."""
+    tables = _tables(ENGLISH)
+    people = {"rows": [["Ann"], ["Bo"], ["Cy"], ["Di"]]}
+    medicines = {"rows": [["Aspirin"], ["Ibuprofen"], ["Insulin"], ["Statin"]]}
+    rx = {"rows": [[1, 3, 1], [2, 1, 2], [4, 2, 1], [3, 4, 2]]}
+    orders = {"rows": [[1, 3, 1], [4, 2, 1], [2, 2, 1], [3, 1, 2]]}
+    client = fake_client([people, medicines, rx, orders])
+    res = generate_seed(SCENARIO, tuple(tables), client, small_settings(row_generators=False))
+    assert res.ok
+    assert "of prescriptions rows so far: (1, 3), (2, 1), (4, 2), (3, 4)" in client.requests[3][0]["content"]
+    assert "rows so far" not in client.requests[2][0]["content"]
+
+    class Prefetching:
+        prefetches = True
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def structured_reply(self, *args: Any, **kwargs: Any) -> None:
+            raise AssertionError("not called")
+
+        def prefetch(self, calls: list[Any]) -> None:
+            self.calls += len(calls)
+
+    conn = scratch_db(tables)
+    conn.executemany("INSERT INTO patients VALUES (?, ?)", [(k, f"p{k}") for k in PATIENTS])
+    conn.executemany("INSERT INTO medications VALUES (?, ?)", [(k, f"m{k}") for k in MEDICATIONS])
+    sent: set[str] = set()
+    prefetch_first_rows(SCENARIO, tables[2:], {"patients", "medications"}, {t.name: t for t in tables}, conn,
+                        Prefetching(), small_settings(), sent)  # type: ignore[arg-type]
+    assert sent == {"prescriptions"}
+
+
+def test_siblings_follow_when_the_examples_reuse_the_tuples_shown_and_not_when_they_ignore_them() -> None:
+    tables, conn = _prescribed(ENGLISH)
+    notes, _ = _make(tables[3], conn, [(7, 5, 1), (32, 14, 2), (11, 14, 1), (20, 20, 3)], [(tables[2], 4)], 4)
+    held = next(r for r in notes if r.evidence.get("held"))
+    assert held.evidence["shared"] == 3 and held.evidence["source_examples"] == 4 + len(SHOWN)
+    assert _unmatched(conn, ENGLISH) == 0
+    # the model's own diagonal, sharing (1, 2) and (3, 4) with the prescriptions' examples: habit, nothing held
+    tables, conn = _prescribed(ENGLISH)
+    notes, _ = _make(tables[3], conn, [(1, 2, 1), (3, 4, 2), (5, 6, 1), (7, 8, 3)], [(tables[2], 4)], 4)
+    assert notes == []
+    assert _unmatched(conn, ENGLISH) > 10

@@ -1928,7 +1928,8 @@ def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: 
             stage=STAGE, item=table.name,
             reason=f"{table.name} ({', '.join(follow.columns)}) follows {follow.source}: its code-made rows take the "
                    f"parents of a row of {follow.source}, as {s.shared} of its {s.mine} distinct example tuples are "
-                   f"among the {s.theirs} of {follow.source} (chance would share {s.expected:.2g}); {left_out} "
+                   f"among the {s.theirs} of {follow.source}'s examples and of its rows shown in the prompt (chance would "
+                   f"share {s.expected:.2g}); {left_out} "
                    f"planned rows left out: their parent has no row in {follow.source}"
                    + "".join(f"; {o.column} on or {'after' if o.after else 'before'} its {follow.source} row's "
                              f"{o.parent_column}, as every shared example" for o in follow.orders),

@@ -266,37 +266,67 @@ FOLLOWED = "\x00follows"
 """The key under which a drawn row holds the index of the sibling row it follows (never a column)."""
 
 
+def _sibling(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], other: ir.Table, n: int
+             ) -> tuple[list[tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...]]],
+                        list[dict[str, Any]], list[tuple[Any, ...]]]:
+    """The column tuples ``table`` and its earlier sibling ``other`` (``n`` example rows) share
+    (:func:`pipeline.meaning.siblings.common_parents`, widest first), ``other``'s rows, and the tuples of them over
+    the widest set that ``table``'s seed_data prompt shows (:func:`pipeline.meaning.siblings.shown`)."""
+    mine = [(c.name, c.ref) for c in cols if c.ref is not None and c.ref[0] != table.name]
+    theirs = [(c.name, c.ref) for c in table_columns(conn, other) if c.ref is not None and c.ref[0] != other.name]
+    sets = siblings.common_parents(mine, theirs)  # type: ignore[arg-type]
+    if not sets:
+        return [], [], []
+    cur = conn.execute(f'SELECT * FROM "{other.name}" ORDER BY {row_order(conn, other.name)}')
+    full = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur]
+    widest = [tuple(r[c] for c in sets[0][1]) for r in full]
+    listings = [listed_keys(conn, p, k) for p, k in sets[0][2]]
+    return sets, full, siblings.shown(widest, widest[:n], listings)
+
+
+def sibling_tuples(conn: sqlite3.Connection, table: ir.Table, cols: list[Column],
+                   before: Sequence[tuple[ir.Table, int]]) -> list[tuple[str, tuple[str, ...], list[tuple[Any, ...]]]]:
+    """What ``table``'s seed_data prompt shows of each earlier sibling of ``before`` (the tables made before it,
+    with their example-row counts): (its name, ``table``'s columns naming the parents both name, the tuples)."""
+    out = []
+    for other, n in before:
+        if other.name == table.name:
+            continue
+        sets, _, seen = _sibling(conn, table, cols, other, n)
+        if seen:
+            out.append((other.name, sets[0][0], seen))
+    return out
+
+
 def sibling_follow(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: Mapping[str, list[Any]],
                    made: Sequence[tuple[ir.Table, int]]) -> tuple[Follow | None, list[str]]:
     """The sibling ``table``'s rows follow (:func:`pipeline.meaning.siblings.shared` on the example rows: this
-    table's ``examples`` and the first ``n`` rows of each table of ``made``, the tables already filled), and notes
-    on a sharing in the other direction (that table is made already: not held)."""
-    mine = [(c.name, c.ref) for c in cols if c.ref is not None and c.ref[0] != table.name]
+    table's ``examples``, and of each table of ``made``, the tables already filled, its first ``n`` rows and the
+    tuples of its rows ``table``'s prompt showed, :func:`sibling_tuples`), and notes on a sharing in the other
+    direction (that table is made already: not held)."""
     notes: list[str] = []
     for other, n in made:
         if other.name == table.name or n < 1:
             continue
-        theirs = [(c.name, c.ref) for c in table_columns(conn, other) if c.ref is not None and c.ref[0] != other.name]
-        full: list[dict[str, Any]] | None = None  # the sibling's rows, read once
-        for my_cols, their_cols, parents in siblings.common_parents(mine, theirs):  # type: ignore[arg-type]
+        sets, full, seen = _sibling(conn, table, cols, other, n)
+        for my_cols, their_cols, parents in sets:
             listings = [listed_keys(conn, p, k) for p, k in parents]
             a = [tuple(r) for r in zip(*(examples.get(c, []) for c in my_cols), strict=True)]
-            if full is None:
-                cur = conn.execute(f'SELECT * FROM "{other.name}" ORDER BY {row_order(conn, other.name)}')
-                full = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur]
             rows = [tuple(r[c] for c in their_cols) for r in full]
-            got = siblings.shared(a, rows[:n], listings)
+            at = [sets[0][1].index(c) for c in their_cols]
+            got = siblings.shared(a, rows[:n] + [tuple(t[i] for i in at) for t in seen], listings)
             if got is None:
                 continue
             if got.follows:
                 kept = [i for i, t in enumerate(rows) if None not in t]
-                firsts = {t: i for i, t in reversed(list(enumerate(rows[:n])))}
+                firsts = {t: i for i, t in reversed(list(enumerate(rows)))}
                 via = {**examples, FOLLOWED: [firsts.get(t) for t in a]}
-                orders = relations.parent_orders(via, FOLLOWED, {i: full[i] for i in range(min(n, len(full)))})
+                near = set(range(min(n, len(full)))) | {i for i in via[FOLLOWED] if i is not None}
+                orders = relations.parent_orders(via, FOLLOWED, {i: full[i] for i in sorted(near)})
                 return Follow(other.name, my_cols, their_cols, [rows[i] for i in kept], got,
                               [full[i] for i in kept], orders), notes
             notes.append(f"{other.name} ({', '.join(their_cols)}) would follow {table.name} "
-                         f"({', '.join(my_cols)}): {got.shared} of its {got.theirs} example tuples are among "
+                         f"({', '.join(my_cols)}): {got.shared} of its {got.theirs} example and shown tuples are among "
                          f"{table.name}'s, but {other.name} is made first: not held")
             break
     return None, notes

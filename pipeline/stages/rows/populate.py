@@ -7,7 +7,9 @@ of ``rows_per_call``. Rows come back as JSON arrays in column order (about half 
 objects); the response model types each position from the table (INTEGER/REAL/TEXT, nullability),
 ``CHECK (c IN (...))`` columns become enums and foreign-key columns become enums of the parent's
 existing keys, so the grammar itself keeps most rows valid. The prompt shows each parent key with a
-label (its first text column and status-like columns) so child rows can agree with their parents.
+label (its first text column and status-like columns) so child rows can agree with their parents, and a few
+parent tuples of each earlier sibling's rows (a table naming two or more of the same parents: the prescriptions'
+(patient, medication) in the orders' prompt, ``maker.sibling_tuples``), which the table is asked after.
 
 The prompt names the table's natural key (no two rows may share its values). A row whose only fault is a
 value already taken in a UNIQUE column set (two people with one phone number) gets the nearest unused value
@@ -28,7 +30,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
@@ -48,7 +50,7 @@ from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import counts, timeline
 from pipeline.stages.rows import generators as rowgen
-from pipeline.stages.rows.maker import unique_sets
+from pipeline.stages.rows.maker import sibling_tuples, unique_sets
 
 if TYPE_CHECKING:
     from pipeline.settings import BuildSettings
@@ -233,7 +235,25 @@ class _TableAsk:
         )
 
 
-def _table_ask(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection) -> _TableAsk:
+def _before(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection,
+            examples: Mapping[str, int]) -> list[tuple[ir.Table, int]]:
+    """The tables before ``table`` (in ``by_name``'s order) that have rows, each with its example-row count
+    (``examples``; every row when it has none there: rows the LLM wrote)."""
+    out = []
+    for name, other in by_name.items():
+        if name == table.name:
+            break
+        n = examples.get(name) or conn.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]
+        if n:
+            out.append((other, n))
+    return out
+
+
+def _table_ask(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection,
+               examples: Mapping[str, int] | None = None) -> _TableAsk:
+    """The parents' keys and labels, and of each earlier sibling (a table naming two or more of the same parents,
+    ``maker.sibling_tuples``) some of its rows' tuples, so that rows of this table can name those the domain
+    pairs (an order for a prescribed medicine); ``examples``: the earlier tables' example-row counts."""
     cols = [c for c in table_columns(conn, table) if not c.auto_id]
     choices: dict[str, tuple[Any, ...]] = {c.name: c.enum for c in cols if c.enum}
     ref_lines = []
@@ -243,6 +263,11 @@ def _table_ask(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Conn
             if values:
                 choices[c.name] = values
                 ref_lines.append(render_section("seed_data", "refs", column=c.name, parent=c.ref[0], values=line))
+    for other, columns, tuples in sibling_tuples(conn, table, table_columns(conn, table),
+                                                 _before(table, by_name, conn, examples or {})):
+        pairs = ", ".join("(" + ", ".join(json.dumps(v, ensure_ascii=False) for v in t) + ")" for t in tuples)
+        ref_lines.append(render_section("seed_data", "sibling", columns=", ".join(columns), sibling=other,
+                                        values=pairs))
     label, _ = _label_columns(table_columns(conn, table))
     key = ("\n" + render_section("seed_data", "key", columns=", ".join(table.natural_key))
            if table.natural_key else "")
@@ -253,20 +278,33 @@ def _parents(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connec
     return {c.ref[0] for c in table_columns(conn, table) if c.ref and c.ref[0] in by_name and c.ref[0] != table.name}
 
 
+def _waits(table: ir.Table, by_name: dict[str, ir.Table], conn: sqlite3.Connection) -> set[str]:
+    """The tables whose rows ``table``'s prompt shows: its parents, and the tables before it naming two or more of
+    them (its earlier siblings, :func:`_table_ask`)."""
+    parents = _parents(table, by_name, conn)
+    out = set(parents)
+    for name, other in by_name.items():
+        if name == table.name:
+            break
+        if len(parents & _parents(other, by_name, conn)) >= 2:
+            out.add(name)
+    return out
+
+
 def prefetch_first_rows(scenario: ir.Scenario, tables: Sequence[ir.Table], done: set[str],
                         by_name: dict[str, ir.Table], conn: sqlite3.Connection, client: LLMClientProtocol,
-                        settings: BuildSettings, sent: set[str]) -> None:
-    """The first request of every table in ``tables`` whose parents are all seeded (``done``), sent ahead
-    (``LLMClient.prefetch``): its prompt holds only the parents' rows, which no longer change, so the loop
-    finds the reply ready when it reaches the table."""
+                        settings: BuildSettings, sent: set[str], examples: Mapping[str, int] | None = None) -> None:
+    """The first request of every table in ``tables`` whose parents and earlier siblings are all seeded (``done``;
+    ``examples``: their example-row counts), sent ahead (``LLMClient.prefetch``): its prompt holds only their
+    rows, which no longer change, so the loop finds the reply ready when it reaches the table."""
     if not getattr(client, "prefetches", False):
         return
     calls = []
     for table in tables:
-        if table.name in sent or not _parents(table, by_name, conn) <= done:
+        if table.name in sent or not _waits(table, by_name, conn) <= done:
             continue
         sent.add(table.name)
-        ask = _table_ask(table, by_name, conn)
+        ask = _table_ask(table, by_name, conn, examples)
         n = min(settings.rows_per_call, settings.rows_per_table)
         if n < 1:
             continue
@@ -279,11 +317,12 @@ def prefetch_first_rows(scenario: ir.Scenario, tables: Sequence[ir.Table], done:
 
 def _seed_table(
     scenario: ir.Scenario, table: ir.Table, by_name: dict[str, ir.Table], db: sqlite_utils.Database,
-    client: LLMClientProtocol, settings: BuildSettings,
+    client: LLMClientProtocol, settings: BuildSettings, examples: Mapping[str, int] | None = None,
 ) -> tuple[int, list[ir.Rejection], int]:
-    """Fill one table; returns (rows inserted, rejections, LLM attempts)."""
+    """Fill one table (``examples``: the earlier tables' example-row counts); returns (rows inserted, rejections,
+    LLM attempts)."""
     conn = db.conn
-    ask = _table_ask(table, by_name, conn)
+    ask = _table_ask(table, by_name, conn, examples)
     cols, choices, label = ask.cols, ask.choices, ask.label
     names = [c.name for c in cols]
     rejections: list[ir.Rejection] = []
@@ -332,9 +371,10 @@ def generate_seed(
     known: dict[str, list[str]] = {}  # every table's example texts so far, to compare a column's values with
     try:
         for i, table in enumerate(tables):
+            shown_so_far = {t: p.examples for t, p in plans.items()}
             prefetch_first_rows(scenario, tables[i:], {t.name for t in tables[:i]}, by_name, conn, client,
-                                settings, sent)
-            count, rej, n_att = _seed_table(scenario, table, by_name, db, client, settings)
+                                settings, sent, shown_so_far)
+            count, rej, n_att = _seed_table(scenario, table, by_name, db, client, settings, shown_so_far)
             rejections.extend(rej)
             attempts += n_att
             if count < settings.rows_min:
@@ -400,7 +440,8 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         for s in env.seed:
             if s.table != table.name and s.rows:
                 db.table(s.table).insert_all(s.rows)
-        count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings)
+        count, _, _ = _seed_table(scenario, table, {t.name: t for t in env.tables}, db, client, settings,
+                                  {s.table: s.plan.examples for s in env.seed if s.plan is not None})
         if count < settings.rows_min:
             return None
         examples = {s.table: s.plan.examples for s in env.seed if s.plan is not None and s.table != table.name}
