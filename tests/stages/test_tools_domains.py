@@ -249,3 +249,25 @@ def test_a_column_dropped_as_personal_is_fed_back_not_added_again(seed) -> None:
     client = fake_client([p, FIND_BATCH, FILL_KEG, nationality])
     res = generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, **LLM_TOOLS}))
     assert res.ok and "brewer_nationality TEXT" in next(t for t in res.value.tables if t.name == "batches").ddl
+
+
+def test_an_amendment_that_leaves_another_fault_feeds_back_that_fault(seed) -> None:
+    """An outside pet shelter's ``apply_for_adoption`` (2026-11-30): a write naming a column the table lacks and
+    also leaving a NOT NULL column out of its INSERT. The column is added on trial, the trial still fails: the LLM
+    hears the trial's fault (and which amendment it was checked with), not the column the amendment would add."""
+    start = dict(ADD_BATCH, params=[*ADD_BATCH["params"], {"name": "keg_id", "type": "integer", "description": "Keg"}],
+                 writes=["INSERT INTO batches (beer, status, litres) VALUES (:beer, 'fermenting', :litres)",
+                         "UPDATE kegs SET filled_on = :today WHERE keg_id = :keg_id"])
+    fixed = dict(start, writes=["INSERT INTO batches (beer, brewed_on, status, litres) VALUES (:beer, :today, "
+                                "'fermenting', :litres)", start["writes"][1]])
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("start_batch", "write", ["batches", "kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, start, fixed])
+    assert res.ok and len(client.requests) == 5, [r.reason for r in res.rejections]
+    feedback = client.requests[4][-1]["content"]
+    assert "NOT NULL constraint failed: batches.brewed_on" in feedback and "no such column" not in feedback
+    assert "checked with the schema amended: column kegs.filled_on TEXT added" in feedback
+    assert "schema amended for tool start_batch: column kegs.filled_on TEXT added" in [r.reason for r in
+                                                                                        res.rejections]
+    assert "filled_on TEXT" in next(t for t in res.value.tables if t.name == "kegs").ddl
+    assert res.value.tool("start_batch").steps[0].sql == fixed["writes"][0]
