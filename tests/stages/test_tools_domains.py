@@ -271,3 +271,20 @@ def test_an_amendment_that_leaves_another_fault_feeds_back_that_fault(seed) -> N
                                                                                         res.rejections]
     assert "filled_on TEXT" in next(t for t in res.value.tables if t.name == "kegs").ddl
     assert res.value.tool("start_batch").steps[0].sql == fixed["writes"][0]
+
+
+def test_a_column_added_for_an_update_is_set_to_a_value_its_row_does_not_hold(seed) -> None:
+    """The committed library's ``change_book_status`` (2026-11-30): ``books.status`` added on trial takes the values
+    the tool's description quotes, and every sample call drew the value its own row already held, so the working
+    tool was told it changed nothing. Here every keg gets the one value quoted; a value an UPDATE sets is drawn
+    unlike what its row holds (counted from it: the column has no CHECK list), and the tool is accepted at once."""
+    grade = {"description": "Grade a keg's condition.",
+             "params": [{"name": "keg_id", "type": "integer", "description": "The keg"},
+                        {"name": "condition", "type": "string", "description": "The condition, e.g. 'sound'"}],
+             "guards": [], "writes": ["UPDATE kegs SET condition = :condition WHERE keg_id = :keg_id"],
+             "returns": {"sql": "SELECT keg_id, condition FROM kegs WHERE keg_id = :keg_id", "mode": "one"}}
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("grade_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, grade, grade])
+    assert res.ok and len(client.requests) == 4, client.requests[-1][-1]["content"]
+    assert "condition TEXT" in next(t for t in res.value.tables if t.name == "kegs").ddl and res.value.tool("grade_keg")

@@ -124,8 +124,9 @@ class Workspace:
             return "\n".join(f"- {p}" for p in found)
         env = self.env.model_copy(update={"tools": [tool]})
         written = written_columns(tool, self.sampler.uses(tool))
-        _, error = exercise(env, tool, self.sampler.arguments(tool, sample_calls), self.sampler.grounded(tool),
-                            written)
+        sets = self.sampler.arguments(tool, sample_calls)
+        _, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
+                            [self.sampler.held(tool, a) for a in sets])
         return error
 
     def gap_problems(self, tool: ir.Tool) -> str | None:
