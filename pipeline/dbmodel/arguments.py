@@ -6,10 +6,11 @@ for is read from the tool's SQL by a parser (``pipeline.dbmodel.analysis``: the 
 with or written into), never from its name; values come from that column's seeded rows, spread over the table.
 A write tool also gets a set whose values for UNIQUE columns are unused (a create-style tool is not refused as
 a duplicate) and a set mixing rows (an assignment already in the seed changes nothing). A parameter an ``UPDATE``
-sets as a whole (``SET c = :p``) never takes the value every row its ``WHERE`` names already holds, when the column
-allows another: the next value of the parameter's enum, else of the column's ``CHECK`` list, else another row's
-value of the column it stands for (a UNIQUE column: an unused one), else one counted from it (:func:`variants`);
-drawn from the target row itself, a working tool would change nothing. When no other value exists,
+sets as a whole (``SET c = :p``) drawn as the value every row its ``WHERE`` names already holds takes another, when
+the column allows one: from the parameter's enum, else the column's ``CHECK`` list, else the parent's keys (a
+reference), else the other rows' values of the column it stands for (a UNIQUE column: an unused one) and values
+counted from it (:func:`variants`), the first for which a row named holds something else; drawn from the target
+row itself, a working tool would change nothing. When no other value exists,
 :meth:`Sampler.held` says so (:class:`Held`), so that a call changing nothing is not blamed on the tool's rows.
 
 (Moved out of the tools stage's ``exercise`` and the rows stage's ``maker``, which use them with the policy stage.)
@@ -68,6 +69,8 @@ def variants(value: Any) -> Any:
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+TRIED = 8
+"""The other values of its domain tried for a parameter an ``UPDATE`` sets (:meth:`Sampler.arguments`)."""
 
 
 def _calendar_day(text: str) -> dt.date | None:
@@ -172,6 +175,7 @@ class Sampler:
                     if len(cols) == 1:
                         self.unique.add((t.name, cols[0][2]))
         self._uses: dict[str, dict[str, list[ParamUse]]] = {}
+        self._set_uses: dict[str, list[SetUse]] = {}
 
     def uses(self, tool: ir.Tool) -> dict[str, list[ParamUse]]:
         key = tool.model_dump_json()
@@ -292,24 +296,31 @@ class Sampler:
                                                 f'GROUP BY "{col}" ORDER BY MIN(rowid)')]
 
     def _moved(self, tool: ir.Tool, args: dict[str, Any]) -> tuple[dict[str, Any], list[Held]]:
-        """``args`` with each parameter an ``UPDATE`` sets to the value every row it names already holds given
-        another value of its domain; and the parameters that have no other (:class:`Held`)."""
+        """``args`` with each parameter an ``UPDATE`` sets given another value of its domain when, as drawn, the
+        rows the ``UPDATE`` names (for these arguments) already hold it: the first other value for which some named
+        row holds something else (tried in order, at most :data:`TRIED`; a ``WHERE`` that reads the parameter
+        itself names other rows for another value). Also the parameters that have no other value (:class:`Held`)."""
         out, held = dict(args), []
         params = {p.name: p for p in tool.params}
-        for use in set_uses(tool):
-            p = params.get(use.param)
-            if p is None or out.get(use.param) is None:
+        key = tool.model_dump_json()
+        if key not in self._set_uses:
+            self._set_uses[key] = set_uses(tool)
+        for use in self._set_uses[key]:
+            p, value = params.get(use.param), out.get(use.param)
+            if p is None or value is None:
                 continue
-            current = self._targets(use, out)
-            if not current or len(current) > 1 or not _equal(current[0], out[use.param]):
-                continue  # no row named, or the rows named do not all hold the argument already: it changes them
-            domain, whole = self._domain(tool, p, use, out[use.param])
+            named = self._targets(use, out)
+            if named is None or any(not _equal(v, value) for v in named):
+                continue  # not readable here, or some row named holds another value: the call changes it
+            domain, whole = self._domain(tool, p, use, value)
             fitting = [c for v in domain if (c := self._coerce(p, v)) is not None and _fits(p, c)
-                       and not _equal(c, out[use.param])]
-            if fitting:
-                out[use.param] = fitting[0]
-            else:
-                held.append(Held(use.param, use.table, use.column, out[use.param], tuple(domain) if whole else ()))
+                       and not _equal(c, value)]
+            for c in fitting[:TRIED]:
+                if any(not _equal(v, c) for v in self._targets(use, {**out, use.param: c}) or []):
+                    out[use.param] = c
+                    break
+            if named and not fitting:  # the rows named hold the only value the parameter can take
+                held.append(Held(use.param, use.table, use.column, value, tuple(domain) if whole else ()))
         return out, held
 
     def held(self, tool: ir.Tool, args: dict[str, Any]) -> list[Held]:

@@ -307,7 +307,9 @@ def test_a_value_an_update_sets_is_never_the_one_its_row_already_holds(seed) -> 
              (_update("set_status", "UPDATE members SET status = :status WHERE member_id = :member_id",
                       ("member_id", "integer"), ("status", "string")), "members", "status", "member_id"),
              (_update("move_loan", "UPDATE loans SET member_id = :member_id WHERE loan_id = :loan_id",
-                      ("loan_id", "integer"), ("member_id", "integer")), "loans", "member_id", "loan_id")]
+                      ("loan_id", "integer"), ("member_id", "integer")), "loans", "member_id", "loan_id"),
+             (_update("new_author", "UPDATE books SET author = :author WHERE book_id = :book_id AND author <> :author",
+                      ("book_id", "integer"), ("author", "string")), "books", "author", "book_id")]
     with EnvInstance(env) as inst:
         sampler = Sampler(inst.conn, TABLES, env.clock)
         for tool, table, col, key in tools:
