@@ -47,7 +47,7 @@ from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
 from pipeline.stages.schema.links import settle_links
-from pipeline.stages.schema.personal import withhold_personal
+from pipeline.stages.schema.personal import ask_people, withhold_personal
 
 if TYPE_CHECKING:
     from pipeline.ir import Intent
@@ -594,7 +594,14 @@ def generate_schema(
         tables, keys, renamed = fix_key_names(tables, keys, check_tables)
         rejections.extend(renamed)
         personal = _follow_renames(personal, renamed)
-    tables, keys, personal_notes = withhold_personal(tables, personal, keys, check_tables)
+    asked: list[int] = []
+
+    def people(ts: list[ir.Table]) -> dict[str, bool] | str:
+        asked.append(1)
+        return ask_people(client, ts)
+
+    tables, keys, personal_notes = withhold_personal(tables, personal, keys, check_tables, people=people)
+    attempts += len(asked)
     rejections.extend(personal_notes)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)
