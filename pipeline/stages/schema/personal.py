@@ -23,6 +23,14 @@ withheld are the union of both; each note's evidence says which check found the 
 benchmark in ``benchmarks/results/personal_columns.md``): a German, Spanish or French name is left to the model.
 A yes/no question to the model per column was tried for those and removed (2026-11-28: it caught 6 of 6
 characteristics and dropped 6 of 8 ordinary columns, ``benchmarks/results/personal_columns.md``).
+
+MiniLM reads a column's name, not whose it is: an animal shelter's ``pets.gender`` scores like a person's (issue
+40). So when MiniLM classifies a column the model did not list, the model is asked once per schema whose rows are
+people (:func:`ask_people`: for each table, an example row and whether it is a human being; the table a choice
+among the schema's own names), and a column MiniLM alone classified in a table the model says holds no people
+stays, out of ``ir.Table.personal``, so rules may turn on it (:func:`whose`). The answer is taken only when it is
+consistent; a failed call, an answer that names no people, or a table it leaves out keeps every finding, so a
+person's gender is never kept on a doubtful answer. The model's own classification always counts.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ a code, a number, a plate, a name, or a combination such as name + date; never t
 references), which fills ``ir.Table.natural_key`` (an unusable declaration is left empty and recorded; the
 seeded rows must then make it unique, see ``dbmodel.keys.settle_natural_keys``), and the columns that record a
 personal characteristic, which are dropped unless a key relies on them (``personal.withhold_personal``, after the
-tables are checked). Each statement gets
+tables are checked; with one more call, ``personal.ask_people``, when MiniLM classifies a column the model did not:
+whose rows are people). Each statement gets
 deterministic repairs that need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/
 ``BOOLEAN`` become ``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended; CHECKs against calendar
 dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped;
