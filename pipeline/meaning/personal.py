@@ -15,7 +15,8 @@ personal_columns.md``): the characteristics among the real columns of the exampl
 other 54 real columns at most 0.402 (``status``); written English columns: the characteristics caught 0.606-0.925
 (missed: ``handicap`` 0.535, ``civil_status`` 0.435, ``caste`` 0.312), the ordinary columns of people (name, email,
 phone, address, date of birth 0.334, age 0.337, allergies, membership tier, status, country 0.465...) at most 0.521
-(``spouse_name``), an animal's ``sex ('male', 'female')`` 0.758 (dropped: MiniLM does not tell whose sex it is).
+(``spouse_name``), an animal's ``sex ('male', 'female')`` 0.758 (MiniLM does not tell whose sex it is: the schema
+stage asks the model which tables hold people, ``pipeline.stages.schema.personal.whose``).
 German, Spanish and French names are not read: MiniLM-L6 is an English model, and their characteristics score like
 their ordinary columns (``geschlecht`` 0.177, ``estado_civil`` 0.30, ``grossesse`` 0.178; ordinary up to 0.402);
 so this backstop catches English names (and ``religion``, spelt alike) and misses, never drops, the others.

@@ -353,9 +353,11 @@ def test_a_characteristic_the_model_did_not_classify_is_dropped_by_meaning() -> 
         {"name": "patients", "ddl": PHARMACY_PATIENTS, "natural_key": ["name"], "personal": []},
         {"name": "orders", "ddl": PHARMACY_ORDERS, "natural_key": ["patient_id", "order_date"], "personal": []},
         {"name": "medications", "ddl": PHARMACY_MEDICATIONS, "natural_key": ["name"], "personal": []}]}
-    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    client = fake_client([reply, people_reply(patients=True, orders=False, medications=False)])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
     patients, orders, medications = (next(t for t in res.value if t.name == n)
                                      for n in ("patients", "orders", "medications"))
+    assert res.attempts == 2 and "patients" in client.requests[1][0]["content"]  # asked whose rows are people
     assert (medications.withheld, medications.personal) == ([], [])
     assert (patients.personal, patients.withheld) == ([], ["gender"])
     assert [c.name for c in table_columns(scratch_db(res.value), patients)] == [
@@ -369,6 +371,131 @@ def test_a_characteristic_the_model_did_not_classify_is_dropped_by_meaning() -> 
     assert note.evidence["concept"] == "a person's gender or sex (male or female)"
 
 
+def people_reply(**human: bool) -> dict:
+    """The model's answer to the schema stage's question of which tables hold people (``ask_people``)."""
+    return {"tables": [{"table": t, "row": "one row", "human": h} for t, h in human.items()]}
+
+
+SHELTER_PETS = ("CREATE TABLE pets (pet_id INTEGER PRIMARY KEY, name TEXT NOT NULL, species TEXT NOT NULL CHECK "
+                "(species IN ('dog', 'cat')), gender TEXT NOT NULL CHECK (gender IN ('male', 'female')), status TEXT "
+                "NOT NULL CHECK (status IN ('available', 'adopted'))) STRICT")
+SHELTER_ADOPTERS = ("CREATE TABLE adopters (adopter_id INTEGER PRIMARY KEY, full_name TEXT NOT NULL, email TEXT NOT "
+                    "NULL UNIQUE, gender TEXT CHECK (gender IN ('male', 'female'))) STRICT")
+SHELTER_ADOPTIONS = ("CREATE TABLE adoptions (adoption_id INTEGER PRIMARY KEY, pet_id INTEGER NOT NULL REFERENCES "
+                     "pets(pet_id), adopter_id INTEGER NOT NULL REFERENCES adopters(adopter_id), adopted_on TEXT NOT "
+                     "NULL) STRICT")
+SHELTER = {"tables": [
+    {"name": "pets", "ddl": SHELTER_PETS, "natural_key": ["name"], "personal": []},
+    {"name": "adopters", "ddl": SHELTER_ADOPTERS, "natural_key": ["email"], "personal": []},
+    {"name": "adoptions", "ddl": SHELTER_ADOPTIONS, "natural_key": ["pet_id", "adopted_on"], "personal": []}]}
+
+
+def shelter(*answers: object) -> tuple[dict[str, ir.Table], list[ir.Rejection], int, object]:
+    client = fake_client([SHELTER, *answers])
+    res = generate_schema(SCENARIO, INTENTS, client, small_settings())
+    return {t.name: t for t in res.value}, list(res.rejections), res.attempts, client
+
+
+def test_an_animals_sex_is_kept_when_the_model_says_its_rows_are_not_people() -> None:
+    """Issue 40 (the outside pet shelter): MiniLM classifies ``pets.gender`` and ``adopters.gender`` alike (it reads
+    the name, not whose it is); the model, asked once whose rows are people, names adopters only. The adopters'
+    gender is dropped; the pets' stays in the DDL and out of ``Table.personal``, so rules may turn on it."""
+    tables, notes, attempts, client = shelter(people_reply(pets=False, adopters=True, adoptions=False))
+    assert (tables["adopters"].withheld, tables["adopters"].personal) == (["gender"], [])
+    assert (tables["pets"].ddl, tables["pets"].withheld, tables["pets"].personal) == (SHELTER_PETS, [], [])
+    assert attempts == 2
+    asked = client.requests[1][0]["content"]
+    assert all(d in asked for d in (SHELTER_PETS, SHELTER_ADOPTERS, SHELTER_ADOPTIONS))
+    (schema,) = [json.dumps(b["response_format"]["json_schema"]["schema"]) for b in client.bodies[1:]]
+    assert '"enum": ["pets", "adopters", "adoptions"]' in schema  # a choice among the schema's own names
+    note = next(r for r in notes if r.item == "pets.gender")
+    assert note.reason.startswith("column pets.gender kept: MiniLM classified it as a personal characteristic "
+                                  "(MiniLM: 0.")
+    assert note.reason.endswith("but the model says a row of pets is not a person (people: adopters); rules may "
+                                "turn on it")
+    assert {k: note.evidence[k] for k in ("personal", "found_by", "people")} == {
+        "personal": "not a person's", "found_by": ["minilm"], "people": ["adopters"]}
+    assert next(r for r in notes if r.item == "adopters.gender").evidence["personal"] == "dropped"
+
+
+@pytest.mark.parametrize("answer", [
+    ["not json", "not json", "not json"],  # no valid reply: today's behaviour
+    [people_reply(pets=False, adopters=False, adoptions=False)],  # no table holds people: not believed
+    [{"tables": [{"table": t, "row": "one row", "human": t == "adopters"}  # pets left out: not said to hold
+                 for t in ("adopters", "adoptions", "adoptions")]}],  # no people
+], ids=["garbled", "no-people", "left-out"])
+def test_an_answer_that_does_not_say_plainly_keeps_every_finding(answer: list) -> None:
+    """A garbled answer, one that names no table as holding people, or one that leaves the pets out: every column
+    MiniLM classified is dropped, as before the question (a person's gender is never kept on a doubtful answer)."""
+    tables, notes, attempts, _ = shelter(*answer)
+    assert tables["pets"].withheld == ["gender"] and tables["adopters"].withheld == ["gender"]
+    assert attempts == 2
+    if len(answer) == 1 and "pets" in json.dumps(answer):
+        (note,) = [r for r in notes if r.item == "personal"]
+        assert note.reason == ("every column MiniLM classified as a personal characteristic counts: the model says "
+                               "no table holds people")
+    elif len(answer) == 3:
+        (note,) = [r for r in notes if r.item == "personal"]
+        assert note.reason.startswith("every column MiniLM classified as a personal characteristic counts: the "
+                                      "question of which tables hold people got no usable reply (")
+    else:
+        assert not [r for r in notes if r.item in ("personal", "pets.gender") and
+                    r.evidence.get("personal") != "dropped"]
+
+
+def test_an_answer_against_the_models_own_classification_is_not_taken() -> None:
+    """The schema's LLM classified ``staff.marital_status`` (MiniLM agrees) and MiniLM alone ``staff.gender``: an
+    answer that says staff rows are not people contradicts the model's own classification, so it is not taken and
+    the staff's gender is dropped too."""
+    staff = ("CREATE TABLE staff (staff_id INTEGER PRIMARY KEY, badge TEXT NOT NULL UNIQUE, gender TEXT, "
+             "marital_status TEXT CHECK (marital_status IN ('single', 'married'))) STRICT")
+    rooms = "CREATE TABLE rooms (room_id INTEGER PRIMARY KEY, code TEXT NOT NULL UNIQUE) STRICT"
+    desks = ("CREATE TABLE desks (desk_id INTEGER PRIMARY KEY, code TEXT NOT NULL UNIQUE, room_id INTEGER NOT NULL "
+             "REFERENCES rooms(room_id), staff_id INTEGER REFERENCES staff(staff_id)) STRICT")
+    reply = {"tables": [{"name": "staff", "ddl": staff, "natural_key": ["badge"], "personal": ["marital_status"]},
+                        {"name": "rooms", "ddl": rooms, "natural_key": ["code"], "personal": []},
+                        {"name": "desks", "ddl": desks, "natural_key": ["code"], "personal": []}]}
+    answer = people_reply(staff=False, rooms=False, desks=True)
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply, answer]), small_settings())
+    assert next(t for t in res.value if t.name == "staff").withheld == ["marital_status", "gender"]
+    (note,) = [r for r in res.rejections if r.item == "personal"]
+    assert note.reason == ("every column MiniLM classified as a personal characteristic counts: the model says staff "
+                           "holds no people, yet its schema classified a column there as a personal characteristic "
+                           "that MiniLM found too")
+
+
+def test_whose_rows_are_people_is_read_from_the_answer_never_from_names() -> None:
+    """German names MiniLM does not read (a fake encoder here scores ``geschlecht`` as a gender): the answer alone
+    decides, by the tables' own names as the reply's enum, and no call is made when MiniLM finds nothing the
+    model did not list."""
+    import numpy as np
+
+    from pipeline.meaning.personal import CONCEPTS, TERMS
+    from pipeline.stages.schema.personal import withhold_personal
+
+    def encode(texts: list[str]) -> np.ndarray:  # geschlecht on a gender; other names far from every definition
+        hot, known = {"geschlecht", CONCEPTS[0], TERMS[0]}, {*CONCEPTS, *TERMS}
+        return np.array([[1.0, 0, 0] if t in hot else [0, 1.0, 0] if t in known else [0, 0, 1.0] for t in texts])
+
+    tiere = "CREATE TABLE tiere (tier_id INTEGER PRIMARY KEY, name TEXT NOT NULL, geschlecht TEXT NOT NULL) STRICT"
+    halter = "CREATE TABLE halter (halter_id INTEGER PRIMARY KEY, name TEXT NOT NULL, geschlecht TEXT) STRICT"
+    tables = [ir.Table(name="tiere", ddl=tiere), ir.Table(name="halter", ddl=halter)]
+    asked: list[list[str]] = []
+
+    def people(ts: list[ir.Table]) -> dict[str, bool]:
+        asked.append([t.name for t in ts])
+        return {"tiere": False, "halter": True}
+
+    out, _, notes = withhold_personal(tables, {}, {}, check_tables, encode=encode, people=people)
+    assert asked == [["tiere", "halter"]]
+    assert (out[0].ddl, out[0].withheld, out[1].withheld) == (tiere, [], ["geschlecht"])
+    assert [n.evidence["personal"] for n in notes] == ["not a person's", "dropped"]
+    asked.clear()
+    out, _, _ = withhold_personal(tables, {"tiere": ["geschlecht"], "halter": ["geschlecht"]}, {}, check_tables,
+                                  encode=encode, people=people)
+    assert asked == [] and [t.withheld for t in out] == [["geschlecht"], ["geschlecht"]]
+
+
 def test_a_key_column_found_by_meaning_stays_classified_so_no_rule_turns_on_it() -> None:
     """A column MiniLM classifies that a key relies on (here a UNIQUE pair) stays in the DDL, in ``Table.personal``
     (which the policy stage skips), with a note; a model that classified nothing changes nothing else."""
@@ -380,7 +507,8 @@ def test_a_key_column_found_by_meaning_stays_classified_so_no_rule_turns_on_it()
     reply = {"tables": [{"name": "players", "ddl": players, "natural_key": ["full_name", "nationality"]},
                         {"name": "clubs", "ddl": clubs, "natural_key": ["name"]},
                         {"name": "caps", "ddl": caps, "natural_key": ["player_id", "played_on"]}]}
-    res = generate_schema(SCENARIO, INTENTS, fake_client([reply]), small_settings())
+    res = generate_schema(SCENARIO, INTENTS, fake_client([reply, people_reply(players=True, clubs=False, caps=False)]),
+                          small_settings())
     assert [n.item for n in res.rejections if n.evidence.get("personal")] == ["players.nationality"]
     got = next(t for t in res.value if t.name == "players")
     assert (got.ddl, got.personal, got.withheld) == (players, ["nationality"], [])

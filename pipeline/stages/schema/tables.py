@@ -7,7 +7,8 @@ a code, a number, a plate, a name, or a combination such as name + date; never t
 references), which fills ``ir.Table.natural_key`` (an unusable declaration is left empty and recorded; the
 seeded rows must then make it unique, see ``dbmodel.keys.settle_natural_keys``), and the columns that record a
 personal characteristic, which are dropped unless a key relies on them (``personal.withhold_personal``, after the
-tables are checked). Each statement gets
+tables are checked; with one more call, ``personal.ask_people``, when MiniLM classifies a column the model did not:
+whose rows are people). Each statement gets
 deterministic repairs that need no LLM round trip (non-STRICT type names such as ``VARCHAR(80)``/``DATE``/
 ``BOOLEAN`` become ``TEXT``/``INTEGER``/``REAL``; a missing ``STRICT`` is appended; CHECKs against calendar
 dates, and CHECKs and DEFAULTs that read the wall clock or call ``random()``, found by parsing, are dropped;
@@ -47,7 +48,7 @@ from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
 from pipeline.stages.schema.links import settle_links
-from pipeline.stages.schema.personal import withhold_personal
+from pipeline.stages.schema.personal import ask_people, withhold_personal
 
 if TYPE_CHECKING:
     from pipeline.ir import Intent
@@ -594,7 +595,14 @@ def generate_schema(
         tables, keys, renamed = fix_key_names(tables, keys, check_tables)
         rejections.extend(renamed)
         personal = _follow_renames(personal, renamed)
-    tables, keys, personal_notes = withhold_personal(tables, personal, keys, check_tables)
+    asked: list[int] = []
+
+    def people(ts: list[ir.Table]) -> dict[str, bool] | str:
+        asked.append(1)
+        return ask_people(client, ts)
+
+    tables, keys, personal_notes = withhold_personal(tables, personal, keys, check_tables, people=people)
+    attempts += len(asked)
     rejections.extend(personal_notes)
     tables, key_rejections = declare_natural_keys(tables, keys)
     rejections.extend(key_rejections)
