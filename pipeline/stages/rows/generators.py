@@ -641,9 +641,10 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
     most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
     later ones show two of them and a spread of the values kept (``VOCAB_SHOWN``), and every call after one that
     added fewer than ``VOCAB_LOW`` samples (``retry_temperature``, a seed per call) rather than repeat the greedy
-    reply; the list ends after ``VOCAB_DRY`` calls in a row that add nothing new. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
-    value so far, placeholders, glued or suffixed values, variants of a value so far: the same with more words
-    after it, or most of its beginning shared), with ``shape`` only values that look like the
+    reply; the list ends after ``VOCAB_DRY`` calls in a row that add nothing new. Kept:
+    :func:`pipeline.meaning.vocab.clean` (no repeats of any value so far, placeholders, glued or suffixed values,
+    variants of a value so far: the same with more words after it, or most of its beginning shared), with
+    ``shape`` only values that look like the
     examples (unless that would keep fewer than half), and with ``mates`` (the table's other columns' example
     values) and ``vectors`` no value closer in meaning to another column's examples than to the seeds
     (:func:`pipeline.meaning.profile.closer_elsewhere`: an author or a genre among titles). Returns (values,
@@ -730,8 +731,8 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
     ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
     of ``TUPLE_ASK`` rows until ``want`` are kept, the first call showing the examples and later ones two of them
     and a spread of the rows kept, every call after one that added fewer than ``VOCAB_LOW`` with a sampling
-    temperature, the list ending after ``VOCAB_DRY`` calls in a row that add nothing new. Kept: :func:`pipeline.meaning.vocab.clean_tuples`
-    (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
+    temperature, the list ending after ``VOCAB_DRY`` calls in a row that add nothing new. Kept:
+    :func:`pipeline.meaning.vocab.clean_tuples` (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
     every value looks like its column's examples (unless that would keep fewer than half), and with ``mates`` (the
     table's columns' example values by name) and ``vectors`` no row with a value closer in meaning to the examples
     of a column outside the row than to its own column's (:func:`pipeline.meaning.profile.closer_elsewhere`; the
