@@ -206,8 +206,11 @@ class BuildSettings(BaseModel):
     """With ``row_generators``: most rows code adds to a table with foreign keys."""
     list_rounds_unique: int = Field(default=12, ge=1, le=100)
     """With ``row_generators``: most calls continuing the list of a UNIQUE text column (or a set of columns continued
-    together with one), each asking for a few values (rows); a list that ends shorter than the table gives the table
-    fewer rows, and a ``short_list`` rejection says so. Other lists take 2 or 3 calls."""
+    together with one), each asking for a few values (rows); the list ends sooner when two calls in a row add
+    nothing new. A list that ends shorter than the table gives the table fewer rows, and a ``short_list``
+    rejection says so; a table without foreign keys so cut holds the other such tables to the spread
+    ``entity_rows`` allows (at most its high over its low times its rows; a ``balanced`` rejection). Other lists
+    take 2 or 3 calls."""
     complete_rows_max: int = Field(default=40, ge=0, le=1000)
     """With ``row_generators``: most rows of a table, continued together with their numbers and CHECK-list values,
     whose numbers and CHECK values are then asked again with the row's name, one row a call

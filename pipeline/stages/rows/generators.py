@@ -513,11 +513,13 @@ def trial(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], gens: l
 
 @dataclass(frozen=True)
 class Made:
-    """What :func:`fill_table` did: the plan (stored with the rows), rejections, LLM attempts."""
+    """What :func:`fill_table` did: the plan (stored with the rows), rejections, LLM attempts, and for a table
+    without foreign keys cut short by a UNIQUE column's list, the rows it holds (``short``, None otherwise)."""
 
     plan: ir.RowPlan
     rejections: list[ir.Rejection]
     attempts: int
+    short: int | None = None
 
 
 def _describe(col: Column, ctx: Context) -> str:
@@ -608,8 +610,14 @@ far (:func:`pipeline.meaning.vocab.spread`, moved along each call). Shown the wh
 copies it back (2026-11-28: a third call on the books' titles returned the 11 values it was shown and no new one);
 shown the newest kept, it continues them into variants of one value (2026-11-28: shown five editions of "The
 Catcher in the Rye: The Complete Edition", it wrote ten more, "(ePub)", "(VHS)", "(Blu-ray Disc)", ...)."""
+VOCAB_LOW = 3
+"""A continuation call that adds fewer new values than this is a low one: the greedy model writes back what it was
+shown, so every later call samples (``retry_temperature``, a seed of its own per call) rather than repeat it."""
 VOCAB_DRY = 2
-"""Calls in a row that add fewer than three new values before the list ends."""
+"""Calls in a row that add no new value before the list ends. Until 2026-11-30 two calls in a row adding fewer than
+``VOCAB_LOW`` ended it: the library's books (four examples, a UNIQUE title, 246 rows planned) were continued in three
+of the twelve calls allowed, the second writing back the eight rows it was shown and the third (sampled) adding one
+("Brave New World"), and the table was cut to 11 books beside 232 members."""
 
 
 class Values(BaseModel):
@@ -631,11 +639,12 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
                   ) -> tuple[list[str], int]:
     """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
     most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
-    later ones show two of them and a spread of the values kept (``VOCAB_SHOWN``), and a call after one that added
-    fewer than three samples (``retry_temperature``, a seed per call) rather than repeat the greedy reply; the list
-    ends after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean` (no repeats of any
-    value so far, placeholders, glued or suffixed values, variants of a value so far: the same with more words
-    after it, or most of its beginning shared), with ``shape`` only values that look like the
+    later ones show two of them and a spread of the values kept (``VOCAB_SHOWN``), and every call after one that
+    added fewer than ``VOCAB_LOW`` samples (``retry_temperature``, a seed per call) rather than repeat the greedy
+    reply; the list ends after ``VOCAB_DRY`` calls in a row that add nothing new. Kept:
+    :func:`pipeline.meaning.vocab.clean` (no repeats of any value so far, placeholders, glued or suffixed values,
+    variants of a value so far: the same with more words after it, or most of its beginning shared), with
+    ``shape`` only values that look like the
     examples (unless that would keep fewer than half), and with ``mates`` (the table's other columns' example
     values) and ``vectors`` no value closer in meaning to another column's examples than to the seeds
     (:func:`pipeline.meaning.profile.closer_elsewhere`: an author or a genre among titles). Returns (values,
@@ -643,6 +652,7 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
     got: list[str] = []
     offered: list[str] = []
     calls = dry = 0
+    low = False
     budget = VOCAB_ASK * value_tokens(seeds) + 40
     while len(got) < want and calls < rounds:
         shown = [*seeds, *got] if calls == 0 else [*seeds[:2], *vocab.spread(got, VOCAB_SHOWN - len(seeds[:2]), calls)]
@@ -652,8 +662,8 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
             "seed_data", "continue", name=scenario.name, description=scenario.description, table=table.name,
             ddl=table.ddl, column=column, items=what, n=VOCAB_ASK,
             values="\n".join(f"- {v}" for v in shown) if shown else render_section("seed_data", "continue_none"))
-        asker = client if dry == 0 else sampled(client, settings.retry_temperature,
-                                                 getattr(getattr(client, "settings", None), "seed", 0) + calls)
+        asker = client if not low else sampled(client, settings.retry_temperature,
+                                               getattr(getattr(client, "settings", None), "seed", 0) + calls)
         calls += 1
         try:
             reply, _ = asker.structured_reply(Values, user(prompt), stage=STAGE, max_tokens=budget)
@@ -672,7 +682,8 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
             away = prof.closer_elsewhere(vectors, seeds, mates, new)
             new = [v for v in new if v not in away]
         got.extend(new)
-        dry = dry + 1 if len(new) < 3 else 0
+        low = low or len(new) < VOCAB_LOW
+        dry = 0 if new else dry + 1
         if dry >= VOCAB_DRY:
             break
     return got, calls
@@ -719,9 +730,9 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
     """New rows of ``columns`` (values that belong together: a title and its author) continued by the LLM from
     ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
     of ``TUPLE_ASK`` rows until ``want`` are kept, the first call showing the examples and later ones two of them
-    and a spread of the rows kept, a call after one that added fewer than three with a sampling temperature, the
-    list ending after ``VOCAB_DRY`` such calls in a row. Kept: :func:`pipeline.meaning.vocab.clean_tuples`
-    (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
+    and a spread of the rows kept, every call after one that added fewer than ``VOCAB_LOW`` with a sampling
+    temperature, the list ending after ``VOCAB_DRY`` calls in a row that add nothing new. Kept:
+    :func:`pipeline.meaning.vocab.clean_tuples` (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
     every value looks like its column's examples (unless that would keep fewer than half), and with ``mates`` (the
     table's columns' example values by name) and ``vectors`` no row with a value closer in meaning to the examples
     of a column outside the row than to its own column's (:func:`pipeline.meaning.profile.closer_elsewhere`; the
@@ -735,6 +746,7 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
     got: list[tuple[str, ...]] = []
     offered: list[tuple[str, ...]] = []
     calls = dry = 0
+    low = False
     model = rows_model(columns, TUPLE_ASK)
     per_row = sum(value_tokens([s[i] for s in seeds]) + len(c) // 3 + 4 for i, c in enumerate(columns))
     budget = TUPLE_ASK * per_row + 40
@@ -746,8 +758,8 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
             "seed_data", "continue_rows", name=scenario.name, description=scenario.description, ddl=table.ddl,
             columns=", ".join(columns), n=TUPLE_ASK, shape=shape,
             values="\n".join(_row_line(columns, r) for r in shown))
-        asker = client if dry == 0 else sampled(client, settings.retry_temperature,
-                                                 getattr(getattr(client, "settings", None), "seed", 0) + calls)
+        asker = client if not low else sampled(client, settings.retry_temperature,
+                                               getattr(getattr(client, "settings", None), "seed", 0) + calls)
         calls += 1
         try:
             reply, _ = asker.structured_reply(model, user(prompt), stage=STAGE, max_tokens=budget)
@@ -773,7 +785,8 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
                 [r[i] for r in new]) for i in range(len(columns))]
             new = [r for r in new if not any(v in away[i] for i, v in enumerate(r))]
         got.extend(new)
-        dry = dry + 1 if len(new) < 3 else 0
+        low = low or len(new) < VOCAB_LOW
+        dry = 0 if new else dry + 1
         if dry >= VOCAB_DRY:
             break
     return got, calls
@@ -1833,12 +1846,15 @@ def fill_lone_nulls(conn: sqlite3.Connection, table: ir.Table, cols: list[Column
 
 def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
                locale: str | None = None, known: dict[str, list[str]] | None = None,
-               shown: Mapping[str, int] | None = None, made: Sequence[tuple[ir.Table, int]] = ()) -> Made:
+               shown: Mapping[str, int] | None = None, made: Sequence[tuple[ir.Table, int]] = (),
+               most: int | None = None) -> Made:
     """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
     the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it.
     ``shown``: per reference column, the most children a parent's example count of them shows
     (``pipeline.stages.rows.counts.shown_most``), which its rows per parent may reach. ``made``: the tables made
-    before it with their example-row counts, whose rows its rows may follow (``maker.sibling_follow``)."""
+    before it with their example-row counts, whose rows its rows may follow (``maker.sibling_follow``). ``most``:
+    the most rows a table without foreign keys may hold (another such table's list ended short:
+    ``pipeline.stages.rows.populate.balance_most``); its lists are then continued for no more."""
     cols = table_columns(conn, table)
     named = name_placeholders(scenario, table, conn, cols, client, settings)  # before they seed anything
     names = [c.name for c in cols if not c.auto_id]
@@ -1851,6 +1867,10 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     seed = derive_seed(scenario, table.name)
     sets = key_sets(conn, table, names)
     shape = table_shape(conn, table, cols, sets, len(rows), settings, random.Random(seed), shown)
+    balanced = None
+    if most is not None and not shape.refs and len(rows) + len(shape.fixed) > most:
+        balanced = len(rows) + len(shape.fixed)
+        shape = Shape(fixed=shape.fixed[:max(0, most - len(rows))], refs=shape.refs)
     mine = {f"{table.name}.{c}": t for c, t in semantic.text_columns(
         {c.name: examples[c.name] for c in cols if not c.auto_id and c.ref is None}).items()}
     known = known if known is not None else {}
@@ -1904,6 +1924,11 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
             stage=STAGE, item=table.name,
             reason=f"a UNIQUE column's list holds {done.cap + len(rows)} values: {len(shape.fixed)} code-made rows "
                    f"instead of {ctx.rows - len(rows)}", evidence={"kind": "short_list"}))
+    if balanced is not None:
+        rejections.append(ir.Rejection(
+            stage=STAGE, item=table.name,
+            reason=f"{table.name} planned {balanced} rows, held to {len(rows) + len(shape.fixed)}: another table's "
+                   f"UNIQUE list ended short ({most} rows at most here)", evidence={"kind": "balanced", "most": most}))
     rejections.extend(sibling_notes(table, follow, unfollowed, follow_notes))
     if filled.dropped:
         rejections.append(ir.Rejection(
@@ -1914,7 +1939,10 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     rejections.extend(finding_rejections(conn, table, cols, len(rows), [g.column for g in gens
                                                                         if g.kind == "text_pool"]))
     plan = ir.RowPlan(locale=locale, seed=seed, examples=len(rows), generators=gens)
-    return Made(plan, rejections, attempts)
+    short = None
+    if done.cap is not None and done.cap < ctx.rows - len(rows) and not shape.refs:
+        short = conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0]
+    return Made(plan, rejections, attempts, short)
 
 
 def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: list[str]) -> list[ir.Rejection]:

@@ -369,6 +369,7 @@ def generate_seed(
     sent: set[str] = set()
     plans: dict[str, ir.RowPlan] = {}
     known: dict[str, list[str]] = {}  # every table's example texts so far, to compare a column's values with
+    most: int | None = None  # the most rows a table without foreign keys may hold (a UNIQUE list ended short)
     try:
         for i, table in enumerate(tables):
             shown_so_far = {t: p.examples for t, p in plans.items()}
@@ -387,10 +388,14 @@ def generate_seed(
                 shown = counts.shown_most(conn, tables, {t: p.examples for t, p in plans.items()}, table.name,
                                           _similarity)
                 made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown,
-                                         [(by_name[t], p.examples) for t, p in plans.items()])
+                                         [(by_name[t], p.examples) for t, p in plans.items()], most)
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
+                if made.short is not None:
+                    cap = balance_most(settings, made.short)
+                    most = cap if most is None else min(most, cap)
+                    rejections.extend(trim_to(conn, tables[:i], tables, most, plans))
                 left = conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0]
                 if left < settings.rows_min:  # its placeholder example rows dropped (rowgen.name_placeholders)
                     rejections.append(ir.Rejection(
@@ -409,6 +414,49 @@ def generate_seed(
     finally:
         conn.close()
     return StageResult(tuple(seed), tuple(rejections), attempts)
+
+
+def balance_most(settings: BuildSettings, short: int) -> int:
+    """The most rows a table without foreign keys may hold beside one whose UNIQUE list ended at ``short`` rows: the
+    spread ``entity_rows`` allows between two such tables (its high over its low), so that a library whose titles
+    ran out has no twenty members a book."""
+    low, high = settings.entity_rows
+    return max(short, -(-short * high // max(1, low)))
+
+
+def trim_to(conn: sqlite3.Connection, done: Sequence[ir.Table], tables: Sequence[ir.Table], most: int,
+            plans: dict[str, ir.RowPlan]) -> list[ir.Rejection]:
+    """Hold each table of ``done`` without foreign keys to ``most`` rows: its code-made rows (after its examples)
+    that no row of any table names are deleted, the last first. Returns a rejection per table trimmed (kind
+    ``balanced``)."""
+    out = []
+    for t in done:
+        cols = table_columns(conn, t)
+        plan = plans.get(t.name)
+        if plan is None or any(c.ref is not None and c.ref[0] != t.name for c in cols) or not _has_rowid(conn, t.name):
+            continue
+        n = conn.execute(f'SELECT COUNT(*) FROM "{t.name}"').fetchone()[0]
+        if n <= most:
+            continue
+        named = [(o.name, c.name, c.ref[1]) for o in tables for c in table_columns(conn, o)
+                 if c.ref is not None and c.ref[0] == t.name]
+        free = " AND ".join(f'NOT EXISTS (SELECT 1 FROM "{o}" x WHERE x."{c}" = t."{k}")' for o, c, k in named)
+        gone = [r[0] for r in conn.execute(
+            f'SELECT rowid FROM "{t.name}" t WHERE rowid NOT IN (SELECT rowid FROM "{t.name}" ORDER BY rowid '
+            f'LIMIT {int(plan.examples)}){" AND " + free if free else ""} ORDER BY rowid DESC LIMIT {n - most}')]
+        for rowid in gone:
+            conn.execute(f'DELETE FROM "{t.name}" WHERE rowid = ?', (rowid,))
+        if gone:
+            out.append(ir.Rejection(
+                stage=STAGE, item=t.name,
+                reason=f"{t.name} held to {n - len(gone)} of its {n} rows: another table's UNIQUE list ended short "
+                       f"({most} rows at most here)", evidence={"kind": "balanced", "most": most}))
+    return out
+
+
+def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    return bool(conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                             (table,)).fetchone()[0])
 
 
 def _similarity(names: Sequence[str], others: Sequence[str]) -> list[list[float]]:
