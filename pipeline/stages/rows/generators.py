@@ -1558,6 +1558,47 @@ def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]
     return out
 
 
+def copied_columns(conn: sqlite3.Connection, cols: list[Column], examples: Mapping[str, Sequence[Any]]
+                   ) -> dict[str, tuple[str, frozenset[str]]]:
+    """The text columns whose example values are all labels of rows of a table this one references (the texts the
+    example-rows request showed beside the keys a reference may take: "1 = Mckenzie Oliver; ... 15 = John
+    Griffin"), copied from other rows than the row's own parent: column -> (that parent, the norms of its labels).
+    Such values are the parent's, not the column's (the outside blood bank of 2026-11-29: every example
+    hospital_name of blood_request was a donor's name, and the column was filled with person names as its examples
+    showed). A column whose every example is its own row's parent label is a copy of it, and stays. Equality of
+    values only: nothing is read from names or words."""
+    refs = [c for c in cols if c.ref is not None]
+    labels: dict[str, frozenset[str]] = {}
+    for r in refs:
+        parent = r.ref[0] if r.ref else ""
+        if parent in labels:
+            continue
+        text = _label_column(conn, parent)
+        rows = conn.execute(f'SELECT "{text}" FROM "{parent}"').fetchall() if text else []
+        labels[parent] = frozenset(vocab.norm(v[0]) for v in rows if isinstance(v[0], str) and v[0].strip())
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    for c in cols:
+        if c.auto_id or c.ref is not None or c.enum or storage(c) not in ("TEXT", "ANY"):
+            continue
+        values = list(examples.get(c.name, []))
+        texts = prof.texts_of(values)
+        if len(texts) < 2 or len(texts) != len([v for v in values if v is not None]):
+            continue
+        if relations.date_columns({c.name: texts}):
+            continue
+        for r in refs:
+            parent, key = r.ref if r.ref else ("", "")
+            if not all(vocab.norm(t) in labels[parent] for t in texts):
+                continue
+            own = [_label(conn, parent, key, k) for k in examples.get(r.name, [])]
+            if all(v is None or (o is not None and vocab.norm(v) == vocab.norm(o))
+                   for v, o in zip(values, own, strict=False)):
+                continue  # the row's own parent, written again: a copy the examples agree on
+            out[c.name] = (parent, labels[parent])
+            break
+    return out
+
+
 def counted(value: str) -> bool:
     """Whether ``value`` is one word and a count ("Dish 9", "Show E"; a count of at most two digits or one capital
     letter, :func:`pipeline.meaning.vocab.stem`): a placeholder on its own, where numbered placeholders were being
@@ -1569,12 +1610,18 @@ def counted(value: str) -> bool:
     return not digits or len(digits[-1]) <= 2
 
 
+def _label_column(conn: sqlite3.Connection, parent: str) -> str | None:
+    """The column that labels ``parent``'s rows where a request shows them (its first TEXT column that is no key
+    and no reference; ``pipeline.stages.rows.populate.parent_choices`` shows the same one)."""
+    refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
+    return next((r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()
+                 if (r[2] or "").upper() == "TEXT" and not r[5] and r[1] not in refs), None)
+
+
 def _label(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str | None:
     """The first text of the parent row ``value`` names (its first TEXT column that is no key and no reference):
     "Christopher Barker" for client 1."""
-    refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
-    text = next((r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()
-                 if (r[2] or "").upper() == "TEXT" and not r[5] and r[1] not in refs), None)
+    text = _label_column(conn, parent)
     if text is None:
         return None
     row = conn.execute(f'SELECT "{text}" FROM "{parent}" WHERE "{key}" = ?', (value,)).fetchone()
@@ -1643,12 +1690,16 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
     out = Named()
     if not _has_rowid(conn, table.name):
         return out
-    for col in placeholder_columns(cols, _table_values(conn, table, cols)):
+    found = _table_values(conn, table, cols)
+    stand_ins = placeholder_columns(cols, found)
+    copied = {n: v for n, v in copied_columns(conn, cols, found).items() if n not in {c.name for c in stand_ins}}
+    for col in [*stand_ins, *(c for c in cols if c.name in copied)]:
         cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur]
         olds = [str(r[col.name]) for r in rows if isinstance(r[col.name], str)]
-        fake = vocab.numbered(olds)
+        parent, labels = copied.get(col.name, ("", frozenset()))
+        fake = {v for v in olds if vocab.norm(v) in labels} if labels else vocab.numbered(olds)
         todo = [r for r in rows if isinstance(r[col.name], str) and r[col.name] in fake]
         if not todo:
             continue
@@ -1656,6 +1707,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
         offered: list[str] = list(olds)
         named: dict[int, str] = {}
         hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID})}
+        hidden |= set(copied)
         for attempt in range(NAME_TRIES):
             left = [r for r in todo if r[ROWID] not in named]
             if not left:
@@ -1686,7 +1738,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
                         for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
                 if (not v or v in stand_in or counted(v) or vocab.said_twice(v) or vocab.norm(v) in taken | own
-                        or vocab.glued(v, taken)):
+                        or vocab.norm(v) in labels or vocab.glued(v, taken)):
                     continue
                 try:
                     conn.execute("SAVEPOINT name_row")
@@ -1699,7 +1751,16 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 named[r[ROWID]] = v
                 taken.add(vocab.norm(v))
         unnamed = [r for r in todo if r[ROWID] not in named]
+        were = f"{parent}'s values (labels of its rows, shown to the model beside the keys)" if labels else "placeholders"
+        shown = ", ".join(repr(v) for v in sorted(fake)[:4])
+        evidence = {"kind": "copied_examples" if labels else "placeholder_examples", "placeholders": sorted(fake),
+                    "named": sorted(named.values()), **({"parent": parent} if labels else {})}
         if not unnamed:
+            if labels:  # said, though every row was named: the examples the model wrote were not this column's
+                out.rejections.append(ir.Rejection(
+                    stage=STAGE, item=f"{table.name}.{col.name}", evidence=evidence,
+                    reason=f"the example values of {table.name}.{col.name} were {were} ({shown}), not this "
+                           f"column's: the model named the {len(named)} rows again from their other values"))
             continue
         gone = 0
         for r in unnamed:
@@ -1715,12 +1776,10 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 conn.execute("RELEASE unname_row")
         what = "left empty" if not col.notnull else "dropped"
         out.rejections.append(ir.Rejection(
-            stage=STAGE, item=f"{table.name}.{col.name}",
-            reason=f"the example values of {table.name}.{col.name} were placeholders "
-                   f"({', '.join(repr(v) for v in sorted(fake)[:4])}) and the model named {len(named)} of "
-                   f"{len(todo)} rows in {NAME_TRIES} requests: {gone} example rows {what}"
-                   + (f", {len(unnamed) - gone} kept (a constraint refused the change)" if gone < len(unnamed) else ""),
-            evidence={"kind": "placeholder_examples", "placeholders": sorted(fake), "named": sorted(named.values())}))
+            stage=STAGE, item=f"{table.name}.{col.name}", evidence=evidence,
+            reason=f"the example values of {table.name}.{col.name} were {were} ({shown}) and the model named "
+                   f"{len(named)} of {len(todo)} rows in {NAME_TRIES} requests: {gone} example rows {what}"
+                   + (f", {len(unnamed) - gone} kept (a constraint refused the change)" if gone < len(unnamed) else "")))
     return out
 
 
