@@ -154,7 +154,7 @@ def _found(rows: list[tuple[Any, ...]]) -> dict[str, tuple[str, frozenset[str]]]
     conn = _conn(rows)
     cols = table_columns(conn, REQUESTS)
     examples = rowgen._table_values(conn, REQUESTS, cols)
-    return rowgen.copied_columns(conn, cols, examples)
+    return rowgen.copied_columns(conn, REQUESTS.name, cols, examples)
 
 
 def test_copied_columns_are_found_by_equal_values_alone() -> None:
@@ -170,3 +170,14 @@ def test_copied_columns_are_found_by_equal_values_alone() -> None:
     assert _found(mixed) == {}
     # real hospital names
     assert _found([(i + 1, "O+", h, 2) for i, h in enumerate(HOSPITALS)]) == {}
+
+
+def test_a_table_that_references_itself_keeps_its_own_label_column() -> None:
+    staff = ir.Table(name="staff", ddl="CREATE TABLE staff (staff_id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                                       "manager_id INTEGER REFERENCES staff(staff_id), mentor TEXT) STRICT")
+    conn = scratch_db((staff,))
+    for r in [("Ann Lee", None, "Cy Ode"), ("Bo Chan", 1, "Ann Lee"), ("Cy Ode", 1, "Bo Chan")]:
+        conn.execute("INSERT INTO staff (name, manager_id, mentor) VALUES (?, ?, ?)", r)
+    cols = table_columns(conn, staff)
+    found = rowgen.copied_columns(conn, staff.name, cols, rowgen._table_values(conn, staff, cols))
+    assert list(found) == ["mentor"]  # another text column of the staff's names: values alone do not tell it from a copy

@@ -1558,22 +1558,24 @@ def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]
     return out
 
 
-def copied_columns(conn: sqlite3.Connection, cols: list[Column], examples: Mapping[str, Sequence[Any]]
+def copied_columns(conn: sqlite3.Connection, table: str, cols: list[Column], examples: Mapping[str, Sequence[Any]]
                    ) -> dict[str, tuple[str, frozenset[str]]]:
     """The text columns whose example values are all labels of rows of a table this one references (the texts the
     example-rows request showed beside the keys a reference may take: "1 = Mckenzie Oliver; ... 15 = John
     Griffin"), copied from other rows than the row's own parent: column -> (that parent, the norms of its labels).
     Such values are the parent's, not the column's (the outside blood bank of 2026-11-29: every example
     hospital_name of blood_request was a donor's name, and the column was filled with person names as its examples
-    showed). A column whose every example is its own row's parent label is a copy of it, and stays. Equality of
-    values only: nothing is read from names or words."""
+    showed). A column whose every example is its own row's parent label is a copy of it, and stays; so does the
+    label column of a table that references itself (a manager among the staff). Equality of values only: nothing is
+    read from names or words."""
     refs = [c for c in cols if c.ref is not None]
     labels: dict[str, frozenset[str]] = {}
+    label_of: dict[str, str | None] = {}
     for r in refs:
         parent = r.ref[0] if r.ref else ""
         if parent in labels:
             continue
-        text = _label_column(conn, parent)
+        text = label_of[parent] = _label_column(conn, parent)
         rows = conn.execute(f'SELECT "{text}" FROM "{parent}"').fetchall() if text else []
         labels[parent] = frozenset(vocab.norm(v[0]) for v in rows if isinstance(v[0], str) and v[0].strip())
     out: dict[str, tuple[str, frozenset[str]]] = {}
@@ -1588,6 +1590,8 @@ def copied_columns(conn: sqlite3.Connection, cols: list[Column], examples: Mappi
             continue
         for r in refs:
             parent, key = r.ref if r.ref else ("", "")
+            if parent == table and c.name == label_of[parent]:
+                continue  # its own values: the labels a reference to this table shows
             if not all(vocab.norm(t) in labels[parent] for t in texts):
                 continue
             own = [_label(conn, parent, key, k) for k in examples.get(r.name, [])]
@@ -1692,7 +1696,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
         return out
     found = _table_values(conn, table, cols)
     stand_ins = placeholder_columns(cols, found)
-    copied = {n: v for n, v in copied_columns(conn, cols, found).items() if n not in {c.name for c in stand_ins}}
+    copied = {n: v for n, v in copied_columns(conn, table.name, cols, found).items() if n not in {c.name for c in stand_ins}}
     for col in [*stand_ins, *(c for c in cols if c.name in copied)]:
         cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
         names = [d[0] for d in cur.description]
