@@ -1681,8 +1681,10 @@ class Named:
 
 def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
                       client: LLMClientProtocol, settings: BuildSettings) -> Named:
-    """Replace the model's placeholder example values (:func:`placeholder_columns`) before they seed anything: for
-    each such column, the rows that hold one are shown to the model without it, with their other values and the
+    """Replace the model's placeholder example values (:func:`placeholder_columns`), and example values that are
+    another table's labels copied from the rows the example-rows request showed (:func:`copied_columns`: donors'
+    names as hospital names; a value that is one of those labels again names no row), before they seed anything:
+    for each such column, the rows that hold one are shown to the model without it, with their other values and the
     labels of the parents they name ("client_id: 1 (Christopher Barker), start_date: ..."), and the model names each
     row (what it does well: a value that fits a whole row, rather than a list from nothing). A value is kept when it
     is no placeholder (:func:`pipeline.meaning.vocab.numbered`, counting the old values and the whole reply; nor one
