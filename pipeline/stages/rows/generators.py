@@ -1637,18 +1637,22 @@ def _parent_shown(conn: sqlite3.Connection, parent: str, key: str, value: Any) -
     and label ("cuisine: Mexican" for the food truck "Taco Libre"), else its label. Shown its label, the real
     model named every dish after its truck ("truck_id: 1 (Taco Libre), price: 9.5, dish_name: ?" -> "Taco Libre",
     two tries in two prompt wordings); shown the truck's other values, it wrote "Tacos", "Pho", "Kimchi"."""
+    shown = [f"{c}: {v}" for c, v in _parent_values(conn, parent, key, value)]
+    return ", ".join(shown) if shown else _label(conn, parent, key, value)
+
+
+def _parent_values(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> list[tuple[str, Any]]:
+    """The parent row's values a naming request shows (:func:`_parent_shown`): up to three columns that are no
+    key, no reference and not its label, each value at most 60 characters long."""
     refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
     info = [r for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall() if not r[5] and r[1] not in refs]
     label = next((r[1] for r in info if (r[2] or "").upper() == "TEXT"), None)
     others = [r[1] for r in info if r[1] != label][:3]
-    if others:
-        row = conn.execute(f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" for c in others)} FROM "{parent}" '
-                           f'WHERE "{key}" = ?', (value,)).fetchone()
-        shown = [f"{c}: {v}" for c, v in zip(others, row or (), strict=False)
-                 if v is not None and len(str(v)) <= 60]
-        if shown:
-            return ", ".join(shown)
-    return _label(conn, parent, key, value)
+    if not others:
+        return []
+    row = conn.execute(f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" for c in others)} FROM "{parent}" '
+                       f'WHERE "{key}" = ?', (value,)).fetchone()
+    return [(c, v) for c, v in zip(others, row or (), strict=False) if v is not None and len(str(v)) <= 60]
 
 
 def _shown_row(conn: sqlite3.Connection, cols: list[Column], row: Mapping[str, Any], hidden: set[str]) -> str:
@@ -1743,6 +1747,9 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
                         for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
+                if labels:  # nor, for a parent's copied labels, a value the request showed of its parents
+                    own |= {vocab.norm(str(x)) for c in cols if c.ref is not None and r.get(c.name) is not None
+                            for _, x in _parent_values(conn, c.ref[0], c.ref[1], r[c.name])}
                 if (not v or v in stand_in or counted(v) or vocab.said_twice(v) or vocab.norm(v) in taken | own
                         or vocab.norm(v) in labels or vocab.glued(v, taken)):
                     continue
