@@ -134,6 +134,14 @@ def test_a_donor_s_name_or_what_the_request_showed_of_the_donor_names_no_row() -
     assert not set(names) & donors
 
 
+def test_one_hospital_may_name_several_requests() -> None:
+    # the column is in no UNIQUE set: several requests from one hospital are real, not one value for all rows
+    client = blood_client([[HOSPITALS[1]] * 4])
+    rows, (_, donors) = _requests(client)
+    assert [r["hospital_name"] for r in rows[:4]] == [HOSPITALS[1]] * 4
+    assert len([m for m in client.requests if "left as ?" in m[0]["content"]]) == 1
+
+
 def _example_rows(client: Any) -> list[list[Any]]:
     """The example rows the scripted model wrote for blood_request."""
     return WRITTEN[id(client)]

@@ -1718,6 +1718,9 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
         named: dict[int, str] = {}
         hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID})}
         hidden |= set(copied)
+        # a parent's labels copied into a column rows may share (a clinic of several visits): one value may name
+        # several rows
+        shared = bool(labels) and not any(col.name in k for k in key_sets(conn, table, [c.name for c in cols]))
         for attempt in range(NAME_TRIES):
             left = [r for r in todo if r[ROWID] not in named]
             if not left:
@@ -1742,7 +1745,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             said = Counter(vocab.norm(v) for v in values)
             framing = _framing(scenario)
             for r, v in zip(left, values, strict=False):
-                if said[vocab.norm(v)] > 1 or _copies_framing(v, framing):
+                if (said[vocab.norm(v)] > 1 and not shared) or _copies_framing(v, framing):
                     continue  # one value for several rows, or the request's own scenario text: no row's name
                 own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
@@ -1750,8 +1753,9 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 if labels:  # nor, for a parent's copied labels, a value the request showed of its parents
                     own |= {vocab.norm(str(x)) for c in cols if c.ref is not None and r.get(c.name) is not None
                             for _, x in _parent_values(conn, c.ref[0], c.ref[1], r[c.name])}
-                if (not v or v in stand_in or counted(v) or vocab.said_twice(v) or vocab.norm(v) in taken | own
-                        or vocab.norm(v) in labels or vocab.glued(v, taken)):
+                if (not v or v in stand_in or counted(v) or vocab.said_twice(v)
+                        or vocab.norm(v) in (own if shared else taken | own) or vocab.norm(v) in labels
+                        or vocab.glued(v, taken)):
                     continue
                 try:
                     conn.execute("SAVEPOINT name_row")
