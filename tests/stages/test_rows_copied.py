@@ -74,7 +74,7 @@ def blood_client(names: list[list[str]]) -> Any:
             got = namings.pop(0) if namings else [donors[d] for d in COPIED]
             got = [donors[int(v[1:])] if v.startswith("#") else v for v in got]  # "#2": donor 2's name
             ages = re.findall(r"^\d+\. donor_id: \d+ \(age: (\d+)\)", first, re.M)
-            got = [ages[i] if v == "<age>" else v for i, v in enumerate(got)]  # the row's donor's age, shown
+            got = [ages[(i + 1) % len(ages)] if v == "<age>" else v for i, v in enumerate(got)]  # a donor's age, shown
             return {"values": (got * n)[:n]}
         m = re.search(r"Write \d+ more values for (\w+)", first)
         if m:
@@ -124,8 +124,8 @@ def test_hospital_names_copied_from_the_donors_shown_are_named_again_and_seed_th
 
 
 def test_a_donor_s_name_or_what_the_request_showed_of_the_donor_names_no_row() -> None:
-    # first request: two hospitals, another row's donor's name and the row's donor's age (the real model wrote the
-    # customers' towns shown as German workshop names); the second names those two
+    # first request: two hospitals, another row's donor's name and the next row's donor's age (the real model wrote
+    # the customers' towns shown as German workshop names, each another row's); the second names those two
     client = blood_client([[HOSPITALS[0], "#1", HOSPITALS[2], "<age>"],
                            [HOSPITALS[1], HOSPITALS[3]]])
     rows, (_, donors) = _requests(client)

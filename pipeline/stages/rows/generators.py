@@ -1744,15 +1744,15 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             stand_in = vocab.numbered(list(dict.fromkeys(offered)))
             said = Counter(vocab.norm(v) for v in values)
             framing = _framing(scenario)
+            parents = {vocab.norm(str(x)) for row in left for c in cols if labels and c.ref is not None
+                       and row.get(c.name) is not None for _, x in _parent_values(conn, c.ref[0], c.ref[1], row[c.name])}
             for r, v in zip(left, values, strict=False):
                 if (said[vocab.norm(v)] > 1 and not shared) or _copies_framing(v, framing):
                     continue  # one value for several rows, or the request's own scenario text: no row's name
                 own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
                         for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
-                if labels:  # nor, for a parent's copied labels, a value the request showed of its parents
-                    own |= {vocab.norm(str(x)) for c in cols if c.ref is not None and r.get(c.name) is not None
-                            for _, x in _parent_values(conn, c.ref[0], c.ref[1], r[c.name])}
+                own |= parents  # nor, for a parent's copied labels, a value the request showed of any row's parents
                 if (not v or v in stand_in or counted(v) or vocab.said_twice(v)
                         or vocab.norm(v) in (own if shared else taken | own) or vocab.norm(v) in labels
                         or vocab.glued(v, taken)):
