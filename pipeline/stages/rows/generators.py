@@ -1571,6 +1571,51 @@ def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]
     return out
 
 
+def copied_columns(conn: sqlite3.Connection, table: str, cols: list[Column], examples: Mapping[str, Sequence[Any]]
+                   ) -> dict[str, tuple[str, frozenset[str]]]:
+    """The text columns whose example values are all labels of rows of a table this one references (the texts the
+    example-rows request showed beside the keys a reference may take: "1 = Mckenzie Oliver; ... 15 = John
+    Griffin"), copied from other rows than the row's own parent: column -> (that parent, the norms of its labels).
+    Such values are the parent's, not the column's (the outside blood bank of 2026-11-29: every example
+    hospital_name of blood_request was a donor's name, and the column was filled with person names as its examples
+    showed). A column whose every example is its own row's parent label is a copy of it, and stays; so does the
+    label column of a table that references itself (a manager among the staff). Equality of values only: nothing is
+    read from names or words."""
+    refs = [c for c in cols if c.ref is not None]
+    labels: dict[str, frozenset[str]] = {}
+    label_of: dict[str, str | None] = {}
+    for r in refs:
+        parent = r.ref[0] if r.ref else ""
+        if parent in labels:
+            continue
+        text = label_of[parent] = _label_column(conn, parent)
+        rows = conn.execute(f'SELECT "{text}" FROM "{parent}"').fetchall() if text else []
+        labels[parent] = frozenset(vocab.norm(v[0]) for v in rows if isinstance(v[0], str) and v[0].strip())
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    for c in cols:
+        if c.auto_id or c.ref is not None or c.enum or storage(c) not in ("TEXT", "ANY"):
+            continue
+        values = list(examples.get(c.name, []))
+        texts = prof.texts_of(values)
+        if len(texts) < 2 or len(texts) != len([v for v in values if v is not None]):
+            continue
+        if relations.date_columns({c.name: texts}):
+            continue
+        for r in refs:
+            parent, key = r.ref if r.ref else ("", "")
+            if parent == table and c.name == label_of[parent]:
+                continue  # its own values: the labels a reference to this table shows
+            if not all(vocab.norm(t) in labels[parent] for t in texts):
+                continue
+            own = [_label(conn, parent, key, k) for k in examples.get(r.name, [])]
+            if all(v is None or (o is not None and vocab.norm(v) == vocab.norm(o))
+                   for v, o in zip(values, own, strict=False)):
+                continue  # the row's own parent, written again: a copy the examples agree on
+            out[c.name] = (parent, labels[parent])
+            break
+    return out
+
+
 def counted(value: str) -> bool:
     """Whether ``value`` is one word and a count ("Dish 9", "Show E"; a count of at most two digits or one capital
     letter, :func:`pipeline.meaning.vocab.stem`): a placeholder on its own, where numbered placeholders were being
@@ -1582,12 +1627,18 @@ def counted(value: str) -> bool:
     return not digits or len(digits[-1]) <= 2
 
 
+def _label_column(conn: sqlite3.Connection, parent: str) -> str | None:
+    """The column that labels ``parent``'s rows where a request shows them (its first TEXT column that is no key
+    and no reference; ``pipeline.stages.rows.populate.parent_choices`` shows the same one)."""
+    refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
+    return next((r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()
+                 if (r[2] or "").upper() == "TEXT" and not r[5] and r[1] not in refs), None)
+
+
 def _label(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> str | None:
     """The first text of the parent row ``value`` names (its first TEXT column that is no key and no reference):
     "Christopher Barker" for client 1."""
-    refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
-    text = next((r[1] for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall()
-                 if (r[2] or "").upper() == "TEXT" and not r[5] and r[1] not in refs), None)
+    text = _label_column(conn, parent)
     if text is None:
         return None
     row = conn.execute(f'SELECT "{text}" FROM "{parent}" WHERE "{key}" = ?', (value,)).fetchone()
@@ -1599,18 +1650,22 @@ def _parent_shown(conn: sqlite3.Connection, parent: str, key: str, value: Any) -
     and label ("cuisine: Mexican" for the food truck "Taco Libre"), else its label. Shown its label, the real
     model named every dish after its truck ("truck_id: 1 (Taco Libre), price: 9.5, dish_name: ?" -> "Taco Libre",
     two tries in two prompt wordings); shown the truck's other values, it wrote "Tacos", "Pho", "Kimchi"."""
+    shown = [f"{c}: {v}" for c, v in _parent_values(conn, parent, key, value)]
+    return ", ".join(shown) if shown else _label(conn, parent, key, value)
+
+
+def _parent_values(conn: sqlite3.Connection, parent: str, key: str, value: Any) -> list[tuple[str, Any]]:
+    """The parent row's values a naming request shows (:func:`_parent_shown`): up to three columns that are no
+    key, no reference and not its label, each value at most 60 characters long."""
     refs = {fk[3] for fk in conn.execute(f'PRAGMA foreign_key_list("{parent}")').fetchall()}
     info = [r for r in conn.execute(f'PRAGMA table_info("{parent}")').fetchall() if not r[5] and r[1] not in refs]
     label = next((r[1] for r in info if (r[2] or "").upper() == "TEXT"), None)
     others = [r[1] for r in info if r[1] != label][:3]
-    if others:
-        row = conn.execute(f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" for c in others)} FROM "{parent}" '
-                           f'WHERE "{key}" = ?', (value,)).fetchone()
-        shown = [f"{c}: {v}" for c, v in zip(others, row or (), strict=False)
-                 if v is not None and len(str(v)) <= 60]
-        if shown:
-            return ", ".join(shown)
-    return _label(conn, parent, key, value)
+    if not others:
+        return []
+    row = conn.execute(f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" for c in others)} FROM "{parent}" '
+                       f'WHERE "{key}" = ?', (value,)).fetchone()
+    return [(c, v) for c, v in zip(others, row or (), strict=False) if v is not None and len(str(v)) <= 60]
 
 
 def _shown_row(conn: sqlite3.Connection, cols: list[Column], row: Mapping[str, Any], hidden: set[str]) -> str:
@@ -1643,8 +1698,10 @@ class Named:
 
 def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, cols: list[Column],
                       client: LLMClientProtocol, settings: BuildSettings) -> Named:
-    """Replace the model's placeholder example values (:func:`placeholder_columns`) before they seed anything: for
-    each such column, the rows that hold one are shown to the model without it, with their other values and the
+    """Replace the model's placeholder example values (:func:`placeholder_columns`), and example values that are
+    another table's labels copied from the rows the example-rows request showed (:func:`copied_columns`: donors'
+    names as hospital names; a value that is one of those labels again names no row), before they seed anything:
+    for each such column, the rows that hold one are shown to the model without it, with their other values and the
     labels of the parents they name ("client_id: 1 (Christopher Barker), start_date: ..."), and the model names each
     row (what it does well: a value that fits a whole row, rather than a list from nothing). A value is kept when it
     is no placeholder (:func:`pipeline.meaning.vocab.numbered`, counting the old values and the whole reply; nor one
@@ -1656,12 +1713,16 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
     out = Named()
     if not _has_rowid(conn, table.name):
         return out
-    for col in placeholder_columns(cols, _table_values(conn, table, cols)):
+    found = _table_values(conn, table, cols)
+    stand_ins = placeholder_columns(cols, found)
+    copied = {n: v for n, v in copied_columns(conn, table.name, cols, found).items() if n not in {c.name for c in stand_ins}}
+    for col in [*stand_ins, *(c for c in cols if c.name in copied)]:
         cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur]
         olds = [str(r[col.name]) for r in rows if isinstance(r[col.name], str)]
-        fake = vocab.numbered(olds)
+        parent, labels = copied.get(col.name, ("", frozenset()))
+        fake = {v for v in olds if vocab.norm(v) in labels} if labels else vocab.numbered(olds)
         todo = [r for r in rows if isinstance(r[col.name], str) and r[col.name] in fake]
         if not todo:
             continue
@@ -1669,6 +1730,10 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
         offered: list[str] = list(olds)
         named: dict[int, str] = {}
         hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID})}
+        hidden |= set(copied)
+        # a parent's labels copied into a column rows may share (a clinic of several visits): one value may name
+        # several rows
+        shared = bool(labels) and not any(col.name in k for k in key_sets(conn, table, [c.name for c in cols]))
         for attempt in range(NAME_TRIES):
             left = [r for r in todo if r[ROWID] not in named]
             if not left:
@@ -1692,13 +1757,17 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
             stand_in = vocab.numbered(list(dict.fromkeys(offered)))
             said = Counter(vocab.norm(v) for v in values)
             framing = _framing(scenario)
+            parents = {vocab.norm(str(x)) for row in left for c in cols if labels and c.ref is not None
+                       and row.get(c.name) is not None for _, x in _parent_values(conn, c.ref[0], c.ref[1], row[c.name])}
             for r, v in zip(left, values, strict=False):
-                if said[vocab.norm(v)] > 1 or _copies_framing(v, framing):
+                if (said[vocab.norm(v)] > 1 and not shared) or _copies_framing(v, framing):
                     continue  # one value for several rows, or the request's own scenario text: no row's name
                 own = {vocab.norm(str(x)) for k, x in r.items() if k not in (ROWID, col.name) and x is not None}
                 own |= {vocab.norm(label) for c in cols if c.ref is not None and r.get(c.name) is not None
                         for label in [_label(conn, c.ref[0], c.ref[1], r[c.name])] if label}
-                if (not v or v in stand_in or counted(v) or vocab.said_twice(v) or vocab.norm(v) in taken | own
+                own |= parents  # nor, for a parent's copied labels, a value the request showed of any row's parents
+                if (not v or v in stand_in or counted(v) or vocab.said_twice(v)
+                        or vocab.norm(v) in (own if shared else taken | own) or vocab.norm(v) in labels
                         or vocab.glued(v, taken)):
                     continue
                 try:
@@ -1712,7 +1781,16 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 named[r[ROWID]] = v
                 taken.add(vocab.norm(v))
         unnamed = [r for r in todo if r[ROWID] not in named]
+        were = f"{parent}'s values (labels of its rows, shown to the model beside the keys)" if labels else "placeholders"
+        shown = ", ".join(repr(v) for v in sorted(fake)[:4])
+        evidence = {"kind": "copied_examples" if labels else "placeholder_examples", "placeholders": sorted(fake),
+                    "named": sorted(named.values()), **({"parent": parent} if labels else {})}
         if not unnamed:
+            if labels:  # said, though every row was named: the examples the model wrote were not this column's
+                out.rejections.append(ir.Rejection(
+                    stage=STAGE, item=f"{table.name}.{col.name}", evidence=evidence,
+                    reason=f"the example values of {table.name}.{col.name} were {were} ({shown}), not this "
+                           f"column's: the model named the {len(named)} rows again from their other values"))
             continue
         gone = 0
         for r in unnamed:
@@ -1728,12 +1806,10 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 conn.execute("RELEASE unname_row")
         what = "left empty" if not col.notnull else "dropped"
         out.rejections.append(ir.Rejection(
-            stage=STAGE, item=f"{table.name}.{col.name}",
-            reason=f"the example values of {table.name}.{col.name} were placeholders "
-                   f"({', '.join(repr(v) for v in sorted(fake)[:4])}) and the model named {len(named)} of "
-                   f"{len(todo)} rows in {NAME_TRIES} requests: {gone} example rows {what}"
-                   + (f", {len(unnamed) - gone} kept (a constraint refused the change)" if gone < len(unnamed) else ""),
-            evidence={"kind": "placeholder_examples", "placeholders": sorted(fake), "named": sorted(named.values())}))
+            stage=STAGE, item=f"{table.name}.{col.name}", evidence=evidence,
+            reason=f"the example values of {table.name}.{col.name} were {were} ({shown}) and the model named "
+                   f"{len(named)} of {len(todo)} rows in {NAME_TRIES} requests: {gone} example rows {what}"
+                   + (f", {len(unnamed) - gone} kept (a constraint refused the change)" if gone < len(unnamed) else "")))
     return out
 
 
