@@ -108,6 +108,10 @@ def describe_holder(record: dict[str, object] | None, now: float | None = None) 
     if isinstance(since, (int, float)):
         stamp = time.strftime("%H:%M:%S", time.localtime(since))
         when = f", generating since {stamp} ({_duration(now - since)} ago)"
+        turn = record.get("turn")
+        if isinstance(turn, (int, float)) and turn - since >= 1:  # a long run takes turns request by request
+            when = (f", taking turns since {stamp} ({_duration(now - since)} ago), generating this request for "
+                    f"{_duration(now - turn)}")
     who = f"`{record.get('command', '?')}` (pid {pid}{'' if alive else ', now gone'})"
     return who + when
 

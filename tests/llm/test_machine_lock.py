@@ -92,6 +92,9 @@ def test_a_gone_holder_is_described_as_gone() -> None:
                            now=90.0)
     assert "envfoundry run seeds/x.txt" in text and "now gone" in text and "1 min 30 s ago" in text
     assert describe_holder(None).startswith("another process")
+    # a run that has taken turns for a while (a whole build) says so, and how long its current request has run
+    long = describe_holder({"pid": os.getpid(), "command": "envfoundry run", "since": 0.0, "turn": 1000.0}, now=1030.0)
+    assert "taking turns since" in long and "generating this request for 30 s" in long, long
 
 
 def test_the_embedded_server_starts_only_once_the_turn_is_had(home: Path) -> None:
