@@ -5,7 +5,13 @@
 for is read from the tool's SQL by a parser (``pipeline.dbmodel.analysis``: the column it is compared
 with or written into), never from its name; values come from that column's seeded rows, spread over the table.
 A write tool also gets a set whose values for UNIQUE columns are unused (a create-style tool is not refused as
-a duplicate) and a set mixing rows (an assignment already in the seed changes nothing).
+a duplicate) and a set mixing rows (an assignment already in the seed changes nothing). A parameter an ``UPDATE``
+sets as a whole (``SET c = :p``) drawn as the value every row its ``WHERE`` names already holds takes another, when
+the column allows one: from the parameter's enum, else the column's ``CHECK`` list, else the parent's keys (a
+reference), else the other rows' values of the column it stands for (a UNIQUE column: an unused one) and values
+counted from it (:func:`variants`), the first for which a row named holds something else; drawn from the target
+row itself, a working tool would change nothing. When no other value exists,
+:meth:`Sampler.held` says so (:class:`Held`), so that a call changing nothing is not blamed on the tool's rows.
 
 (Moved out of the tools stage's ``exercise`` and the rows stage's ``maker``, which use them with the policy stage.)
 """
@@ -15,7 +21,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
+from dataclasses import dataclass
 from typing import Any
+
+import sqlglot
+from sqlglot import exp
 
 from pipeline import ir
 from pipeline.dbmodel.analysis import ParamUse, analyse_tool
@@ -59,6 +69,8 @@ def variants(value: Any) -> Any:
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+TRIED = 8
+"""The other values of its domain tried for a parameter an ``UPDATE`` sets (:meth:`Sampler.arguments`)."""
 
 
 def _calendar_day(text: str) -> dt.date | None:
@@ -71,11 +83,80 @@ def _calendar_day(text: str) -> dt.date | None:
         return None
 
 
+def _equal(stored: Any, given: Any) -> bool:
+    """Whether a stored value is the given argument (a boolean is stored as 0/1, numbers compare as numbers)."""
+    if isinstance(given, bool):
+        given = int(given)
+    if isinstance(stored, int | float) and isinstance(given, int | float):
+        return float(stored) == float(given)
+    return bool(stored == given)
+
+
+def _fits(p: ir.Param, v: Any) -> bool:
+    """Whether ``v`` is within the parameter's own bounds (minimum, maximum, length)."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return (p.minimum is None or v >= p.minimum) and (p.maximum is None or v <= p.maximum)
+    return not (isinstance(v, str) and p.max_length is not None and len(v) > p.max_length)
+
+
+@dataclass(frozen=True)
+class SetUse:
+    """``UPDATE table SET column = :param WHERE ...`` in a write step: ``select`` reads the column's values in the
+    rows the ``WHERE`` names (``SELECT DISTINCT column FROM table WHERE ...``)."""
+
+    param: str
+    table: str
+    column: str
+    select: str
+    placeholders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Held:
+    """An argument set's parameter ``param`` equals ``value``, which ``table.column`` already holds in every row the
+    ``UPDATE`` names, and the parameter can take no other value. ``domain``: the values it can take, when they are
+    a closed list (its enum, the column's CHECK list, the parent's keys, a truth value); empty when the values tried
+    (other rows', counted ones) were all outside the parameter's bounds."""
+
+    param: str
+    table: str
+    column: str
+    value: Any
+    domain: tuple[Any, ...]
+
+
+def set_uses(tool: ir.Tool) -> list[SetUse]:
+    """Every ``SET column = :param`` (the parameter as the whole value) of ``tool``'s ``UPDATE`` steps (parsed; an
+    ``UPDATE`` that reads other tables in a ``FROM`` or a ``WITH`` is left out)."""
+    out: list[SetUse] = []
+    for step in tool.steps:
+        if step.kind != "write":
+            continue
+        try:
+            tree = sqlglot.parse_one(step.sql, read="sqlite")
+        except Exception:  # noqa: BLE001 - SQL the parser refuses is the static checks' to report
+            continue
+        if not isinstance(tree, exp.Update) or not isinstance(tree.this, exp.Table) \
+                or any(tree.args.get(k) for k in ("from", "from_", "joins", "with")):
+            continue
+        where = tree.args.get("where")
+        for eq in tree.expressions:
+            if not (isinstance(eq, exp.EQ) and isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Placeholder)):
+                continue
+            select = exp.select(exp.column(eq.this.name, quoted=True)).distinct().from_(tree.this.copy())
+            if where is not None:
+                select = select.where(where.this.copy())
+            names = tuple(dict.fromkeys(ph.name for ph in select.find_all(exp.Placeholder)))
+            out.append(SetUse(eq.expression.name, tree.this.name, eq.this.name, select.sql(dialect="sqlite"), names))
+    return out
+
+
 class Sampler:
     """Argument sets for a tool drawn from the seeded rows of ``conn`` (deterministic)."""
 
     def __init__(self, conn: sqlite3.Connection, tables: tuple[ir.Table, ...] | list[ir.Table], today: str) -> None:
         self.conn = conn
+        self.clock = today
         self.today = dt.date.fromisoformat(today[:10])
         self.tables = tuple(tables)
         self.infos = table_infos(conn)
@@ -94,6 +175,7 @@ class Sampler:
                     if len(cols) == 1:
                         self.unique.add((t.name, cols[0][2]))
         self._uses: dict[str, dict[str, list[ParamUse]]] = {}
+        self._set_uses: dict[str, list[SetUse]] = {}
 
     def uses(self, tool: ir.Tool) -> dict[str, list[ParamUse]]:
         key = tool.model_dump_json()
@@ -178,13 +260,82 @@ class Sampler:
                 return v
         return value
 
+    def _targets(self, use: SetUse, args: dict[str, Any]) -> list[Any] | None:
+        """The distinct values ``use.column`` holds in the rows its ``UPDATE`` names for ``args`` (at most two),
+        or None when that cannot be read here (a value bound by an earlier step, SQL SQLite refuses)."""
+        known = {**args, "now": self.clock, "today": self.clock[:10]}
+        if any(n not in known for n in use.placeholders):
+            return None
+        try:
+            rows = self.conn.execute(f"{use.select} LIMIT 2", {n: known[n] for n in use.placeholders}).fetchall()
+        except sqlite3.Error:
+            return None
+        return [r[0] for r in rows]
+
+    def _domain(self, tool: ir.Tool, p: ir.Param, use: SetUse, value: Any) -> tuple[list[Any], bool]:
+        """The values ``p`` can take in ``use.column``, in the order they are tried (see the module docstring), and
+        whether the list is the whole domain (an enum, a CHECK list, a parent's keys, a truth value) rather than
+        other rows' values and the first values counted from ``value``."""
+        col = self.cols.get((use.table, use.column))
+        listed: tuple[Any, ...] = tuple(p.enum or ()) or (col.enum if col is not None and col.enum else ())
+        if listed:
+            return list(listed), True
+        if p.type == "boolean":
+            return [True, False], True
+        if col is not None and col.ref is not None and col.ref in self.cols:  # a reference: a parent's key
+            return self._distinct(*col.ref), True
+        if (use.table, use.column) in self.unique:  # another row's value would be refused: an unused one
+            return [self._unused(use.table, use.column, value)], False
+        src = self.source(tool, p.name)
+        rows = self._distinct(*(src[0], src[1].name) if src is not None else (use.table, use.column))
+        return [*rows, *(v for _, v in zip(range(3), variants(value), strict=False))], False
+
+    def _distinct(self, table: str, col: str) -> list[Any]:
+        """The values of ``table.col`` in the seeded rows, each once, in row order."""
+        return [r[0] for r in self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL '
+                                                f'GROUP BY "{col}" ORDER BY MIN(rowid)')]
+
+    def _moved(self, tool: ir.Tool, args: dict[str, Any]) -> tuple[dict[str, Any], list[Held]]:
+        """``args`` with each parameter an ``UPDATE`` sets given another value of its domain when, as drawn, the
+        rows the ``UPDATE`` names (for these arguments) already hold it: the first other value for which some named
+        row holds something else (tried in order, at most :data:`TRIED`; a ``WHERE`` that reads the parameter
+        itself names other rows for another value). Also the parameters that have no other value (:class:`Held`)."""
+        out, held = dict(args), []
+        params = {p.name: p for p in tool.params}
+        key = tool.model_dump_json()
+        if key not in self._set_uses:
+            self._set_uses[key] = set_uses(tool)
+        for use in self._set_uses[key]:
+            p, value = params.get(use.param), out.get(use.param)
+            if p is None or value is None:
+                continue
+            named = self._targets(use, out)
+            if named is None or any(not _equal(v, value) for v in named):
+                continue  # not readable here, or some row named holds another value: the call changes it
+            domain, whole = self._domain(tool, p, use, value)
+            fitting = [c for v in domain if (c := self._coerce(p, v)) is not None and _fits(p, c)
+                       and not _equal(c, value)]
+            for c in fitting[:TRIED]:
+                if any(not _equal(v, c) for v in self._targets(use, {**out, use.param: c}) or []):
+                    out[use.param] = c
+                    break
+            if named and not fitting:  # the rows named hold the only value the parameter can take
+                held.append(Held(use.param, use.table, use.column, value, tuple(domain) if whole else ()))
+        return out, held
+
+    def held(self, tool: ir.Tool, args: dict[str, Any]) -> list[Held]:
+        """The parameters of ``args`` that an ``UPDATE`` of ``tool`` sets to what every row it names already holds,
+        with no other value to take: a call with ``args`` cannot change those rows, whatever the tool does."""
+        return self._moved(tool, args)[1]
+
     def grounded(self, tool: ir.Tool) -> bool:
         """Whether every argument comes from an enum or a column of the seeded rows."""
         return all(p.enum or self.source(tool, p.name) is not None for p in tool.params)
 
     def arguments(self, tool: ir.Tool, k: int) -> list[dict[str, Any]]:
         """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
-        values for UNIQUE columns are unused (so a create-style tool is not refused as a duplicate)."""
+        values for UNIQUE columns are unused (so a create-style tool is not refused as a duplicate) and one mixing
+        rows; a value an ``UPDATE`` sets differs from what the rows it names hold, where the column allows."""
         sets: list[dict[str, Any]] = []
         fresh: dict[str, Any] = {}
         for i in range(k):
@@ -207,4 +358,7 @@ class Sampler:
                 sets.append(mixed)
         if tool.kind == "write" and sets and fresh:
             sets.insert(0, {**sets[0], **fresh})
+        if tool.kind == "write":
+            moved = [self._moved(tool, s)[0] for s in sets]
+            sets = [s for i, s in enumerate(moved) if s not in moved[:i]]
         return sets or [{}]

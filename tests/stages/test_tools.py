@@ -290,6 +290,73 @@ def test_an_assign_tool_whose_aligned_samples_change_nothing_still_passes(seed) 
     assert len(sets) > len(aligned)
 
 
+
+def _update(name: str, sql: str, *params: tuple[str, str]) -> ir.Tool:
+    return to_tool(ToolPlanItem(name=name, kind="write", purpose=name), WriteToolReply.model_validate({
+        "description": name, "params": [{"name": n, "type": t, "description": n} for n, t in params],
+        "guards": [], "returns": None, "writes": [sql]}))
+
+
+def test_a_value_an_update_sets_is_never_the_one_its_row_already_holds(seed) -> None:
+    """The committed library's change_book_status (2026-11-30): each sample call drew books.status from the row it
+    updated, so a working tool changed nothing. Every value an UPDATE sets now differs from what the row holds: a
+    free column takes another row's value, a CHECK column another allowed value, a reference another parent."""
+    env = base_env(seed)
+    tools = [(_update("set_author", "UPDATE books SET author = :author WHERE book_id = :book_id",
+                      ("book_id", "integer"), ("author", "string")), "books", "author", "book_id"),
+             (_update("set_status", "UPDATE members SET status = :status WHERE member_id = :member_id",
+                      ("member_id", "integer"), ("status", "string")), "members", "status", "member_id"),
+             (_update("move_loan", "UPDATE loans SET member_id = :member_id WHERE loan_id = :loan_id",
+                      ("loan_id", "integer"), ("member_id", "integer")), "loans", "member_id", "loan_id"),
+             (_update("new_author", "UPDATE books SET author = :author WHERE book_id = :book_id AND author <> :author",
+                      ("book_id", "integer"), ("author", "string")), "books", "author", "book_id")]
+    with EnvInstance(env) as inst:
+        sampler = Sampler(inst.conn, TABLES, env.clock)
+        for tool, table, col, key in tools:
+            sets = sampler.arguments(tool, 3)
+            held = [inst.conn.execute(f"SELECT {col} FROM {table} WHERE {key} = ?", (a[key],)).fetchone()[0]
+                    for a in sets]
+            assert len(sets) >= 3 and all(a[col] != h for a, h in zip(sets, held, strict=True)), (tool.name, sets)
+            assert exercise(env.model_copy(update={"tools": [tool]}), tool, sets)[1] is None
+    # not fooled the other way: a write whose rows are missed, or that only matches rows already so, changes nothing
+    for sql in ("UPDATE books SET author = :author WHERE book_id = :book_id + 100",
+                "UPDATE books SET author = :author WHERE book_id = :book_id AND author = :author"):
+        miss = _update("set_author", sql, ("book_id", "integer"), ("author", "string"))
+        with EnvInstance(env) as inst:
+            sampler = Sampler(inst.conn, TABLES, env.clock)
+            sets = sampler.arguments(miss, 3)
+            held = [sampler.held(miss, a) for a in sets]
+        _, error = exercise(env.model_copy(update={"tools": [miss]}), miss, sets, held=held)
+        assert error is not None and "changed nothing in the database; its writes must match" in error, sql
+
+
+def test_an_update_whose_value_can_be_no_other_than_its_rows_hold_is_told_so(seed) -> None:
+    """When the parameter's only values are the one its rows hold, a call cannot change them: the feedback says so,
+    instead of blaming the rows the tool names. A tool that misses its rows is still told it changed nothing."""
+    env = base_env(seed)
+    only = _update("activate", "UPDATE members SET status = :status WHERE member_id = :member_id",
+                   ("member_id", "integer"), ("status", "string"))
+    only = only.model_copy(update={"params": [only.params[0], only.params[1].model_copy(update={"enum": ["active"]})]})
+    sets = [{"member_id": 1, "status": "active"}, {"member_id": 2, "status": "active"}]  # both already active
+    with EnvInstance(env) as inst:
+        sampler = Sampler(inst.conn, TABLES, env.clock)
+        assert sets[0] in sampler.arguments(only, 3)  # kept: no other value
+        held = [sampler.held(only, a) for a in sets]
+        assert [(h.param, h.table, h.column, h.value, h.domain) for hs in held for h in hs] == \
+            [("status", "members", "status", "active", ("active",))] * 2
+        assert sampler.held(only, {"member_id": 3, "status": "active"}) == []  # member 3 is suspended: it changes
+    _, error = exercise(env.model_copy(update={"tools": [only]}), only, sets, held=held)
+    assert error is not None and "already hold members.status = 'active' and status can take no other value " \
+        "(it takes 'active')" in error
+    miss = only.model_copy(update={"steps": [only.steps[0].model_copy(update={
+        "sql": "UPDATE members SET status = :status WHERE member_id = :member_id + 100"})]})
+    with EnvInstance(env) as inst:
+        held = [Sampler(inst.conn, TABLES, env.clock).held(miss, a) for a in sets]
+    assert held == [[], []]
+    _, error = exercise(env.model_copy(update={"tools": [miss]}), miss, sets, held=held)
+    assert error is not None and "changed nothing in the database; its writes must match" in error
+
+
 def test_an_undeclared_prefixed_placeholder_becomes_a_parameter_typed_like_its_column() -> None:
     reply = WriteToolReply.model_validate({
         "description": "Restock a book.", "params": [{"name": "book_id", "type": "integer", "description": "b"}],

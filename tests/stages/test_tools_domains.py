@@ -249,3 +249,42 @@ def test_a_column_dropped_as_personal_is_fed_back_not_added_again(seed) -> None:
     client = fake_client([p, FIND_BATCH, FILL_KEG, nationality])
     res = generate_tools(SCENARIO, INTENTS, TABLES, seed, client, small_settings(**{"tools_min": 2, **LLM_TOOLS}))
     assert res.ok and "brewer_nationality TEXT" in next(t for t in res.value.tables if t.name == "batches").ddl
+
+
+def test_an_amendment_that_leaves_another_fault_feeds_back_that_fault(seed) -> None:
+    """An outside pet shelter's ``apply_for_adoption`` (2026-11-30): a write naming a column the table lacks and
+    also leaving a NOT NULL column out of its INSERT. The column is added on trial, the trial still fails: the LLM
+    hears the trial's fault (and which amendment it was checked with), not the column the amendment would add."""
+    start = dict(ADD_BATCH, params=[*ADD_BATCH["params"], {"name": "keg_id", "type": "integer", "description": "Keg"}],
+                 writes=["INSERT INTO batches (beer, status, litres) VALUES (:beer, 'fermenting', :litres)",
+                         "UPDATE kegs SET filled_on = :today WHERE keg_id = :keg_id"])
+    fixed = dict(start, writes=["INSERT INTO batches (beer, brewed_on, status, litres) VALUES (:beer, :today, "
+                                "'fermenting', :litres)", start["writes"][1]])
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("start_batch", "write", ["batches", "kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, start, fixed])
+    assert res.ok and len(client.requests) == 5, [r.reason for r in res.rejections]
+    feedback = client.requests[4][-1]["content"]
+    assert "NOT NULL constraint failed: batches.brewed_on" in feedback and "no such column" not in feedback
+    assert "checked with the schema amended: column kegs.filled_on TEXT added" in feedback
+    assert "schema amended for tool start_batch: column kegs.filled_on TEXT added" in [r.reason for r in
+                                                                                        res.rejections]
+    assert "filled_on TEXT" in next(t for t in res.value.tables if t.name == "kegs").ddl
+    assert res.value.tool("start_batch").steps[0].sql == fixed["writes"][0]
+
+
+def test_a_column_added_for_an_update_is_set_to_a_value_its_row_does_not_hold(seed) -> None:
+    """The committed library's ``change_book_status`` (2026-11-30): ``books.status`` added on trial takes the values
+    the tool's description quotes, and every sample call drew the value its own row already held, so the working
+    tool was told it changed nothing. Here every keg gets the one value quoted; a value an UPDATE sets is drawn
+    unlike what its row holds (counted from it: the column has no CHECK list), and the tool is accepted at once."""
+    grade = {"description": "Grade a keg's condition.",
+             "params": [{"name": "keg_id", "type": "integer", "description": "The keg"},
+                        {"name": "condition", "type": "string", "description": "The condition, e.g. 'sound'"}],
+             "guards": [], "writes": ["UPDATE kegs SET condition = :condition WHERE keg_id = :keg_id"],
+             "returns": {"sql": "SELECT keg_id, condition FROM kegs WHERE keg_id = :keg_id", "mode": "one"}}
+    p = plan(("find_batch", "read", ["batches"], [1]), ("fill_keg", "write", ["kegs"], [2]),
+             ("grade_keg", "write", ["kegs"], [3]))
+    res, client = run(seed, [p, FIND_BATCH, FILL_KEG, grade, grade])
+    assert res.ok and len(client.requests) == 4, client.requests[-1][-1]["content"]
+    assert "condition TEXT" in next(t for t in res.value.tables if t.name == "kegs").ddl and res.value.tool("grade_keg")

@@ -3,7 +3,8 @@
 
 ``exercise(env, tool, arg_sets, grounded)`` runs the tool on each set (fresh state each time) and says why it
 does not work: a definition error; no successful call but a database refusal; a write whose ``returns`` finds
-nothing, or whose successes change nothing; a read that finds nothing, or a write that a guard refuses every time, for arguments taken from existing
+nothing, or whose successes change nothing (said apart when every such call sets a column to the value its rows
+already hold and the parameter can take no other: ``Sampler.held``); a read that finds nothing, or a write that a guard refuses every time, for arguments taken from existing
 rows;
 a write that stores something other than its arguments (``INSERT ... VALUES (:quantity)`` followed by
 ``UPDATE ... SET quantity = quantity + 1``): the row written must carry the argument in each column a parameter
@@ -19,6 +20,7 @@ from sqlglot import exp
 
 from pipeline import ir
 from pipeline.dbmodel.analysis import ParamUse
+from pipeline.dbmodel.arguments import Held
 from pipeline.runtime import EnvInstance
 from pipeline.runtime.replay import Watch
 from pipeline.runtime.state import Change
@@ -81,12 +83,21 @@ def stored_mismatch(tool: ir.Tool, args: dict[str, Any], changes: list[Change],
     return None
 
 
+def _held_note(args: dict[str, Any], h: Held) -> str:
+    domain = f" (it takes {', '.join(repr(v) for v in h.domain)})" if h.domain else " within its bounds"
+    return (f"called with {args} it succeeded but changed nothing in the database: the rows it names already hold "
+            f"{h.table}.{h.column} = {h.value!r} and {h.param} can take no other value{domain}, so no call shows "
+            f"that it changes them; {h.param} must be able to set another value")
+
+
 def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
-             grounded: bool = False, written: dict[str, tuple[str, str]] | None = None) -> tuple[list[tuple], str | None]:
+             grounded: bool = False, written: dict[str, tuple[str, str]] | None = None,
+             held: list[list[Held]] | None = None) -> tuple[list[tuple], str | None]:
     """Run ``tool`` on each argument set (fresh state each time); returns (calls, error or None).
 
     ``calls`` is ``[(arguments, result, changed)]``; the error says why the tool does not work (see the module
-    docstring). ``written``: parameter -> the column it is stored in (from :func:`written_columns`)."""
+    docstring). ``written``: parameter -> the column it is stored in (from :func:`written_columns`); ``held``: for
+    each argument set, its parameters that cannot change the rows they set (``Sampler.held``)."""
     calls: list[tuple] = []
     mismatch: str | None = None
     with EnvInstance(env) as inst:
@@ -119,6 +130,10 @@ def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
                            f"refused every call: {calls[0][1]['error']}; a guard must refuse only what the domain "
                            "forbids and let ordinary calls on existing rows through")
     if tool.kind == "write" and oks and not any(c[2] for c in oks):
+        stuck = [(args, hs[0]) for (args, res, _), hs in zip(calls, held or [[] for _ in calls], strict=True)
+                 if res.get("ok") and hs]
+        if len(stuck) == len(oks):  # every call that ran could only write what its rows already hold
+            return calls, _held_note(*stuck[0])
         return calls, (f"called with {oks[0][0]} it succeeded but changed nothing in the database; "
                        "its writes must match the rows named by the arguments")
     return calls, mismatch

@@ -124,8 +124,9 @@ class Workspace:
             return "\n".join(f"- {p}" for p in found)
         env = self.env.model_copy(update={"tools": [tool]})
         written = written_columns(tool, self.sampler.uses(tool))
-        _, error = exercise(env, tool, self.sampler.arguments(tool, sample_calls), self.sampler.grounded(tool),
-                            written)
+        sets = self.sampler.arguments(tool, sample_calls)
+        _, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
+                            [self.sampler.held(tool, a) for a in sets])
         return error
 
     def gap_problems(self, tool: ir.Tool) -> str | None:
@@ -431,9 +432,14 @@ def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, set
             trial = ws.amended(proposed, tool)
             if isinstance(trial, Workspace):
                 again = to_tool(plan, reply, trial.schema_conn)
-                if trial.problems(again, settings.sample_calls) is None:
+                still = trial.problems(again, settings.sample_calls)
+                if still is None:
                     return (again, trial), None
                 trial.close()
+                if error is not None:  # what is still wrong once the schema has what the tool needs
+                    return None, f"{still}\n(checked with the schema amended: {'; '.join(a.describe() for a in proposed)})"
+            elif error is not None:
+                return None, f"{error}\n(the schema could not be amended for it: {trial})"
         return ((tool, None), None) if error is None else (None, error)
 
     model = ReadToolReply if plan.kind == "read" else WriteToolReply
