@@ -81,3 +81,23 @@ def test_code_never_picks_a_frozen_state() -> None:
     res = make_policy(pharmacy(), client, SETTINGS)
     assert any("code picked" in r.reason for r in res.rejections if r.item == "prose")
     assert res.value.rules and not any("status" in r.condition for r in res.value.rules)
+
+
+def test_candidates_past_the_check_cap_are_said_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The regenerated library of 2026-11-30 lost its only rule without a word: its frozen 'returned' loan was
+    candidate 41 of 50 once the tools stage kept three more tools, past ``CHECK_MAX``, so it was never checked and
+    no rejection named it. Those left out are now listed in a rejection."""
+    from pipeline.stages.policy import candidates, house_rules
+    env = pharmacy()
+    with EnvInstance(env) as inst:
+        every, none_left = candidates.proposals(env, inst.conn)
+    assert not none_left and every
+    monkeypatch.setattr(candidates, "CHECK_MAX", 3)
+    monkeypatch.setattr(house_rules, "CHECK_MAX", 3)
+    with EnvInstance(env) as inst:
+        first, left = candidates.proposals(env, inst.conn)
+    assert len(first) == 3 and [c.key for c in first + left] == [c.key for c in every]
+    res = make_policy(env, fake_client([PROSE] * 20), SETTINGS)
+    [said] = [r for r in res.rejections if r.item == "unchecked"]
+    assert said.evidence["candidates"] == [c.key or c.words.get("section", "") for c in left]
+    assert "were not checked" in said.reason

@@ -507,16 +507,24 @@ def _firsts(found: list[Candidate]) -> list[Candidate]:
 
 def propose(env: ir.Environment, conn: Any) -> list[Candidate]:
     """Every candidate of ``env`` (initial state on ``conn``), at most ``CHECK_MAX``, the write tools in turn."""
+    return proposals(env, conn)[0]
+
+
+def proposals(env: ir.Environment, conn: Any) -> tuple[list[Candidate], list[Candidate]]:
+    """The candidates :func:`propose` checks, and those past ``CHECK_MAX`` that it leaves unchecked (the policy stage
+    says which: the example library's only rule, a returned loan frozen, was candidate 41 of 50 once the tools stage
+    kept three more tools, and it vanished from the report)."""
     finder = Finder(env, conn)
     per_tool = [_firsts(list(finder.of_tool(t))) for t in sorted(env.tools, key=lambda t: t.name) if t.kind == "write"]
     out: list[Candidate] = []
+    left: list[Candidate] = []
     seen: set[str] = set()
     for i in range(max(map(len, per_tool), default=0)):
         for group in per_tool:
-            if i < len(group) and group[i].condition + group[i].tool not in seen and len(out) < CHECK_MAX:
+            if i < len(group) and group[i].condition + group[i].tool not in seen:
                 seen.add(group[i].condition + group[i].tool)
-                out.append(group[i])
-    return out
+                (out if len(out) < CHECK_MAX else left).append(group[i])
+    return out, left
 
 
 # ------------------------------------------------------------------ the check on real calls

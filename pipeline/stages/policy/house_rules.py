@@ -62,6 +62,7 @@ from pipeline.settings import BuildSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, user
 from pipeline.stages.policy.candidates import (
+    CHECK_MAX,
     Candidate,
     Checked,
     Finder,
@@ -73,7 +74,7 @@ from pipeline.stages.policy.candidates import (
     most_held,
     number_text,
     offered_conflicts,
-    propose,
+    proposals,
     usual_calls,
 )
 from pipeline.stages.policy.candidates import (
@@ -1145,8 +1146,13 @@ def make_policy(env: ir.Environment, client: LLMClientProtocol, settings: BuildS
     rejected here)."""
     words = Words(language)
     with EnvInstance(env) as inst:
-        candidates = propose(env, inst.conn)
+        candidates, left = proposals(env, inst.conn)
     checked, rejections = check(env, candidates)
+    if left:  # said, not silent: a rule the prose names may be among them
+        rejections = [*rejections, ir.Rejection(
+            stage=STAGE, item="unchecked", evidence={"candidates": [c.key or c.words.get("section", "") for c in left]},
+            reason=f"{len(left)} candidates past the first {CHECK_MAX} (the write tools in turn) were not checked, so "
+                   "no rule in prose can ground in them")]
     if not checked:
         why = "no candidate rule holds on the seeded rows" if candidates else "no candidate rule found"
         return StageResult(env, (*rejections, ir.Rejection(stage=STAGE, item="policy", reason=why)))
