@@ -320,3 +320,16 @@ def test_rows_of_a_table_without_a_unique_key_are_reached_through_their_parent()
         assert inst.conn.execute("SELECT COUNT(*) FROM tastings WHERE batch_id = ? AND score = ?",
                                  (batch, score)).fetchone()[0] == 1
         assert score in ch.must_state
+
+
+def test_a_gap_tools_name_longer_than_an_identifier_is_fitted() -> None:
+    """The regenerated pharmacy (2026-11-30): a finder by (patient_id, medication_id, start_date) was named
+    'find_prescriptions_by_patient_id_and_medication_id_and_start_date' (67 characters), and the build failed with a
+    ValidationError instead of keeping a tool."""
+    from pipeline.stages.tools.finder_gaps import _fit
+    long = "find_prescriptions_by_patient_id_and_medication_id_and_start_date"
+    assert _fit(long) == "find_prescriptions_by_patient_id_medication_id_start_date"
+    longer = "find_" + "x" * 70
+    fitted = _fit(longer)
+    assert len(fitted) == 64 and ir.IDENT.match(fitted) and fitted != _fit(longer + "y")
+    assert _fit("find_loans_by_member_id") == "find_loans_by_member_id"

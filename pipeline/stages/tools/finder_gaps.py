@@ -24,6 +24,7 @@ only inputs are the schema, the seeded rows and the other tools' SQL.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,6 +146,19 @@ def _param(info: TableInfo, col: str, enums: dict[str, tuple[str | int | float, 
     return ir.Param(name=col, type=ptype, description=f"{what} ({info.name}.{col})", enum=enum)  # type: ignore[arg-type]
 
 
+def _fit(name: str, most: int = 64) -> str:
+    """``name`` as a tool's name may be (an identifier of at most ``most`` characters): the joining "_and_"s dropped,
+    then cut with a short digest of the whole, so that two long names stay apart. The regenerated pharmacy's finder
+    by (patient_id, medication_id, start_date) was 67 characters long, and its build failed on it."""
+    if len(name) <= most:
+        return name
+    name = name.replace("_and_", "_")
+    if len(name) <= most:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:most - 9]}_{digest}"
+
+
 def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str, TableInfo],
               taken: set[str], rows: sqlite3.Connection | None = None) -> list[tuple[ir.Tool, Gap]]:
     """One tool per gap (a gap whose name is taken or that has no usable parameter is skipped). Given the seeded
@@ -156,7 +170,7 @@ def gap_tools(found: Sequence[Gap], tables: Sequence[ir.Table], infos: dict[str,
         info = infos[gap.table]
         fks = {c: (p, pc or (infos[p].key[0] if p in infos else "")) for c, p, pc in info.foreign_keys}
         verb = "find" if gap.kind == "finder" else "list"
-        name = f"{verb}_{gap.table}_by_{'_and_'.join(gap.columns)}".lower() if gap.columns else f"list_{gap.table}"
+        name = _fit(f"{verb}_{gap.table}_by_{'_and_'.join(gap.columns)}".lower() if gap.columns else f"list_{gap.table}")
         if name in names or any(c in ir.RESERVED_PARAMS for c in gap.columns) or (not gap.columns and rows is None):
             continue
         enums = check_enums(ddl.get(gap.table, ""))
