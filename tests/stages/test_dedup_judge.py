@@ -42,7 +42,7 @@ def scn(name: str) -> Scenario:
 
 A, B, C, D = scn("Alpha"), scn("Bravo"), scn("Charlie"), scn("Delta")
 VECTORS = {"Alpha": [1, 0, 0, 0], "Bravo": _at(0.65, 1), "Charlie": _at(0.90, 2), "Delta": _at(0.30, 3)}
-SETTINGS = DedupSettings(max_per_seed=None)  # band [0.50, 0.80), threshold 0.60
+SETTINGS = DedupSettings(max_per_seed=None, judge_low=0.50)  # band [0.50, 0.80), threshold 0.60
 
 
 def _index(vectors: dict[str, list[float]] = VECTORS, path: Path | None = None) -> DedupIndex:
@@ -110,6 +110,17 @@ def test_several_in_band_candidates_are_judged_most_similar_first() -> None:
     r1 = dedup_scenarios([A, B, echo], _index(vectors), SETTINGS.model_copy(update={"judge_candidates": 1}),
                          client=one)
     assert len(r1.kept) == 3 and len(one.requests) == 1
+
+
+def test_by_default_a_pair_below_the_threshold_is_distinct_without_asking() -> None:
+    """The embedded model calls nearly every in-band pair "the same application" (10 of 11 labelled distinct pairs
+    of [0.50, 0.60)): by default it is asked only from the threshold up, so it can keep a pair, never drop one the
+    threshold keeps (an outside build lost its fitness studio to a tutoring marketplace at cosine 0.534)."""
+    client = fake_client([{"reason": "both book sessions", "same_application": True}])
+    vectors = {"Alpha": [1, 0, 0, 0], "Bravo": _at(0.55, 1)}
+    result = dedup_scenarios([A, B], _index(vectors), DedupSettings(max_per_seed=None), client=client)
+    assert [s.name for s in result.kept] == ["Alpha", "Bravo"] and client.requests == []
+    assert DedupSettings().judge_low == DedupSettings().threshold
 
 
 def test_band_must_be_ordered() -> None:
