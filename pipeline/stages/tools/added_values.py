@@ -23,6 +23,14 @@ guards accept, so writes on its dependants are not refused for a state the seed 
 in turn over a shuffled row order, each list in the order the tools name them, the shuffle seeded by the table and
 column (deterministic). When the tools name no value, or only values their guards refuse, the column stays NULL
 and a note says so.
+
+A column that repeats a child table's state is filled from the children instead (:func:`mirror`, issue 40: the
+library's ``books.status``, added for ``change_book_status`` and described as 'pending' or 'returned', the values
+of ``loans.status``, was dealt at random, and a reader rejected 9 of 12 books: 'returned' books out on a loan,
+'pending' books never lent). When the values the tools name (at least two) are all in the ``CHECK (c IN ...)`` list
+of a column of a table with one reference to this one, each row takes the value of its latest child that has one
+(by the child's first ISO-date column, then its key); a row with no child takes the column's DEFAULT, else stays
+NULL, and the note says how many. Read from the schema and the rows (no names, no words).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from sqlglot import exp
 from pipeline import ir
 from pipeline.dbmodel.columns import check_enums
 from pipeline.dbmodel.ddl import row_order
+from pipeline.dbmodel.paging import iso_date_columns
 from pipeline.runtime.sqlshape import literal_value
 from pipeline.runtime.state import TableInfo, qi, table_infos
 
@@ -249,11 +258,85 @@ def _referenced(conn: sqlite3.Connection, table: str, infos: dict[str, TableInfo
     return out
 
 
+@dataclass(frozen=True)
+class Mirror:
+    """A child table whose state column an added column repeats: ``child.ref`` refers to the parent's ``target``,
+    ``child.state`` is CHECK-listed, and a parent's latest child is the first by ``order`` (SQL, descending)."""
+
+    child: str
+    ref: str
+    target: str
+    state: str
+    order: str
+    by: str
+    """The child's column or key that tells the latest (for the note)."""
+
+
+def mirror(conn: sqlite3.Connection, tables: Sequence[ir.Table], table: str, ev: Evidence,
+           infos: dict[str, TableInfo]) -> Mirror | None:
+    """The child table whose state ``table``'s added column repeats, or None: the values the tools name (at least
+    two; the DEFAULT aside, it is the value of a row with no child) are all in the ``CHECK (c IN ...)`` list of a
+    column of a table that refers to ``table`` by exactly one column. Of several, the smallest list, then the
+    first table."""
+    named = list(dict.fromkeys([*ev.accept, *ev.refuse, *ev.known]))
+    if len(named) < 2 or table not in infos:
+        return None
+    found: list[tuple[int, int, Mirror]] = []
+    for i, child in enumerate(tables):
+        info = infos.get(child.name)
+        if info is None or child.name == table:
+            continue
+        refs = [(c, pc) for c, parent, pc in info.foreign_keys if parent == table]
+        if len(refs) != 1:
+            continue
+        ref, pcol = refs[0]
+        target = pcol or (infos[table].key[0] if infos[table].key else "rowid")
+        for col, listed in check_enums(child.ddl).items():
+            if col == ref or col not in info.columns or not set(named) <= set(listed):
+                continue
+            dates = iso_date_columns(conn, info, {col, ref})
+            keys = [k for k in info.key if k]
+            order = ", ".join(f"c.{qi(k)} DESC" for k in [*dates[:1], *keys])
+            found.append((len(listed), i, Mirror(child.name, ref, target, col, order,
+                                                 (dates[:1] or keys or ["rowid"])[0])))
+    return min(found, key=lambda f: f[:2])[2] if found else None
+
+
+def _mirrored(conn: sqlite3.Connection, table: str, rowids: Sequence[int], m: Mirror) -> dict[int, Any]:
+    """Each row's value: the ``m.state`` of its latest ``m.child`` row that has one (None when it has none)."""
+    sql = (f"SELECT p.rowid, (SELECT c.{qi(m.state)} FROM {qi(m.child)} AS c WHERE c.{qi(m.ref)} = p.{qi(m.target)} "
+           f"AND c.{qi(m.state)} IS NOT NULL ORDER BY {m.order or 'c.rowid DESC'} LIMIT 1) FROM {qi(table)} AS p")
+    got = dict(conn.execute(sql).fetchall())
+    return {r: got.get(r) for r in rowids}
+
+
+def _update(conn: sqlite3.Connection, table: str, column: str, rowids: Sequence[int],
+            values: dict[int, Any]) -> tuple[dict[Any, int], int]:
+    """Set ``column`` of each row in ``values`` (by rowid; the others are left alone), each in a savepoint: how
+    many rows took each value, and how many a constraint refused (left NULL)."""
+    counts: dict[Any, int] = {}
+    refused = 0
+    for rowid in rowids:
+        if rowid not in values:
+            continue
+        try:
+            conn.execute("SAVEPOINT fill_added")
+            conn.execute(f"UPDATE {qi(table)} SET {qi(column)} = ? WHERE rowid = ?", (values[rowid], rowid))
+            conn.execute("RELEASE fill_added")
+            counts[values[rowid]] = counts.get(values[rowid], 0) + 1
+        except sqlite3.DatabaseError:
+            conn.execute("ROLLBACK TO fill_added")
+            conn.execute("RELEASE fill_added")
+            refused += 1
+    return counts, refused
+
+
 def fill(conn: sqlite3.Connection, tables: Sequence[ir.Table], columns: Sequence[tuple[str, str]],
          tools: Sequence[ir.Tool], stage: str = "tools") -> list[ir.Rejection]:
     """Give the rows of each added ``(table, column)`` on ``conn`` values from what ``tools`` say about it (see the
-    module docstring), by UPDATE in ``conn`` (a value a constraint refuses leaves its row NULL). Returns a note per
-    column: the values given and why, or why it stays NULL."""
+    module docstring; from its child rows when it repeats a child table's state, :func:`mirror`), by UPDATE in
+    ``conn`` (a value a constraint refuses leaves its row NULL). Returns a note per column: the values given and
+    why, or why it stays NULL."""
     notes: list[ir.Rejection] = []
     by_name = {t.name: t for t in tables}
     infos = table_infos(conn)
@@ -272,6 +355,28 @@ def fill(conn: sqlite3.Connection, tables: Sequence[ir.Table], columns: Sequence
         if not rowids:
             continue
         ev = evidence(tools, table, column, conn)
+        declared = infos[table_name].column_type(column)
+        m = mirror(conn, tables, table_name, ev, infos)
+        if m is not None:
+            found = {r: v for r, v in _mirrored(conn, table_name, rowids, m).items() if v is not None and
+                     _fits(v, declared)}
+            alone = [r for r in rowids if r not in found]
+            given = {**found, **({r: ev.default for r in alone} if ev.default is not None else {})}
+            counts, refused = _update(conn, table_name, column, rowids, given)
+            spread = ", ".join(f"{v!r} in {n}" for v, n in counts.items()) or "none"
+            reason = (f"column {item} added for a tool: its {len(rowids)} seeded rows filled from their {m.child} "
+                      f"rows, as the values the tools name are {m.child}.{m.state}'s: each row takes the {m.state} "
+                      f"of its latest {m.child} row (by {m.by}): {spread}")
+            if alone:
+                reason += (f"; {len(alone)} rows with no {m.child} row take the DEFAULT {ev.default!r}"
+                           if ev.default is not None else
+                           f"; {len(alone)} rows with no {m.child} row stay NULL (the tools give no value for one)")
+            if refused:
+                reason += f"; {refused} rows stay NULL (a constraint refused the value)"
+            notes.append(ir.Rejection(stage=stage, item=item, reason=reason, evidence={
+                **ev.as_json(), "mirror": f"{m.child}.{m.state}", "counts": {str(v): n for v, n in counts.items()},
+                "without_child": len(alone)}))
+            continue
         before = ev.before()
         if not before:
             told = ev.vocabulary()
@@ -294,18 +399,7 @@ def fill(conn: sqlite3.Connection, tables: Sequence[ir.Table], columns: Sequence
         chosen = set(other_rows)
         values: dict[int, Any] = {r: others[i % len(others)] for i, r in enumerate(other_rows)}
         values.update({r: before[i % len(before)] for i, r in enumerate(r for r in order if r not in chosen)})
-        counts: dict[Any, int] = {}
-        refused = 0
-        for rowid in rowids:
-            try:
-                conn.execute("SAVEPOINT fill_added")
-                conn.execute(f"UPDATE {qi(table_name)} SET {qi(column)} = ? WHERE rowid = ?", (values[rowid], rowid))
-                conn.execute("RELEASE fill_added")
-                counts[values[rowid]] = counts.get(values[rowid], 0) + 1
-            except sqlite3.DatabaseError:
-                conn.execute("ROLLBACK TO fill_added")
-                conn.execute("RELEASE fill_added")
-                refused += 1
+        counts, refused = _update(conn, table_name, column, rowids, values)
         spread = ", ".join(f"{v!r} in {n}" for v, n in counts.items())
         reason = (f"column {item} added for a tool: its {len(rowids)} seeded rows filled from what the tools say "
                   f"about it: {spread} (the guards' 'before' state: {', '.join(map(repr, before))})")
