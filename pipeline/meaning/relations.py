@@ -331,12 +331,17 @@ class ParentOrder:
     min_days: int
     strict: bool = False
     """Never on the parent's day in any example (a renewal after its loan's day, not on it)."""
+    same_day: bool = False
+    """On the parent's day in every example, the examples on different days (:func:`on_parents_day`: an order's line
+    dated on its order's day; drawn on or after it, lines fell months after their orders)."""
 
     def holds(self, child: Any, parent: Any) -> bool:
         dc, dp = as_date(child), as_date(parent)
         if dc is None or dp is None:
             return True
         gap = (dc - dp).days if self.after else (dp - dc).days
+        if self.same_day:
+            return gap == 0
         return gap > 0 if self.strict else gap >= 0
 
 
@@ -354,13 +359,22 @@ def habit(values: Sequence[Any]) -> bool:
     return len(days) >= MIN_PARENT_PAIRS and len(set(days)) == 1
 
 
+def on_parents_day(values: Sequence[Any], gaps: Sequence[int]) -> bool:
+    """Whether every example child (its date ``values``) is on its parent's day (``gaps``, in days, all 0: at
+    least :data:`MIN_PARENT_PAIRS`) while the children are on two days or more: the day is the parent's, not the
+    model's habit of dating every example today (:func:`habit`)."""
+    days = {d for d in (as_date(v) for v in values) if d is not None}
+    return len(gaps) >= MIN_PARENT_PAIRS and not any(gaps) and len(days) >= 2
+
+
 def parent_orders(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapping[Any, Mapping[str, Any]]
                   ) -> list[ParentOrder]:
     """Orders between the child's date columns and the parent row's date columns that every example shows (in at
     least :data:`MIN_PARENT_PAIRS` example children holding both dates). A child the examples date on its parent's
     start (the first of two ordered dates of the parent's rows: a loan's issue, with its due date after it) is
     after it, never on it, when the examples are all on one day (:func:`habit`: the model's renewals and loans all
-    dated today show that the renewal follows the loan, not that it falls on the loan's day)."""
+    dated today show that the renewal follows the loan, not that it falls on the loan's day). A child every
+    example dates on its parent's day, on different days (:func:`on_parents_day`: an order's lines), is on it."""
     out = []
     keys = examples.get(via, [])
     rows = [parents.get(k) for k in keys]
@@ -374,7 +388,9 @@ def parent_orders(examples: Mapping[str, Sequence[Any]], via: str, parents: Mapp
                     for dc, dp in [(as_date(v), as_date(r.get(pc)))] if dc is not None and dp is not None]
             if len(gaps) < MIN_PARENT_PAIRS:
                 continue
-            if min(gaps) >= 0:  # the order, not the examples' smallest gap: 76 years between a loan and its
+            if on_parents_day(examples[col], gaps):
+                out.append(ParentOrder(col, via, pc, True, 0, same_day=True))
+            elif min(gaps) >= 0:  # the order, not the examples' smallest gap: 76 years between a loan and its
                 strict = min(gaps) > 0 or (habit(examples[col]) and pc in starts)  # book's publication made 2037's
                 out.append(ParentOrder(col, via, pc, True, 0, strict))
             elif max(gaps) <= 0:
@@ -554,7 +570,8 @@ def broken(rel: RowRelations, row: Mapping[str, Any], parents: Mapping[str, Mapp
     for po in rel.parents:
         par = parents.get(po.via)
         if par is not None and not po.holds(row.get(po.column), par.get(po.parent_column)):
-            out.append(f"{po.column} {'before' if po.after else 'after'} its {po.via}'s {po.parent_column}")
+            how = "not on" if po.same_day else "before" if po.after else "after"
+            out.append(f"{po.column} {how} its {po.via}'s {po.parent_column}")
     return out
 
 

@@ -218,3 +218,91 @@ def test_a_child_prompt_shows_its_parents_dates() -> None:
     values, line = parent_choices(conn, KSIAZKI, "nr")
     assert values == (1, 2, 3)
     assert line.split("; ")[0] == f"1 = od {loans[1]['loan_date']}, termin {loans[1]['due_date']}"
+
+
+# ------------------------------------------------------------------ a child on its parent's day (issue 40)
+
+ORDERS = ir.Table(name="orders", ddl="CREATE TABLE orders (order_id INTEGER PRIMARY KEY, order_date TEXT NOT NULL, "
+                                     "total REAL) STRICT")
+LINES = ir.Table(name="lines", ddl="CREATE TABLE lines (line_id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL "
+                                   "REFERENCES orders(order_id), qty INTEGER, day TEXT NOT NULL) STRICT")
+# the same pair in meaningless words: nothing is read from names
+ZAM = ir.Table(name="zz", ddl="CREATE TABLE zz (k INTEGER PRIMARY KEY, d1 TEXT NOT NULL, t REAL) STRICT")
+POZ = ir.Table(name="yy", ddl="CREATE TABLE yy (j INTEGER PRIMARY KEY, kk INTEGER NOT NULL REFERENCES zz(k), "
+                              "q INTEGER, d2 TEXT NOT NULL) STRICT")
+
+
+def _orders(n: int = 30) -> dict[int, tuple[Any, ...]]:
+    """The 2026-11-29 print shop's orders: the model's 4 dated 2026-01-12..15, the rest spread over the six months
+    before today."""
+    out = {k: (k, (TODAY - timedelta(days=k - 1)).isoformat(), 10.0) for k in range(1, 5)}
+    out.update({k: (k, (TODAY - timedelta(days=7 * k - 20)).isoformat(), 10.0) for k in range(5, n + 1)})
+    return out
+
+
+def _lines(parent: ir.Table, child: ir.Table, examples: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+    """``child`` filled as the print shop's lines were: their date drawn from the examples' dates continued as a
+    list (a ``text_pool``), the order each names drawn by code."""
+    conn = scratch_db([parent, child])
+    for r in _orders().values():
+        conn.execute(f'INSERT INTO "{parent.name}" VALUES (?, ?, ?)', r)
+    cols = table_columns(conn, child)
+    qty, day = (c.name for c in cols if c.ref is None and not c.pk)
+    gens = [ir.ColumnGenerator(column=qty, kind="integer", min=1, max=9),
+            ir.ColumnGenerator(column=day, kind="text_pool", pool=[r[-1] for r in examples])]
+    rel, filled = _fill(conn, child, examples, gens)
+    return conn, rel, filled
+
+
+SHOP_LINES = [(1, 5, "2026-01-15"), (2, 3, "2026-01-14"), (3, 7, "2026-01-13"), (4, 2, "2026-01-12")]
+"""The print shop's example lines (the model's seed_data reply): each on its order's day, on four days."""
+
+
+def test_a_child_every_example_dates_on_its_parents_day_is_on_it() -> None:
+    orders = {k: {"order_id": k, "order_date": r[1]} for k, r in _orders().items()}
+    examples = {"order_id": [1, 2, 3, 4], "day": ["2026-01-15", "2026-01-14", "2026-01-13", "2026-01-12"]}
+    got = relations.parent_orders(examples, "order_id", orders)
+    assert got == [relations.ParentOrder("day", "order_id", "order_date", True, 0, same_day=True)]
+    assert got[0].holds("2025-08-09", "2025-08-09") and not got[0].holds("2026-01-12", "2025-08-09")
+    # all on one day (the model dating every example today, its parents too): no day of their own, no same day
+    one = {k: {"order_id": k, "order_date": "2026-01-15"} for k in range(1, 5)}
+    habit = relations.parent_orders({"order_id": [1, 2, 3, 4], "day": ["2026-01-15"] * 4}, "order_id", one)
+    assert habit and not any(o.same_day for o in habit)
+    # a day or more after it in one example: after, not on
+    later = relations.parent_orders({**examples, "day": ["2026-01-15", "2026-01-15", "2026-01-13", "2026-01-12"]},
+                                    "order_id", orders)
+    assert later and not any(o.same_day for o in later)
+
+
+def test_lines_on_their_orders_day_never_months_after_nor_after_the_clock() -> None:
+    # the print shop of 2026-11-29: drawn on or after their order's day from the examples' four January days,
+    # lines of August orders were dated in January and lines of today's order up to a month after today
+    conn, rel, filled = _lines(ORDERS, LINES, SHOP_LINES)
+    assert any(b[3] for b in rel.bounds) and any(not b[3] for b in rel.bounds)
+    rows = conn.execute("SELECT l.day, o.order_date FROM lines l JOIN orders o USING (order_id)").fetchall()
+    assert len(rows) > 20 and not filled.stopped
+    assert all(d == od for d, od in rows), [r for r in rows if r[0] != r[1]][:5]
+    assert all(d <= TODAY.isoformat() for d, _ in rows)
+
+
+def test_the_same_lines_in_meaningless_words() -> None:
+    conn, _, _ = _lines(ZAM, POZ, SHOP_LINES)
+    rows = conn.execute("SELECT yy.d2, zz.d1 FROM yy JOIN zz ON zz.k = yy.kk").fetchall()
+    assert len(rows) > 20 and all(d == od for d, od in rows)
+
+
+def test_a_date_drawn_from_a_list_stays_on_its_examples_side_of_the_clock() -> None:
+    # lines a day after their order or on it (no same day): a line of today's order drawn from the examples' list
+    # before its order's day moves after it, never past today (2026-01-27 and 2026-02-14 on a shop of 2026-01-15)
+    examples = [(1, 5, "2026-01-15"), (2, 3, "2026-01-15"), (3, 7, "2026-01-14"), (4, 2, "2026-01-13")]
+    conn, rel, _ = _lines(ORDERS, LINES, examples)
+    assert rel.clock == {"day": "past"} and not any(not b[3] for b in rel.bounds)
+    cols = table_columns(conn, LINES)
+    g = ir.ColumnGenerator(column="day", kind="text_pool", pool=[r[-1] for r in examples])
+    maker = ValueMaker("en_US", 3, [g], cols, {n: [r[i] for r in examples] for i, n in
+                                                 enumerate(["order_id", "qty", "day"])})
+    maker.relate(rel, TODAY)
+    got = {maker.bound("day", "2026-01-13", {"order_id": 1}, g) for _ in range(20)}
+    assert got == {TODAY.isoformat()}, got
+    rows = conn.execute("SELECT l.day, o.order_date FROM lines l JOIN orders o USING (order_id)").fetchall()
+    assert len(rows) > 20 and all(od <= d <= TODAY.isoformat() for d, od in rows)

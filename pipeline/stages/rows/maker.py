@@ -215,6 +215,8 @@ def child_relations(conn: sqlite3.Connection, table: str, cols: list[Column], ex
                      if d is not None}
             out.bounds.append((po.column, c.name, dates, po.after, po.min_days + int(po.strict)))  # never on the
             # parent's day when no example is (a renewal after its loan's day: 8 of 18 seeded renewals were on it)
+            if po.same_day:  # on it, as every example (an order's line on its order's day, not months after)
+                out.bounds.append((po.column, c.name, dates, not po.after, 0))
         for pc in relations.parent_clocks(examples, c.name, parents, today, listed_keys(conn, parent, key)):
             ok = {k for k, r in parents.items() if pc.holds(r, today)}
             out.allowed[c.name] = out.allowed.get(c.name, ok) & ok
@@ -256,6 +258,8 @@ class Follow:
             dates = {i: d for i, r in enumerate(self.rows) for d in [relations.as_date(r.get(po.parent_column))]
                      if d is not None}
             out.append((po.column, FOLLOWED, dates, po.after, po.min_days + int(po.strict)))
+            if po.same_day:
+                out.append((po.column, FOLLOWED, dates, not po.after, 0))
         return out
 
     def placeable(self, row: Mapping[str, Any]) -> bool:
@@ -636,7 +640,7 @@ class ValueMaker:
                 (lows if after else highs).append(base + timedelta(days=days) if after else base - timedelta(days=days))
         if not lows and not highs:
             return value
-        side = self.clock.get(column) if g.kind in ("date", "datetime") else None
+        side = self.clock.get(column) if g.kind in DRAWN_DATES else None
         if side is not None and self.today is not None:
             (highs if side == "past" else lows).append(self.today)
         low, high = max(lows, default=None), min(highs, default=None)
@@ -678,6 +682,12 @@ class ValueMaker:
         row makes it), else a user name's."""
         made = made_of_row(g, self.gens, row, self.rng, self.fake)
         return made if made is not None else f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
+
+
+DRAWN_DATES = ("date", "datetime", "text_pool")
+"""Generator kinds whose date is drawn apart from the row's other dates (a range, or the examples' dates continued
+as a list), which :meth:`ValueMaker.bound` keeps on its examples' side of the clock: a line's date drawn from a
+list, moved after its order's day, fell after the clock (2026-01-27 and 2026-02-14 on a shop of 2026-01-15)."""
 
 
 def _maybe_date(value: Any) -> date | None:

@@ -149,6 +149,8 @@ def _within_parents(orders: Sequence[relations.ParentOrder], side: Mapping[str, 
         if base is not None:
             step = timedelta(days=int(po.strict))
             (lows if po.after else highs).append(base + step if po.after else base - step)
+            if po.same_day:  # on the parent's day (an order's line)
+                (highs if po.after else lows).append(base)
     if not lows and not highs:
         return None
     if today is not None and side.get(col) is not None:
