@@ -333,3 +333,34 @@ def test_a_gap_tools_name_longer_than_an_identifier_is_fitted() -> None:
     fitted = _fit(longer)
     assert len(fitted) == 64 and ir.IDENT.match(fitted) and fitted != _fit(longer + "y")
     assert _fit("find_loans_by_member_id") == "find_loans_by_member_id"
+
+
+# ------------------------------------------------------------------ the only write tool fails
+
+
+def test_when_the_only_write_tool_fails_its_tables_still_get_code_written_writes(seed) -> None:
+    """The model's one write tool never works (here its INSERT leaves out a required column, every attempt): the
+    tables its SQL targets are still the ones users change, so the covering pass writes their creates and status
+    updates by code and the environment is kept instead of rejected for having no working write tool."""
+    from tests.stages.library_replies import LEND_BOOK, TOOL_PLAN
+
+    plan = {"tools": [t for t in TOOL_PLAN["tools"] if t["name"] != "return_book"]}
+    broken = dict(LEND_BOOK, writes=["INSERT INTO loans (member_id, book_id, loan_date, status) "
+                                     "VALUES (:member_id, :book_id, :today, 'open')"])
+    replies = [plan, FIND_MEMBER, LIST_LOANS, broken, broken]
+    res, _ = library.run(seed, replies, max_attempts=3, retry_temperature=0, tools_min=3, tools_max=3,
+                         gap_tools_max=3, covering_writes=True)
+    failed = next(r for r in res.rejections if r.item == "lend_book")
+    assert "NOT NULL" in failed.reason  # the failed tool's own rejection stays
+    assert res.ok, [r.reason for r in res.rejections]
+    names = [t.name for t in res.value.tools]
+    assert names[:3] == ["find_member", "list_member_loans", "create_loans"], names
+    assert "update_loans_status" in names
+    notes = added(res)
+    assert notes["create_loans"] == ("tool added by code (create): users change loans rows and no tool creates one "
+                                     "(the model's write tools for it failed)")
+    assert not any("no working write tool" in r.reason for r in res.rejections)
+    with EnvInstance(res.value) as inst:
+        made = inst.call("create_loans", {"member_id": 1, "book_id": 1, "loan_date": "2026-01-14",
+                                          "due_date": "2026-01-28", "status": "open"})
+        assert made["ok"] and made["result"]["loan_id"] == 5

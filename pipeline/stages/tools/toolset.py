@@ -417,8 +417,10 @@ def prefetch_tools(plan: Sequence[ToolPlanItem], ws: Workspace, client: LLMClien
         for item in plan])
 
 
-def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, settings: BuildSettings) -> Any:
-    """Ask for one tool until it works: an Outcome whose value is ``(tool, amended workspace or None)``."""
+def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, settings: BuildSettings,
+               tried: list[ir.Tool] | None = None) -> Any:
+    """Ask for one tool until it works: an Outcome whose value is ``(tool, amended workspace or None)``. Each
+    reply that maps onto a tool is appended to ``tried`` (whether it works or not)."""
     prompt = tool_prompt(plan, ws)
 
     def check(reply: Any) -> tuple[tuple[ir.Tool, Workspace | None] | None, str | None]:
@@ -426,6 +428,8 @@ def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, set
             tool = to_tool(plan, reply, ws.schema_conn)
         except ValidationError as e:
             return None, "; ".join(err["msg"] for err in e.errors())
+        if tried is not None:
+            tried.append(tool)
         error = ws.problems(tool, settings.sample_calls)
         proposed = amend.propose(tool, ws.tables, ws.schema_conn)
         if proposed and (error is not None or any(a.kind == "allow_value" for a in proposed)):
@@ -511,12 +515,16 @@ def generate_tools(
 
     ws = Workspace(scenario, tables, seed, settings.clock)
     same: dict[str, str] = {}  # a tool dropped as a duplicate -> the tool kept
+    failed: set[str] = set()  # the tables the failed write tools' attempts write: users change them all the same
     try:
         prefetch_tools(plan, ws, client, settings)
         for item in plan:
-            out = write_tool(item, ws, client, settings)
+            tried: list[ir.Tool] = []
+            out = write_tool(item, ws, client, settings, tried)
             attempts += out.attempts
             if out.value is None:
+                if item.kind == "write":
+                    failed |= {table for t in tried for _, table in covering.tool_targets(t)}
                 rejections.append(ir.Rejection(stage=STAGE, item=item.name, reason=out.error or "failed",
                                                evidence={"kind": item.kind, "purpose": item.purpose,
                                                          "attempts": out.attempts}))
@@ -536,7 +544,7 @@ def generate_tools(
                 ws.close()
                 ws = amended
             ws.tools.append(tool)
-        rejections += covering.cover(ws, settings)
+        rejections += covering.cover(ws, settings, sorted(failed))
         ws.tools, notes, renamed_same = duplicates.drop(ws.tools, STAGE)  # renamed parameters can make two one
         rejections += notes
         same.update(renamed_same)

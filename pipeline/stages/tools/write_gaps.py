@@ -3,7 +3,9 @@ domain implies, a create and an update of each status-like and quantity column, 
 where the planned tools leave a gap.
 
 *Tables users change* are read from the tools' SQL, not from names: the tables some write tool's statements
-insert into, update or delete from, plus their child tables (a foreign key to one of them). For each, a gap is:
+insert into, update or delete from, plus their child tables (a foreign key to one of them). The tables the
+model's failed write tools target count too (``failed``: their SQL says which tables users change even when no
+attempt worked), so a domain whose only write tool failed still gets its creates and updates. For each, a gap is:
 
 - ``create_<table>`` when no tool inserts into it: an ``INSERT`` of every column but the generated id and those
   with a DEFAULT (required when NOT NULL), references taken as the parent's key (a finder gives it); its result is
@@ -23,7 +25,7 @@ behind its own setting and each added tool checked on the seeded rows and record
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,9 +103,10 @@ def write_targets(env: ir.Environment) -> set[tuple[str, str]]:
     return {target for tool in env.tools for target in tool_targets(tool)}
 
 
-def changed_tables(env: ir.Environment, infos: dict[str, TableInfo]) -> list[str]:
-    """Tables users change: those some tool writes, plus their child tables, in schema order."""
-    written = {t for _, t in write_targets(env)} & set(infos)
+def changed_tables(env: ir.Environment, infos: dict[str, TableInfo], failed: Collection[str] = ()) -> list[str]:
+    """Tables users change: those some tool writes (or some failed write tool targeted: ``failed``), plus their
+    child tables, in schema order."""
+    written = ({t for _, t in write_targets(env)} | set(failed)) & set(infos)
     children = {t for t, info in infos.items() if any(p in written for _, p, _ in info.foreign_keys)}
     return [t.name for t in env.tables if t.name in written | children]
 
@@ -117,19 +120,25 @@ def _unique(conn: sqlite3.Connection, table: str) -> set[str]:
     return out
 
 
-def write_gaps(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo]) -> list[WriteGap]:
-    """The creates and column updates ``env``'s tools lack (creates, then status columns, then quantities)."""
+def write_gaps(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo],
+               failed: Collection[str] = ()) -> list[WriteGap]:
+    """The creates and column updates ``env``'s tools lack (creates, then status columns, then quantities) on the
+    tables users change (``failed``: the tables failed write tools targeted, see :func:`changed_tables`)."""
     shapes = analyse(env, conn, infos)
     inserted = {t for verb, t in write_targets(env) if verb == "insert"}
+    only_failed = set(failed) - {t for _, t in write_targets(env)}
     set_by_param = {u.column for s in shapes.values() if s.kind == "write" for us in s.uses.values() for u in us
                     if u.role == "value" and u.column is not None}
     keys = natural_keys(env, conn, infos)
     ddl = {t.name: t.ddl for t in env.tables}
     creates, statuses, quantities = [], [], []
-    for table in changed_tables(env, infos):
+    for table in changed_tables(env, infos, failed):
         info = infos[table]
         if table not in inserted:
-            creates.append(WriteGap("create", table, None, f"users change {table} rows and no tool creates one"))
+            why = f"users change {table} rows and no tool creates one"
+            if table in only_failed:
+                why += " (the model's write tools for it failed)"
+            creates.append(WriteGap("create", table, None, why))
         enums = check_enums(ddl.get(table, ""))
         fixed = set(info.key) | {c for c, _, _ in info.foreign_keys} | _unique(conn, table) | set(
             keys[table].columns if table in keys else ())
@@ -209,12 +218,12 @@ def write_tool(gap: WriteGap, env: ir.Environment, conn: sqlite3.Connection, inf
 
 
 def covering_writes(env: ir.Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo],
-                    taken: Sequence[str]) -> list[tuple[ir.Tool, WriteGap]]:
-    """One tool per write gap of ``env`` (``conn``: its database with the seeded rows); names in ``taken`` are
-    skipped."""
+                    taken: Sequence[str], failed: Collection[str] = ()) -> list[tuple[ir.Tool, WriteGap]]:
+    """One tool per write gap of ``env`` (``conn``: its database with the seeded rows; ``failed``: the tables
+    failed write tools targeted); names in ``taken`` are skipped."""
     names = set(taken)
     out = []
-    for gap in write_gaps(env, conn, infos):
+    for gap in write_gaps(env, conn, infos, failed):
         tool = write_tool(gap, env, conn, infos)
         if tool is None or tool.name in names:
             continue
@@ -284,11 +293,11 @@ def lister_problems(ws: Workspace, tool: ir.Tool, gap: coverage.Gap) -> str | No
     return None
 
 
-def cover(ws: Workspace, settings: BuildSettings) -> list[ir.Rejection]:
+def cover(ws: Workspace, settings: BuildSettings, failed: Collection[str] = ()) -> list[ir.Rejection]:
     """The tools stage's covering pass over the working tools of ``ws`` (each part behind its setting, all off by
     default): parameters named for their columns (``fix_param_names``), LLM-written listers paged and code-written
     paged, filtered listers added (``paged_listers``), the creates and updates changed tables lack added
-    (``covering_writes``). At most ``gap_tools_max`` listers and as many writes are added; each added tool is
+    (``covering_writes``; ``failed``: the tables the failed write tools targeted count as changed). At most ``gap_tools_max`` listers and as many writes are added; each added tool is
     checked on the seeded rows and recorded like the finders ``fill_gaps`` adds afterwards."""
     notes: list[ir.Rejection] = []
     if not (settings.fix_param_names or settings.paged_listers or settings.covering_writes):
@@ -315,7 +324,8 @@ def cover(ws: Workspace, settings: BuildSettings) -> list[ir.Rejection]:
                                       "it matched; it now takes a page size and says how many rows match"))
     if settings.covering_writes:
         added = 0
-        for tool, gap in covering_writes(ws.environment(), ws.instance_conn, infos, [t.name for t in ws.tools]):
+        for tool, gap in covering_writes(ws.environment(), ws.instance_conn, infos, [t.name for t in ws.tools],
+                                          failed):
             if added >= settings.gap_tools_max:
                 break
             error = ws.problems(tool, settings.sample_calls)
