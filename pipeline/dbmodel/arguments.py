@@ -125,6 +125,16 @@ class Held:
     domain: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class Reach:
+    """Argument sets (``sets``) that give ``use.param`` the listed value ``value`` and name a row of ``use.table``
+    whose ``use.column`` holds another value: a working tool sets the value on that row (:meth:`Sampler.reach`)."""
+
+    use: SetUse
+    value: Any
+    sets: tuple[dict[str, Any], ...]
+
+
 def set_uses(tool: ir.Tool) -> list[SetUse]:
     """Every ``SET column = :param`` (the parameter as the whole value) of ``tool``'s ``UPDATE`` steps (parsed; an
     ``UPDATE`` that reads other tables in a ``FROM`` or a ``WITH`` is left out)."""
@@ -327,6 +337,35 @@ class Sampler:
         """The parameters of ``args`` that an ``UPDATE`` of ``tool`` sets to what every row it names already holds,
         with no other value to take: a call with ``args`` cannot change those rows, whatever the tool does."""
         return self._moved(tool, args)[1]
+
+    def reach(self, tool: ir.Tool, pool: list[dict[str, Any]], per_value: int = 2) -> list[Reach]:
+        """For each listed value (the parameter's enum, else the column's ``CHECK`` list) that a parameter an
+        ``UPDATE`` of ``tool`` sets as a whole can take: at most ``per_value`` argument sets of ``pool`` with the
+        parameter given that value, each naming a row that holds another value. A value for which no set of
+        ``pool`` names such a row (the seeded rows all hold it, or the rows named cannot be read here) is left out."""
+        params = {p.name: p for p in tool.params}
+        out: list[Reach] = []
+        for use in set_uses(tool):
+            p, col = params.get(use.param), self.cols.get((use.table, use.column))
+            listed = tuple(p.enum or ()) if p is not None else ()
+            listed = listed or (col.enum if col is not None and col.enum else ())
+            if p is None or not listed:
+                continue
+            for v in listed:
+                c = self._coerce(p, v)
+                if c is None or not _fits(p, c):
+                    continue
+                sets: list[dict[str, Any]] = []
+                for base in pool:
+                    args = {**base, use.param: c}
+                    named = self._targets(use, args)
+                    if named and any(not _equal(x, c) for x in named) and args not in sets:
+                        sets.append(args)
+                    if len(sets) >= per_value:
+                        break
+                if sets and not any(r.use == use and _equal(r.value, c) for r in out):
+                    out.append(Reach(use, c, tuple(sets)))
+        return out
 
     def grounded(self, tool: ir.Tool) -> bool:
         """Whether every argument comes from an enum or a column of the seeded rows."""
