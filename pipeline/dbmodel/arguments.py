@@ -347,8 +347,8 @@ class Sampler:
         out: list[Reach] = []
         for use in set_uses(tool):
             p, col = params.get(use.param), self.cols.get((use.table, use.column))
-            listed = tuple(p.enum or ()) if p is not None else ()
-            listed = listed or (col.enum if col is not None and col.enum else ())
+            listed: tuple[Any, ...] = tuple(p.enum or ()) if p is not None else ()
+            listed = listed or (tuple(col.enum) if col is not None and col.enum else ())
             if p is None or not listed:
                 continue
             for v in listed:
