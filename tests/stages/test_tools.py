@@ -453,6 +453,10 @@ def test_a_tool_whose_listed_values_are_all_reachable_passes_unchanged(seed) -> 
     env = base_env(seed)
     tool = next(t for t in res.value.tools if t.name == "return_book")
     with EnvInstance(env) as inst:
-        reaches = Sampler(inst.conn, TABLES, env.clock).reach(tool, [{"loan_id": i} for i in (1, 2, 3, 4)])
+        sampler = Sampler(inst.conn, TABLES, env.clock)
+        reaches = sampler.reach(tool, [{"loan_id": i} for i in (1, 2, 3, 4)])
+        # drawn sets that name no returned loan: the seeded row that holds another value is looked up
+        few = sampler.reach(tool, [{"loan_id": 1, "new_status": "returned"}])
     assert [(r.use.column, r.value, [a["loan_id"] for a in r.sets]) for r in reaches] == \
         [("status", "open", [2]), ("status", "returned", [1, 3])]
+    assert [(r.value, [a["loan_id"] for a in r.sets]) for r in few] == [("open", [2]), ("returned", [1])]
