@@ -12,6 +12,9 @@ reference), else the other rows' values of the column it stands for (a UNIQUE co
 counted from it (:func:`variants`), the first for which a row named holds something else; drawn from the target
 row itself, a working tool would change nothing. When no other value exists,
 :meth:`Sampler.held` says so (:class:`Held`), so that a call changing nothing is not blamed on the tool's rows.
+For each listed value such a parameter can take, :meth:`Sampler.reach` gives argument sets naming a row that holds
+another value (from the drawn sets, else a seeded row looked up by the columns the ``WHERE`` compares directly):
+the tools stage checks that a working tool sets each of them (:class:`Reach`).
 
 (Moved out of the tools stage's ``exercise`` and the rows stage's ``maker``, which use them with the policy stage.)
 """
@@ -123,6 +126,16 @@ class Held:
     column: str
     value: Any
     domain: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Argument sets (``sets``) that give ``use.param`` the listed value ``value`` and name a row of ``use.table``
+    whose ``use.column`` holds another value: a working tool sets the value on that row (:meth:`Sampler.reach`)."""
+
+    use: SetUse
+    value: Any
+    sets: tuple[dict[str, Any], ...]
 
 
 def set_uses(tool: ir.Tool) -> list[SetUse]:
@@ -327,6 +340,59 @@ class Sampler:
         """The parameters of ``args`` that an ``UPDATE`` of ``tool`` sets to what every row it names already holds,
         with no other value to take: a call with ``args`` cannot change those rows, whatever the tool does."""
         return self._moved(tool, args)[1]
+
+    def reach(self, tool: ir.Tool, pool: list[dict[str, Any]], per_value: int = 2) -> list[Reach]:
+        """For each listed value (the parameter's enum, else the column's ``CHECK`` list) that a parameter an
+        ``UPDATE`` of ``tool`` sets as a whole can take: at most ``per_value`` argument sets of ``pool`` with the
+        parameter given that value, each naming a row that holds another value. A value for which no set of
+        ``pool`` names such a row (the seeded rows all hold it, or the rows named cannot be read here) is left out."""
+        params = {p.name: p for p in tool.params}
+        out: list[Reach] = []
+        for use in set_uses(tool):
+            p, col = params.get(use.param), self.cols.get((use.table, use.column))
+            listed: tuple[Any, ...] = tuple(p.enum or ()) if p is not None else ()
+            listed = listed or (tuple(col.enum) if col is not None and col.enum else ())
+            if p is None or not listed:
+                continue
+            for v in listed:
+                c = self._coerce(p, v)
+                if c is None or not _fits(p, c):
+                    continue
+                sets: list[dict[str, Any]] = []
+                for base in pool:
+                    args = {**base, use.param: c}
+                    named = self._targets(use, args)
+                    if named and any(not _equal(x, c) for x in named) and args not in sets:
+                        sets.append(args)
+                    if len(sets) >= per_value:
+                        break
+                if not sets and pool:
+                    sets = self._other_rows(tool, use, {**pool[0], use.param: c}, per_value)
+                if sets and not any(r.use == use and _equal(r.value, c) for r in out):
+                    out.append(Reach(use, c, tuple(sets)))
+        return out
+
+    def _other_rows(self, tool: ir.Tool, use: SetUse, base: dict[str, Any], k: int) -> list[dict[str, Any]]:
+        """At most ``k`` argument sets that name, through the parameters ``use``'s ``WHERE`` compares directly with
+        columns of ``use.table``, a seeded row whose ``use.column`` holds another value than ``base`` gives it."""
+        value = base[use.param]
+        filters = {n: u.column[1] for n in use.placeholders if n != use.param and n in base
+                   for u in self.uses(tool).get(n, [])[:1]
+                   if u.role == "filter" and u.direct and u.column is not None and u.column[0] == use.table}
+        if not filters:
+            return []
+        params = {p.name: p for p in tool.params}
+        cols = ", ".join(f'"{c}"' for c in filters.values())
+        out: list[dict[str, Any]] = []
+        for row in self.conn.execute(f'SELECT {cols} FROM "{use.table}" WHERE "{use.column}" IS NOT NULL AND '
+                                     f'"{use.column}" <> ? ORDER BY rowid LIMIT ?', (value, 4 * k)).fetchall():
+            args = {**base, **{n: self._coerce(params[n], v) for n, v in zip(filters, row, strict=True)}}
+            named = self._targets(use, args)
+            if named and any(not _equal(x, value) for x in named) and args not in out:
+                out.append(args)
+            if len(out) >= k:
+                break
+        return out
 
     def grounded(self, tool: ir.Tool) -> bool:
         """Whether every argument comes from an enum or a column of the seeded rows."""

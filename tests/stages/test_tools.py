@@ -415,3 +415,48 @@ def test_an_or_that_escapes_its_row_filter_is_fed_back(seed) -> None:
     assert any(s.sql == LEND_BOOK["guards"][1]["sql"] for t in res.value.tools if t.name == "lend_book" for s in t.steps)
     feedback = client.requests[4][-1]["content"]
     assert "tool 'lend_book' step 2 (guard)" in feedback and '"copies_available > 1"' in feedback
+
+
+def _status_tool(guard_sql: str, error: str) -> dict:
+    return {"description": "Set the status of a loan.",
+            "params": [{"name": "loan_id", "type": "integer", "description": "The loan"},
+                       {"name": "new_status", "type": "string", "description": "The new status"}],
+            "guards": [{"sql": guard_sql, "must": "not_exist", "error": error}],
+            "writes": ["UPDATE loans SET status = :new_status WHERE loan_id = :loan_id"], "returns": None}
+
+
+def test_a_listed_value_a_guard_puts_out_of_reach_is_fed_back(seed) -> None:
+    """The regenerated library's update_loan_status (2026-11-30): a guard on a fixed status ('already pending')
+    refused every call on a pending loan, so no call could return one; reopening a returned loan worked, and the
+    tool was kept. Each listed value must now be settable on a row that holds another; the fixed guard is fed
+    back naming the tool, the column and the value, and the guard on :new_status is kept."""
+    inverted = _status_tool("SELECT 1 FROM loans WHERE loan_id = :loan_id AND status = 'open'",
+                            "Loan {loan_id} is already open")
+    fixed = _status_tool("SELECT 1 FROM loans WHERE loan_id = :loan_id AND status = :new_status",
+                         "Loan {loan_id} is already {new_status}")
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, inverted, fixed])
+    assert res.ok
+    feedback = client.requests[5][-1]["content"]
+    assert "no working call of return_book sets loans.status to 'returned' on a row that holds another value: " \
+        "every such call failed with 'Loan 1 is already open'" in feedback, feedback
+    assert len(client.requests) == 6  # the fixed guard is kept
+    tool = next(t for t in res.value.tools if t.name == "return_book")
+    assert ":new_status" in tool.steps[0].sql
+
+
+def test_a_tool_whose_listed_values_are_all_reachable_passes_unchanged(seed) -> None:
+    """Both values of loans.status are set on loans that hold the other: no feedback, no extra request."""
+    fixed = _status_tool("SELECT 1 FROM loans WHERE loan_id = :loan_id AND status = :new_status",
+                         "Loan {loan_id} is already {new_status}")
+    res, client = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, LEND_BOOK, fixed])
+    assert res.ok and len(client.requests) == 5
+    env = base_env(seed)
+    tool = next(t for t in res.value.tools if t.name == "return_book")
+    with EnvInstance(env) as inst:
+        sampler = Sampler(inst.conn, TABLES, env.clock)
+        reaches = sampler.reach(tool, [{"loan_id": i} for i in (1, 2, 3, 4)])
+        # drawn sets that name no returned loan: the seeded row that holds another value is looked up
+        few = sampler.reach(tool, [{"loan_id": 1, "new_status": "returned"}])
+    assert [(r.use.column, r.value, [a["loan_id"] for a in r.sets]) for r in reaches] == \
+        [("status", "open", [2]), ("status", "returned", [1, 3])]
+    assert [(r.value, [a["loan_id"] for a in r.sets]) for r in few] == [("open", [2]), ("returned", [1])]

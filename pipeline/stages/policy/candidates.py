@@ -39,7 +39,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -243,6 +243,17 @@ class Finder:
         changes, not a category of what the row is: "fiction books cannot be loaned" is no rule a library has)
         and the LLM did not classify it as a personal characteristic (no rule turns on a person's gender)."""
         return (table, c.name) in self.updated and (table, c.name) not in self.personal
+
+    def own_states(self, tool: ir.Tool) -> set[str]:
+        """The keys of ``tool``'s state candidates on a column its own UPDATE sets, one per value the seeded rows
+        hold (:meth:`enums`): a guard against setting a row's state when it is already in one ("a member cannot
+        return a book already returned"), each value as likely a rule as the first. :func:`proposals` ranks each
+        of them as a first (:func:`_firsts`), so the budget of checks does not cut the second value of a status
+        after every date and threshold of the tools (the example library's 'returned', 42nd of 50, 2026-11-30)."""
+        sets = {(tree.this.name, e.left.name) for tree in _updates(tool) for e in tree.args.get("expressions") or []
+                if isinstance(e, exp.EQ) and isinstance(e.left, exp.Column)}
+        return {_slug(tool.name, table, c.name, v) for table in {t for t, _ in sets} if table in self.infos
+                for c, held in self.enums(table) if (table, c.name) in sets for v in held}
 
     def column(self, table: str, col: str) -> Column | None:
         return self.sampler.cols.get((table, col))
@@ -494,12 +505,16 @@ class Finder:
                     yield Option(ir.Alternative(tool=other.name, same=same, fixed=fixed, value=fixed[name]), words)
 
 
-def _firsts(found: list[Candidate]) -> list[Candidate]:
-    """``found`` with the first candidate of each (template, column, parameter) before any second one."""
-    seen: dict[tuple[str, str, str], int] = {}
+def _firsts(found: list[Candidate], own: Collection[str] = ()) -> list[Candidate]:
+    """``found`` with the first candidate of each (template, column, parameter) before any second one; a state
+    candidate whose key is in ``own`` (a value of a column its own tool sets, :meth:`Finder.own_states`) ranks as a
+    first whatever its value: 'returned' as well as 'pending' on the tool that sets a loan's status."""
+    seen: dict[tuple[str, ...], int] = {}
     rank = []
     for c in found:
-        shape = (c.words.get("section", ""), c.words.get("label", ""), c.probe)
+        shape: tuple[str, ...] = (c.words.get("section", ""), c.words.get("label", ""), c.probe)
+        if c.words.get("section") == "state" and c.key in own:
+            shape = (*shape, c.key)
         seen[shape] = seen.get(shape, -1) + 1
         rank.append(seen[shape])
     return [c for _, c in sorted(zip(rank, found, strict=True), key=lambda e: e[0])]
@@ -515,7 +530,8 @@ def proposals(env: ir.Environment, conn: Any) -> tuple[list[Candidate], list[Can
     says which: the example library's only rule, a returned loan frozen, was candidate 41 of 50 once the tools stage
     kept three more tools, and it vanished from the report)."""
     finder = Finder(env, conn)
-    per_tool = [_firsts(list(finder.of_tool(t))) for t in sorted(env.tools, key=lambda t: t.name) if t.kind == "write"]
+    per_tool = [_firsts(list(finder.of_tool(t)), finder.own_states(t))
+                for t in sorted(env.tools, key=lambda t: t.name) if t.kind == "write"]
     out: list[Candidate] = []
     left: list[Candidate] = []
     seen: set[str] = set()

@@ -9,6 +9,12 @@ rows;
 a write that stores something other than its arguments (``INSERT ... VALUES (:quantity)`` followed by
 ``UPDATE ... SET quantity = quantity + 1``): the row written must carry the argument in each column a parameter
 is written into as a whole.
+
+``unreached(env, tool, reaches, calls)``: a write whose parameter sets a listed value (an enum, a ``CHECK`` list)
+as a whole must be able to set each of them on a row that holds another value, where the seeded rows have such a
+row (``Sampler.reach``): a guard that refuses one listed value of the column the tool writes (a fixed value where
+the parameter was meant) leaves that value out of reach while the other calls work. At most two extra calls a value,
+none when a call already tried set it.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from sqlglot import exp
 
 from pipeline import ir
 from pipeline.dbmodel.analysis import ParamUse
-from pipeline.dbmodel.arguments import Held
+from pipeline.dbmodel.arguments import Held, Reach
 from pipeline.runtime import EnvInstance
 from pipeline.runtime.replay import Watch
 from pipeline.runtime.state import Change
@@ -137,3 +143,31 @@ def exercise(env: ir.Environment, tool: ir.Tool, arg_sets: list[dict[str, Any]],
         return calls, (f"called with {oks[0][0]} it succeeded but changed nothing in the database; "
                        "its writes must match the rows named by the arguments")
     return calls, mismatch
+
+
+def unreached(env: ir.Environment, tool: ir.Tool, reaches: list[Reach], tried: list[tuple]) -> str | None:
+    """Why a listed value of ``reaches`` cannot be set by ``tool`` (see the module docstring), or None. ``tried``:
+    the calls already made (``exercise``'s); a value one of them set, changing the database, is not tried again."""
+    todo = [r for r in reaches
+            if not any(res.get("ok") and changed and _same(args.get(r.use.param), r.value) for args, res, changed in tried)]
+    if not todo:
+        return None
+    flat = [args for r in todo for args in r.sets]
+    calls, _ = exercise(env, tool, flat)
+    i = 0
+    for r in todo:
+        mine, i = calls[i:i + len(r.sets)], i + len(r.sets)
+        if any(res.get("ok") and changed for _, res, changed in mine):
+            continue
+        failed = [(args, res) for args, res, _ in mine if not res.get("ok")]
+        if len(failed) == len(mine):
+            why = f"every such call failed with {failed[0][1].get('error')!r} (called with {failed[0][0]})"
+        else:
+            ok = next(args for args, res, _ in mine if res.get("ok"))
+            why = f"called with {ok} it succeeded but changed nothing"
+        u = r.use
+        return (f"no working call of {tool.name} sets {u.table}.{u.column} to {r.value!r} on a row that holds "
+                f"another value: {why}; every value {u.param} can take must be settable on a row that holds another "
+                f"one, so a guard or condition must not refuse the value the tool sets (compare the column with "
+                f":{u.param}, not with a fixed value)")
+    return None

@@ -57,7 +57,7 @@ from pipeline.stages.tools import added_values, duplicates
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
-from pipeline.stages.tools.exercise import exercise, written_columns
+from pipeline.stages.tools.exercise import exercise, unreached, written_columns
 from pipeline.stages.tools.replies import (
     GuardSpec,
     ParamSpec,
@@ -125,8 +125,11 @@ class Workspace:
         env = self.env.model_copy(update={"tools": [tool]})
         written = written_columns(tool, self.sampler.uses(tool))
         sets = self.sampler.arguments(tool, sample_calls)
-        _, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
-                            [self.sampler.held(tool, a) for a in sets])
+        calls, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
+                                [self.sampler.held(tool, a) for a in sets])
+        if error is None and tool.kind == "write":
+            pool = [*sets, *self.sampler.arguments(tool, 3 * sample_calls)]
+            error = unreached(env, tool, self.sampler.reach(tool, pool), calls)
         return error
 
     def gap_problems(self, tool: ir.Tool) -> str | None:
