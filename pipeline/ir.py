@@ -100,8 +100,9 @@ GeneratorKind = Literal[
     "text_combo", "reference", "derived",
 ]
 """The menu of column generators (``pipeline.stages.rows.generators``); ``reference`` and ``derived`` (a value made
-of another column's value in the same row: ``after`` names it, ``pattern`` is the recipe, ``pool`` the endings the
-examples write after it) are chosen by code only."""
+of another column's value in the same row: ``after`` names it, ``also`` the columns whose values follow it as more
+of its words (a last name after the first), ``pattern`` is the recipe, ``pool`` the endings the examples write after
+it) are chosen by code only."""
 
 
 class ColumnGenerator(Frozen):
@@ -126,6 +127,7 @@ class ColumnGenerator(Frozen):
     parent: str | None = None
     key: str | None = None
     note: str | None = None
+    also: list[str] | None = None
 
     @model_serializer(mode="wrap")
     def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -40,6 +40,42 @@ def faker_value(fake: Any, kind: str, pattern: str | None = None) -> str:
     return one_line(getattr(fake, kind)())
 
 
+
+NAME_POOL_SHARE = 0.75
+"""The share of a column's example values (two at least) that must be among the locale's given names, or among its
+surnames, for the column to be that part of a person's name (:func:`name_part`)."""
+
+
+@functools.lru_cache(maxsize=32)
+def name_pools(locale: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The given names and the surnames the person generator of ``locale`` draws from (Faker's own lists, case
+    folded): the names a first- or last-name column's values are drawn from."""
+    from faker import Faker  # heavy: only when asked
+
+    fake = Faker(locale)
+    prov = next((p for p in fake.providers if hasattr(p, "first_names") and hasattr(p, "last_names")), None)
+    if prov is None:
+        return frozenset(), frozenset()
+    return (frozenset(str(n).casefold() for n in prov.first_names),
+            frozenset(str(n).casefold() for n in prov.last_names))
+
+
+def name_part(texts: Sequence[str], locale: str) -> str | None:
+    """``"first_name"`` or ``"last_name"`` when :data:`NAME_POOL_SHARE` of ``texts`` (two at least) are among the
+    given names, or the surnames, of ``locale``'s person generator (:func:`name_pools`; the part more of them are
+    among when both are), else None: a person's name split over two columns, which that generator fills, known by
+    the generator's own lists in any locale (no name is written here)."""
+    vals = [str(t).strip().casefold() for t in texts if str(t).strip()]
+    if len(vals) < 2:
+        return None
+    first, last = name_pools(locale)
+    shares = {"first_name": sum(v in first for v in vals) / len(vals),
+              "last_name": sum(v in last for v in vals) / len(vals)}
+    best = max(shares, key=lambda k: shares[k])  # the first on a tie
+    if shares[best] < NAME_POOL_SHARE or shares["first_name"] == shares["last_name"]:
+        return None
+    return best
+
 _SLOTS = r"[\d#]"
 _CLOCK = re.compile(
     rf"(?<!{_SLOTS})({_SLOTS}{{1,2}}):({_SLOTS}{{2}})(?::({_SLOTS}{{2}}))?(?![\d#:])(?=( ?(?!Z(?![^\W\d_]))[^\W\d_])?)")
@@ -186,6 +222,8 @@ def derived_value(g: ir.ColumnGenerator, row: Mapping[str, Any], rng: random.Ran
     :func:`pipeline.meaning.relations.derive`), followed by :func:`derived_tail`; None without a source value or a
     word of the recipe in it (nothing drawn then)."""
     source = row.get(g.after or "")
+    if source is not None and g.also:  # more of its words from the other columns it is made of (a last name)
+        source = " ".join(str(v) for v in [source, *(row.get(c) for c in g.also)] if v is not None)
     made = relations.derive(g.pattern or "", str(source)) if source is not None else None
     if made is None:
         return None
@@ -226,7 +264,7 @@ def sources_of(g: ir.ColumnGenerator, gens: Sequence[ir.ColumnGenerator]) -> lis
     """The columns of the same row ``g``'s value is made of, as the rows stage makes it: a ``derived`` value's source,
     an ``email``'s person (:func:`person_columns`); empty for a value made of none."""
     if g.kind == "derived" and g.after and g.pattern:
-        return [g.after]
+        return [g.after, *(g.also or [])]
     if g.kind == "email":
         names, first, last = person_columns(gens)
         return [*names, *first, *last]

@@ -587,12 +587,19 @@ class Derived:
     """``column``'s value is made of ``source``'s value in the same row, in every example: the words of the source
     by place (:func:`recipe_of`: ``"{0}.{-1}"`` the first and last word joined by '.', ``"{0:1}{-1}"`` the first
     word's initial and the last word), lower-cased (and transliterated to ASCII where the examples are), followed
-    by one of ``tails`` (what the examples write after it: "@example.com", "42@mail.de")."""
+    by one of ``tails`` (what the examples write after it: "@example.com", "42@mail.de"). ``also``: more columns
+    whose values follow the source's as more of its words (a last name after the first name: "john.doe@example.com"
+    of "John" and "Doe"; :func:`derived_columns`)."""
 
     column: str
     source: str
     recipe: str
     tails: tuple[str, ...]
+    also: tuple[str, ...] = ()
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.source, *self.also)
 
 
 def _fold(text: str) -> str:
@@ -716,31 +723,80 @@ def derived_columns(examples: Mapping[str, Sequence[Any]], columns: Sequence[str
     """The columns among ``columns`` whose every example value (at least :data:`MIN_PAIRS` rows holding both) is
     made of another column's value in the same row by one recipe (:func:`recipe_of`; a copy of the value is not
     made of it). A column made of several: the one whose words cover
-    most of it (then the first). A column that is made of another is nobody's source. Values only, no name read;
-    any script whose words the examples write as they are (or, for accented letters, without their accents)."""
+    most of it (then the first). A value whose endings hold another column's value of the same row (every example
+    of them: "john.doe@example.com" of "John" with the ending ".doe@example.com" where the row's last name is "Doe")
+    is made of both, the other's words following the source's (``Derived.also``): a value made of one name with the
+    others' surnames copied after it would not match its own row. A column that is made of another is nobody's
+    source. Values only, no name read; any script whose words the examples write as they are (or, for accented
+    letters, without their accents)."""
     texts = {c: list(examples.get(c, [])) for c in columns}
     found: dict[str, tuple[int, Derived]] = {}
     for d in columns:
         for s in columns:
             if s == d:
                 continue
-            pairs = [(str(a), str(b)) for a, b in zip(texts[s], texts[d], strict=False)
-                     if isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip()]
-            if len(pairs) < MIN_PAIRS:
+            got = _made_of(texts, d, (s,))
+            if got is None:
                 continue
-            recipes = [recipe_of(a, b) for a, b in pairs]
-            if any(r is None for r in recipes) or len({r[0] for r in recipes if r}) != 1:
-                continue
-            if all(_fold(a).split() == _fold(b).split() for a, b in pairs):
-                continue  # a copy of the value, not a value made of it
-            tails = tuple(dict.fromkeys(r[1] for r in recipes if r))
-            recipe = recipes[0][0] if recipes[0] else ""
-            cover = sum(len(_fold(b)) - len(r[1]) for (_, b), r in zip(pairs, recipes, strict=True) if r)
-            if d not in found or cover > found[d][0]:
-                found[d] = (cover, Derived(d, s, recipe, tails))
+            if d not in found or got[0] > found[d][0]:
+                found[d] = got
+            cover, single = got
+            for t in columns:  # the endings hold another column's value: made of it too
+                if t in (s, d) or not _in_tails(texts, d, single.tails, s, t):
+                    continue
+                both = _made_of(texts, d, (s, t))
+                if both is not None and both[0] > found[d][0]:
+                    found[d] = both
     out = [v for _, v in found.values()]
     made = {r.column for r in out}
-    return [r for r in out if r.source not in made]
+    return [r for r in out if not made & set(r.sources)]
+
+
+def _rows_of(texts: Mapping[str, list[Any]], d: str, sources: Sequence[str]) -> list[tuple[str, str]]:
+    """(the sources' values joined by a space, ``d``'s value) of the rows holding text in all of them."""
+    out = []
+    for i, b in enumerate(texts[d]):
+        vals = [texts[s][i] if i < len(texts[s]) else None for s in sources]
+        if isinstance(b, str) and b.strip() and all(isinstance(a, str) and a.strip() for a in vals):
+            out.append((" ".join(str(a) for a in vals), b))
+    return out
+
+
+def _made_of(texts: Mapping[str, list[Any]], d: str, sources: Sequence[str]) -> tuple[int, Derived] | None:
+    """``d`` made of ``sources`` (their values joined, as one source's words) by one recipe in every row holding
+    them all (at least :data:`MIN_PAIRS`), with the characters its recipe covers; None when it is not (or is a
+    copy)."""
+    pairs = _rows_of(texts, d, sources)
+    if len(pairs) < MIN_PAIRS:
+        return None
+    recipes = [recipe_of(a, b) for a, b in pairs]
+    if any(r is None for r in recipes) or len({r[0] for r in recipes if r}) != 1:
+        return None
+    if all(_fold(a).split() == _fold(b).split() for a, b in pairs):
+        return None  # a copy of the value, not a value made of it
+    tails = tuple(dict.fromkeys(r[1] for r in recipes if r))
+    recipe = recipes[0][0] if recipes[0] else ""
+    cover = sum(len(_fold(b)) - len(r[1]) for (_, b), r in zip(pairs, recipes, strict=True) if r)
+    return cover, Derived(d, sources[0], recipe, tails, tuple(sources[1:]))
+
+
+def _in_tails(texts: Mapping[str, list[Any]], d: str, tails: Sequence[str], source: str, other: str) -> bool:
+    """Whether, in every row holding ``d``, ``source`` and ``other``, the ending of ``d`` after what ``source``
+    makes holds ``other``'s value (its words, :func:`words_of`) and not only a word ``source`` has too."""
+    if not any(tails):
+        return False
+    rows = 0
+    for i, b in enumerate(texts[d]):
+        a = texts[source][i] if i < len(texts[source]) else None
+        o = texts[other][i] if i < len(texts[other]) else None
+        if not (isinstance(b, str) and isinstance(a, str) and isinstance(o, str) and b.strip() and o.strip()):
+            continue
+        got = recipe_of(a, b)
+        words = [w for w in words_of(o) if w not in words_of(a)]
+        if got is None or not words or not all(w in got[1] for w in words):
+            return False
+        rows += 1
+    return rows >= MIN_PAIRS
 
 
 def reserved_domain(tail: str) -> bool:

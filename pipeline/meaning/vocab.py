@@ -58,6 +58,33 @@ def placeholder_examples(values: Sequence[str]) -> bool:
     return len(texts) >= 2 and 2 * len(numbered(texts)) >= len(texts)
 
 
+DUMMY_DIGITS = 6
+"""The fewest digits a value must hold to be a made-up number by :func:`dummy_number`."""
+
+
+def dummy_number(text: str) -> bool:
+    """Whether ``text`` is a made-up number: :data:`DUMMY_DIGITS` digits or more, each run of them one digit said
+    again or counted up or down one at a time ("123-456-7890", "098-765-4321", "111-222-3333", "555-0000";
+    digits only, in any script's writing of a number). A real number breaks the ladder somewhere ("227-672-7148",
+    "9780451524935"), and so does a counter's zeros before its digit ("0001")."""
+    runs = re.findall(r"\d+", str(text))
+    if sum(len(r) for r in runs) < DUMMY_DIGITS:
+        return False
+    for run in runs:
+        digits = [int(ch) for ch in run]
+        steps = {(b - a) % 10 for a, b in zip(digits, digits[1:], strict=False)}
+        if len(steps) > 1 or not steps <= {0, 1, 9}:
+            return False
+    return True
+
+
+def dummy_numbers(values: Sequence[str]) -> bool:
+    """Whether half or more of a column's example texts (two at least) are made-up numbers (:func:`dummy_number`):
+    the model's placeholders, which a code generator draws again."""
+    texts = [v for v in values if v]
+    return len(texts) >= 2 and 2 * sum(dummy_number(t) for t in texts) >= len(texts)
+
+
 def said_twice(text: str) -> bool:
     """A word repeated at once ("Lisinopril lisinopril")."""
     words = [norm(w) for w in str(text).split()]

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
-from pipeline.dbmodel.draws import code_capacity
+from pipeline.dbmodel.draws import code_capacity, name_part
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
@@ -904,11 +904,18 @@ def shown_kind(col: Column, texts: list[str], ctx: Context, locale: str, seed: i
     (each one local part, '@' and a dotted domain), or people, streets or cities (:data:`SHOWN_KINDS`: that
     generator's samples close in meaning to the examples and closer by a margin than the samples of the other
     generators of :data:`COMPARED`; people also only when their samples look like the examples by shape). None: a
-    list it is."""
+    list it is. A column whose examples are the person generator's own given names or surnames
+    (:func:`pipeline.dbmodel.draws.name_part`: "John", "Jane", "Alice", "Bob") is a name split over two columns:
+    that generator's part, not a list of a few dozen continued by the model."""
     if len(texts) < 2:
         return None
     if all(_EMAIL.fullmatch(t) for t in texts):
         return "email"
+    part = name_part(texts, locale if locale in LOCALES else DEFAULT_LOCALE)
+    if part == "first_name":
+        return "first_name"
+    if part == "last_name":
+        return "last_name"
     if ctx.vectors is None:
         return None
     p = prof.profile(texts)
@@ -1369,12 +1376,12 @@ def derived_of(asked: list[Column], gens: dict[str, ir.ColumnGenerator | None], 
     applied = []
     for d in relations.derived_columns({n: ex.get(n, []) for n in names}, names):
         g = gens.get(d.column)
-        if g is None or gens.get(d.source) is None:
+        if g is None or any(gens.get(s) is None for s in d.sources):
             continue
-        gens[d.column] = _code(g, f"made of {d.source} in the same row ({d.recipe!r} and what follows it), as "
-                                  "every example", kind="derived", after=d.source, pattern=d.recipe,
-                               pool=list(d.tails), pool2=None, min=None, max=None, start=None, end=None,
-                               values=None, weights=None, distribution=None)
+        gens[d.column] = _code(g, f"made of {' and '.join(d.sources)} in the same row ({d.recipe!r} and what "
+                                  "follows it), as every example", kind="derived", after=d.source,
+                               also=list(d.also) or None, pattern=d.recipe, pool=list(d.tails), pool2=None, min=None,
+                               max=None, start=None, end=None, values=None, weights=None, distribution=None)
         out.keep.discard(d.column)
         applied.append(d)
     return applied
@@ -1527,19 +1534,22 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             left = len(pool) - (0 if placeholder else n_examples)
             out.cap = left if out.cap is None else min(out.cap, left)
     for d in made:  # a source left without values leaves nothing to make a value of
-        if gens.get(d.source) is None and gens.get(d.column) is not None:
+        lost = [s for s in d.sources if gens.get(s) is None]
+        if lost and gens.get(d.column) is not None:
             gens[d.column] = None
-            out.empty[d.column] = f"made of {d.source}, which has no generator"
-    # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values
+            out.empty[d.column] = f"made of {lost[0]}, which has no generator"
+    # people, companies, places, phones: the model's placeholder examples rewritten with the generator's values; a
+    # code whose examples are made-up numbers ("123-456-7890": :func:`pipeline.meaning.vocab.dummy_numbers`) too
     for c in asked:
         g = gens.get(c.name)
         if g is not None and (g.kind in REWRITTEN or (all(v is None for v in ex.get(c.name, [])) and
-                                                         g.kind not in ("date_after",))):
+                                                         g.kind not in ("date_after",))
+                              or (g.kind == "code" and vocab.dummy_numbers(prof.texts_of(ex.get(c.name, []))))):
             if c.name not in out.rewrite:
                 out.rewrite.append(c.name)
     for d in made:  # a rewritten source rewrites what is made of it; a stand-in domain ("@example.com") too
-        if d.column not in out.rewrite and (d.source in out.rewrite or any(relations.reserved_domain(t)
-                                                                           for t in d.tails)):
+        if d.column not in out.rewrite and (set(d.sources) & set(out.rewrite) or any(relations.reserved_domain(t)
+                                                                                     for t in d.tails)):
             out.rewrite.append(d.column)
     # time across tables, as every example shows: a child's dates against its parent's, which parents have children
     out.related = child_relations(conn, table.name, cols, ex, {n for n in asked_names if gens.get(n) is not None},
