@@ -83,7 +83,9 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
     :data:`PARTIAL_MIN_SHARE`), marked ``partial``. ``amounts_last`` (how a person names a row in a request, the
     task planner's): a combination holding an amount (:func:`amounts`: "the order of Paula Nash with quantity 1")
     comes after every one without, and a single reference to a parent (the loan a fine is on, when no loan has two)
-    names a row when nothing else but an amount would; a combination of a reference and a date still comes first."""
+    names a row when nothing else but an amount would; a combination of a reference and a date still comes first.
+    With ``partial`` too, a unique combination only with an amount gives way to a partial one without (those rows
+    are named, the others left to no request) when one singles out enough rows."""
     declared = {t.name: tuple(t.natural_key) for t in env.tables if getattr(t, "natural_key", None)}
     out: dict[str, NaturalKey] = {}
     for name, info in infos.items():
@@ -112,7 +114,10 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
                     best, best_rank = cols, rank
             if best is not None and best_rank is not None and not any(best_rank[:lead + 1]):
                 break  # a key users can search by (and no amount, no lone reference): no longer key will be better
-        if best:
+        if best and money & set(best) and partial and (
+                alt := _partial_key(conn, info, name, cands, plain, unique_decl, found, money)) and not money & set(alt):
+            out[name] = NaturalKey(name, alt, False, partial=True)  # the rows natural columns tell apart, not all
+        elif best:
             out[name] = NaturalKey(name, best, False)
         elif partial and (cols_ := _partial_key(conn, info, name, cands, plain, unique_decl, found, money)):
             out[name] = NaturalKey(name, cols_, False, partial=True)
