@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,11 +75,17 @@ def _rank(info: TableInfo, cols: tuple[str, ...], unique_decl: list[tuple[str, .
 
 
 def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, TableInfo],
-                 searchable: set[tuple[str, str]] | None = None, partial: bool = False) -> dict[str, NaturalKey]:
+                 searchable: set[tuple[str, str]] | None = None, partial: bool = False,
+                 amounts_last: bool = False) -> dict[str, NaturalKey]:
     """Each table's natural key. ``searchable``: the (table, column) pairs some read tool filters by;
     among unique candidates of the same size those come first (that is how users of this app name rows).
     ``partial``: a table with no unique combination gets the one that singles out most of its rows (at least
-    :data:`PARTIAL_MIN_SHARE`), marked ``partial``."""
+    :data:`PARTIAL_MIN_SHARE`), marked ``partial``. ``amounts_last`` (how a person names a row in a request, the
+    task planner's): a combination holding an amount (:func:`amounts`: "the order of Paula Nash with quantity 1")
+    comes after every one without, and a single reference to a parent (the loan a fine is on, when no loan has two)
+    names a row when nothing else but an amount would; a combination of a reference and a date still comes first.
+    With ``partial`` too, a unique combination only with an amount gives way to a partial one without (those rows
+    are named, the others left to no request) when one singles out enough rows."""
     declared = {t.name: tuple(t.natural_key) for t in env.tables if getattr(t, "natural_key", None)}
     out: dict[str, NaturalKey] = {}
     for name, info in infos.items():
@@ -93,21 +99,27 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
         plain = [c for c in cands if c not in fks]
         unique_decl = _unique_columns(conn, name)
         found = {c for t, c in (searchable or set()) if t == name}
+        money = amounts(info, unique_decl) if amounts_last else set()
+        lead = 2 if amounts_last else 0  # (an amount, a lone reference) before whether users search by it
         best: tuple[str, ...] | None = None
         best_rank: tuple | None = None
         for size in range(1, MAX_KEY_COLUMNS + 1):
-            pool = plain if size == 1 else cands
+            pool = (cands if amounts_last else plain) if size == 1 else cands
             for cols in itertools.combinations(pool, size):  # references name a row too: a member's loan of a book
-                rank = (not (set(cols) & found),) + _rank(info, cols, unique_decl, found)
+                first = (bool(set(cols) & money), size == 1 and cols[0] in fks) if amounts_last else ()
+                rank = (*first, not (set(cols) & found)) + _rank(info, cols, unique_decl, found)
                 if best_rank is not None and rank >= best_rank:
                     continue
                 if is_unique(conn, name, cols):
                     best, best_rank = cols, rank
-            if best is not None and best_rank is not None and not best_rank[0]:
-                break  # a key users can search by: no longer key will be better
-        if best:
+            if best is not None and best_rank is not None and not any(best_rank[:lead + 1]):
+                break  # a key users can search by (and no amount, no lone reference): no longer key will be better
+        if best and money & set(best) and partial and (
+                alt := _partial_key(conn, info, name, cands, plain, unique_decl, found, money)) and not money & set(alt):
+            out[name] = NaturalKey(name, alt, False, partial=True)  # the rows natural columns tell apart, not all
+        elif best:
             out[name] = NaturalKey(name, best, False)
-        elif partial and (cols_ := _partial_key(conn, info, name, cands, plain, unique_decl, found)):
+        elif partial and (cols_ := _partial_key(conn, info, name, cands, plain, unique_decl, found, money)):
             out[name] = NaturalKey(name, cols_, False, partial=True)
     return out
 
@@ -115,12 +127,26 @@ def natural_keys(env: Environment, conn: sqlite3.Connection, infos: dict[str, Ta
 PARTIAL_MIN_SHARE = 0.3
 """A partial key must single out at least this share of a table's rows."""
 
+_NUMERIC = ("INTEGER", "INT", "REAL", "NUMERIC", "FLOAT", "DOUBLE")
+
+
+def amounts(info: TableInfo, unique_decl: Sequence[tuple[str, ...]] = ()) -> set[str]:
+    """The columns of ``info`` that hold an amount: numeric by their declared type, neither the primary key nor a
+    reference, nor declared UNIQUE alone (a room number, a badge number label a row; a quantity, a price, a year do
+    not). From the schema alone: no column's name."""
+    fks = {c for c, _, _ in info.foreign_keys}
+    labels = {u[0] for u in unique_decl if len(u) == 1}
+    return {c for c in info.columns if info.column_type(c) in _NUMERIC and c not in info.key and c not in fks
+            and c not in labels and c != "rowid"}
+
 
 def _partial_key(conn: sqlite3.Connection, info: TableInfo, name: str, cands: list[str], plain: list[str],
-                 unique_decl: list[tuple[str, ...]], found: set[str]) -> tuple[str, ...] | None:
+                 unique_decl: list[tuple[str, ...]], found: set[str], money: Set[str] = frozenset()
+                 ) -> tuple[str, ...] | None:
     """The combination of up to two columns that singles out most rows, one with a reference to a parent first
     ("the fine on Bob's loan of *Emma*", "the 12.50 fine on ..."), then the shorter (ties: ``natural_keys``'s
-    order)."""
+    order); one holding an amount of ``money`` after every one without ("the order of Paula Nash from January 14",
+    not "... with quantity 1")."""
     fks = {c for c, _, _ in info.foreign_keys}
     total = conn.execute(f"SELECT COUNT(*) FROM {qi(name)}").fetchone()[0]
     if not total:
@@ -135,7 +161,8 @@ def _partial_key(conn: sqlite3.Connection, info: TableInfo, name: str, cands: li
                                  + f" GROUP BY {c} HAVING COUNT(*) = 1)").fetchone()[0]
             if alone < PARTIAL_MIN_SHARE * total:
                 continue
-            rank = (not (set(cols) & fks), size, -alone) + _rank(info, cols, unique_decl, found)
+            rank = (bool(set(cols) & money), not (set(cols) & fks), size, -alone) + _rank(info, cols, unique_decl,
+                                                                                         found)
             if best_rank is None or rank < best_rank:
                 best, best_rank = cols, rank
     return best

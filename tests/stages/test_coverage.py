@@ -287,11 +287,13 @@ TASTINGS_DDL = ("CREATE TABLE tastings (tasting_id INTEGER PRIMARY KEY, batch_id
 def test_rows_of_a_table_without_a_unique_key_are_reached_through_their_parent() -> None:
     """A brewery's tastings: several per batch, and two alike in every column, so no column combination is a key.
     The LLM's tool filters tastings by batch but gives only scores (it leads to no tasting a write can take):
-    code adds the batch's lister that gives the rows' ids, and the planner names a tasting by its batch and its
-    score where no other tasting shares them ("the 7.5 tasting of the Saison of 2026-01-08")."""
+    code adds the batch's lister that gives the rows' ids, and the planner names a tasting by its batch and the day
+    it was tasted where no other tasting shares them ("the tasting of the Saison of 2026-01-08 on January 3"), never
+    by its score, an amount, which the write changes (issue 40: "the order with quantity 1: change the quantity to
+    4"; until 2026-11-30 this test wanted "the 7.5 tasting ...")."""
     tables = [*brewery.TABLES, ir.Table(name="tastings", ddl=TASTINGS_DDL)]
     rows = [{"tasting_id": i + 1, "batch_id": 1 + i % 4, "score": 5.0 + (i * 7) % 9 / 2,
-             "tasted_on": "2026-01-1" + str(i % 3)} for i in range(24)]
+             "tasted_on": "2026-01-0" + str(1 + i % 9)} for i in range(24)]
     rows.append({**rows[0], "tasting_id": 25})  # the same as the first in every column
     seed = [*brewery_at_scale(12), ir.SeedRows(table="tastings", rows=rows)]
     scores = ir.Tool(name="batch_scores", description="The tasting scores of a batch.", kind="read",
@@ -313,13 +315,15 @@ def test_rows_of_a_table_without_a_unique_key_are_reached_through_their_parent()
     assert rescores, [(ch.shape, [c.tool for c in ch.calls]) for ch in chains]
     ch = rescores[0]
     assert [c.tool for c in ch.calls][-2:] == ["list_tastings_by_batch_id", "rescore_tasting"] and ch.dependent
-    # the tasting is named by its batch (beer and brew date) and its score, and no other tasting has both
+    # the tasting is named by its batch (beer and brew date) and its day, no other tasting has both; not by its score
     with EnvInstance(env) as inst:
         tid = ch.calls[-1].arguments["tasting_id"]
-        batch, score = inst.conn.execute("SELECT batch_id, score FROM tastings WHERE tasting_id = ?", (tid,)).fetchone()
-        assert inst.conn.execute("SELECT COUNT(*) FROM tastings WHERE batch_id = ? AND score = ?",
-                                 (batch, score)).fetchone()[0] == 1
-        assert score in ch.must_state
+        batch, day = inst.conn.execute("SELECT batch_id, tasted_on FROM tastings WHERE tasting_id = ?", (tid,)).fetchone()
+        assert inst.conn.execute("SELECT COUNT(*) FROM tastings WHERE batch_id = ? AND tasted_on = ?",
+                                 (batch, day)).fetchone()[0] == 1
+        assert day in ch.must_state
+        assert ("tastings.tasted_on", day) in ch.goals[0].named
+        assert not any(ref == "tastings.score" for ref, _ in ch.goals[0].named)
 
 
 def test_a_gap_tools_name_longer_than_an_identifier_is_fitted() -> None:

@@ -44,7 +44,7 @@ def make_planner(env: Environment, run: Run) -> Planner:
     narrowing = {(t.name, p.name) for t in env.tools if page_of(t) is not None for p in t.params if not p.required}
     searchable = {u.column for s in shapes.values() if s.kind == "read" for prm, us in s.uses.items() for u in us
                   if u.column is not None and u.role == "filter" and (s.name, prm) not in narrowing}
-    return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable, partial=True),
+    return Planner(env, conn, infos, shapes, natural_keys(env, conn, infos, searchable, partial=True, amounts_last=True),
                    run.inst.call)
 
 

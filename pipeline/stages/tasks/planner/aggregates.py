@@ -19,10 +19,12 @@ from typing import Any, NamedTuple
 
 from pipeline.dbmodel import paging
 from pipeline.dbmodel.analysis import Col, ToolShape
+from pipeline.dbmodel.columns import check_enums
 from pipeline.dbmodel.keynames import id_named
 from pipeline.ir import ToolCall
 from pipeline.runtime import reward
 from pipeline.runtime.state import qi
+from pipeline.stages.tasks.planner import states
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _valid, row_words, said
 from pipeline.stages.tasks.planner.values import rotate
 
@@ -138,9 +140,26 @@ def where_counts(p: Planner, tool: Any, shape: ToolShape, args: dict[str, Any], 
                 break
 
 
-def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
+def state_columns(p: Planner, table: str) -> set[str]:
+    """The columns of ``table`` that hold the state its rows are in: CHECK-listed (:func:`~pipeline.stages.tasks.
+    planner.states.states`) and either set by an update tool (:func:`~pipeline.stages.tasks.planner.states.moved`)
+    or with an order of states the evidence gives (:func:`~pipeline.stages.tasks.planner.states.lifecycle`). From the
+    schema, the tools and the rows: no column's name, no value's words."""
+    ddl = next((t.ddl for t in p.env.tables if t.name == table), "")
+    info = p.infos.get(table)
+    if info is None:
+        return set()
+    return {c for c in check_enums(ddl) if c in info.columns and states.states(p, table, c) is not None
+            and (states.moved(p, table, c) or states.lifecycle(p, table, c) is not None)}
+
+
+def aggregates(p: Planner, seed: int, every: bool = False) -> Iterator[Chain]:
     """Count (or sum) the rows a list tool shows for a row reached by a lookup; with a paged lister, count those
-    with a value of a filter too, and the rows of a whole table that have it."""
+    with a value of a filter too, and the rows of a whole table that have it. The rows of a table with a state
+    column (:func:`state_columns`) are counted only in one stated state ("how many of the loans of the member Darlene
+    Rivera are pending"): "how many loans does she have" asks all of them or her current ones, and a reply of either
+    is fair (the fifteenth audit: the tester's 0 current loans against the verifier's 2 ever). ``every``: those
+    counts of all of them too, for a shape that takes a choice among them (``shapes.decide_writes``)."""
     for name in sorted(p.shapes):
         shape = p.shapes[name]
         tool = p.env.tool(name)
@@ -189,11 +208,15 @@ def aggregates(p: Planner, seed: int) -> Iterator[Chain]:
                 many = counted.replace("_", " ")
                 named = p.named(anchor_table, arow, desc, stated)
                 items = counted if not kind or _lists_all(p, counted, anchor_table, arow[akey], n) else ""
-                yield Chain("aggregate", full, [f"Ask how many {many} {whose} has{kind}."],
-                            must_state=stated_all, hidden=[n],
-                            answer={"type": "number", "value": n, "stated": [str(v) for v in stated_all]},
-                            sources=srcs, goals=[Goal("count", anchor_table, named, asked="*", items=items)])
+                stateful = state_columns(p, counted)
+                if every or not stateful:
+                    yield Chain("aggregate", full, [f"Ask how many {many} {whose} has{kind}."],
+                                must_state=stated_all, hidden=[n],
+                                answer={"type": "number", "value": n, "stated": [str(v) for v in stated_all]},
+                                sources=srcs, goals=[Goal("count", anchor_table, named, asked="*", items=items)])
                 for pname, (wt, wc), v, m in where_counts(p, tool, shape, args, n, seed, stated_all):
+                    if stateful and not (wt == counted and wc in stateful):
+                        continue  # counted by a value that is no state: still all of them or the current ones
                     must = stated_all + [v]
                     yield Chain("aggregate", calls + [ToolCall(tool=name, arguments={**args, pname: v})],
                                 [f"Ask how many {many} with {wc.replace('_', ' ')} {said(v)} {whose} has{kind}."],

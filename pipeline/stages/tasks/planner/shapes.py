@@ -272,6 +272,14 @@ def _subject(p: Planner, shape: Any, tool: Any) -> str | None:
     return None
 
 
+def changes_naming(table: str, desc: list[tuple[str, Any]], values: list[tuple[str, Any]]) -> bool:
+    """Whether a write on a row of ``table`` that ``desc`` names sets a column of the row that names it (``values``:
+    the write's new values, column -> value): no one names the order they change the quantity of by its quantity.
+    The planner then takes another row (or the tool no update on the rows its key names)."""
+    own = {ref.rpartition(".")[2] for ref, _ in desc if ref.rpartition(".")[0] == table}
+    return any(c in own for c, _ in values)
+
+
 def _intent(op: str, row: str, description: str, changes: bool) -> str:
     """What a write on ``row`` wants, in the planner's words: the row and, with new values (``changes``), nothing of
     the tool's description, which the phrasing model copies or paraphrases into the request ("Set the quantity of an
@@ -394,6 +402,8 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
             got = _write_args(p, tool, shape, subject, row, False, seed)
             if got is None:
                 continue
+            if subject == table and changes_naming(table, desc, got.values):
+                continue  # a row named by the value the task changes ("the order with quantity 1: make it 4")
             calls, sources, stated, args, src, facts = got[:6]
             new = [v for _, v in got.values]
             named = p.named(subject, row, desc, [v for v in stated if v not in new])
@@ -466,7 +476,7 @@ def decide_writes(p: Planner, seed: int) -> Iterator[Chain]:
     """List rows reached by a lookup, choose the one with the highest/lowest value of a column, write on it (the
     rows of a paged lister read page by page: the choice is among all of them). The column is a quantity or a date
     (:func:`~pipeline.stages.tasks.planner.aggregates.summable`: not a key, a reference or a column named as an id)."""
-    for agg in aggregates(p, seed):
+    for agg in aggregates(p, seed, every=True):
         if agg.goals[0].kind != "count" or agg.goals[0].where:
             continue  # a total reads the same rows as its count; a filtered count has no words for a choice
         lister = agg.calls[-1]
