@@ -191,7 +191,7 @@ def closer_elsewhere(vectors: Vectors, own: Sequence[str], others: Mapping[str, 
 STRAY = 0.2
 """How far below its examples' own mutual similarity a continued value may sit before it is no value of their
 kind (:func:`strays`): its MiniLM cosine to the examples' centroid under ``STRAY`` times their mean leave-one-out
-cosine (each example to the centroid of the others). Measured 2026-11-30 (/work/n16-wander calibration; value's
+cosine (each example to the centroid of the others). Measured 2026-11-30 with real MiniLM (tests/stages/test_rowgen_wander.py; value's
 cosine / examples' mean, as a ratio): the pharmacy's medications (Aspirin, Ibuprofen, Paracetamol, Lisinopril;
 mean 0.53): "John Smith" 0.12, "daily" 0.33, "Allergies to nuts" 0.36, the invented "Celebix" 0.43, "Sleep aids"
 0.55, real drugs 0.59 (Zinc) to 1.30; the library's titles (mean 0.48): real titles 0.64 (Siddhartha) to 1.23,
