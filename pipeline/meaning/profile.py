@@ -188,6 +188,47 @@ def closer_elsewhere(vectors: Vectors, own: Sequence[str], others: Mapping[str, 
     return out
 
 
+STRAY = 0.2
+"""How far below its examples' own mutual similarity a continued value may sit before it is no value of their
+kind (:func:`strays`): its MiniLM cosine to the examples' centroid under ``STRAY`` times their mean leave-one-out
+cosine (each example to the centroid of the others). Measured 2026-11-30 with real MiniLM (tests/stages/test_rowgen_wander.py; value's
+cosine / examples' mean, as a ratio): the pharmacy's medications (Aspirin, Ibuprofen, Paracetamol, Lisinopril;
+mean 0.53): "John Smith" 0.12, "daily" 0.33, "Allergies to nuts" 0.36, the invented "Celebix" 0.43, "Sleep aids"
+0.55, real drugs 0.59 (Zinc) to 1.30; the library's titles (mean 0.48): real titles 0.64 (Siddhartha) to 1.23,
+films 0.95-1.07, "J.D. Salinger" 0.67; the record shop's albums (mean 0.31): real albums 0.75-1.84, films
+("The Matrix", "Titanic", "The Godfather") 1.09-1.46, the Lord of the Rings 0.94-1.04; its artists (mean 0.55):
+"AC/DC" 0.34, "Leo Tolstoy" 0.44, "The Matrix" 0.52, "J.R.R. Tolkien" 0.69, real bands 0.73-1.20; German titles
+(mean 0.44): "Buddenbrooks" 0.25, "1901" 0.36; Spanish medicines (mean 0.50): "Losartán" 0.53, "Ana Torres" 0.57.
+MiniLM places a film among albums as near as an album, so only a value far from every example is refused here;
+a value of another column's kind is :func:`closer_elsewhere`'s, a value of another shape :func:`misfit`'s."""
+
+
+def strays(vectors: Vectors, own: Sequence[str], items: Sequence[str], ratio: float = STRAY
+           ) -> dict[str, tuple[float, float]]:
+    """The ``items`` whose MiniLM cosine to the centroid of ``own`` (the column's examples, two or more
+    different) is under ``ratio`` times the examples' mean leave-one-out cosine (:data:`STRAY`), each with (its
+    cosine, that mean): a value far from every example ("John Smith" among medicines). By meaning alone: no word
+    of any language is read."""
+    import numpy as np
+
+    own = list(dict.fromkeys(t for t in own if t))
+    items = [i for i in dict.fromkeys(items) if i and i not in own]
+    if len(own) < 2 or not items:
+        return {}
+    vs = vectors(own)
+    total = vs.sum(axis=0)
+    mutual = []
+    for v in vs:
+        rest = total - v
+        mutual.append(float(v @ rest) / (float(np.linalg.norm(rest)) or 1.0))
+    mean = sum(mutual) / len(mutual)
+    if mean <= 0:
+        return {}
+    sims = vectors(items) @ vectors.centroid(own)
+    return {item: (round(float(s), 3), round(mean, 3)) for item, s in zip(items, sims, strict=True)
+            if float(s) < ratio * mean}
+
+
 def semantic_misfit(vectors: Vectors, own: Sequence[str], others: Mapping[str, Sequence[str]],
                     samples: Sequence[str]) -> tuple[str, float, float] | None:
     """(other column, mean similarity to the column's own examples, to that column's) when ``samples`` sit closer

@@ -635,8 +635,8 @@ def value_tokens(seeds: Sequence[str]) -> int:
 
 def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: list[str], want: int, rounds: int,
                   client: LLMClientProtocol, settings: BuildSettings, sep: str | None = None, shape: prof.Profile | None = None,
-                  mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None
-                  ) -> tuple[list[str], int]:
+                  mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None,
+                  refused: dict[str, str] | None = None) -> tuple[list[str], int]:
     """New values (items, with ``sep``) continued by the LLM from ``seeds`` (the column's example values), at
     most ``rounds`` calls of ``VOCAB_ASK`` values until ``want`` are kept. The first call shows the examples;
     later ones show two of them and a spread of the values kept (``VOCAB_SHOWN``), and every call after one that
@@ -645,10 +645,12 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
     :func:`pipeline.meaning.vocab.clean` (no repeats of any value so far, placeholders, glued or suffixed values,
     variants of a value so far: the same with more words after it, or most of its beginning shared), with
     ``shape`` only values that look like the
-    examples (unless that would keep fewer than half), and with ``mates`` (the table's other columns' example
-    values) and ``vectors`` no value closer in meaning to another column's examples than to the seeds
-    (:func:`pipeline.meaning.profile.closer_elsewhere`: an author or a genre among titles). Returns (values,
-    calls)."""
+    examples (on the first call unless that would keep fewer than half; on later calls, which sample and wander,
+    every value must look like the examples and the values kept so far), with ``vectors`` no value far below the
+    examples' own similarity to one another (:func:`pipeline.meaning.profile.strays`) and, with ``mates`` (the
+    table's other columns' example values), none closer in meaning to another column's examples than to the seeds
+    (:func:`pipeline.meaning.profile.closer_elsewhere`: an author or a genre among titles). ``refused``: given,
+    each value refused by shape or meaning is put in it with why. Returns (values, calls)."""
     got: list[str] = []
     offered: list[str] = []
     calls = dry = 0
@@ -676,11 +678,15 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
         if sep:
             new = [v for v in new if sep.strip() not in v]
         if shape is not None:
-            fit = [v for v in new if prof.misfit(shape, v) is None]
-            new = fit if 2 * len(fit) >= len(new) else new
-        if vectors is not None and mates:
-            away = prof.closer_elsewhere(vectors, seeds, mates, new)
-            new = [v for v in new if v not in away]
+            now = shape if calls == 1 or not got else prof.profile([*seeds, *got]) or shape
+            why = {v: w for v in new if (w := prof.misfit(now, v))}
+            if calls > 1 or 2 * (len(new) - len(why)) >= len(new):
+                new = [v for v in new if v not in why]
+                _refuse(refused, why)
+        if vectors is not None:
+            unlike = _unlike(vectors, seeds, mates or {}, new)
+            new = [v for v in new if v not in unlike]
+            _refuse(refused, unlike)
         got.extend(new)
         low = low or len(new) < VOCAB_LOW
         dry = 0 if new else dry + 1
@@ -688,6 +694,36 @@ def continue_list(scenario: ir.Scenario, table: ir.Table, column: str, seeds: li
             break
     return got, calls
 
+
+
+def _unlike(vectors: prof.Vectors, seeds: Sequence[str], mates: Mapping[str, Sequence[str]], items: Sequence[str]
+            ) -> dict[str, str]:
+    """The continued ``items`` unlike the column's examples ``seeds`` by meaning, with why: far below the
+    examples' own similarity to one another (:func:`pipeline.meaning.profile.strays`), or closer to another
+    column's examples (``mates``) than to their own (:func:`pipeline.meaning.profile.closer_elsewhere`). One
+    encoding of the items (:class:`pipeline.meaning.profile.Vectors` keeps each text's vector)."""
+    if not items:
+        return {}
+    out = {v: f"MiniLM {sim} to its examples, whose own mean is {mean}"
+           for v, (sim, mean) in prof.strays(vectors, seeds, items).items()}
+    if mates:
+        for v, (name, mine, theirs) in prof.closer_elsewhere(vectors, seeds, mates, items).items():
+            out.setdefault(v, f"MiniLM {theirs} to {name}'s examples, {mine} to its own")
+    return out
+
+
+def _refuse(refused: dict[str, str] | None, why: Mapping[str, str]) -> None:
+    if refused is not None:
+        for v, w in why.items():
+            refused.setdefault(v, w)
+
+
+def refused_note(refused: Mapping[str, str], shown: int = 3) -> str:
+    """A generator note's clause on the continued values refused (:func:`continue_list`), or ''."""
+    if not refused:
+        return ""
+    some = "; ".join(f"{v!r} {w}" for v, w in list(refused.items())[:shown])
+    return f"; {len(refused)} continued values refused as unlike the examples ({some})"
 
 
 TUPLE_ASK = 8
@@ -726,22 +762,26 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
                     distinct: Sequence[int] = (0,), shapes: Sequence[prof.Profile | None] = (),
                     mates: Mapping[str, Sequence[str]] | None = None, vectors: prof.Vectors | None = None,
                     checks: Sequence[Callable[[str], str | None] | None] = (),
-                    replies: list[list[tuple[str, ...]]] | None = None) -> tuple[list[tuple[str, ...]], int]:
+                    replies: list[list[tuple[str, ...]]] | None = None, refused: dict[str, str] | None = None
+                    ) -> tuple[list[tuple[str, ...]], int]:
     """New rows of ``columns`` (values that belong together: a title and its author) continued by the LLM from
     ``seeds`` (the example rows' values), as :func:`continue_list` does for one column: at most ``rounds`` calls
     of ``TUPLE_ASK`` rows until ``want`` are kept, the first call showing the examples and later ones two of them
     and a spread of the rows kept, every call after one that added fewer than ``VOCAB_LOW`` with a sampling
     temperature, the list ending after ``VOCAB_DRY`` calls in a row that add nothing new. Kept:
     :func:`pipeline.meaning.vocab.clean_tuples` (``distinct``: the places no two rows may share), and with ``shapes`` (a profile per column) only rows whose
-    every value looks like its column's examples (unless that would keep fewer than half), and with ``mates`` (the
-    table's columns' example values by name) and ``vectors`` no row with a value closer in meaning to the examples
+    every value looks like its column's examples (on the first call unless that would keep fewer than half; on
+    later calls like the examples and the rows kept so far), with ``vectors`` no row with a value far below its
+    column's examples' own similarity to one another (:func:`pipeline.meaning.profile.strays`), and with ``mates`` (the
+    table's columns' example values by name) no row with a value closer in meaning to the examples
     of a column outside the row than to its own column's (:func:`pipeline.meaning.profile.closer_elsewhere`; the
     row's own columns are paired by design, a model near its make, and one of their values in another place is
     refused by :func:`pipeline.meaning.vocab.clean_tuples`). ``checks``: per place None (a text) or a function
     giving the value as stored (a number in its column's range, a value of its CHECK list) or None to drop the row;
     such places are ``loose`` for :func:`pipeline.meaning.vocab.clean_tuples` and kept out of the meaning checks.
     ``replies``: given, each reply's rows as the model wrote them, in its order, are appended to it
-    (:func:`in_sequence`). Returns (rows, calls)."""
+    (:func:`in_sequence`). ``refused``: given, each value refused by shape or meaning is put in it with why.
+    Returns (rows, calls)."""
     loose = [i for i, f in enumerate(checks) if f is not None]
     got: list[tuple[str, ...]] = []
     offered: list[tuple[str, ...]] = []
@@ -776,14 +816,22 @@ def continue_tuples(scenario: ir.Scenario, table: ir.Table, columns: list[str], 
                                 for r in rows) if None not in r]
         new = vocab.clean_tuples(rows, [*seeds, *got], offered, distinct, loose=loose)
         if shapes:
-            fit = [r for r in new if all(p is None or prof.misfit(p, v) is None
-                                         for p, v in zip(shapes, r, strict=False))]
-            new = fit if 2 * len(fit) >= len(new) else new
-        if vectors is not None and mates:
-            away = [set() if i in loose else prof.closer_elsewhere(
-                vectors, [s[i] for s in seeds], {k: v for k, v in mates.items() if k not in columns},
-                [r[i] for r in new]) for i in range(len(columns))]
+            now = shapes if calls == 1 or not got else [
+                None if p is None else prof.profile([r[i] for r in [*seeds, *got]]) or p for i, p in enumerate(shapes)]
+            why = [{r[i]: w for r in new if (w := prof.misfit(p, r[i]))} if p is not None and i < len(columns) else {}
+                   for i, p in enumerate(now)]
+            fit = [r for r in new if not any(r[i] in bad for i, bad in enumerate(why))]
+            if calls > 1 or 2 * len(fit) >= len(new):
+                new = fit
+                for bad in why:
+                    _refuse(refused, bad)
+        if vectors is not None:
+            others = {k: v for k, v in (mates or {}).items() if k not in columns}
+            away = [{} if i in loose else _unlike(vectors, [s[i] for s in seeds], others, [r[i] for r in new])
+                    for i in range(len(columns))]
             new = [r for r in new if not any(v in away[i] for i, v in enumerate(r))]
+            for bad in away:
+                _refuse(refused, bad)
         got.extend(new)
         low = low or len(new) < VOCAB_LOW
         dry = 0 if new else dry + 1
@@ -1314,9 +1362,10 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
     rounds = settings.list_rounds_unique if uniques else TUPLE_ROUNDS
     shapes = [None if i in loose else prof.profile([r[i] for r in seeds]) for i in range(len(names))]
     replies: list[list[tuple[str, ...]]] = []
+    refused: dict[str, str] = {}
     more, calls = continue_tuples(scenario, table, names, seeds, want, rounds, client, settings, distinct, shapes,
                                   mates=mates_of(ex, list(ex)) if mates is None else mates, vectors=ctx.vectors,
-                                  checks=checks if loose else (), replies=replies)
+                                  checks=checks if loose else (), replies=replies, refused=refused)
     taken = [set() if i in loose else elsewhere(n, table.name, ctx.others, gens) - {vocab.norm(r[i]) for r in seeds}
              for i, n in enumerate(names)]  # another column's value ("Moby Dick" as an author), the tuple's own aside
     more = [r for r in more if not any(vocab.norm(v) in taken[i] for i, v in enumerate(r))]
@@ -1341,11 +1390,13 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
                       f" (a reply wrote {', '.join(runs)} as a sequence down its rows)")
     pool = [*seeds, *more]
     lead = names[key]
+    replies_flat = [r for rep in replies for r in rep]
     for i, n in enumerate(names):
         g = gens[n]
         assert g is not None
         note = (f"continued by the LLM together with {', '.join(m for m in names if m != n)}, one row of them per row"
-                + (f" (drawn as {lead}'s)" if i != key else ""))
+                + (f" (drawn as {lead}'s)" if i != key else "")
+                + refused_note({v: w for v, w in refused.items() if any(r[i] == v for r in replies_flat)}))
         if i in loose:  # a number or a CHECK list's value of the row: its kind kept, its values aligned with the key's
             if g.kind == "integer" and any(not float(r[i]).is_integer() for r in pool):
                 g = g.model_copy(update={"kind": "amount"})  # a REAL column's fraction asked with its name (0.5)
@@ -1511,8 +1562,10 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         want = ctx.rows if unique else VOCAB_WANT
         rounds = settings.list_rounds_unique if unique else VOCAB_ROUNDS
         shape = prof.profile(seeds) if len(seeds) >= 2 else None
+        refused: dict[str, str] = {}
         more, calls = continue_list(scenario, table, c.name, seeds, want, rounds, client, settings, shape=shape,
-                                    mates={k: v for k, v in mates.items() if k != c.name}, vectors=ctx.vectors)
+                                    mates={k: v for k, v in mates.items() if k != c.name}, vectors=ctx.vectors,
+                                    refused=refused)
         out.calls += calls
         taken = elsewhere(c.name, table.name, ctx.others, gens)
         more = [v for v in more if vocab.norm(v) not in taken]  # another column's value: "Moby Dick" as an author
@@ -1525,7 +1578,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
                                  + " gave none that is new, no placeholder and not another column's")
             continue
         note = "examples continued by the LLM" + ("; its example values were numbered placeholders" if placeholder
-                                                  else "")
+                                                  else "") + refused_note(refused)
         gens[c.name] = _code(g, note, pool=pool, pattern=None, min=None, max=None)
         if placeholder or not texts:
             out.rewrite.append(c.name)
