@@ -23,6 +23,8 @@ the generated integer keys filled in.
 
 With ``row_generators`` the LLM's rows are examples that set the tone: after them code adds rows at scale from
 generators the LLM picks per column (``pipeline.stages.rows.generators``), and each table's ``SeedRows.plan`` records how.
+Once every table is filled, a parent's counter is set from its children (``counts``) and a parent's amount that its
+children's lines add up to, from those lines (``totals``: an order's total).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from pipeline.meaning import findings as semantic
 from pipeline.meaning import relations
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.rows import counts, timeline
+from pipeline.stages.rows import counts, timeline, totals
 from pipeline.stages.rows import generators as rowgen
 from pipeline.stages.rows.maker import sibling_tuples, unique_sets
 
@@ -409,7 +411,11 @@ def generate_seed(
         settled = counts.settle(conn, tables, {t: p.examples for t, p in plans.items()}
                                 if settings.row_generators else {}, _similarity)
         rejections.extend(counts.rejections(settled, STAGE))
-        plans = {t: timeline.noted(counts.noted(t, p, settled), moved.get(t)) for t, p in plans.items()}
+        summed = totals.settle(conn, tables, {t: p.examples for t, p in plans.items()}) if settings.row_generators \
+            else []
+        rejections.extend(totals.rejections(summed, STAGE))
+        plans = {t: totals.noted(t, timeline.noted(counts.noted(t, p, settled), moved.get(t)), summed)
+                 for t, p in plans.items()}
         seed = [rows_of(conn, table, plans.get(table.name)) for table in tables]
     finally:
         conn.close()
