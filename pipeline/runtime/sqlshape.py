@@ -1,7 +1,7 @@
 """Structural questions about SQL that SQLite's authorizer cannot answer, answered with sqlglot.
 
 The authorizer (``engine.Guard``) reports *which* functions a statement calls and which tables it
-touches; what it cannot say is how a statement is built. Four questions need that:
+touches; what it cannot say is how a statement is built. These questions need that:
 
 * ``clock_calls(sql)``: which date/time calls read the wall clock (``date('now')``, ``datetime()``:
   ``'now'`` anywhere among their arguments, or no argument at all); ``nondeterministic_calls``
@@ -13,6 +13,8 @@ touches; what it cannot say is how a statement is built. Four questions need tha
   and ``IFNULL`` count as binding ``:p``), and which parameters are also used in other ways.
 * ``escaping_disjuncts(sql)``: which OR branches of a WHERE escape a sibling branch's parameter
   filter (``a = :a AND b OR c`` is ``(a = :a AND b) OR c``: ``c`` matches rows of every ``a``).
+* ``date_arithmetic(sql, dated, names)``: which ``+ - * /`` expressions have a date/time operand
+  (``:today + 1`` is ``2027`` in SQLite); ``dated_outputs`` says which result columns of a query are dates.
 
 Everything here is deterministic for a given sqlglot version (pinned in pyproject.toml): the
 rules it derives are rendered into ``server.py``. Anything sqlglot cannot parse yields no rule.
@@ -20,6 +22,7 @@ rules it derives are rendered into ``server.py``. Anything sqlglot cannot parse 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import cache
 from typing import Any
 
@@ -432,4 +435,97 @@ def escaping_disjuncts(sql: str) -> list[tuple[str, str]]:
             if branch in filtered or any(_gated(c) for c in conjuncts) or not _own_nodes(branch, exp.Column):
                 continue
             out.append((branch.sql(dialect=DIALECT), filtered[0].sql(dialect=DIALECT)))
+    return out
+
+
+# ---------------------------------------------------------------- arithmetic on dates
+
+ARITHMETIC = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+DATE_VALUED_CALLS = ("date", "datetime", "time")  # calls whose result is date/time text
+
+
+def _resolver(tree: Any, dated: Collection[tuple[str, str]]) -> Any:
+    """A test of whether a column node of ``tree`` is one of the ``dated`` ``(table, column)`` pairs: a qualified
+    column by its table or alias, an unqualified one when exactly one table of the statement has it dated."""
+    from sqlglot import exp
+
+    dated = {(t.lower(), c.lower()) for t, c in dated}
+    aliases: dict[str, str] = {}
+    in_scope: set[str] = set()
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        aliases[(table.alias or table.name).lower()] = name
+        aliases[name] = name
+        in_scope.add(name)
+
+    def is_dated(col: Any) -> bool:
+        cname = col.name.lower()
+        if col.table:
+            return (aliases.get(col.table.lower(), col.table.lower()), cname) in dated
+        return len({t for t in in_scope if (t, cname) in dated}) == 1
+
+    return is_dated
+
+
+def _date_valued(node: Any, is_dated: Any, names: Collection[str]) -> bool:
+    """A date/time value: a placeholder in ``names``, a dated column, or a ``date()``/``datetime()``/``time()`` call."""
+    from sqlglot import exp
+
+    node = _unwrap(node)
+    if isinstance(node, exp.Placeholder):
+        return str(node.this).lower() in names
+    if isinstance(node, exp.Column):
+        return bool(is_dated(node))
+    if isinstance(node, exp.Date) or (isinstance(node, exp.Anonymous) and node.name.lower() in DATE_VALUED_CALLS):
+        return True
+    return False
+
+
+def date_arithmetic(sql: str, dated: Collection[tuple[str, str]], names: Collection[str]) -> list[str]:
+    """The ``+``, ``-``, ``*``, ``/`` expressions of ``sql`` with an operand that is a date/time value, as
+    sqlglot writes them back: a placeholder in ``names`` (the clock's ``:today`` / ``:now``, bound date columns),
+    a column among ``dated`` (``(table, column)``: its values are dates), or a ``date()``/``datetime()``/``time()``
+    call. SQLite reads such text as the number it starts with: ``'2026-01-15' + 1`` is ``2027``.
+    ``julianday(a) - julianday(b)`` and ``date(x, '+1 day')`` are not reported. SQL sqlglot cannot parse gives
+    nothing."""
+    sqlglot = _sqlglot()
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except Exception:
+        return []
+    if tree is None:
+        return []
+    is_dated = _resolver(tree, dated)
+    names = {n.lower() for n in names}
+    out = []
+    for node in tree.walk():
+        if type(node).__name__ in ARITHMETIC and isinstance(node, exp.Binary) and \
+                any(_date_valued(side, is_dated, names) for side in (node.this, node.expression)):
+            out.append(node.sql(dialect=DIALECT))
+    return list(dict.fromkeys(out))
+
+
+def dated_outputs(sql: str, dated: Collection[tuple[str, str]]) -> set[str]:
+    """The result columns of a query that give a date/time value (a dated column, a date/time call or a clock
+    placeholder, aliased or not; ``*`` of a table with dated columns), lower-case."""
+    sqlglot = _sqlglot()
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except Exception:
+        return set()
+    if not isinstance(tree, exp.Select):
+        return set()
+    is_dated = _resolver(tree, dated)
+    tables = {t.name.lower() for t in tree.find_all(exp.Table)}
+    out = set()
+    for item in tree.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+            out |= {c.lower() for t, c in dated if t.lower() in tables}
+        elif _date_valued(inner, is_dated, ("now", "today")):
+            out.add(item.alias_or_name.lower())
     return out

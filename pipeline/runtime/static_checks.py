@@ -37,7 +37,16 @@ from pipeline.runtime.engine import (
     placeholders,
     result_columns,
 )
-from pipeline.runtime.sqlshape import CLOCK_FUNCTIONS, clock_calls, escaping_disjuncts, nondeterministic_calls
+from pipeline.runtime.sqlshape import (
+    CLOCK_FUNCTIONS,
+    clock_calls,
+    date_arithmetic,
+    dated_outputs,
+    escaping_disjuncts,
+    nondeterministic_calls,
+)
+from pipeline.runtime.state import qi
+from pipeline.runtime.values import _ISO_VALUE
 
 NONDETERMINISTIC = {
     "random": "random() gives a different value on every run",
@@ -49,6 +58,10 @@ NONDETERMINISTIC = {
 CLOCK_ADVICE = ("environments run on a fixed clock: use the built-in :now / :today parameters "
                 "(e.g. date(:today, '+7 days')) instead")
 RANDOM_ADVICE = "environments must be deterministic (the same call on the same state gives the same result)"
+DATE_ADVICE = ("SQLite reads date/time text as the number it starts with ('2026-01-15' + 1 is 2027): shift a date "
+               "with date(x, '+1 day') or datetime(x, '+2 hours') (e.g. date(:today, '+7 days')), and take the days "
+               "between two dates as julianday(a) - julianday(b)")
+DATED_ROWS = 50
 DDL_ADVICE = ("a schema must not depend on when or how often it runs: let the tools store such values "
               "(from :now / :today) or compare with fixed values")
 
@@ -76,6 +89,24 @@ def _escaping(sql):
             f'"{sibling}" does; AND binds tighter than OR, so that branch matches rows whatever the parameters '
             f'are: bracket the OR so the filter applies to every branch ("... AND (x OR y)")'
             for branch, sibling in escaping_disjuncts(sql)]
+
+
+def dated_columns(conn):
+    """The ``(table, column)`` pairs of ``conn`` whose values are dates or date-times: every non-NULL value of
+    the first ``DATED_ROWS`` rows is ISO text (``YYYY-MM-DD``, optionally with ``HH:MM[:SS]``), and there is one."""
+    out = set()
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    for table in tables:
+        for col in [r[1] for r in conn.execute(f"PRAGMA table_info({qi(table)})")]:
+            vals = [r[0] for r in conn.execute(f"SELECT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL "
+                                               f"ORDER BY rowid LIMIT {DATED_ROWS}")]
+            if vals and all(isinstance(v, str) and _ISO_VALUE.match(v) for v in vals):
+                out.add((table, col))
+    return out
+
+
+def _date_arithmetic(sql, dated, names):
+    return [f"{e} does arithmetic on a date/time value; {DATE_ADVICE}" for e in date_arithmetic(sql, dated, names)]
 
 
 def _check_param(p):
@@ -117,7 +148,7 @@ class _Checking:
         self.conn.set_authorizer(previous)
 
 
-def check_tool(conn, tool):
+def check_tool(conn, tool, dated=()):
     """Problems with one tool against the schema on ``conn`` (empty list: the tool looks sound).
 
     Each statement is EXPLAINed (prepared, not run) with every placeholder bound to NULL under
@@ -126,24 +157,28 @@ def check_tool(conn, tool):
     non-deterministic (``random()``, the wall clock: tools use ``:now`` / ``:today``). Placeholders
     must name a parameter, a built-in or a column bound by an earlier step; error messages may
     only use known fields; write tools must write; an OR in a WHERE must not escape the parameter
-    filter of its sibling branch (``sqlshape.escaping_disjuncts``: ``a = :a AND b OR c``). Never
+    filter of its sibling branch (``sqlshape.escaping_disjuncts``: ``a = :a AND b OR c``); no
+    ``+ - * /`` may take a date/time operand (``sqlshape.date_arithmetic``): ``:now`` / ``:today``, a
+    column among ``dated`` (``(table, column)`` pairs whose values are dates: ``dated_columns`` of the
+    seeded rows), a bound column a query step took from one, a ``date()`` call. Never
     raises: a malformed tool dict is reported as a problem. Each problem names the tool and the step.
     """
     try:
         with _Checking(conn) as guard:
-            return _check_tool(conn, guard, tool)
+            return _check_tool(conn, guard, tool, dated)
     except Exception as exc:
         name = tool.get("name", "?") if isinstance(tool, dict) else "?"
         return [f"tool '{name}' is malformed: {type(exc).__name__}: {exc}"]
 
 
-def _check_tool(conn, guard, tool):
+def _check_tool(conn, guard, tool, dated=()):
     name = tool.get("name", "?")
     params = [p.get("name") for p in tool.get("params") or []]
     problems = []
     for p in tool.get("params") or []:
         problems.extend(_check_param(p))
     known = set(params) | {"now", "today"}
+    dates = {"now", "today"}  # the placeholders holding a date/time value
     has_write = False
 
     def check_sql(sql, where, read):
@@ -177,6 +212,7 @@ def _check_tool(conn, guard, tool):
         for p in _nondeterministic(guard.functions, sql):
             problems.append(f"{where}: {p}; {_advice(p)}")
         problems.extend(f"{where}: {p}" for p in _escaping(sql))
+        problems.extend(f"{where}: {p}" for p in _date_arithmetic(sql, dated, dates))
         return True
 
     def check_message(text, where):
@@ -211,6 +247,7 @@ def _check_tool(conn, guard, tool):
                 if key in params or key in BUILTINS:
                     problems.append(f"{where}: bound column :{key} has the name of a parameter/built-in and is ignored; rename the bind or alias the column")
                 known.add(key)
+            dates.update(f"{bind}_{col}" for col in dated_outputs(sql, dated) if f"{bind}_{col}" not in params)
         if step.get("error"):
             check_message(step["error"], where)
         if kind == "guard" and step.get("must") not in ("exist", "not_exist"):
@@ -225,11 +262,11 @@ def _check_tool(conn, guard, tool):
     return problems
 
 
-def check_tools(conn, tools):
+def check_tools(conn, tools, dated=()):
     """``check_tool`` for each tool: {tool name: problems} for the tools that have problems."""
     out = {}
     for tool in tools:
-        problems = check_tool(conn, tool)
+        problems = check_tool(conn, tool, dated)
         if problems:
             out[tool.get("name", "?") if isinstance(tool, dict) else "?"] = problems
     return out

@@ -17,7 +17,8 @@ like the column it meets, and a parameter written into or compared with a ``CHEC
 that enum.
 
 Each tool is then checked for real: ``checks.check_tool`` (every statement prepared under SQLite's authorizer
-against the schema; non-deterministic SQL refused), then execution on the seeded rows
+against the schema; non-deterministic SQL and arithmetic on dates (the clock, columns whose seeded values are dates)
+refused), then execution on the seeded rows
 (``pipeline.stages.tools.exercise``: a write must store its arguments as given). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
@@ -98,6 +99,7 @@ class Workspace:
         self._inst = EnvInstance(self.env)
         self.schema_conn = scratch_db(self.tables)
         self.sampler = Sampler(self._inst.conn, self.tables, clock)
+        self.dated = checks.dated_columns(self._inst.conn)  # columns whose seeded values are dates: no arithmetic on them
 
     @property
     def instance_conn(self) -> sqlite3.Connection:
@@ -119,7 +121,7 @@ class Workspace:
 
     def problems(self, tool: ir.Tool, sample_calls: int) -> str | None:
         """Why ``tool`` does not work here (static checks, then execution on the seeded rows), or None."""
-        found = checks.check_tool(self.schema_conn, tool.model_dump(mode="json"))
+        found = checks.check_tool(self.schema_conn, tool.model_dump(mode="json"), self.dated)
         if found:
             return "\n".join(f"- {p}" for p in found)
         env = self.env.model_copy(update={"tools": [tool]})
@@ -136,7 +138,7 @@ class Workspace:
         """Why a code-written finder or lister does not work here: its SQL is checked like any tool's, then it
         must find the rows of real argument values (every parameter is a column of one table: the values of
         the first seeded row that has them all)."""
-        found = checks.check_tool(self.schema_conn, tool.model_dump(mode="json"))
+        found = checks.check_tool(self.schema_conn, tool.model_dump(mode="json"), self.dated)
         if found:
             return "; ".join(found)
         assert tool.returns is not None
@@ -192,7 +194,7 @@ class Workspace:
         except (EnvDirError, sqlite3.Error) as e:
             return f"the seeded rows do not fit the amended schema: {e}"
         ws = Workspace(self.scenario, tables, seed, self.clock, self.tools, [*self.amendments, *amendments])
-        broken = checks.check_tools(ws.schema_conn, [t.model_dump(mode="json") for t in self.tools])
+        broken = checks.check_tools(ws.schema_conn, [t.model_dump(mode="json") for t in self.tools], self.dated)
         if broken:
             ws.close()
             return f"the amended schema breaks the tools {sorted(broken)}"
