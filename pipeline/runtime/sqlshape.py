@@ -440,7 +440,6 @@ def escaping_disjuncts(sql: str) -> list[tuple[str, str]]:
 
 # ---------------------------------------------------------------- arithmetic on dates
 
-ARITHMETIC = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 DATE_VALUED_CALLS = ("date", "datetime", "time")  # calls whose result is date/time text
 
 
@@ -501,7 +500,7 @@ def date_arithmetic(sql: str, dated: Collection[tuple[str, str]], names: Collect
     names = {n.lower() for n in names}
     out = []
     for node in tree.walk():
-        if type(node).__name__ in ARITHMETIC and isinstance(node, exp.Binary) and \
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)) and \
                 any(_date_valued(side, is_dated, names) for side in (node.this, node.expression)):
             out.append(node.sql(dialect=DIALECT))
     return list(dict.fromkeys(out))

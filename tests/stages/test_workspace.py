@@ -25,3 +25,18 @@ def test_an_amended_schema_keeps_the_row_generators_plan() -> None:
             assert [(s.table, s.plan) for s in new.seed] == [("batches", PLAN), ("kegs", None)]
             assert [r["beer"] for r in new.seed[0].rows] == [r["beer"] for r in BATCHES]
             assert "retired" in new.tables[1].ddl and "final_gravity" in new.tables[0].ddl
+
+
+def test_the_workspace_refuses_arithmetic_on_a_column_its_seeded_rows_hold_dates_in() -> None:
+    # brewed_on is plain TEXT in the DDL: only the seeded rows say it holds dates
+    seed = [ir.SeedRows(table="batches", rows=BATCHES, plan=PLAN), ir.SeedRows(table="kegs", rows=KEGS)]
+    tool = ir.Tool(name="postpone_batch", description="Move a batch's brew date a week later.", kind="write",
+                   params=[ir.Param(name="batch_id", type="integer", description="The batch (batches.batch_id)")],
+                   steps=[ir.Step(kind="write", sql="UPDATE batches SET brewed_on = brewed_on + 7 "
+                                                    "WHERE batch_id = :batch_id")])
+    with Workspace(brewery.SCENARIO, brewery.TABLES, seed, "2026-01-15T09:00:00") as ws:
+        problem = ws.problems(tool, 2)
+        assert problem is not None and problem.startswith("- tool 'postpone_batch' step 1 (write): brewed_on + 7 ")
+        fixed = tool.model_copy(update={"steps": [ir.Step(kind="write", sql="UPDATE batches SET brewed_on = "
+                                                          "date(brewed_on, '+7 days') WHERE batch_id = :batch_id")]})
+        assert "date/time value" not in (ws.problems(fixed, 2) or "")
