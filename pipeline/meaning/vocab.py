@@ -3,7 +3,8 @@
 A list the model continues from a column's examples is kept only with items that are: new (compared case-folded,
 spaces collapsed), not one text with another number or capital letter ("Work A", "Work B", "Depot 3": numbered
 placeholders), not two items of the list glued together ("1984 Charles Dickens"), not an item plus a short suffix
-("Aspirin II", "The Great Gatsby 2": uniqueness by suffix), not a word said twice in a row ("Antihistamines
+("Aspirin II", "The Great Gatsby 2": uniqueness by suffix), not ending in a digit where no example does ("Dr. Wang7"
+after "Dr. Smith", "Dr. Brown": :func:`digit_ended`), not a word said twice in a row ("Antihistamines
 antihistamines"), and not a variant of a value kept before it (:func:`variant_of`: "The Catcher in the Rye: The
 Complete Edition (ePub)" after "The Catcher in the Rye", "... (Hardcover)" after "... (Paperback)"; one value
 spelled twice, :func:`spelled_twice`: "Moby-Dick" after "Moby Dick", "Pramipexole" after "Pramipexol"). A list-valued column (every example a list of short items joined by one separator) is found
@@ -95,6 +96,20 @@ def _suffix(raw: str) -> bool:
     """A short suffix that tells values apart without meaning: a number, one or two characters, a token without
     lowercase letters ("II")."""
     return len(raw.split()) == 1 and (len(raw) <= 2 or raw.isdigit() or not any(c.islower() for c in raw))
+
+
+def ends_in_digit(text: str) -> bool:
+    """Whether ``text``'s last character is a digit (any script's)."""
+    t = str(text).rstrip()
+    return bool(t) and t[-1].isdigit()
+
+
+def digit_ended(text: str, examples: Sequence[str]) -> bool:
+    """Whether ``text`` ends in a digit where none of ``examples`` does (there being some): a number the
+    examples never end in, written on as a uniqueness suffix ("Dr. Wang7", "Dr. Liu2" after "Dr. Smith",
+    "Dr. Brown"; a digit glued to a word, which :func:`stem` and :func:`glued` do not see as a count). The
+    examples' own character class decides, in any language: where one of them ends in digits, so may a value."""
+    return bool(examples) and ends_in_digit(text) and not any(ends_in_digit(e) for e in examples)
 
 
 def glued(text: str, items: Iterable[str] | set[str]) -> str | None:
@@ -237,16 +252,17 @@ def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str
           variants: bool = True) -> list[str]:
     """``items`` in order, without blanks, repeats of each other or of ``known`` (the examples, earlier items),
     numbered placeholders (counting ``refused``, values offered before and left out, and every item given), glued values, suffixed
-    values, words said twice and (with ``variants``) variants of ``known`` or of an earlier item
+    values (a digit at the end where no value of ``known`` ends in one: :func:`digit_ended`), words said twice and (with ``variants``) variants of ``known`` or of an earlier item
     (:func:`variant_of`). The model's own examples are cleaned with ``variants`` off: they are the column's
     specification, and two of them may share a beginning."""
     items = list(items)
     seen = {norm(k) for k in known}
     kept = [norm(k) for k in known]
+    shown = [str(k) for k in known if str(k).strip()]
     out: list[str] = []
     for raw in items:
         item = " ".join(str(raw).split()).strip(" \t\"'")
-        if not item or norm(item) in seen or said_twice(item):
+        if not item or norm(item) in seen or said_twice(item) or digit_ended(item, shown):
             continue
         if glued(item, seen) or (variants and variant_of(item, kept)):
             continue
@@ -316,7 +332,7 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
     fields passes. A field may repeat a value its column holds in a kept row (an author of two books, a make of
     two models), except in the ``distinct`` places (the key a row is named by: a title is not written twice with
     two authors); a field new to its column must not be blank, a word said twice, glued from values of the rows so
-    far (any column's: "1984 George Orwell") or suffixed, a variant of the column's values so far (with
+    far (any column's: "1984 George Orwell") or suffixed (:func:`digit_ended` too, by its column's ``known`` values), a variant of the column's values so far (with
     ``variants``), nor another column's value ("Moby Dick" as an author, or its own row's); a numbered placeholder in any place
     (counting ``refused`` and every row given) drops its row. ``known`` (the examples, rows kept before) sets the width.
     The ``loose`` places (a number, a value of a CHECK list: the caller checks them) need only be set: they may repeat
@@ -328,6 +344,7 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
     seen_rows = {tuple(norm(v) for v in k) for k in kept}
     columns: list[list[str]] = [[norm(k[i]) for k in kept] for i in range(width or 0)]
     every = {v for i, col in enumerate(columns) if i not in free for v in col}
+    shown: list[list[str]] = [[str(k[i]) for k in kept if str(k[i]).strip()] for i in range(width or 0)]
     out: list[tuple[str, ...]] = []
     rows = [tuple(r) for r in rows]
     for raw in rows:
@@ -335,6 +352,7 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
         if width is None:
             width = len(row)
             columns = [[] for _ in range(width)]
+            shown = [[] for _ in range(width)]
         key = tuple(norm(v) for v in row)
         texts = [k for i, k in enumerate(key) if i not in free]
         if len(row) != width or not all(row) or key in seen_rows or len(set(texts)) < len(texts):
@@ -349,7 +367,7 @@ def clean_tuples(rows: Iterable[Sequence[str]], known: Sequence[Sequence[str]] =
                     ok = False
                 continue
             others = {v for j, col in enumerate(columns) if j != i and j not in free for v in col}
-            if (said_twice(value) or n in others or glued(value, every)
+            if (said_twice(value) or n in others or glued(value, every) or digit_ended(value, shown[i])
                     or (variants and variant_of(value, columns[i]))):
                 ok = False
             if not ok:

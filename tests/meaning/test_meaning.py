@@ -73,6 +73,23 @@ def test_vocabulary_lists_lose_placeholders_glued_values_suffixes_and_repeated_w
     assert not vocab.placeholder_examples(["Emma", "Dune", "Ulysses"])
 
 
+def test_a_continued_value_ends_in_a_digit_only_where_an_example_does() -> None:
+    """Issue 40: the dental clinic's dentists ("Dr. Smith", "Dr. Johnson", ...) were continued with "Dr. Wang7",
+    "Dr. Li7", "Dr. Chen1": a digit glued to the name is no count to :func:`vocab.stem` and no word to
+    :func:`vocab.glued`; no example ends in a digit, so no continued value may."""
+    dentists = ["Dr. Smith", "Dr. Johnson", "Dr. Brown", "Dr. Davis"]
+    got = vocab.clean(["Dr. Lee", "Dr. Wang7", "Dr. Liu2", "Dr. Yu5", "Dr. Kim", "Dr. Wang10"], dentists)
+    assert got == ["Dr. Lee", "Dr. Kim"]
+    # in any script: a wide digit too
+    assert vocab.clean(["陈医生", "王医生2", "刘医生３"], ["李医生", "张医生"]) == ["陈医生"]
+    # where an example ends in digits, a value may: the examples' own character class decides
+    assert vocab.clean(["Vitamin B12", "Zinc"], ["Vitamin D3", "Aspirin"]) == ["Vitamin B12", "Zinc"]
+    # continued rows: the row of a suffixed name is dropped, a number place (loose) is not read as text
+    rows = [("Dr. Wang", "4"), ("Dr. Liu2", "5"), ("Dr. Zhang3", "1"), ("Dr. Park", "2")]
+    known = [("Dr. Smith", "3"), ("Dr. Johnson", "7")]
+    assert vocab.clean_tuples(rows, known, loose=(1,)) == [("Dr. Wang", "4"), ("Dr. Park", "2")]
+
+
 def test_a_list_valued_column_is_found_by_its_separator_and_short_items() -> None:
     allergies = ["Aspirin, ibuprofen", "Antibiotics, antihistamines", "Penicillin"]
     assert vocab.list_separator(allergies) == ", "

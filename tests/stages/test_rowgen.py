@@ -515,6 +515,18 @@ PLANTS = ["Monstera", "Snake Plant", "Peace Lily", "Pothos", "Calathea", "Fiddle
           "Chinese Evergreen", "Dracaena", "Anthurium", "Begonia", "Hoya", "Peperomia", "Croton", "Alocasia", "Cactus"]
 
 
+def test_a_unique_list_continued_with_digit_suffixes_makes_fewer_rows() -> None:
+    """Issue 40: values the model makes unique by a digit no example ends in ("Hoya7", "Calathea2") are not kept;
+    the UNIQUE list is shorter and so is the table (as long as its list), none of its names suffixed."""
+    suffixed = ["Hoya7", "Calathea2", "Jade Plant3", "Pothos1", "Cactus 12"]
+    pools = {"name": [*PLANTS, *suffixed], "care": ["Water weekly", "Full sun", "Humid air", "Bright light"]}
+    res = generate_seed(NURSERY, NURSERY_TABLES, scripted(NURSERY_REPLIES, pools), gen_settings(entity_rows=(60, 60)))
+    assert res.ok, res.rejections
+    names = [p["name"] for p in {s.table: s for s in res.value}["plants"].rows]
+    assert not set(suffixed) & set(names)
+    assert len(names) == len(set(names)) == len(PLANTS)
+
+
 def test_the_rows_keep_what_the_examples_show() -> None:
     pools = {"name": [*PLANTS, "Monstera II", "Pothos Calathea", "Fern 1", "Fern 2", "Fern 3"],
              "care": ["Water weekly", "Full sun", "Humid air", "Bright light"]}
