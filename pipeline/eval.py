@@ -212,6 +212,14 @@ class EvalRun:
     skipped: int
 
 
+def turns_for(task: Task, settings: EvalSettings) -> EvalSettings:
+    """``settings`` with at least one turn per call of ``task``'s reference solution plus one to answer: a budget
+    below that would fail an agent that does exactly what the task needs (the example's deepest task is 8 calls;
+    the default budget is 8 turns)."""
+    need = min(50, len(task.reference_solution) + 1)
+    return settings if settings.max_turns >= need else settings.model_copy(update={"max_turns": need})
+
+
 def run_eval(
     client: Any,
     items: list[EvalItem],
@@ -243,7 +251,8 @@ def run_eval(
 
     def work(job: tuple[EvalItem, int]) -> None:
         item, k = job
-        a = run_attempt(client, item.env, item.task, attempt=k, initial_db=item.initial_db, settings=settings,
+        a = run_attempt(client, item.env, item.task, attempt=k, initial_db=item.initial_db,
+                        settings=turns_for(item.task, settings),
                         stage=STAGE, user=sim_client, user_settings=user)
         row = result_row(item, a)
         with lock:

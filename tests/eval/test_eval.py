@@ -180,3 +180,19 @@ def test_task_filters_and_bad_sources(tmp_path: Path) -> None:
         (EXAMPLE / "task_bank.jsonl").read_text().replace('"env_id":"book_lending', '"env_id":"other_lending', 1))
     with pytest.raises(EvalError, match="other_lending"):
         load_items(bank_only)
+
+
+def test_a_task_deeper_than_the_turn_budget_gets_a_turn_per_reference_call_and_one_to_answer(tmp_path: Path) -> None:
+    """The example's deepest task is 8 calls; with the default budget of 8 turns an agent replaying its reference
+    exactly ran out of turns before the last write (the regenerated library's compound task)."""
+    from pipeline.eval import turns_for
+
+    items = example_items()
+    deepest = max(items, key=lambda it: len(it.task.reference_solution))
+    n = len(deepest.task.reference_solution)
+    tight = EvalSettings(max_turns=n - 1, attempts=1, concurrency=1)
+    assert turns_for(deepest.task, tight).max_turns == n + 1
+    assert turns_for(deepest.task, SETTINGS.model_copy(update={"max_turns": 30})).max_turns == 30
+    with serve(Replay([deepest.task])) as server:
+        run = run_eval(client_for(server.base_url), [deepest], tmp_path / "out", tight)
+    assert run.rows[0]["passed"], run.rows[0]["failures"]
