@@ -251,8 +251,9 @@ def _ruled_chain(shape: str, tool: str, rule: str, row: int, params: tuple[str, 
 def test_a_bank_asks_for_a_rules_forbidden_write_at_most_twice() -> None:
     """Issue 40's audit of the example library: its one rule ("once a loan is returned, its status may not change")
     was the refused half of five requests of ten ("Please mark the loan of ... as pending", four compounds and a
-    refusal). A bank takes at most two (``planner.PER_RULE``) chains that ask for a write one rule forbids (half the rule
-    quota when that is more); another rule's chains, and chains no rule forbids, are still taken."""
+    refusal). A bank takes at most two (``planner.PER_RULE``) compounds or exceptions that ask for a write one rule
+    forbids (half the rule quota when that is more); another rule's, and chains no rule forbids, are still taken (a
+    refusal only beside four compounds: ``decide_fits``)."""
     held = [_ruled_chain("compound_rule", "update_loan_status", "returned_final", r) for r in (1, 2)]
     chains = [_ruled_chain("compound_rule", "update_loan_status", "returned_final", 3),
               _ruled_chain("refuse_rule", "update_loan_status", "returned_final", 4),

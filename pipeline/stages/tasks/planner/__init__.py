@@ -186,14 +186,14 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     first (a compound of two allowed writes is a decide task too, which the blind writer passes as well). A chain
     naming a row the bank already names (:func:`rows_named`: "the loan of The Hobbit for Andrea Black" in three
     tasks) comes after one that names none among chains the rest ranks equal: requests spread over the tables' rows.
-    No chain asks for a write a rule forbids once the bank holds :data:`PER_RULE` such chains of that rule (or half
-    of ``rule_quota``), and among those that do, the kind of forbidden write (:func:`forbidden_writes`) the bank
+    No compound or exception asks for a write a rule forbids once the bank holds :data:`PER_RULE` of them for that
+    rule (or half of ``rule_quota``), and among chains that ask for a forbidden write, the kind of forbidden write (:func:`forbidden_writes`) the bank
     asks for least comes first."""
     cap = max(PER_RULE, (rule_quota + 1) // 2)
-    held_rules = Counter(r for ch in bank for r in forbidden_rules(ch))
+    held_rules = Counter(r for ch in bank if ch.shape in RULED for r in forbidden_rules(ch))
     left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
-        single(chains[i - 1]) and not decide_fits(bank, chains[i - 1])) and not any(
-        held_rules[r] >= cap for r in forbidden_rules(chains[i - 1]))]
+        single(chains[i - 1]) and not decide_fits(bank, chains[i - 1])) and not (chains[i - 1].shape in RULED and any(
+            held_rules[r] >= cap for r in forbidden_rules(chains[i - 1])))]
     if writes is None or not left:
         return left[0] if left else None
     uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
@@ -224,9 +224,11 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
 
 
 PER_RULE = 2
-"""Rule-bound tasks that ask for a write one rule forbids, at most, in a bank (or half its ``rule_quota`` when that is
-more): the example library's one rule ("once a loan is returned its status may not change") was the refused half of
-five requests of ten, "Please mark the loan of ... as pending" glued onto unrelated ones (issue 40's audit)."""
+"""Compound and exception tasks (:data:`RULED`) that ask for a write one rule forbids, at most, in a bank (or half its
+``rule_quota`` when that is more): the example library's one rule ("once a loan is returned its status may not
+change") was the refused half of five requests of ten, "Please mark the loan of ... as pending" glued onto unrelated
+ones (issue 40's audit). A refusal is not counted: :func:`decide_fits` takes one only beside four of them, so a rule
+alone gives none, and a bank that holds them holds them over two rules or more."""
 
 
 def forbidden_rules(ch: Chain) -> set[str]:
