@@ -105,11 +105,11 @@ def _bound_formats(tool: Tool, columns: dict[str, list[str]],
         bound = sorted(bindings.get(param.name, ()))
         if param.type != "string" or not bound or "*" in others or param.name in others:
             continue
-        found = [formats.get(target) for target in bound]
-        kinds = {f[0] for f in found if f is not None}
-        if None in found or len(kinds) != 1:
+        dated = [formats.get(target) for target in bound]
+        kinds = {f[0] for f in dated if f is not None}
+        if None in dated or len(kinds) != 1:
             continue
-        fmt, example = found[0] or ("", "")
+        fmt, example = dated[0] or ("", "")
         out[param.name] = {"format": fmt, "example": example}
     return out
 
