@@ -245,7 +245,7 @@ def test_the_tester_is_offered_the_tasks_tools_and_its_levels_distractors() -> N
     assert task_level(env, bound) == 3 and len(offered_tools(env, bound)) == 3 + 4
 
 
-def test_every_task_is_tested_with_its_tools_and_at_most_two_distractors() -> None:
+def test_a_task_is_tested_with_its_tools_and_at_most_two_distractors_eight_at_level_5() -> None:
     from verify.difficulty import offered_tools, task_level
 
     env = library_env()
@@ -258,17 +258,21 @@ def test_every_task_is_tested_with_its_tools_and_at_most_two_distractors() -> No
     assert task_level(env, refuse) == 5 and offered_tools(env, refuse) == order  # the sampler's ladder: every tool
     assert task_level(env, two) == 4 and len(offered_tools(env, two)) == len({c.tool for c in two.reference_solution}) + 8
     assert task_level(env, bound) == 3 and len(offered_tools(env, bound)) == 3 + 4
-    for task, rule_tools in ((refuse, {"delete_member"}), (two, set()), (bound, {"borrow_book"}), (lend, set())):
+    for task, rule_tools, most in ((refuse, {"delete_member"}, 8), (two, set(), 2), (bound, {"borrow_book"}, 2),
+                                   (lend, set(), 2)):
         needed = {c.tool for c in task.reference_solution} | rule_tools
         names = tester.view_of(env, task).names
         assert names is not None and needed <= set(names)  # the tools it needs and the write its rule judges, always
-        assert len(names) == len(needed) + tester.TESTER_DISTRACTORS_MAX == len(needed) + 2, task_level(env, task)
+        assert len(names) == len(needed) + most, task_level(env, task)  # level 5: 8; levels 3 and 4: 2, not 4 or 8
         assert names == sorted(names, key=order.index) and names == tester.view_of(env, task).names  # stable
     names = tester.view_of(env, refuse).names
     other = refuse.model_copy(update={"task_id": "t_other"})  # drawn by the task's id, as the sampler draws
     assert tester.view_of(env, other).names != names and set(names) & {"delete_member"} <= set(
         tester.view_of(env, other).names or [])
-    # level 2 keeps the ladder's own draw; a task offering a subset keeps it; a level-1 task gets none
+    # level 2 keeps the ladder's own draw; a task offering a subset keeps it; a level-1 task gets none; a level-5 task
+    # of an environment with at most 8 other tools sees them all
+    small = library_env()
+    assert tester.view_of(small, refuse).names == [t.name for t in small.tools]
     assert tester.view_of(env, lend).names == offered_tools(env, lend)
     needed = {c.tool for c in refuse.reference_solution} | {"delete_member"}
     sampled = refuse.model_copy(update={"tools": [t.openai_schema() for t in env.tools if t.name in needed]})
