@@ -74,3 +74,6 @@ _.throttled
 # called by name from the text of a rendered server.py (the __main__ of an environment with rules)
 _.main_with_policy
 _._dates_if_moved
+
+# llama-cpp-python reads it as its chat route is built (pipeline/llm/serve.py keep_timings: replies keep their timings)
+_.ChatCompletion

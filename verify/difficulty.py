@@ -150,7 +150,8 @@ def task_level(env: Environment, task: Task) -> int:
 
 
 def offered_tools(env: Environment, task: Task) -> list[str]:
-    """The tools the tester is offered for ``task``, in the environment's order: a task that already offers a
+    """The tools the ladder offers ``task`` (the tester keeps at most two of their distractors, eight at level 5:
+    :func:`verify.tester.view_of`), in the environment's order: a task that already offers a
     subset (a sampled task's ``tools``) keeps it; else the tools of its reference (and of the writes its rules
     judge) plus the distractors of its level, drawn by the task's id, as the sampler draws them."""
     order = [t.name for t in env.tools]

@@ -8,14 +8,14 @@ ones sample (``temperature``, seed = attempt) so they differ. An endpoint failur
 recorded as a failed attempt: it says nothing about the task, and the run retries the item.
 
 What the tester is offered (:func:`view_of`): the tools of the task's reference solution (and of the writes its
-rules judge) plus the distractors of its level on the sampler's ladder (:func:`verify.difficulty.offered_tools`:
-0, 2, 4 or 8, every tool for a task that must refuse part of its request), and pages of
-:data:`verify.agent.TESTER_PAGE` rows. Its pass rate is therefore the difficulty of the task as a sampled task of
-that level offers it, not with every tool of the environment in view (which is how the export's ``tools`` offer a
-build task). One exception: where the ladder offers every tool (level 5), the tester is offered at most
-:data:`TESTER_DISTRACTORS_MAX` distractors, drawn by the task's id (the tools the task needs, and those of the writes its
-rules judge, are always offered): the seven level-5 tasks of the example were 43% of the tester's prompt tokens with
-17-21 tools each. Every attempt and turn of a task starts with the same system prompt, so a prefix cache serves them.
+rules judge) plus at most :data:`TESTER_DISTRACTORS_MAX` (2) of the distractors of its level on the sampler's ladder
+(:func:`verify.difficulty.offered_tools`: 0, 2, 4 or 8), drawn by the task's id, and pages of
+:data:`verify.agent.TESTER_PAGE` rows; a level-5 task (one that must refuse part of its request, whose ladder offers
+every tool) gets at most :data:`TESTER_DISTRACTORS_LEVEL5` (8). The tools a task needs are always offered, so a task
+stays as solvable as its proofs say; the pass rate of a task of levels 2-4 is its difficulty among two tools it does
+not need, not among the 4 or 8 of its sampled form (issue 42: distractors were a third of the example's tester prompt
+tokens). Every attempt and turn of a task starts with the same system prompt (instructions, policy, tools), then its
+request, so a prefix cache serves them.
 """
 
 from __future__ import annotations
@@ -31,16 +31,24 @@ from verify.agent import TESTER_PAGE, Attempt, Step, View, turn_model
 from verify.agent import run_attempt as _run_attempt
 from verify.clients import endpoint_client
 from verify.conversation import UserSettings, script_of, user_client
-from verify.difficulty import LADDER_DISTRACTORS, offered_tools, task_level
+from verify.difficulty import offered_tools, task_level
 
 STAGE = "tester"
 
 __all__ = ["STAGE", "Attempt", "Step", "TesterSettings", "conversation_difficulty", "run_attempt", "run_attempts",
-           "TESTER_DISTRACTORS_MAX", "run_conversations", "tester_client", "turn_model", "view_of"]
+           "TESTER_DISTRACTORS_LEVEL5", "TESTER_DISTRACTORS_MAX", "run_conversations", "tester_client", "turn_model", "view_of"]
 
-TESTER_DISTRACTORS_MAX = 8
-"""The most distractors the tester is offered (level 4's on the sampler's ladder): a level-5 task, whose sampled
-form offers every tool, is tested with the tools it needs plus this many others (issue 42: tokens per environment)."""
+TESTER_DISTRACTORS_MAX = 2
+"""The most distractors the tester is offered beside the tools a task of levels 1-4 needs (the ladder's level-2 count):
+every task beyond one call keeps a wrong tool to pick at each step, and the tool list stays short in every prompt of
+its attempts (issue 42: 8 distractors for level-4 tasks, 4 for level 3, were 14,134 of the example's 92,528 tester
+prompt tokens)."""
+
+TESTER_DISTRACTORS_LEVEL5 = 8
+"""The most distractors a level-5 task is offered (one that must refuse part of its request, or a level-4 structure
+under a rule; its sampled form offers every tool): level 4's count, as before. Cut to 2, the real model solved none of
+the six attempts of ``tests/verify/test_tester_rules_real.py`` (the brewery's rule-bound decide task answered without a
+call three times; 2026-11-30), which it solves with these."""
 
 
 def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMClientProtocol:
@@ -50,17 +58,17 @@ def tester_client(client: LLMClientProtocol, settings: TesterSettings) -> LLMCli
 
 
 def view_of(env: Environment, task: Task) -> View:
-    """What the tester is offered for ``task``: its tools and their level's distractors (at most
-    :data:`TESTER_DISTRACTORS_MAX`), short pages."""
+    """What the tester is offered for ``task``: the tools it needs and at most :data:`TESTER_DISTRACTORS_MAX` of its
+    level's distractors (:data:`TESTER_DISTRACTORS_LEVEL5` at level 5; drawn by the task's id), in the environment's
+    order; short pages."""
     names = offered_tools(env, task)
-    own = {s.get("function", s).get("name") for s in task.tools}
-    if LADDER_DISTRACTORS[task_level(env, task)] is None and not (own and own < {t.name for t in env.tools}):
-        needed = {c.tool for c in task.reference_solution} | {
-            r["tool"] for r in task.metadata.get("rules") or [] if isinstance(r, dict) and r.get("tool")}
-        others = [n for n in names if n not in needed]
-        if len(others) > TESTER_DISTRACTORS_MAX:
-            keep = set(random.Random(f"tester:{task.task_id}").sample(others, TESTER_DISTRACTORS_MAX))
-            names = [n for n in names if n in needed or n in keep]
+    needed = {c.tool for c in task.reference_solution} | {
+        r["tool"] for r in task.metadata.get("rules") or [] if isinstance(r, dict) and r.get("tool")}
+    others = [n for n in names if n not in needed]
+    most = TESTER_DISTRACTORS_LEVEL5 if task_level(env, task) == 5 else TESTER_DISTRACTORS_MAX
+    if len(others) > most:
+        keep = set(random.Random(f"tester:{task.task_id}").sample(others, most))
+        names = [n for n in names if n in needed or n in keep]
     return View(names=names, page=TESTER_PAGE)
 
 

@@ -106,10 +106,16 @@ def stage_lines(usage: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
     def tokens(u: dict[str, float]) -> float:
         return u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
 
-    return [(stage, f"{int(u.get('calls', 0))} calls ({int(u.get('cached', 0))} from cache), "
-                    f"{int(u.get('prompt_tokens', 0)):,} prompt + {int(u.get('completion_tokens', 0)):,} completion "
-                    f"tokens, {u.get('seconds', 0):.0f} s")
+    return [(stage, f"{int(u.get('calls', 0))} calls ({int(u.get('cached', 0))} from cache), {token_words(u)}, "
+                    f"{u.get('seconds', 0):.0f} s")
             for stage, u in sorted(usage.items(), key=lambda kv: (-tokens(kv[1]), kv[0]))]
+
+
+def token_words(u: dict[str, float]) -> str:
+    """``N prompt + M completion tokens``, with ``(R read)`` after the prompt tokens when the endpoint said how many
+    it read rather than served from its prefix cache."""
+    read = f" ({int(u['prompt_read']):,} read)" if "prompt_read" in u else ""
+    return f"{int(u.get('prompt_tokens', 0)):,} prompt{read} + {int(u.get('completion_tokens', 0)):,} completion tokens"
 
 
 def print_summary(console: Console, s: dict[str, Any]) -> None:
@@ -127,11 +133,14 @@ def print_summary(console: Console, s: dict[str, Any]) -> None:
     t.add_row("tasks emitted", str(c.get("tasks", 0)))
     t.add_row("pass rates", ", ".join(f"{k}: {v}" for k, v in s["pass_rate_histogram"].items()) or "-")
     if s["tokens_per_verified_env"] is not None:
-        t.add_row("per verified env", f"{s['tokens_per_verified_env']:,} tokens, {s['seconds_per_verified_env']} s")
-    tot = {k: sum(v.get(k, 0) for v in s["usage"].values()) for k in ("calls", "cached", "prompt_tokens",
-                                                                     "completion_tokens")}
-    t.add_row("LLM", f"{int(tot['calls'])} calls ({int(tot['cached'])} from cache), "
-                     f"{int(tot['prompt_tokens']):,} prompt + {int(tot['completion_tokens']):,} completion tokens")
+        read = s.get("tokens_read_per_verified_env")
+        t.add_row("per verified env", f"{s['tokens_per_verified_env']:,} tokens"
+                                      + (f" ({read:,} with prompt tokens read)" if read is not None else "")
+                                      + f", {s['seconds_per_verified_env']} s")
+    keys = ("calls", "cached", "prompt_tokens", "completion_tokens")
+    tot = {k: sum(v.get(k, 0) for v in s["usage"].values())
+           for k in keys + (("prompt_read",) if any("prompt_read" in v for v in s["usage"].values()) else ())}
+    t.add_row("LLM", f"{int(tot['calls'])} calls ({int(tot['cached'])} from cache), {token_words(tot)}")
     for stage, line in stage_lines(s["usage"]):
         t.add_row(f"  {stage}", line)
     t.add_row("time", f"{s['seconds']:.0f} s")

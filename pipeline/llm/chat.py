@@ -25,6 +25,7 @@ from typing import Any
 
 from pipeline.llm.cache import cache_key
 from pipeline.llm.client import LLMError, Reply, _Retry
+from pipeline.llm.replies import prompt_read, usage_record
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
@@ -149,7 +150,8 @@ def chat_tools(
     if cache is not None and (hit := cache.get(key)) is not None:
         stored, usage = hit
         content, calls, finish = _decode(stored)
-        reply = Reply(stored, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), 0.0, True)
+        reply = Reply(stored, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), 0.0, True,
+                      usage.get("prompt_read"))
         client.usage.add(stage, reply)
         return _finish(content, calls, finish, reply, opts)
     resp, _, seconds = client._send(key, messages, params, extract=_first_choice)  # the client's retries
@@ -166,9 +168,10 @@ def chat_tools(
     ct = int(getattr(usage, "completion_tokens", 0) or 0)
     stored = json.dumps({"content": content, "tool_calls": [c.__dict__ for c in calls], "finish_reason": finish},
                         ensure_ascii=False, sort_keys=True)
+    read = prompt_read(resp, pt)
     if cache is not None:
-        cache.put(key, key_payload, stored, {"prompt_tokens": pt, "completion_tokens": ct, "seconds": round(seconds, 3)})
-    reply = Reply(stored, pt, ct, seconds, False)
+        cache.put(key, key_payload, stored, usage_record(pt, ct, seconds, read))
+    reply = Reply(stored, pt, ct, seconds, False, read)
     client.usage.add(stage, reply)
     return _finish(content, calls, finish, reply, opts)
 

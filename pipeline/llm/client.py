@@ -30,7 +30,15 @@ from pipeline.config import LLMSettings
 from pipeline.llm.cache import ResponseCache, cache_key
 from pipeline.llm.endpoints import Endpoint, Router, parse_retry_after
 from pipeline.llm.machine_lock import generation_turn
-from pipeline.llm.replies import Reply, Usage, format_validation, inline_refs, schema_of
+from pipeline.llm.replies import (
+    Reply,
+    Usage,
+    format_validation,
+    inline_refs,
+    prompt_read,
+    schema_of,
+    usage_record,
+)
 from pipeline.prompts import fill_section
 
 T = TypeVar("T", bound=BaseModel)
@@ -252,7 +260,8 @@ class LLMClient:
                         self._prefetched.discard(key)
                     reply = Reply(content, int(usage.get("prompt_tokens", 0)),
                                   int(usage.get("completion_tokens", 0)),
-                                  float(usage.get("seconds", 0.0)) if fetched else 0.0, not fetched)
+                                  float(usage.get("seconds", 0.0)) if fetched else 0.0, not fetched,
+                                  usage.get("prompt_read"))
                     self.usage.add(stage, reply)
                     return reply
             with self._inflight_lock:  # one request per key at a time: a second asker waits for the first
@@ -267,14 +276,14 @@ class LLMClient:
             usage = getattr(resp, "usage", None)
             pt = int(getattr(usage, "prompt_tokens", 0) or 0)
             ct = int(getattr(usage, "completion_tokens", 0) or 0)
+            read = prompt_read(resp, pt)
             if self._cache is not None:
-                self._cache.put(key, key_payload, content,
-                                {"prompt_tokens": pt, "completion_tokens": ct, "seconds": round(seconds, 3)})
+                self._cache.put(key, key_payload, content, usage_record(pt, ct, seconds, read))
         finally:
             with self._inflight_lock:
                 del self._inflight[key]
             done.set()
-        reply = Reply(content, pt, ct, seconds, False)
+        reply = Reply(content, pt, ct, seconds, False, read)
         if getattr(self._local, "prefetching", False):
             with self._inflight_lock:
                 self._prefetched.add(key)

@@ -20,11 +20,36 @@ class Reply:
     completion_tokens: int
     seconds: float
     cached: bool
+    prompt_read: int | None = None
+    """Prompt tokens the endpoint read when it made the reply, the rest served from its prefix cache
+    (:func:`prompt_read`); None when the endpoint did not say."""
+
+
+def prompt_read(resp: Any, prompt_tokens: int) -> int | None:
+    """How many of a reply's ``prompt_tokens`` its endpoint read rather than served from its prefix cache: llama.cpp's
+    ``timings.prompt_n`` (the embedded server reports it too: ``pipeline.llm.serve.count_prompt_reads``), else
+    ``prompt_tokens`` less OpenAI's ``usage.prompt_tokens_details.cached_tokens``; None when it says neither."""
+    timings = (getattr(resp, "model_extra", None) or {}).get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
+        return int(timings["prompt_n"])
+    cached = getattr(getattr(getattr(resp, "usage", None), "prompt_tokens_details", None), "cached_tokens", None)
+    return max(0, prompt_tokens - cached) if isinstance(cached, int) else None
+
+
+def usage_record(prompt_tokens: int, completion_tokens: int, seconds: float, read: int | None) -> dict[str, Any]:
+    """A reply's usage as the cache stores it (``prompt_read`` only when the endpoint said it: older records stay)."""
+    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "seconds": round(seconds, 3)}
+    if read is not None:
+        out["prompt_read"] = read
+    return out
 
 
 @dataclass
 class Usage:
-    """Thread-safe ledger of calls: totals per stage and for the run."""
+    """Thread-safe ledger of calls: totals per stage and for the run. Once any reply says how much of its prompt was
+    read (:attr:`Reply.prompt_read`), every stage also has ``prompt_read``: the prompt tokens read, a reply that did
+    not say counted as read whole."""
 
     records: list[tuple[str, Reply]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -36,6 +61,7 @@ class Usage:
     def by_stage(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
         with self._lock:
+            said = any(r.prompt_read is not None for _, r in self.records)
             for stage, r in self.records:
                 s = out.setdefault(
                     stage, {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
@@ -45,13 +71,16 @@ class Usage:
                 s["prompt_tokens"] += r.prompt_tokens
                 s["completion_tokens"] += r.completion_tokens
                 s["seconds"] = round(s["seconds"] + r.seconds, 3)
+                if said:
+                    s["prompt_read"] = s.get("prompt_read", 0) + (r.prompt_tokens if r.prompt_read is None
+                                                                  else r.prompt_read)
         return dict(sorted(out.items()))
 
     def total(self) -> dict[str, float]:
         tot = {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
         for s in self.by_stage().values():
-            for k in tot:
-                tot[k] += s[k]
+            for k, v in s.items():
+                tot[k] = tot.get(k, 0) + v
         tot["seconds"] = round(tot["seconds"], 3)
         return tot
 

@@ -112,6 +112,52 @@ def fit_threads(llama_class: Any, most: int) -> None:
     llama_class.eval = eval
 
 
+def count_prompt_reads(llama_class: Any) -> None:
+    """Make every ``llama_class`` chat reply say how much of its prompt was read and how much its prefix cache served,
+    as llama.cpp's own server does (``timings``: ``prompt_n`` tokens read, ``cache_n`` served from the cache; issue
+    42). llama-cpp-python keeps the previous request's tokens and reads only what follows the longest shared prefix
+    (or loads a longer one from its RAM cache): the first ``eval`` of a ``generate`` is that prompt suffix, every later
+    one a generated token. Counting changes nothing of what is generated."""
+    original_eval, original_generate = llama_class.eval, llama_class.generate
+    original_chat = llama_class.create_chat_completion
+
+    def eval(self: Any, tokens: Any) -> Any:
+        if getattr(self, "_ef_first_eval", False):
+            self._ef_first_eval = False
+            self._ef_prompt_n = len(tokens)
+        return original_eval(self, tokens)
+
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._ef_first_eval, self._ef_prompt_n = True, None
+        yield from original_generate(self, *args, **kwargs)
+
+    def create_chat_completion(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._ef_prompt_n = None
+        out = original_chat(self, *args, **kwargs)
+        read = getattr(self, "_ef_prompt_n", None)
+        if isinstance(out, dict) and read is not None:  # a stream's chunks are left as they are
+            prompt = int((out.get("usage") or {}).get("prompt_tokens", read))
+            out["timings"] = {"prompt_n": read, "cache_n": max(0, prompt - read)}
+        return out
+
+    llama_class.eval, llama_class.generate = eval, generate
+    llama_class.create_chat_completion = create_chat_completion
+
+
+def keep_timings(llama_cpp: Any) -> None:
+    """Let the server's replies carry ``timings``: its chat route validates replies against ``llama_cpp.ChatCompletion``,
+    a TypedDict that drops keys it does not name. Call before ``llama_cpp.server.app`` is imported."""
+    from typing import NotRequired
+
+    from typing_extensions import TypedDict, get_type_hints  # pydantic wants this TypedDict before 3.12
+
+    base = llama_cpp.llama_types.CreateChatCompletionResponse
+    Timings = TypedDict("Timings", {"prompt_n": int, "cache_n": int})  # noqa: UP013, N806
+    fields = {**get_type_hints(base, include_extras=True), "timings": NotRequired[Timings]}
+    TimedChatCompletion = TypedDict("TimedChatCompletion", fields)  # type: ignore[misc]  # noqa: UP013, N806
+    llama_cpp.ChatCompletion = TimedChatCompletion
+
+
 def raise_priority(nice: int) -> tuple[bool, str]:
     """Set this process's nice value to ``nice`` (before any thread is started, so llama.cpp's threads inherit
     it): whether it is now above the usual priority, and what happened in words for the server log."""
@@ -164,7 +210,11 @@ def main() -> None:  # pragma: no cover - the server process (exercised by the e
     raised, said = raise_priority(int(os.environ.get("ENVFOUNDRY_SERVER_NICE", "-19")))
     fit = should_fit(os.environ.get("ENVFOUNDRY_ADAPTIVE_THREADS", "auto"), raised)
     print(f"envfoundry: {said}; threads {'fitted to the free cores' if fit else 'fixed'}", flush=True)
+    import llama_cpp
     from llama_cpp.llama import Llama
+
+    keep_timings(llama_cpp)
+    count_prompt_reads(Llama)
     from llama_cpp.server.__main__ import main as serve
 
     if fit:

@@ -134,3 +134,35 @@ def test_a_field_named_title_survives_schema_cleaning():
     assert client.structured(Book, MSGS, stage="s").title == "Emma"
     schema = client.bodies[0]["response_format"]["json_schema"]["schema"]
     assert set(schema["properties"]) == {"title", "pages"} and "title" not in schema
+
+
+def test_prompt_tokens_read_are_recorded_beside_prompt_tokens(tmp_path):
+    """Issue 42: an endpoint that says how much of a prompt its prefix cache served (llama.cpp's ``timings``, which
+    the embedded server reports too; OpenAI's ``cached_tokens``) has the tokens it read recorded, in the cache too;
+    one that does not say leaves the ledger as it was."""
+    import httpx
+
+    from pipeline.llm.client import completion_json
+
+    path = tmp_path / "c.sqlite"
+    llama = httpx.Response(200, json={**completion_json('{"name": "a", "count": 1}', prompt_tokens=900),
+                                      "timings": {"prompt_n": 120, "cache_n": 780}})
+    body = completion_json('{"name": "b", "count": 2}', prompt_tokens=500)
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 448}
+    client = fake_client([llama, httpx.Response(200, json=body), {"name": "c", "count": 3}], cache_path=path)
+    first = client.structured_reply(Pair, MSGS, stage="s")[1]
+    second = client.structured_reply(Pair, [*MSGS, {"role": "user", "content": "again"}], stage="s")[1]
+    third = client.structured_reply(Pair, [*MSGS, {"role": "user", "content": "once more"}], stage="t")[1]
+    assert (first.prompt_tokens, first.prompt_read) == (900, 120)
+    assert (second.prompt_tokens, second.prompt_read) == (500, 52)
+    assert third.prompt_read is None
+    usage = client.usage.by_stage()
+    assert usage["s"]["prompt_read"] == 172 and usage["s"]["prompt_tokens"] == 1400
+    assert usage["t"]["prompt_read"] == usage["t"]["prompt_tokens"]  # not said: counted as read whole
+    assert client.usage.total()["prompt_read"] == 172 + usage["t"]["prompt_tokens"]
+    replay = fake_client([], cache_path=path)  # the cache keeps what was read when the reply was made
+    hit = replay.structured_reply(Pair, MSGS, stage="s")[1]
+    assert hit.cached and hit.prompt_read == 120
+    quiet = fake_client([{"name": "a", "count": 1}])
+    quiet.structured(Pair, MSGS, stage="s")
+    assert "prompt_read" not in quiet.usage.by_stage()["s"] and "prompt_read" not in quiet.usage.total()

@@ -152,3 +152,78 @@ def test_a_raised_server_leads_its_own_session_whose_group_has_its_nice() -> Non
 def test_machine_counters_read_from_proc() -> None:
     busy, own = serve._machine_busy_ticks(), serve._own_ticks()
     assert busy is not None and own is not None and busy >= own >= 0
+
+
+class PrefixLlama:
+    """llama-cpp-python's ``Llama`` as far as prompt reading goes: it keeps the last request's tokens and evaluates
+    only what follows the longest shared prefix, then one token per generated token."""
+
+    def __init__(self) -> None:
+        self.kept: list[int] = []
+        self.evaluated: list[list[int]] = []
+
+    def eval(self, tokens: list[int]) -> None:
+        self.evaluated.append(list(tokens))
+        self.kept += tokens
+
+    def generate(self, tokens: list[int]) -> Any:
+        shared = 0
+        for a, b in zip(self.kept, tokens, strict=False):
+            if a != b:
+                break
+            shared += 1
+        self.kept = self.kept[:shared]
+        todo = tokens[shared:]
+        for i in range(3):
+            self.eval(todo)
+            todo = [100 + i]
+            yield 100 + i
+
+    def create_chat_completion(self, prompt: list[int], stream: bool = False) -> Any:
+        out = list(self.generate(prompt))
+        if stream:
+            return iter([{"chunk": out}])
+        return {"choices": [{"message": {"content": str(out)}}],
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(out)}}
+
+
+def test_the_server_says_how_much_of_each_prompt_it_read() -> None:
+    """Issue 42: each reply carries llama.cpp's ``timings`` (``prompt_n`` read, ``cache_n`` served from the prefix
+    the previous request left), what is generated unchanged."""
+
+    class Llama(PrefixLlama):
+        pass
+
+    serve.count_prompt_reads(Llama)
+    llm = Llama()
+    first = llm.create_chat_completion(list(range(50)))
+    assert first["timings"] == {"prompt_n": 50, "cache_n": 0}
+    assert first["choices"] == PrefixLlama().create_chat_completion(list(range(50)))["choices"]
+    second = llm.create_chat_completion([*range(50), 100, 101, 7, 8])  # the last turn and its reply, then more
+    assert second["timings"] == {"prompt_n": 2, "cache_n": 52}
+    other = llm.create_chat_completion([9, *range(10)])
+    assert other["timings"] == {"prompt_n": 11, "cache_n": 0}
+    assert "timings" not in str(list(llm.create_chat_completion([1], stream=True)))
+
+
+def test_the_servers_chat_route_keeps_the_timings() -> None:
+    """llama-cpp-python's chat route validates replies against a TypedDict that drops keys it does not name:
+    :func:`pipeline.llm.serve.keep_timings` (as the server starts) lets ``timings`` through, in a process of its own."""
+    pytest.importorskip("llama_cpp")
+    code = """
+import llama_cpp, pydantic
+from pipeline.llm.serve import keep_timings
+keep_timings(llama_cpp)
+from llama_cpp.server import app
+route = [r for r in app.router.routes if getattr(r, "path", "") == "/v1/chat/completions"][0]
+reply = {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0,
+         "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop", "logprobs": None}],
+         "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+ta = pydantic.TypeAdapter(route.response_model)
+print(ta.dump_python(ta.validate_python({**reply, "timings": {"prompt_n": 1, "cache_n": 2}}))["timings"])
+print("timings" in ta.dump_python(ta.validate_python(reply)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["{'prompt_n': 1, 'cache_n': 2}", "False"]

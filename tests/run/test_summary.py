@@ -70,3 +70,32 @@ def test_the_printed_summary_gives_tokens_and_seconds_per_stage(tmp_path: Path) 
     assert "153,592 prompt + 5,630 completion tokens" in text  # the total, then each stage
     for stage, line in lines:
         assert f"  {stage}" in text and line in text
+
+
+def test_the_summary_gives_prompt_tokens_read_beside_prompt_tokens(tmp_path: Path) -> None:
+    """Issue 42: where the endpoint says how much of each prompt its prefix cache served, the summary gives the tokens
+    read beside the prompt tokens, per stage and in all, and per verified environment beside the counted figure
+    (which the 30,000 target is stated in)."""
+    from rich.console import Console
+
+    from pipeline.cli.run import print_summary, stage_lines
+    from pipeline.run import merge_usage
+
+    usage = merge_usage([
+        {"tester": {"calls": 3, "cached": 0, "prompt_tokens": 3000, "completion_tokens": 150, "seconds": 9.0,
+                    "prompt_read": 700}},
+        {"tester": {"calls": 1, "cached": 0, "prompt_tokens": 200, "completion_tokens": 50, "seconds": 1.0},
+         "tools": {"calls": 1, "cached": 0, "prompt_tokens": 100, "completion_tokens": 10, "seconds": 1.0}}])
+    assert usage["tester"]["prompt_read"] == 900 and usage["tools"]["prompt_read"] == 100  # not said: read whole
+    assert stage_lines(usage)[0][1] == "4 calls (0 from cache), 3,200 prompt (900 read) + 200 completion tokens, 10 s"
+    envs = [{"status": "verified", "prompt_tokens": 3300, "completion_tokens": 210, "seconds": 11.0}]
+    summary = summary_dict(RunResult(tmp_path, {}, envs, [], usage, 12.0))
+    assert summary["tokens_per_verified_env"] == 3510 and summary["tokens_read_per_verified_env"] == 900 + 100 + 210
+    console = Console(record=True, width=200)
+    print_summary(console, summary)
+    text = console.export_text()
+    assert "3,510 tokens (1,210 with prompt tokens read), 11.0 s" in text
+    assert "3,300 prompt (1,000 read) + 210 completion tokens" in text
+    plain = summary_dict(RunResult(tmp_path, {}, envs, [], merge_usage([{"tools": usage["tools"]}]) | {
+        "tools": {k: v for k, v in usage["tools"].items() if k != "prompt_read"}}, 12.0))
+    assert "tokens_read_per_verified_env" not in plain  # an endpoint that says nothing: the summary as before

@@ -245,29 +245,40 @@ def test_the_tester_is_offered_the_tasks_tools_and_its_levels_distractors() -> N
     assert task_level(env, bound) == 3 and len(offered_tools(env, bound)) == 3 + 4
 
 
-def test_a_level_5_task_is_tested_with_at_most_eight_distractors() -> None:
+def test_a_task_is_tested_with_its_tools_and_at_most_two_distractors_eight_at_level_5() -> None:
     from verify.difficulty import offered_tools, task_level
 
     env = library_env()
     env = env.model_copy(update={"tools": [*env.tools, *(t.model_copy(update={"name": f"{t.name}_{i}"})
                                                          for i in range(2) for t in env.tools)]})
     order = [t.name for t in env.tools]
-    lend = library_tasks(env)[0]
+    lend, two = library_tasks(env)
     refuse = lend.model_copy(update={"metadata": {"rules": [{"tool": "delete_member", "verdict": "forbids"}]}})
+    bound = lend.model_copy(update={"metadata": {"rules": [{"tool": "borrow_book", "verdict": "allows"}]}})
     assert task_level(env, refuse) == 5 and offered_tools(env, refuse) == order  # the sampler's ladder: every tool
-    needed = {c.tool for c in refuse.reference_solution} | {"delete_member"}
+    assert task_level(env, two) == 4 and len(offered_tools(env, two)) == len({c.tool for c in two.reference_solution}) + 8
+    assert task_level(env, bound) == 3 and len(offered_tools(env, bound)) == 3 + 4
+    for task, rule_tools, most in ((refuse, {"delete_member"}, 8), (two, set(), 2), (bound, {"borrow_book"}, 2),
+                                   (lend, set(), 2)):
+        needed = {c.tool for c in task.reference_solution} | rule_tools
+        names = tester.view_of(env, task).names
+        assert names is not None and needed <= set(names)  # the tools it needs and the write its rule judges, always
+        assert len(names) == len(needed) + most, task_level(env, task)  # level 5: 8; levels 3 and 4: 2, not 4 or 8
+        assert names == sorted(names, key=order.index) and names == tester.view_of(env, task).names  # stable
     names = tester.view_of(env, refuse).names
-    assert names is not None and needed <= set(names)  # the tools it needs and the write its rule judges, always
-    assert len(names) == len(needed) + tester.TESTER_DISTRACTORS_MAX < len(order)
-    assert names == sorted(names, key=order.index) and names == tester.view_of(env, refuse).names  # stable
     other = refuse.model_copy(update={"task_id": "t_other"})  # drawn by the task's id, as the sampler draws
-    assert tester.view_of(env, other).names != names and needed <= set(tester.view_of(env, other).names or [])
-    # the other levels keep the ladder's draw; a task offering a subset keeps it; a small env offers every tool
-    assert tester.view_of(env, lend).names == offered_tools(env, lend)
-    sampled = refuse.model_copy(update={"tools": [t.openai_schema() for t in env.tools if t.name in needed]})
-    assert tester.view_of(env, sampled).names == [n for n in order if n in needed]
+    assert tester.view_of(env, other).names != names and set(names) & {"delete_member"} <= set(
+        tester.view_of(env, other).names or [])
+    # level 2 keeps the ladder's own draw; a task offering a subset keeps it; a level-1 task gets none; a level-5 task
+    # of an environment with at most 8 other tools sees them all
     small = library_env()
     assert tester.view_of(small, refuse).names == [t.name for t in small.tools]
+    assert tester.view_of(env, lend).names == offered_tools(env, lend)
+    needed = {c.tool for c in refuse.reference_solution} | {"delete_member"}
+    sampled = refuse.model_copy(update={"tools": [t.openai_schema() for t in env.tools if t.name in needed]})
+    assert tester.view_of(env, sampled).names == [n for n in order if n in needed]
+    one = lend.model_copy(update={"reference_solution": lend.reference_solution[-1:], "metadata": {}})
+    assert task_level(env, one) == 1 and tester.view_of(env, one).names == [one.reference_solution[0].tool]
     # the attempt is offered exactly those tools (in its system prompt, and in its action grammar)
     client = fake_client([{"thought": "no", "action": {"final_answer": "I cannot delete members."}}])
     a = run_attempt(client, env, refuse, settings=tester.TesterSettings(protocol="json_action"))
