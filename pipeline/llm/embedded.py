@@ -169,11 +169,12 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-# llama-cpp-python's RAM prompt cache counts only the KV state of each saved prompt (~28 KB a token here) against
-# its capacity, but every saved state also copies the logits of its tokens (n_tokens x 151,936 floats: ~0.6 MB a
-# token), so real memory is ~20x the count: at 2 GiB the server grew to 23 GB and was OOM-killed mid-run. 128 MiB
-# keeps a few recent prompts (~3 GB real at most); the live context already serves consecutive requests.
-RAM_CACHE_BYTES = 128 << 20
+# llama-cpp-python's RAM prompt cache keeps recent prompts' states so that a request sharing a longer prefix with
+# one of them than with the live context reads less (the tester's attempts, a stage's calls sharing a system prompt).
+# A state is its KV bytes plus the logits of its last batch (up to 311 MB): ``pipeline.llm.serve`` makes the cache
+# count both (llama-cpp-python counts only the KV bytes, and a server grew to 7.7 GB under a 128 MiB cap), so this is
+# real memory: about three saved prompts.
+RAM_CACHE_BYTES = 1 << 30
 
 
 def server_env(settings: LLMSettings) -> dict[str, str]:

@@ -197,6 +197,22 @@ def own_autogroup(nice: int) -> str:
     return f", its own session's group at nice {nice}"
 
 
+def count_whole_states(cache_class: Any) -> None:
+    """Make ``cache_class`` (llama-cpp-python's ``LlamaRAMCache``) count what its saved prompts really hold.
+
+    It counts only each state's KV bytes (``llama_state_size``, 10-40 MB here) against its capacity, but a saved state
+    also copies the logits of every evaluated token of the last batch (``scores``: up to n_batch x 151,936 floats,
+    311 MB) and the prompt's token ids; so a 128 MiB cache held 3-12 states and the server grew to 5.2-7.7 GB (four
+    servers of one session on this 24 GiB machine: two were OOM-killed, 2026-11-30 seventeenth). Counting the whole
+    state bounds the cache by real memory; which prompts it keeps changes nothing of what is generated."""
+
+    def cache_size(self: Any) -> int:
+        return sum(int(s.llama_state_size) + int(getattr(s.scores, "nbytes", 0)) + int(getattr(s.input_ids, "nbytes", 0))
+                   for s in self.cache_state.values())
+
+    cache_class.cache_size = property(cache_size)
+
+
 def should_fit(mode: str, raised: bool) -> bool:
     """Fit the threads to the free cores? ``mode`` is ``ENVFOUNDRY_ADAPTIVE_THREADS``."""
     if mode not in ("auto", "0", "1"):
@@ -215,6 +231,7 @@ def main() -> None:  # pragma: no cover - the server process (exercised by the e
 
     keep_timings(llama_cpp)
     count_prompt_reads(Llama)
+    count_whole_states(llama_cpp.LlamaRAMCache)
     from llama_cpp.server.__main__ import main as serve
 
     if fit:

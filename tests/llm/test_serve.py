@@ -227,3 +227,27 @@ print("timings" in ta.dump_python(ta.validate_python(reply)))
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[:2] == ["{'prompt_n': 1, 'cache_n': 2}", "False"]
+
+
+def test_the_prompt_cache_counts_the_logits_its_states_copy() -> None:
+    """llama-cpp-python's RAM cache counted only the KV bytes of a saved prompt; its logits (up to 311 MB a state
+    here) grew the server to 7.7 GB under a 128 MiB cap. Counted whole, a cap of three states' real size keeps three."""
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+    from llama_cpp.llama_cache import LlamaRAMCache
+
+    def state(n: int) -> LlamaState:
+        return LlamaState(input_ids=np.zeros(8, dtype=np.intc), scores=np.zeros((8, 1000), dtype=np.single),
+                          n_tokens=n, llama_state=b"x" * 100, llama_state_size=100, seed=0)
+
+    whole = 100 + 8 * 1000 * 4 + 8 * np.dtype(np.intc).itemsize
+    original = LlamaRAMCache.cache_size
+    try:
+        serve.count_whole_states(LlamaRAMCache)
+        cache = LlamaRAMCache(capacity_bytes=3 * whole)
+        for n in range(5):
+            cache[(n, 1, 2)] = state(n)
+        assert cache.cache_size == 3 * whole
+        assert [k[0] for k in cache.cache_state] == [2, 3, 4]  # the oldest went first
+    finally:
+        LlamaRAMCache.cache_size = original
