@@ -1,0 +1,256 @@
+"""Rows dated against the environment's clock as their state says (issue 40): a finished row before today.
+
+The model's four example rows of a table are dated "around today" (``prompts/seed_data.md``), so they say nothing
+of which side of the clock a row in each state lies on; drawn independently, a state and a date gave a laundry's
+'closed' orders placed next month and a dental clinic's 'completed' visits half a year ahead (262 rows in two outside
+builds, ``notes/closing16.md``). So the model is asked once per table and state column (a column drawn from a short
+list of texts: its CHECK list or its generator's values) when the table has a date column: for each state, it
+writes one row in that state first, in a few words with its dates, then says for each date column whether such a
+row has it before today, after today or either (:func:`ask_tense`; the row first, as :func:`pipeline.stages.schema.
+personal.ask_people`: the 1.5B model judges a row it has written better than an abstract menu). Its answer is used
+two ways, by code and in any language (the values are the schema's own, the answers a fixed set):
+
+- a date column drawn in a range is made to reach the sides of the clock its states need (:func:`crossed`): all
+  before today when no state is after it, all after when none is before, and across the clock when some are each,
+  with the share before today of the states' weights that are (a dental clinic's range of today..+180 days, where
+  'completed' (0.3) is before and 'pending', 'scheduled' after: 54 days back and 126 ahead);
+- each code-made row whose date is on the side its state forbids gets its state drawn again among the states its
+  dates allow, by their weights (:meth:`Tense.fit`, from :meth:`pipeline.stages.rows.maker.ValueMaker.row`): the
+  dates never move, so a child's dates keep within its parent's. A row no state allows keeps its state (counted).
+
+A call that fails or never validates leaves the table as before (no answer, no change); so does a state the reply
+leaves out, and a state answered both ways counts as 'either'.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from pipeline import ir
+from pipeline.dbmodel.columns import Column
+from pipeline.llm import LLMError, LLMUnavailable
+from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import relations
+from pipeline.meaning.spans import FIRST_DAY, LAST_DAY, MIN_SPAN
+from pipeline.stages.feedback import budget, render_section, user
+
+STAGE = "seed_data"
+
+Side = Literal["before", "after", "either"]
+Said = Literal["past", "future", "either"]
+SAID: tuple[Said, ...] = ("past", "future", "either")
+SIDE: dict[str, Side] = {"past": "before", "future": "after", "either": "either"}
+"""The model's words for the sides of the clock (a row's date in the past: before today), as :class:`Tense` holds
+them."""
+ROW_TEXT = 60
+"""Characters the model writes of a row in a state before it answers for it (the grammar cuts it there)."""
+SO_FAR = "so_far"
+"""The key of what the model writes first: what has happened so far to a row in the state."""
+STATES_MAX = 8
+"""Most values of a state column asked about (a longer list is a category, not a row's stage)."""
+DATES_MAX = 3
+"""Most date columns of a table asked about, in the table's order."""
+SHARE_SLACK = 0.1
+"""A range whose share of days before today is this close to the states' share is left as it is."""
+
+
+@dataclass
+class Tense:
+    """The model's answer for one state column: per state, per date column, the side of today such a row is dated
+    on; with the states' draw weights (the column's generator), and what :meth:`fit` did."""
+
+    column: str
+    sides: dict[str, dict[str, Side]]
+    weights: dict[str, float]
+    redrawn: int = 0
+    unfit: int = 0
+    crossed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Date column -> its range before, where :func:`crossed` changed it."""
+
+    def allows(self, state: Any, row: Mapping[str, Any], today: date) -> bool:
+        """Whether ``row``'s dates are on the sides of ``today`` a row in ``state`` may have (today is on both)."""
+        for column, side in self.sides.get(state, {}).items():
+            day = relations.as_date(row.get(column))
+            if day is not None and ((side == "before" and day > today) or (side == "after" and day < today)):
+                return False
+        return True
+
+    def fit(self, row: Mapping[str, Any], rng: random.Random, today: date) -> Any:
+        """``row``'s state, or one drawn again (by the weights) among those its dates allow when its own is not."""
+        state = row.get(self.column)
+        if state is None or state not in self.sides or self.allows(state, row, today):
+            return state
+        options = [s for s in self.weights if self.weights[s] > 0 and self.allows(s, row, today)]
+        if not options:
+            self.unfit += 1
+            return state
+        self.redrawn += 1
+        return rng.choices(options, weights=[self.weights[s] for s in options])[0]
+
+    def side_weights(self, column: str) -> tuple[float, float]:
+        """The states' weights that are dated before today in ``column`` and those after it."""
+        before = sum(w for s, w in self.weights.items() if self.sides.get(s, {}).get(column) == "before")
+        after = sum(w for s, w in self.weights.items() if self.sides.get(s, {}).get(column) == "after")
+        return before, after
+
+
+def state_columns(cols: Sequence[Column], gens: Sequence[ir.ColumnGenerator]) -> list[ir.ColumnGenerator]:
+    """The generators of the columns whose value is a row's state: an ``enum`` drawn on its own (not a tuple's
+    field) from 2..:data:`STATES_MAX` texts of a TEXT column."""
+    by_col = {c.name: c for c in cols}
+    out = []
+    for g in gens:
+        col = by_col.get(g.column)
+        values = list(dict.fromkeys(g.values or ()))
+        if col is None or g.kind != "enum" or g.after or col.ref is not None or col.pk:
+            continue
+        if 2 <= len(values) <= STATES_MAX and all(isinstance(v, str) and v for v in values):
+            out.append(g)
+    return out
+
+
+def date_columns(cols: Sequence[Column], gens: Sequence[ir.ColumnGenerator], examples: Mapping[str, Sequence[Any]]
+                 ) -> list[str]:
+    """The table's date columns whose values code draws (a range, or days after another date), in its order, at
+    most :data:`DATES_MAX`: what a row's state is dated by."""
+    drawn = {g.column for g in gens if g.kind in ("date", "datetime", "date_after")}
+    dated = set(relations.date_columns({c: examples.get(c, []) for c in drawn}))
+    return [c.name for c in cols if c.name in drawn and (c.name in dated or not any(examples.get(c.name, [])))
+            ][:DATES_MAX]
+
+
+def _alias(name: str, taken: Sequence[str]) -> str:
+    while name in taken:
+        name = "_" + name
+    return name
+
+
+@cache
+def tense_model(column: str, values: tuple[str, ...], dates: tuple[str, ...]) -> type[BaseModel]:
+    """``{"states": [{<column>: <one of values>, "so_far": str, <date>: "past"|"future"|"either", ...}, ...]}``, one
+    item per value: the state first, then a row in it written by the model, then its answer per date column."""
+    row = _alias(SO_FAR, (column, *dates))
+    fields: dict[str, Any] = {"state": (Literal[values], Field(alias=column)),
+                              "row": (str, Field(alias=row, max_length=ROW_TEXT))}
+    for i, d in enumerate(dates):
+        fields[f"d{i}"] = (Literal[SAID], Field(alias=d))
+    item = create_model("StateRow", **fields, __base__=BaseModel)  # type: ignore[call-overload]
+    return create_model("StateDates", states=(list[item], Field(min_length=len(values),  # type: ignore[valid-type]
+                                                                max_length=len(values))), __base__=BaseModel)
+
+
+def prompt(scenario: ir.Scenario, table: ir.Table, column: str, values: Sequence[str], dates: Sequence[str],
+           today: str) -> str:
+    row = _alias(SO_FAR, (column, *dates))
+    shape = ", ".join(f'{json.dumps(d)}: "past"|"future"|"either"' for d in dates)
+    return render_section("seed_data", "tense", name=scenario.name, description=scenario.description,
+                          ddl=table.ddl, today=today, column=column, table=table.name,
+                          values=", ".join(json.dumps(v, ensure_ascii=False) for v in values),
+                          dates=", ".join(dates), item=f'{{{json.dumps(column)}: "...", "{row}": "...", {shape}}}')
+
+
+def ask_tense(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table, g: ir.ColumnGenerator,
+              dates: Sequence[str], today: str) -> Tense | str:
+    """One call (``prompts/seed_data.md`` ``tense``): for each state of ``g``'s column, the side of ``today`` a row
+    in it has each of ``dates`` on; or why there is no answer (a reply that never validated). An endpoint that
+    fails raises, as every stage's call does."""
+    values = tuple(dict.fromkeys(str(v) for v in g.values or ()))
+    try:
+        reply: Any = client.structured(tense_model(g.column, values, tuple(dates)),
+                                       user(prompt(scenario, table, g.column, values, dates, today)), stage=STAGE,
+                                       max_tokens=budget(200, 60 + 10 * len(dates), len(values)))
+    except LLMUnavailable:
+        raise
+    except LLMError as e:
+        return str(e)
+    sides: dict[str, dict[str, Side]] = {}
+    for item in reply.states:
+        said = {d: SIDE[getattr(item, f"d{i}")] for i, d in enumerate(dates)}
+        if item.state in sides:  # answered twice: where the two differ, either side
+            said = {d: s if s == sides[item.state][d] else "either" for d, s in said.items()}
+        sides[item.state] = said
+    weights: dict[str, float] = {}
+    for v, w in zip(g.values or (), g.weights or [1.0] * len(g.values or ()), strict=False):
+        weights[str(v)] = weights.get(str(v), 0.0) + float(w)
+    return Tense(g.column, sides, weights)
+
+
+def ask_tenses(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table, cols: Sequence[Column],
+               gens: Sequence[ir.ColumnGenerator], examples: Mapping[str, Sequence[Any]], today: str
+               ) -> tuple[list[Tense], int, list[ir.Rejection]]:
+    """:func:`ask_tense` for each state column of a table that has a drawn date column; the answers, the calls
+    made, and a note per call that gave no answer."""
+    dates = date_columns(cols, gens, examples)
+    if not dates:
+        return [], 0, []
+    out: list[Tense] = []
+    notes = []
+    asked = state_columns(cols, gens)
+    for g in asked:
+        got = ask_tense(client, scenario, table, g, dates, today)
+        if isinstance(got, str):
+            notes.append(ir.Rejection(stage=STAGE, item=f"{table.name}.{g.column}",
+                                      reason=f"no answer on which side of the clock each {g.column} is dated "
+                                             f"(rows keep the state drawn): {got}", evidence={"kind": "tense"}))
+        elif any(s != "either" for said in got.sides.values() for s in said.values()):
+            out.append(got)
+    return out, len(asked), notes
+
+
+def _range(start: date, end: date, before: float, after: float, today: date) -> tuple[date, date] | None:
+    """``start``..``end`` on the sides of ``today`` the states' weights need (``before``, ``after``: the weights of
+    the states dated before today and after it), or None when it has them already."""
+    width = max((end - start).days, MIN_SPAN)
+    if after == 0:
+        return relations.clock_range(start, end, "past", today)
+    if before == 0:
+        return relations.clock_range(start, end, "future", today)
+    share = before / (before + after)
+    had = min(1.0, max(0.0, (today - start).days / max(1, (end - start).days)))
+    if abs(had - share) <= SHARE_SLACK:
+        return None
+    return today - timedelta(days=round(width * share)), today + timedelta(days=round(width * (1 - share)))
+
+
+def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date) -> list[ir.ColumnGenerator]:
+    """``gens`` with each date column drawn in a range (``date``, ``datetime``) moved onto the sides of ``today``
+    its states need (:func:`_range`, by the first state column that answers for it), the change noted on the
+    generator and in the :class:`Tense`."""
+    out = []
+    for g in gens:
+        tense = next((t for t in tenses if g.kind in ("date", "datetime") and g.start and g.end
+                      and any(t.side_weights(g.column))), None)
+        if tense is None:
+            out.append(g)
+            continue
+        start, end = relations.as_date(g.start), relations.as_date(g.end)
+        moved = _range(start, end, *tense.side_weights(g.column), today) if start and end else None
+        if moved is None:
+            out.append(g)
+            continue
+        lo, hi = max(moved[0], FIRST_DAY), min(moved[1], LAST_DAY)
+        tense.crossed[g.column] = (str(g.start), str(g.end))
+        note = f"{lo}..{hi}: the sides of today its rows' {tense.column} need, as the model says"
+        out.append(g.model_copy(update={"start": lo.isoformat(), "end": hi.isoformat(), "by": "code",
+                                        "note": f"{g.note}; {note}" if g.note else note}))
+    return out
+
+
+def notes(table: ir.Table, tenses: Sequence[Tense]) -> list[ir.Rejection]:
+    """One note per answer used (``report.json``, evidence kind ``tense``): the sides, the ranges changed, the
+    rows whose state was drawn again and those no state fits."""
+    return [ir.Rejection(
+        stage=STAGE, item=f"{table.name}.{t.column}",
+        reason=f"{t.column} held to the side of the clock each state is dated on (the model's answer): "
+               f"{t.redrawn} code-made rows' {t.column} drawn again" + (f", {t.unfit} fit no state" if t.unfit
+                                                                       else ""),
+        evidence={"kind": "tense", "sides": t.sides, "crossed": {c: list(r) for c, r in t.crossed.items()},
+                  "redrawn": t.redrawn, "unfit": t.unfit}) for t in tenses]
