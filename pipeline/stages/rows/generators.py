@@ -60,6 +60,7 @@ from pipeline.meaning import profile as prof
 from pipeline.meaning import relations, spans, vocab
 from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
+from pipeline.stages.rows import tense
 from pipeline.stages.rows.maker import (
     ChildRelations,
     Follow,
@@ -2035,6 +2036,10 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
         shape = Shape(fixed=[], refs=shape.refs, primary=shape.primary, per_parent=shape.per_parent)
     by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
     gens = [by_col[c.name] for c in cols if c.name in by_col]
+    tenses, calls, tense_notes = tense.ask_tenses(client, scenario, table, cols, gens, examples, settings.clock[:10]) \
+        if shape.fixed else ([], 0, [])
+    attempts += calls
+    gens = tense.crossed(gens, tenses, date.fromisoformat(settings.clock[:10]))  # a range on the sides of the clock its rows' states need
     if done.rewrite:
         rewrite_examples(conn, table, cols, done.rewrite, gens, locale, seed, examples)
     fill_lone_nulls(conn, table, cols, gens, locale, seed, examples, done.related,
@@ -2047,8 +2052,9 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
+    maker.dated_by(tenses)
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
-    rejections = [*named.rejections, *(ir.Rejection(
+    rejections = [*named.rejections, *tense_notes, *tense.notes(table, tenses), *(ir.Rejection(
         stage=STAGE, item=f"{table.name}.{c.name}",
         reason=f"generator choice failed, fell back to one from the column's type and constraints: "
                f"{g.kind if g else 'left empty'}", evidence={"error": (g.note if g else "") or ""})

@@ -5,15 +5,16 @@ of which side of the clock a row in each state lies on; drawn independently, a s
 'closed' orders placed next month and a dental clinic's 'completed' visits half a year ahead (262 rows in two outside
 builds, ``notes/closing16.md``). So the model is asked once per table and state column (a column drawn from a short
 list of texts: its CHECK list or its generator's values) when the table has a date column: for each state, it
-writes one row in that state first, in a few words with its dates, then says for each date column whether such a
-row has it before today, after today or either (:func:`ask_tense`; the row first, as :func:`pipeline.stages.schema.
+says in a few words what has happened so far to a row in that state, then whether its dates are in the past, in
+the future or either (:func:`ask_tense`; the row first, as :func:`pipeline.stages.schema.
 personal.ask_people`: the 1.5B model judges a row it has written better than an abstract menu). Its answer is used
 two ways, by code and in any language (the values are the schema's own, the answers a fixed set):
 
 - a date column drawn in a range is made to reach the sides of the clock its states need (:func:`crossed`): all
-  before today when no state is after it, all after when none is before, and across the clock when some are each,
-  with the share before today of the states' weights that are (a dental clinic's range of today..+180 days, where
-  'completed' (0.3) is before and 'pending', 'scheduled' after: 54 days back and 126 ahead);
+  before today when every state is before it, all after when every one is after, else across the clock with the
+  share before today of the states' weights there (a state on either side weighs half on each): a dental clinic's
+  range of today..+180 days, where 'completed' (0.3) is before, 'scheduled' (0.4) after and 'pending' (0.3) on
+  either side, becomes 81 days back and 99 ahead;
 - each code-made row whose date is on the side its state forbids gets its state drawn again among the states its
   dates allow, by their weights (:meth:`Tense.fit`, from :meth:`pipeline.stages.rows.maker.ValueMaker.row`): the
   dates never move, so a child's dates keep within its parent's. A row no state allows keeps its state (counted).
@@ -52,8 +53,8 @@ SIDE: dict[str, Side] = {"past": "before", "future": "after", "either": "either"
 them."""
 ROW_TEXT = 60
 """Characters the model writes of a row in a state before it answers for it (the grammar cuts it there)."""
-SO_FAR = "so_far"
-"""The key of what the model writes first: what has happened so far to a row in the state."""
+SO_FAR, DATES = "so_far", "dates"
+"""The keys of what the model writes first (what has happened so far to a row in the state) and of its answer."""
 STATES_MAX = 8
 """Most values of a state column asked about (a longer list is a category, not a row's stage)."""
 DATES_MAX = 3
@@ -96,9 +97,13 @@ class Tense:
         return rng.choices(options, weights=[self.weights[s] for s in options])[0]
 
     def side_weights(self, column: str) -> tuple[float, float]:
-        """The states' weights that are dated before today in ``column`` and those after it."""
-        before = sum(w for s, w in self.weights.items() if self.sides.get(s, {}).get(column) == "before")
-        after = sum(w for s, w in self.weights.items() if self.sides.get(s, {}).get(column) == "after")
+        """The weights of the rows dated before today in ``column`` and of those after it, as the states say: a
+        state on one side weighs there, one on either side half on each; (0, 0) when no state answered for it."""
+        said = {s: self.sides[s][column] for s in self.weights if column in self.sides.get(s, {})}
+        if not said:
+            return 0.0, 0.0
+        before = sum(self.weights[s] * {"before": 1, "after": 0, "either": 0.5}[v] for s, v in said.items())
+        after = sum(self.weights[s] * {"before": 0, "after": 1, "either": 0.5}[v] for s, v in said.items())
         return before, after
 
 
@@ -134,14 +139,15 @@ def _alias(name: str, taken: Sequence[str]) -> str:
 
 
 @cache
-def tense_model(column: str, values: tuple[str, ...], dates: tuple[str, ...]) -> type[BaseModel]:
-    """``{"states": [{<column>: <one of values>, "so_far": str, <date>: "past"|"future"|"either", ...}, ...]}``, one
-    item per value: the state first, then a row in it written by the model, then its answer per date column."""
-    row = _alias(SO_FAR, (column, *dates))
+def tense_model(column: str, values: tuple[str, ...]) -> type[BaseModel]:
+    """``{"states": [{<column>: <one of values>, "so_far": str, "dates": "past"|"future"|"either"}, ...]}``, one item
+    per value: the state first, then what has happened so far to a row in it, in the model's words, then the side of
+    the clock its dates are on. One answer for all of a row's dates: asked per date column, the model called a
+    closed laundry order's delivery date future and its order date past (its open orders' either), and every closed
+    order code made fell between the two."""
     fields: dict[str, Any] = {"state": (Literal[values], Field(alias=column)),
-                              "row": (str, Field(alias=row, max_length=ROW_TEXT))}
-    for i, d in enumerate(dates):
-        fields[f"d{i}"] = (Literal[SAID], Field(alias=d))
+                              "row": (str, Field(alias=_alias(SO_FAR, (column,)), max_length=ROW_TEXT)),
+                              "dates": (Literal[SAID], Field(alias=_alias(DATES, (column,))))}
     item = create_model("StateRow", **fields, __base__=BaseModel)  # type: ignore[call-overload]
     return create_model("StateDates", states=(list[item], Field(min_length=len(values),  # type: ignore[valid-type]
                                                                 max_length=len(values))), __base__=BaseModel)
@@ -149,8 +155,8 @@ def tense_model(column: str, values: tuple[str, ...], dates: tuple[str, ...]) ->
 
 def prompt(scenario: ir.Scenario, table: ir.Table, column: str, values: Sequence[str], dates: Sequence[str],
            today: str) -> str:
-    row = _alias(SO_FAR, (column, *dates))
-    shape = ", ".join(f'{json.dumps(d)}: "past"|"future"|"either"' for d in dates)
+    row, said = _alias(SO_FAR, (column,)), _alias(DATES, (column,))
+    shape = f'"{said}": "past"|"future"|"either"'
     return render_section("seed_data", "tense", name=scenario.name, description=scenario.description,
                           ddl=table.ddl, today=today, column=column, table=table.name,
                           values=", ".join(json.dumps(v, ensure_ascii=False) for v in values),
@@ -164,16 +170,16 @@ def ask_tense(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table,
     fails raises, as every stage's call does."""
     values = tuple(dict.fromkeys(str(v) for v in g.values or ()))
     try:
-        reply: Any = client.structured(tense_model(g.column, values, tuple(dates)),
+        reply: Any = client.structured(tense_model(g.column, values),
                                        user(prompt(scenario, table, g.column, values, dates, today)), stage=STAGE,
-                                       max_tokens=budget(200, 60 + 10 * len(dates), len(values)))
+                                       max_tokens=budget(200, 64, len(values)))
     except LLMUnavailable:
         raise
     except LLMError as e:
         return str(e)
     sides: dict[str, dict[str, Side]] = {}
     for item in reply.states:
-        said = {d: SIDE[getattr(item, f"d{i}")] for i, d in enumerate(dates)}
+        said = dict.fromkeys(dates, SIDE[item.dates])
         if item.state in sides:  # answered twice: where the two differ, either side
             said = {d: s if s == sides[item.state][d] else "either" for d, s in said.items()}
         sides[item.state] = said
@@ -227,7 +233,7 @@ def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date
     out = []
     for g in gens:
         tense = next((t for t in tenses if g.kind in ("date", "datetime") and g.start and g.end
-                      and any(t.side_weights(g.column))), None)
+                      and any(t.sides[s].get(g.column, "either") != "either" for s in t.sides)), None)
         if tense is None:
             out.append(g)
             continue
@@ -239,7 +245,7 @@ def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date
         lo, hi = max(moved[0], FIRST_DAY), min(moved[1], LAST_DAY)
         tense.crossed[g.column] = (str(g.start), str(g.end))
         note = f"{lo}..{hi}: the sides of today its rows' {tense.column} need, as the model says"
-        out.append(g.model_copy(update={"start": lo.isoformat(), "end": hi.isoformat(), "by": "code",
+        out.append(g.model_copy(update={"start": lo.isoformat(), "end": hi.isoformat(),
                                         "note": f"{g.note}; {note}" if g.note else note}))
     return out
 
