@@ -36,8 +36,8 @@ def _day(days: int) -> str:
     return (TODAY + timedelta(days=days)).isoformat()
 
 
-def _build(table: ir.Table, rows: list[tuple[Any, ...]], gens: list[ir.ColumnGenerator], reply: dict[str, Any] | None
-           ) -> tuple[sqlite3.Connection, list[tense.Tense], Any]:
+def _build(table: ir.Table, rows: list[tuple[Any, ...]], gens: list[ir.ColumnGenerator],
+           reply: list[dict[str, Any]] | None) -> tuple[sqlite3.Connection, list[tense.Tense], Any]:
     """The table's example rows, then code-made rows from ``gens``, with the model's answer ``reply`` (None: not
     asked, as before the question existed); returns the database, the answers used and the fake client."""
     conn = scratch_db((table,))
@@ -46,11 +46,11 @@ def _build(table: ir.Table, rows: list[tuple[Any, ...]], gens: list[ir.ColumnGen
     for r in rows:
         conn.execute(f'INSERT INTO "{table.name}" ({", ".join(names)}) VALUES ({", ".join("?" for _ in names)})', r)
     examples = {n: [r[i] for r in rows] for i, n in enumerate(names)}
-    client = fake_client([reply] if reply is not None else [])
+    client = fake_client(reply or [])
     tenses: list[tense.Tense] = []
     if reply is not None:
-        tenses, calls, notes = tense.ask_tenses(client, SCENARIO, table, cols, gens, examples, TODAY.isoformat())
-        assert (calls, notes) == (1, [])
+        tenses, calls, notes = tense.ask_tenses(client, SCENARIO, table, cols, gens, examples)
+        assert (calls, notes) == (len(reply), [])
         gens = tense.crossed(gens, tenses, TODAY)
     rel = child_relations(conn, table.name, cols, examples, {g.column for g in gens}, TODAY)
     sets = key_sets(conn, table, names)
@@ -77,9 +77,8 @@ LAUNDRY_GENS = [ir.ColumnGenerator(column="customer", kind="person_name"),
                 ir.ColumnGenerator(column="order_date", kind="date", by="fallback", start=_day(-90), end=_day(90)),
                 ir.ColumnGenerator(column="delivery_date", kind="date_after", after="order_date", min=2, max=5),
                 ir.ColumnGenerator(column="status", kind="enum", values=["open", "closed"], weights=[1, 1])]
-LAUNDRY_REPLY = {"states": [
-    {"status": "open", "so_far": "picked up, not yet returned", "dates": "either"},
-    {"status": "closed", "so_far": "washed and delivered back", "dates": "past"}]}
+LAUNDRY_REPLY = [{"so_far": "picked up, not yet returned", "dates": "either"},  # open
+                 {"so_far": "washed and delivered back", "dates": "past"}]  # closed
 
 DENTAL_ROWS = [("Jeffrey Warren", _day(0), _day(2), "offen"), ("Christopher Delacruz", _day(1), _day(3), "geplant"),
                ("Randall Glenn", _day(0), _day(2), "offen"), ("Mitchell Kerr", _day(1), _day(3), "geplant")]
@@ -88,10 +87,8 @@ DENTAL_GENS = [ir.ColumnGenerator(column="patient", kind="person_name"),
                ir.ColumnGenerator(column="ende", kind="date_after", after="beginn", min=0, max=0),
                ir.ColumnGenerator(column="stand", kind="enum", values=["offen", "geplant", "erledigt"],
                                   weights=[0.3, 0.4, 0.3])]
-DENTAL_REPLY = {"states": [
-    {"stand": "offen", "so_far": "angefragt", "dates": "either"},
-    {"stand": "geplant", "so_far": "Termin steht", "dates": "future"},
-    {"stand": "erledigt", "so_far": "behandelt", "dates": "past"}]}
+DENTAL_REPLY = [{"so_far": "angefragt", "dates": "either"}, {"so_far": "Termin steht", "dates": "future"},
+                {"so_far": "behandelt", "dates": "past"}]  # offen, geplant, erledigt
 
 
 def test_closed_orders_are_not_dated_in_the_future() -> None:
@@ -99,8 +96,9 @@ def test_closed_orders_are_not_dated_in_the_future() -> None:
     before = _sides(conn, "orders", "status", "delivery_date")
     assert before.get(("closed", "after"), 0) > 30  # closed orders delivered next month: the fault measured
     conn, (answer,), client = _build(ORDERS, LAUNDRY_ROWS, LAUNDRY_GENS, LAUNDRY_REPLY)
-    prompt = client.requests[0][0]["content"]
-    assert "in the past, in the future, or either" in prompt and '"open", "closed"' in prompt
+    prompts = [r[0]["content"] for r in client.requests]
+    assert all("in the past, in the future, or either" in p for p in prompts)
+    assert ["whose status is \"open\"" in prompts[0], "whose status is \"closed\"" in prompts[1]] == [True, True]
     assert answer.sides["closed"] == {"order_date": "before", "delivery_date": "before"}
     after = _sides(conn, "orders", "status", "delivery_date")
     assert after.get(("closed", "after"), 0) == 0  # no closed order delivered after today
@@ -132,9 +130,9 @@ def test_an_answer_that_never_validates_changes_nothing() -> None:
     conn = scratch_db((ORDERS,))
     cols = table_columns(conn, ORDERS)
     examples = {"order_date": [r[1] for r in LAUNDRY_ROWS], "delivery_date": [r[2] for r in LAUNDRY_ROWS]}
-    client = fake_client([{"states": []}] * 3)
-    tenses, calls, notes = tense.ask_tenses(client, SCENARIO, ORDERS, cols, LAUNDRY_GENS, examples, TODAY.isoformat())
-    assert (tenses, calls) == ([], 1) and notes[0].evidence == {"kind": "tense"}
+    client = fake_client([{"dates": "soon"}] * 6)
+    tenses, calls, notes = tense.ask_tenses(client, SCENARIO, ORDERS, cols, LAUNDRY_GENS, examples)
+    assert (tenses, calls) == ([], 2) and notes[0].evidence == {"kind": "tense"}
     assert tense.crossed(LAUNDRY_GENS, tenses, TODAY) == LAUNDRY_GENS
 
 
@@ -145,5 +143,5 @@ def test_only_a_state_drawn_on_its_own_is_asked_and_only_with_a_date() -> None:
     assert tense.state_columns(cols, [*LAUNDRY_GENS[:3], tuple_field]) == []
     client = fake_client([])
     undated = [LAUNDRY_GENS[0], LAUNDRY_GENS[3]]
-    assert tense.ask_tenses(client, SCENARIO, ORDERS, cols, undated, {}, TODAY.isoformat()) == ([], 0, [])
+    assert tense.ask_tenses(client, SCENARIO, ORDERS, cols, undated, {}) == ([], 0, [])
     assert client.requests == []

@@ -2036,10 +2036,10 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
         shape = Shape(fixed=[], refs=shape.refs, primary=shape.primary, per_parent=shape.per_parent)
     by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
     gens = [by_col[c.name] for c in cols if c.name in by_col]
-    tenses, calls, tense_notes = tense.ask_tenses(client, scenario, table, cols, gens, examples, settings.clock[:10]) \
-        if shape.fixed else ([], 0, [])
+    tenses, calls, tense_notes = tense.ask_tenses(client, scenario, table, cols, gens, examples) if shape.fixed \
+        else ([], 0, [])
     attempts += calls
-    gens = tense.crossed(gens, tenses, date.fromisoformat(settings.clock[:10]))  # a range on the sides of the clock its rows' states need
+    gens = tense.crossed(gens, tenses, date.fromisoformat(settings.clock[:10]))  # the sides its states need
     if done.rewrite:
         rewrite_examples(conn, table, cols, done.rewrite, gens, locale, seed, examples)
     fill_lone_nulls(conn, table, cols, gens, locale, seed, examples, done.related,

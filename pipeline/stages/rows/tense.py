@@ -3,8 +3,8 @@
 The model's four example rows of a table are dated "around today" (``prompts/seed_data.md``), so they say nothing
 of which side of the clock a row in each state lies on; drawn independently, a state and a date gave a laundry's
 'closed' orders placed next month and a dental clinic's 'completed' visits half a year ahead (262 rows in two outside
-builds, ``notes/closing16.md``). So the model is asked once per table and state column (a column drawn from a short
-list of texts: its CHECK list or its generator's values) when the table has a date column: for each state, it
+builds, ``notes/closing16.md``). So the model is asked, once per state of a state column (a column drawn from a
+short list of texts: its CHECK list or its generator's values) of a table with a date column, about a row in it: it
 says in a few words what has happened so far to a row in that state, then whether its dates are in the past, in
 the future or either (:func:`ask_tense`; the row first, as :func:`pipeline.stages.schema.
 personal.ask_people`: the 1.5B model judges a row it has written better than an abstract menu). Its answer is used
@@ -41,7 +41,7 @@ from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.meaning import relations
 from pipeline.meaning.spans import FIRST_DAY, LAST_DAY, MIN_SPAN
-from pipeline.stages.feedback import budget, render_section, user
+from pipeline.stages.feedback import render_section, user
 
 STAGE = "seed_data"
 
@@ -52,7 +52,9 @@ SIDE: dict[str, Side] = {"past": "before", "future": "after", "either": "either"
 """The model's words for the sides of the clock (a row's date in the past: before today), as :class:`Tense` holds
 them."""
 ROW_TEXT = 60
-"""Characters the model writes of a row in a state before it answers for it (the grammar cuts it there)."""
+"""Characters the model writes of a row in the state before it answers (the grammar cuts it there)."""
+TENSE_TOKENS = 64
+"""Output tokens of one answer (a few words and the side)."""
 SO_FAR, DATES = "so_far", "dates"
 """The keys of what the model writes first (what has happened so far to a row in the state) and of its answer."""
 STATES_MAX = 8
@@ -132,57 +134,43 @@ def date_columns(cols: Sequence[Column], gens: Sequence[ir.ColumnGenerator], exa
             ][:DATES_MAX]
 
 
-def _alias(name: str, taken: Sequence[str]) -> str:
-    while name in taken:
-        name = "_" + name
-    return name
-
-
 @cache
-def tense_model(column: str, values: tuple[str, ...]) -> type[BaseModel]:
-    """``{"states": [{<column>: <one of values>, "so_far": str, "dates": "past"|"future"|"either"}, ...]}``, one item
-    per value: the state first, then what has happened so far to a row in it, in the model's words, then the side of
-    the clock its dates are on. One answer for all of a row's dates: asked per date column, the model called a
-    closed laundry order's delivery date future and its order date past (its open orders' either), and every closed
-    order code made fell between the two."""
-    fields: dict[str, Any] = {"state": (Literal[values], Field(alias=column)),
-                              "row": (str, Field(alias=_alias(SO_FAR, (column,)), max_length=ROW_TEXT)),
-                              "dates": (Literal[SAID], Field(alias=_alias(DATES, (column,))))}
-    item = create_model("StateRow", **fields, __base__=BaseModel)  # type: ignore[call-overload]
-    return create_model("StateDates", states=(list[item], Field(min_length=len(values),  # type: ignore[valid-type]
-                                                                max_length=len(values))), __base__=BaseModel)
+def tense_model() -> type[BaseModel]:
+    """``{"so_far": str, "dates": "past"|"future"|"either"}``: what has happened so far to a row in the state asked
+    about, in the model's words, then the side of the clock its dates are on. One state a call: asked for every
+    state of a list at once, the model answered by the list's order (a laundry's 'open' orders past and 'closed'
+    ones future); one answer for all of a row's dates: asked per date column, it called a closed order's delivery
+    date future and its order date past, and every closed order code made fell between the two."""
+    return create_model("StateDates", row=(str, Field(alias=SO_FAR, max_length=ROW_TEXT)),
+                        dates=(Literal[SAID], Field(alias=DATES)), __base__=BaseModel)  # type: ignore[arg-type]
 
 
-def prompt(scenario: ir.Scenario, table: ir.Table, column: str, values: Sequence[str], dates: Sequence[str],
-           today: str) -> str:
-    row, said = _alias(SO_FAR, (column,)), _alias(DATES, (column,))
-    shape = f'"{said}": "past"|"future"|"either"'
+def prompt(scenario: ir.Scenario, table: ir.Table, column: str, value: str, dates: Sequence[str]) -> str:
     return render_section("seed_data", "tense", name=scenario.name, description=scenario.description,
-                          ddl=table.ddl, today=today, column=column, table=table.name,
-                          values=", ".join(json.dumps(v, ensure_ascii=False) for v in values),
-                          dates=", ".join(dates), item=f'{{{json.dumps(column)}: "...", "{row}": "...", {shape}}}')
+                          ddl=table.ddl, column=column, table=table.name, value=json.dumps(value, ensure_ascii=False),
+                          dates=", ".join(dates), shape=f'{{"{SO_FAR}": "...", "{DATES}": "past"|"future"|"either"}}')
 
 
 def ask_tense(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table, g: ir.ColumnGenerator,
-              dates: Sequence[str], today: str) -> Tense | str:
-    """One call (``prompts/seed_data.md`` ``tense``): for each state of ``g``'s column, the side of ``today`` a row
-    in it has each of ``dates`` on; or why there is no answer (a reply that never validated). An endpoint that
-    fails raises, as every stage's call does."""
+              dates: Sequence[str]) -> Tense | str:
+    """One call per state of ``g``'s column (``prompts/seed_data.md`` ``tense``): the side of today a row in it
+    has ``dates`` on; or why there is no answer (no reply validated). A state whose call never validated is left
+    out (its rows keep their state). An endpoint that fails raises, as every stage's call does."""
     values = tuple(dict.fromkeys(str(v) for v in g.values or ()))
-    try:
-        reply: Any = client.structured(tense_model(g.column, values),
-                                       user(prompt(scenario, table, g.column, values, dates, today)), stage=STAGE,
-                                       max_tokens=budget(200, 64, len(values)))
-    except LLMUnavailable:
-        raise
-    except LLMError as e:
-        return str(e)
     sides: dict[str, dict[str, Side]] = {}
-    for item in reply.states:
-        said = dict.fromkeys(dates, SIDE[item.dates])
-        if item.state in sides:  # answered twice: where the two differ, either side
-            said = {d: s if s == sides[item.state][d] else "either" for d, s in said.items()}
-        sides[item.state] = said
+    errors = []
+    for value in values:
+        try:
+            reply: Any = client.structured(tense_model(), user(prompt(scenario, table, g.column, value, dates)),
+                                           stage=STAGE, max_tokens=TENSE_TOKENS)
+        except LLMUnavailable:
+            raise
+        except LLMError as e:
+            errors.append(str(e))
+            continue
+        sides[value] = dict.fromkeys(dates, SIDE[reply.dates])
+    if not sides:
+        return errors[0] if errors else "no state asked"
     weights: dict[str, float] = {}
     for v, w in zip(g.values or (), g.weights or [1.0] * len(g.values or ()), strict=False):
         weights[str(v)] = weights.get(str(v), 0.0) + float(w)
@@ -190,7 +178,7 @@ def ask_tense(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table,
 
 
 def ask_tenses(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table, cols: Sequence[Column],
-               gens: Sequence[ir.ColumnGenerator], examples: Mapping[str, Sequence[Any]], today: str
+               gens: Sequence[ir.ColumnGenerator], examples: Mapping[str, Sequence[Any]]
                ) -> tuple[list[Tense], int, list[ir.Rejection]]:
     """:func:`ask_tense` for each state column of a table that has a drawn date column; the answers, the calls
     made, and a note per call that gave no answer."""
@@ -201,14 +189,14 @@ def ask_tenses(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table
     notes = []
     asked = state_columns(cols, gens)
     for g in asked:
-        got = ask_tense(client, scenario, table, g, dates, today)
+        got = ask_tense(client, scenario, table, g, dates)
         if isinstance(got, str):
             notes.append(ir.Rejection(stage=STAGE, item=f"{table.name}.{g.column}",
                                       reason=f"no answer on which side of the clock each {g.column} is dated "
                                              f"(rows keep the state drawn): {got}", evidence={"kind": "tense"}))
         elif any(s != "either" for said in got.sides.values() for s in said.values()):
             out.append(got)
-    return out, len(asked), notes
+    return out, sum(len(set(g.values or ())) for g in asked), notes
 
 
 def _range(start: date, end: date, before: float, after: float, today: date) -> tuple[date, date] | None:
