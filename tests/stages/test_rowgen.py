@@ -50,6 +50,9 @@ LOANS_GEN = {"columns": {
     "loan_date": {"kind": "date", "start": "2025-06-01", "end": "2026-01-15"},
     "due_date": {"kind": "date_after", "after": "loan_date", "min": 14, "max": 28},
     "status": {"kind": "enum", "values": ["open", "returned"], "weights": [1, 3]}}}
+LOANS_TENSE = [{"so_far": "", "dates": "either"}] * 2
+"""The model's answers on which side of the clock an open and a returned loan are dated (``pipeline.stages.rows.
+tense``), in a build scripted in order: either side, which changes no loan."""
 
 BREWERY_SCENARIO = ir.Scenario(name="Craft brewery wholesale",
                                description="A brewery sells kegs of its beers to pubs and shops.")
