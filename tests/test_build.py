@@ -71,7 +71,7 @@ def test_build_produces_a_working_environment() -> None:
     # list ends after two dry calls), and 2 on the side of the clock an open and a returned loan are dated on
     assert res.usage["seed_data"]["calls"] == 15 and res.usage["tools"]["calls"] == 5
     s = res.summary()
-    assert s["ok"] and s["llm"]["calls"] == 20 and s["rows"]["loans"] == len(rows["loans"])
+    assert s["ok"] and s["llm"]["calls"] == 22 and s["rows"]["loans"] == len(rows["loans"])
     with EnvInstance(env) as inst:
         bob = rows["members"][1]
         assert inst.call("find_member", {"email": bob["email"]})["result"]["name"] == bob["name"]
