@@ -48,7 +48,7 @@ def test_server_embeds_the_engine_verbatim_and_imports_no_project_code():
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported.isdisjoint({"pipeline", "verify", "tests"}), imported
-    assert imported <= {"json", "math", "re", "sqlite3", "time", "anyio", "argparse", "asyncio", "concurrent", "contextlib",
+    assert imported <= {"datetime", "json", "math", "re", "sqlite3", "time", "anyio", "argparse", "asyncio", "concurrent", "contextlib",
                         "os", "sys", "threading",
                         "hmac", "urllib", "socket", "importlib", "mcp", "uvicorn", "fastapi", "starlette"}, imported
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}

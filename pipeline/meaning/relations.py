@@ -427,7 +427,9 @@ class ParentClock:
 
 def positional(keys: Sequence[Any], listed: Sequence[Any]) -> bool:
     """Whether the distinct non-null ``keys`` the example children name are the first of ``listed`` (the parent keys
-    in the order the model was shown them): a model that takes the first parents it sees chose nothing."""
+    in the order the model was shown them): a model that takes the first parents it sees chose nothing. The head
+    only: the embedded 1.5B model names keys 1, 2, 3, 4 (or 1, 3, 6, 8) whatever rows they are and however they are
+    listed (``benchmarks/results/parent_choice_2026-11-30.md``), so a listing not in key order would pass here."""
     named = list(dict.fromkeys(k for k in keys if k is not None))
     return bool(named) and set(named) == set(listed[: len(named)])
 

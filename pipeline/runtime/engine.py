@@ -9,8 +9,8 @@ A tool call is ``run_tool(conn, tool, arguments, now=...)``:
 
 1. the arguments are validated against the tool's parameters (strict JSON types: no bool for an
    integer, no ``"3"`` for an integer; enum, minimum/maximum, max_length (``MAX_STRING_LENGTH``
-   when a string declares none), required; unknown arguments rejected). The error names the
-   parameter;
+   when a string declares none), a date or date-time format (ISO text only), required; unknown
+   arguments rejected). The error names the parameter (and the tool, for a format);
 2. the steps run in order inside one savepoint, rolled back on any failure:
    ``query`` binds its first row's columns as ``:<bind>_<col>`` (no row: NULLs, or a ``not_found``
    failure when the step has an ``error``); ``guard`` fails with its ``error`` unless its
@@ -38,6 +38,7 @@ message, "parameter": name or None, "kind": "validation" | "guard" | "not_found"
 No exception escapes ``run_tool``.
 """
 
+import datetime
 import json
 import math
 import re
@@ -319,6 +320,32 @@ def _type_name(value):
     return "null" if value is None else _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
+# A string parameter bound to a column whose seeded values are all ISO dates (or date-times) has that format
+# (``pipeline.runtime.schemas``): its JSON schema says ``"format": "date"`` (or ``"pattern": DATETIME_PATTERN``)
+# and the engine refuses any other text, naming the form expected. ASCII digits only, as JSON schema reads them.
+DATE_FORMAT, DATETIME_FORMAT = "date", "date-time"
+DATE_FORM, DATETIME_FORM = "YYYY-MM-DD", "YYYY-MM-DD HH:MM[:SS]"
+DATETIME_PATTERN = ("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):[0-5][0-9]"
+                    "(:[0-5][0-9])?$")
+_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DATETIME_TEXT = re.compile(DATETIME_PATTERN[1:-1])
+
+
+def _format_error(fmt, value):
+    """Why ``value`` (a string) is not written in format ``fmt`` (``date`` or ``date-time``), or None."""
+    if fmt == DATE_FORMAT:
+        if _DATE_TEXT.fullmatch(value):
+            try:
+                datetime.date.fromisoformat(value)
+                return None
+            except ValueError:
+                return f"not a calendar date: {_short(value)} (expected a date written {DATE_FORM})"
+        return f"expected a date written {DATE_FORM}, got {_short(value)}"
+    if fmt == DATETIME_FORMAT and not _DATETIME_TEXT.fullmatch(value):
+        return f"expected a date and time written {DATETIME_FORM} (or with T between them), got {_short(value)}"
+    return None
+
+
 def check_value(param, value):
     """Check one non-null argument against its parameter spec: (value to bind, error or None)."""
     ptype = param.get("type")
@@ -333,6 +360,9 @@ def check_value(param, value):
         max_length = MAX_STRING_LENGTH if max_length is None else max_length
         if len(value) > max_length:
             return None, f"too long: {len(value)} characters (the maximum is {max_length})"
+        problem = _format_error(param.get("format"), value)
+        if problem is not None:
+            return None, problem
     elif ptype == "integer":
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
@@ -397,14 +427,16 @@ def validate_arguments(tool, arguments):
             continue
         checked, error = check_value(p, value)
         if error is not None:
-            return None, failure("validation", f"argument '{pname}': {error}", pname)
+            where = f"argument '{pname}' of tool '{name}'" if p.get("format") else f"argument '{pname}'"
+            return None, failure("validation", f"{where}: {error}", pname)
         values[pname] = checked
     return values, None
 
 
 def served_tool(tool, schema):
     """``tool`` with the parameter rules of its published JSON input ``schema`` (``enum``,
-    ``minimum``, ``maximum``, ``maxLength``), so a server enforces what its schemas say."""
+    ``minimum``, ``maximum``, ``maxLength``, a date or date-time format), so a server enforces what its
+    schemas say."""
     props = (schema or {}).get("properties") or {}
     params = []
     for p in tool.get("params") or []:
@@ -415,6 +447,10 @@ def served_tool(tool, schema):
         for key, name in (("minimum", "minimum"), ("maximum", "maximum"), ("max_length", "maxLength")):
             if name in prop:
                 rules[key] = prop[name]
+        if prop.get("format") == DATE_FORMAT:
+            rules["format"] = DATE_FORMAT
+        elif prop.get("pattern") == DATETIME_PATTERN:
+            rules["format"] = DATETIME_FORMAT
         params.append(rules)
     return {**tool, "params": params}
 

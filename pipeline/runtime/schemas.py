@@ -9,7 +9,11 @@ engine enforces anyway, so that a client can see it:
 * a parameter bound to a table column (``col = :p``, ``col IN (:p)``, ``SET col = :p``,
   ``INSERT (col) VALUES (:p)``, through ``COALESCE``/``IFNULL`` too) and used in no other way takes
   that column's CHECK rules: ``enum`` for ``CHECK (col IN (...))``, ``minimum``/``maximum`` for
-  numeric bounds, ``maxLength`` for ``length(col) <= n``. What the IR declares itself wins.
+  numeric bounds, ``maxLength`` for ``length(col) <= n``. What the IR declares itself wins;
+* a string parameter bound to, or compared with (``col >= :p``), columns whose every seeded value is
+  an ISO date (``column_formats``), and used in no other way, has ``"format": "date"`` (date-times:
+  ``"pattern": engine.DATETIME_PATTERN``) and a description naming the form with a seeded example, so
+  ``"January 15, 2026"`` is refused with a 422 naming the tool, the parameter and the form.
 
 ``engine.served_tool`` turns a schema back into the parameter rules the engine validates, so
 ``server.py`` and ``EnvInstance`` enforce exactly what the schemas say. ``result_schemas(env)``
@@ -66,6 +70,74 @@ def _bound_rules(tool: Tool, columns: dict[str, list[str]], rules: dict[str, dic
     return out
 
 
+def column_formats(env: Environment) -> dict[tuple[str, str], tuple[str, str]]:
+    """``{(table, column): (format, example)}`` for the columns whose every seeded non-NULL value (there is
+    one at least) is an ISO date (``date``) or date and time (``date-time``); names lower-cased, the example
+    is the first seeded value."""
+    values: dict[tuple[str, str], list[Any]] = {}
+    for seed in env.seed:
+        for row in seed.rows:
+            for col, value in row.items():
+                if value is not None:
+                    values.setdefault((seed.table.lower(), col.lower()), []).append(value)
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for key, vals in values.items():
+        for fmt in (engine.DATE_FORMAT, engine.DATETIME_FORMAT):
+            if all(isinstance(v, str) and engine._format_error(fmt, v) is None for v in vals):
+                out[key] = (fmt, vals[0])
+                break
+    return out
+
+
+def _bound_formats(tool: Tool, columns: dict[str, list[str]],
+                   formats: dict[tuple[str, str], tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """``{param: {"format": ..., "example": ...}}`` for the string parameters of ``tool`` bound to or compared
+    with dated columns of one format only, and used in no other way."""
+    bindings: dict[str, set[tuple[str, str]]] = {}
+    others: set[str] = set()
+    for sql in [s.sql for s in tool.steps] + ([tool.returns.sql] if tool.returns else []):
+        found, other = sqlshape.param_columns(sql, columns, compared=True)
+        for name, targets in found.items():
+            bindings.setdefault(name, set()).update(targets)
+        others |= other
+    out: dict[str, dict[str, Any]] = {}
+    for param in tool.params:
+        bound = sorted(bindings.get(param.name, ()))
+        if param.type != "string" or not bound or "*" in others or param.name in others:
+            continue
+        dated = [formats.get(target) for target in bound]
+        kinds = {f[0] for f in dated if f is not None}
+        if None in dated or len(kinds) != 1:
+            continue
+        fmt, example = dated[0] or ("", "")
+        out[param.name] = {"format": fmt, "example": example}
+    return out
+
+
+def _format_note(fmt: str, example: str) -> str:
+    """How a date (or date-time) parameter's value is written, with an example: ``a date written YYYY-MM-DD,
+    e.g. 2026-01-15``."""
+    if fmt == engine.DATE_FORMAT:
+        return f"a date written {engine.DATE_FORM}, e.g. {example}"
+    form = "YYYY-MM-DD" + example[10:11] + ("HH:MM:SS" if len(example) > 16 else "HH:MM")
+    return f"a date and time written {form}, e.g. {example}"
+
+
+def _apply_format(schema: dict[str, Any], fmt: str, example: str) -> None:
+    if "enum" in schema:
+        return
+    if fmt == engine.DATE_FORMAT:
+        schema["format"] = engine.DATE_FORMAT
+        form = engine.DATE_FORM
+    else:
+        schema["pattern"] = engine.DATETIME_PATTERN
+        form = "YYYY-MM-DD"
+    text = schema.get("description", "")
+    if form not in text:
+        note = _format_note(fmt, example)
+        schema["description"] = f"{text} ({note})" if text else note
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -94,6 +166,8 @@ def _apply(schema: dict[str, Any], ptype: str, rule: dict[str, Any]) -> None:
             schema.pop("minimum"), schema.pop("maximum")
     if ptype == "string" and rule.get("max_length") is not None and rule["max_length"] >= 0:
         schema["maxLength"] = min(schema["maxLength"], rule["max_length"])
+    if ptype == "string" and rule.get("format"):
+        _apply_format(schema, rule["format"], rule.get("example", ""))
 
 
 def tool_schema(tool: Tool, derived: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -117,7 +191,14 @@ def tool_schema(tool: Tool, derived: dict[str, dict[str, Any]] | None = None) ->
 def tool_schemas(env: Environment) -> dict[str, dict[str, Any]]:
     """Every tool's served input schema, by tool name (see the module doc)."""
     columns, rules = _tables(env)
-    return {t.name: tool_schema(t, _bound_rules(t, columns, rules)) for t in env.tools}
+    formats = column_formats(env)
+    out = {}
+    for t in env.tools:
+        derived = _bound_rules(t, columns, rules)
+        for name, rule in _bound_formats(t, columns, formats).items():
+            derived[name] = {**derived.get(name, {}), **rule}
+        out[t.name] = tool_schema(t, derived)
+    return out
 
 
 def served_tools(env: Environment) -> dict[str, dict[str, Any]]:

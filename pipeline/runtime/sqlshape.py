@@ -10,7 +10,8 @@ touches; what it cannot say is how a statement is built. These questions need th
   'b')``, ``qty >= 0``, ``qty BETWEEN 1 AND 9``, ``length(code) <= 8``);
 * ``param_columns(sql, columns)``: which table column each ``:param`` of a statement is bound to
   (compared with ``=`` or ``IN``, assigned by ``SET``, inserted by ``INSERT``; ``COALESCE(:p, col)``
-  and ``IFNULL`` count as binding ``:p``), and which parameters are also used in other ways.
+  and ``IFNULL`` count as binding ``:p``; with ``compared``, ``<``, ``>``, ``<>`` and ``BETWEEN`` too), and
+  which parameters are also used in other ways.
 * ``escaping_disjuncts(sql)``: which OR branches of a WHERE escape a sibling branch's parameter
   filter (``a = :a AND b OR c`` is ``(a = :a AND b) OR c``: ``c`` matches rows of every ``a``).
 * ``date_arithmetic(sql, dated, names)``: which ``+ - * /`` expressions have a date/time operand
@@ -269,10 +270,13 @@ def _placeholder(node: Any) -> str | None:
     return None
 
 
-def param_columns(sql: str, columns: dict[str, list[str]]) -> tuple[dict[str, set[tuple[str, str]]], set[str]]:
+def param_columns(sql: str, columns: dict[str, list[str]],
+                  compared: bool = False) -> tuple[dict[str, set[tuple[str, str]]], set[str]]:
     """``(bindings, other_uses)`` for one statement: each ``:param`` bound to a table column (as
     ``{param: {(table, column)}}``) and the parameters also used in a way that binds no column
-    (``:p IS NULL`` does not count). ``columns`` is the schema: ``{table: [column, ...]}``.
+    (``:p IS NULL`` does not count). ``columns`` is the schema: ``{table: [column, ...]}``. With
+    ``compared``, a parameter compared with a column (``col >= :p``, ``col BETWEEN :a AND :b``) is
+    bound to it too (values of the column's kind, as a date for a date column).
     A statement sqlglot cannot parse gives ``({}, {every placeholder})``."""
     sqlglot = _sqlglot()
     from sqlglot import exp
@@ -315,10 +319,14 @@ def param_columns(sql: str, columns: dict[str, list[str]]) -> tuple[dict[str, se
                 break
 
     for node in tree.walk():
-        if isinstance(node, exp.EQ):
+        if isinstance(node, exp.EQ) or (compared and isinstance(node, (exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE))):
             for col, val in ((node.this, node.expression), (node.expression, node.this)):
                 if isinstance(col, exp.Column):
                     bind(val, owner(col))
+        elif compared and isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+            for val in (node.args.get("low"), node.args.get("high")):
+                if val is not None:
+                    bind(val, owner(node.this))
         elif isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.args.get("query"):
             for val in node.expressions:
                 bind(val, owner(node.this))

@@ -357,3 +357,39 @@ def test_a_parent_row_beside_another_row_of_its_table_is_the_written_rows_and_as
                            refs=(("loan_id", "loans", goals[0].named),))]
     abouts = {f.about for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=same))}
     assert abouts == {"loan", "renewal"}, abouts
+
+
+def test_a_persona_that_is_the_applications_name_becomes_a_persona_of_the_same_bank() -> None:
+    """Issue 40's audit of the example pharmacy: two of its tasks had the persona "Community Pharmacy Prescription
+    Management" (the model copied the system's name). A persona whose words are all the scenario name's is replaced by
+    the persona the model gave most often for the environment's other tasks, else by the code's sentence."""
+    from pipeline.llm import fake_client
+    from pipeline.settings import TaskSettings
+    from pipeline.stages.tasks.bank import generate_tasks
+    from pipeline.stages.tasks.conversation import names_system
+    from tests.fixtures.brewery import brewery_env
+
+    env = brewery_env()
+    name = env.scenario.name
+    assert names_system(env, name) and names_system(env, name.upper()) and not names_system(env, "a brewer")
+    assert names_system(env, name.split()[0])  # a part of the name is no person either
+
+    def replies(*personas: str) -> Any:  # wordings refused (code writes them); openings: the code's, with a persona
+        left = list(personas)
+
+        def reply(msgs: list[dict[str, Any]]) -> dict[str, str]:
+            wants = msgs[-1]["content"].split("What they want: ", 1)
+            if len(wants) == 1:
+                return {"user_request": "no"}
+            return {"persona": left.pop(0) if len(left) > 1 else left[0], "opening": wants[1]}
+        return fake_client([reply] * 400)
+
+    tasks = generate_tasks(env, replies(name, "a head brewer"),
+                           settings=TaskSettings(n_tasks=3, max_attempts=1, conversations=True)).value or []
+    personas = [t.metadata["conversation"]["persona"] for t in tasks]
+    assert len(tasks) == 3 and personas == ["a head brewer"] * 3, personas
+    assert [t.metadata["conversation"]["worded_by"] for t in tasks] == ["llm"] * 3
+    only = generate_tasks(env, replies(name), settings=TaskSettings(n_tasks=2, max_attempts=1,
+                                                                    conversations=True)).value or []
+    assert only and all(name in t.metadata["conversation"]["persona"] and
+                        t.metadata["conversation"]["persona"] != name for t in only)

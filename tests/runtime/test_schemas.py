@@ -111,3 +111,48 @@ def test_sqlshape_reads_checks_and_bindings():
     bindings, others = sqlshape.param_columns(
         "INSERT INTO tickets (code, status) SELECT :c, :s", {"tickets": ["id", "code", "status"]})
     assert bindings == {"c": {("tickets", "code")}, "s": {("tickets", "status")}} and others == set()
+
+
+def test_a_parameter_bound_to_a_date_column_says_its_format_and_is_checked():
+    """Issue 40/42: "January 15, 2026" for a column of ISO dates was accepted (and matched nothing)."""
+    from tests.fixtures.visits import visits_env
+
+    env = visits_env()
+    schemas = tool_schemas(env)
+    on = schemas["find_visits_on"]["properties"]["visit_date"]
+    assert on["format"] == "date" and on["description"] == "The day of the visit (a date written YYYY-MM-DD, e.g. 2026-01-15)"
+    assert schemas["book_visit"]["properties"]["visit_date"]["description"] == "a date written YYYY-MM-DD, e.g. 2026-01-15"
+    listed = schemas["list_visits"]["properties"]
+    assert listed["date_from"] == {"type": ["string", "null"], "description": "On or after this day, YYYY-MM-DD",
+                                   "maxLength": engine.MAX_STRING_LENGTH, "format": "date"}  # the form said once
+    assert listed["date_to"]["format"] == "date"
+    assert {p["format"] for p in schemas["visits_between"]["properties"].values()} == {"date"}
+    since = schemas["checked_in_since"]["properties"]["since"]
+    assert since["pattern"] == engine.DATETIME_PATTERN and "format" not in since
+    assert since["description"].endswith("(a date and time written YYYY-MM-DD HH:MM:SS, e.g. 2026-01-15 10:05:00)")
+    for name, param in (("visits_in_week", "start"), ("visits_with_note", "note"), ("book_visit", "guest")):
+        prop = schemas[name]["properties"][param]
+        assert "format" not in prop and "pattern" not in prop, (name, param)  # date arithmetic; other text
+
+    inst = EnvInstance(env)
+    out = inst.call("find_visits_on", {"visit_date": "January 15, 2026"})
+    assert (out["ok"], out["kind"], out["parameter"]) == (False, "validation", "visit_date")
+    assert out["error"] == ("argument 'visit_date' of tool 'find_visits_on': expected a date written YYYY-MM-DD, "
+                            'got "January 15, 2026"')
+    assert "not a calendar date" in inst.call("find_visits_on", {"visit_date": "2026-02-30"})["error"]
+    for bad in ("2026-1-15", "2026-01-15T00:00:00", " 2026-01-15", "2026-01-15\n", "２０２６-01-15", "banana"):
+        assert inst.call("book_visit", {"guest": "Dee", "visit_date": bad})["parameter"] == "visit_date", bad
+    assert [r["id"] for r in inst.call("find_visits_on", {"visit_date": "2026-01-15"})["result"]] == [1]
+    assert [r["id"] for r in inst.call("list_visits", {"date_from": "2026-01-13"})["result"]] == [1, 3]
+    assert inst.call("list_visits", {"date_to": "15/01/2026"})["parameter"] == "date_to"
+    assert inst.call("book_visit", {"guest": "Dee", "visit_date": "2026-01-16"})["ok"]
+    assert inst.call("checked_in_since", {"since": "2026-01-13T00:00"})["result"][0]["id"] == 1
+    assert inst.call("checked_in_since", {"since": "2026-01-13"})["parameter"] == "since"
+    assert inst.call("visits_with_note", {"note": "January 12"})["ok"]  # not every value of `note` is a date
+
+
+def test_sqlshape_binds_compared_parameters_only_when_asked():
+    sql = "SELECT * FROM t WHERE (:a IS NULL OR d >= :a) AND d BETWEEN :b AND :c AND d < date(:e, '+1 day')"
+    assert sqlshape.param_columns(sql, {"t": ["d"]}) == ({}, {"a", "b", "c", "e"})
+    bindings, others = sqlshape.param_columns(sql, {"t": ["d"]}, compared=True)
+    assert bindings == {n: {("t", "d")} for n in "abc"} and others == {"e"}

@@ -269,3 +269,29 @@ def test_a_fixed_list_a_tool_sets_among_other_columns_is_no_state() -> None:
                     goals=[Goal("count", "medications", asked="*", items="medications",
                                 where=(("medications.status", "stocked"),))])
     assert request_from_plan(stocked, states=fixed) == "How many medications are stocked?"
+
+
+PHARMACY = Fixed(frozenset({("prescriptions", "status"), ("orders", "status"), ("medications", "frequency"),
+                            ("books", "genre"), ("books", "status")}), frozenset({("orders", "status")}),
+                 frozenset({("medications", "name")}))
+
+
+@pytest.mark.parametrize(("goal", "text"), [
+    # issue 40's audit of the example pharmacy: "... with quantity 12, status open, start date ..." (form dictation)
+    (Goal("create", "prescriptions", values=(("quantity", 12), ("status", "open"), ("start_date", "2026-01-15")),
+          refs=(("patient_id", "patients", (("patients.name", "Craig Reynolds"),)),)),
+     "Please add a new open prescription for the patient Craig Reynolds, with quantity 12 and start date "
+     "January 15, 2026."),
+    # a state a tool moves the row to, as before
+    (Goal("create", "orders", values=(("quantity", 3), ("status", "open")),
+          refs=(("patient_id", "patients", (("patients.name", "Craig Reynolds"),)),)),
+     "Please add a new open order for the patient Craig Reynolds, with quantity 3."),
+    # a new row said by its name keeps that form; two listed values are said as before
+    (Goal("create", "medications", values=(("name", "Aspirin"), ("frequency", "daily"))),
+     "Please add Aspirin as a new medication with frequency daily."),
+    (Goal("create", "books", values=(("title", "Emma"), ("genre", "Romance"), ("status", "open"))),
+     "Please add a new book with title Emma, genre Romance and status open."),
+])
+def test_a_new_rows_one_listed_value_is_said_before_it(goal: Goal, text: str) -> None:
+    chain = Chain("create", [], [], must_state=[], goals=[goal])
+    assert request_from_plan(chain, states=PHARMACY) == text

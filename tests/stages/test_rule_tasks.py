@@ -15,7 +15,8 @@ from pipeline.runtime.replay import fresh, play
 from pipeline.settings import BuildSettings, TaskSettings
 from pipeline.stages.policy.house_rules import make_policy
 from pipeline.stages.tasks.bank import generate_tasks
-from pipeline.stages.tasks.planner import plan_chains
+from pipeline.stages.tasks.planner import next_chain, plan_chains
+from pipeline.stages.tasks.planner.chains import Chain
 from pipeline.stages.tasks.planner.rules import forbidding, governing
 from tests.fixtures.brewery import brewery_env
 from tests.fixtures.permits import permit_env
@@ -238,3 +239,39 @@ def test_a_threshold_every_seeded_amount_sits_under_still_gets_forbidden_writes(
     with EnvInstance(env, enforce_policy=True) as inst:
         for ch in compounds:
             assert _replays(inst, ch)  # the reference does only what the rule allows
+
+
+def _ruled_chain(shape: str, tool: str, rule: str, row: int, params: tuple[str, ...] = ("loan_id", "new_status"),
+                 verdict: str = "forbids") -> Chain:
+    args = {p: row for p in params}
+    return Chain(shape, [ir.ToolCall(tool="find_loan", arguments={"row": row})], [f"row {row}"], [],
+                 rules=[{"id": rule, "verdict": verdict, "tool": tool, "arguments": args}])
+
+
+def test_a_bank_asks_for_a_rules_forbidden_write_at_most_twice() -> None:
+    """Issue 40's audit of the example library: its one rule ("once a loan is returned, its status may not change")
+    was the refused half of five requests of ten ("Please mark the loan of ... as pending", four compounds and a
+    refusal). A bank takes at most two (``planner.PER_RULE``) compounds or exceptions that ask for a write one rule
+    forbids (half the rule quota when that is more); another rule's, and chains no rule forbids, are still taken (a
+    refusal only beside four compounds: ``decide_fits``)."""
+    held = [_ruled_chain("compound_rule", "update_loan_status", "returned_final", r) for r in (1, 2)]
+    chains = [_ruled_chain("compound_rule", "update_loan_status", "returned_final", 3),
+              _ruled_chain("refuse_rule", "update_loan_status", "returned_final", 4),
+              _ruled_chain("compound_rule", "add_renewal", "renewal_limit", 5),
+              Chain("create", [ir.ToolCall(tool="create_loans", arguments={})], ["a loan"], [])]
+    writes = {"update_loan_status", "add_renewal", "create_loans"}
+    assert next_chain(chains, set(), held, writes, rule_quota=4) == 3  # the other rule's compound first
+    assert next_chain(chains, {3}, held, writes, rule_quota=4) == 4  # then what no rule forbids; never 1 or 2
+    assert next_chain(chains, {3, 4}, held, writes, rule_quota=4) is None
+    assert next_chain(chains, {3}, held[:1], writes, rule_quota=4) == 1  # one held: a second is taken
+    assert next_chain(chains, {3}, held, writes, rule_quota=6) == 1  # a bank of 14 (quota 6): three a rule
+
+
+def test_a_banks_forbidden_writes_of_a_kind_it_holds_least_come_first() -> None:
+    """Among rule-bound chains, a forbidden write of another tool (or other parameters: a create rather than a status
+    set) comes before the same kind of write on another row."""
+    held = [_ruled_chain("compound_rule", "update_loan_status", "rule_a", 1)]
+    chains = [_ruled_chain("compound_rule", "update_loan_status", "rule_a", 2),
+              _ruled_chain("compound_rule", "create_loans", "rule_a", 3, params=("book_id", "member_id"))]
+    writes = {"update_loan_status", "create_loans"}
+    assert next_chain(chains, set(), held, writes, rule_quota=4) == 2

@@ -60,7 +60,7 @@ from pipeline.meaning import profile as prof
 from pipeline.meaning import relations, spans, vocab
 from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.rows import tense
+from pipeline.stages.rows import single, tense
 from pipeline.stages.rows.maker import (
     ChildRelations,
     Follow,
@@ -2053,8 +2053,12 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
     maker.dated_by(tenses)
+    opened = single.one_open(scenario, table, cols, maker.states, maker.current, client)
+    attempts += opened.calls
+    maker.single.held(opened.single, [dict(zip(names, r, strict=True)) for r in conn.execute(
+        f'SELECT {quoted} FROM "{table.name}"')] if names else [], maker.states)
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
-    rejections = [*named.rejections, *tense_notes, *tense.notes(table, tenses), *(ir.Rejection(
+    rejections = [*named.rejections, *tense_notes, *tense.notes(table, tenses), *opened.rejections, *(ir.Rejection(
         stage=STAGE, item=f"{table.name}.{c.name}",
         reason=f"generator choice failed, fell back to one from the column's type and constraints: "
                f"{g.kind if g else 'left empty'}", evidence={"error": (g.note if g else "") or ""})

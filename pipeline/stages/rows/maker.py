@@ -405,6 +405,9 @@ class ValueMaker:
         """Per state column, the side of the clock a row in each state is dated on (:meth:`dated_by`)."""
         self.follow: Follow | None = None
         """The sibling whose rows' parent tuples this table's rows take (:func:`sibling_follow`); set by the caller."""
+        self.choices = choices
+        self.single = SingleOpen()
+        """The references whose parent holds one row in the examples' state at a time (:class:`SingleOpen`)."""
         self.drawn: dict[str, int] = {}
         """Per list column: the index of its pool item drawn last (the row's tuple, for the columns continued
         with it: a ``text_pool`` whose ``after`` names it draws the same index of its own aligned pool)."""
@@ -481,6 +484,8 @@ class ValueMaker:
                 out[g.column] = self.value(g, out, refs)
                 if self.bounds:
                     out[g.column] = self.bound(g.column, out[g.column], out, g)
+        if self.single.columns and relations.in_state(out, self.states):
+            out.update(self.single.closed(out, self.states, self.choices, self.gens, self.rng))
         if self.current and (self.every_state or relations.in_state(out, self.states)):
             out.update(self.under_way(out, set(fixed)))
         for t in self.tenses:  # a state its dates allow (a 'completed' visit not dated next month): dates unmoved
@@ -700,6 +705,48 @@ class ValueMaker:
         return made if made is not None else f"{self.fake.user_name()}@{self.fake.free_email_domain()}"
 
 
+@dataclass
+class SingleOpen:
+    """The reference columns whose parent holds at most one row in the examples' state at a time (a book on one
+    pending loan: the model says so, ``pipeline.stages.rows.single``), and per column the parents that hold one
+    already (the table's rows so far, :meth:`held`, and each row inserted, :meth:`add`). A row drawn in that state
+    for a parent that holds one is put in a state the examples do not show (:meth:`closed`: the loan 'returned')."""
+
+    columns: tuple[str, ...] = ()
+    taken: dict[str, set[Any]] = field(default_factory=dict)
+
+    def held(self, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], states: Mapping[str, frozenset[Any]]
+             ) -> None:
+        """Hold ``columns`` from now on, the parents of ``rows`` in ``states`` taken."""
+        self.columns = tuple(columns)
+        self.taken = {c: {r.get(c) for r in rows if r.get(c) is not None and relations.in_state(r, states)}
+                      for c in self.columns}
+
+    def add(self, row: Mapping[str, Any], states: Mapping[str, frozenset[Any]]) -> None:
+        if self.columns and relations.in_state(row, states):
+            for c in self.columns:
+                if row.get(c) is not None:
+                    self.taken[c].add(row[c])
+
+    def closed(self, row: Mapping[str, Any], states: Mapping[str, frozenset[Any]],
+               choices: Mapping[str, Sequence[Any]], gens: Sequence[ir.ColumnGenerator], rng: random.Random
+               ) -> dict[str, Any]:
+        """``row``'s state columns drawn again among the values the examples do not hold (each column's generator
+        weights kept among them), where a parent it names through :attr:`columns` holds a row in the examples'
+        state already; nothing when none does or a column has no other value."""
+        if not any(row.get(c) in self.taken.get(c, set()) for c in self.columns):
+            return {}
+        out: dict[str, Any] = {}
+        weights = {g.column: dict(zip(g.values or [], g.weights or [], strict=False)) for g in gens}
+        for c, held in states.items():
+            others = [v for v in choices.get(c, []) if v not in held]
+            if not others:
+                return {}
+            w = [weights.get(c, {}).get(v, 1.0) or 1.0 for v in others]
+            out[c] = rng.choices(others, weights=w)[0]
+        return out
+
+
 DRAWN_DATES = ("date", "datetime", "text_pool")
 """Generator kinds whose date is drawn apart from the row's other dates (a range, or the examples' dates continued
 as a list), which :meth:`ValueMaker.bound` keeps on its examples' side of the clock: a line's date drawn from a
@@ -794,6 +841,7 @@ def fill(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], maker: V
                 continue
             for s in sets:
                 taken[s].add(tuple(row.get(c) for c in s))
+            maker.single.add(row, maker.states)
             for name, key in self_ref.items():
                 refs[name].append(cur.lastrowid if key not in row else row[key])
             out.inserted += 1

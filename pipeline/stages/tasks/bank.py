@@ -51,7 +51,7 @@ from pipeline.stages.tasks.code_wording import (
     unquoted,
     without,
 )
-from pipeline.stages.tasks.conversation import conversation_form
+from pipeline.stages.tasks.conversation import conversation_form, own_personas
 from pipeline.stages.tasks.events import ask_events, spoken
 from pipeline.stages.tasks.naming import by_parents
 from pipeline.stages.tasks.planner import (
@@ -603,8 +603,10 @@ def generate_tasks(
         tried |= {k for k, ch in enumerate(chains, 1) if single(ch)}
 
     if settings.conversations:  # each task's conversational form, from its plan (the LLM writes the opening)
-        tasks = [t.model_copy(update={"metadata": t.metadata.with_values({"conversation": conversation_form(
-            env, client, t, c, language=settings.template_language)})}) for t, c in zip(tasks, bank, strict=True)]
+        forms = own_personas(env, [conversation_form(env, client, t, c, language=settings.template_language)
+                                   for t, c in zip(tasks, bank, strict=True)])  # a person, not the application
+        tasks = [t.model_copy(update={"metadata": t.metadata.with_values({"conversation": f})})
+                 for t, f in zip(tasks, forms, strict=True)]
     return StageResult(tasks, tuple(rejections), attempts=replies)
 
 

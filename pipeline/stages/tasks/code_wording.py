@@ -505,6 +505,11 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
                       and not _ISO_VALUE.match(v)), None) if not state and w.has(k + "_as") else None
         if named is not None:
             pairs = [p for p in pairs if p != named]
+        listed = [(c, v) for c, v in pairs if w.listed(c, goal.table, v)]
+        if not state and named is None and len(listed) == 1 and w.has(k + "_state"):
+            # the new row's one value of a fixed list said before it too, "a new open prescription", not "with
+            # ..., status open, ..." (issue 40's audit of the example pharmacy: form dictation)
+            state, pairs = w.value(listed[0][1], True), [p for p in pairs if p != listed[0]]
         details = ""
         if goal.refs:
             details += " " + w("for", refs=w.join([w.what(t, named) for _, t, named in goal.refs]))

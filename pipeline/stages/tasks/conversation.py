@@ -14,6 +14,7 @@ of the request, no identifier). When ``max_attempts`` replies (one by default) f
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
@@ -138,6 +139,30 @@ def _infinitive(sentence: str) -> str:
         if s.startswith(head):
             return repl + s[len(head):]
     return s[0].lower() + s[1:]
+
+
+def _words(text: str) -> set[str]:
+    """The words of ``text``, casefolded: runs of letters of any script."""
+    return {w.casefold() for w in re.findall(r"[^\W\d_]+", text)}
+
+
+def names_system(env: Environment, persona: str) -> bool:
+    """Whether ``persona`` is the application's name, or a part of it, rather than who the person is (the example
+    pharmacy's "Community Pharmacy Prescription Management", 2026-11-30): every word it has is a word of the
+    scenario's name. Words of any script; no list of roles."""
+    mine = _words(persona)
+    return not mine or mine <= _words(env.scenario.name)
+
+
+def own_personas(env: Environment, forms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``forms`` (``metadata.conversation`` of an environment's tasks) with each persona that names the application
+    (:func:`names_system`) replaced by the persona the model gave most often for the environment's other tasks (a
+    customer, a member: a person), else by the code's (``persona_en``), which names no role but no application
+    either."""
+    good = Counter(f["persona"] for f in forms if not names_system(env, f["persona"]))
+    code = render_section(PROMPT, "persona_en", system=env.scenario.name)
+    instead = max(sorted(good), key=lambda p: good[p]) if good else code
+    return [f if not names_system(env, f["persona"]) else {**f, "persona": instead} for f in forms]
 
 
 def lint_opening(env: Environment, script: Script, reply: Opening, things: Collection[str] = ()) -> str | None:

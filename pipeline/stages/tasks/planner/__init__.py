@@ -27,7 +27,7 @@ from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate
 from pipeline.stages.tasks.planner.shapes import SHAPES
 
 __all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
-           "natural_keys", "next_chain", "plan_chains", "refusing", "round_chains", "shuffled_planner", "single", "tool_op",
+           "PER_RULE", "natural_keys", "next_chain", "plan_chains", "refusing", "round_chains", "shuffled_planner", "single", "tool_op",
            "unpaired"]
 
 MAX_PER_SHAPE = 24
@@ -185,9 +185,15 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
     first) before chains that are not rule-bound once the quota is met; among them, one that does a single write
     first (a compound of two allowed writes is a decide task too, which the blind writer passes as well). A chain
     naming a row the bank already names (:func:`rows_named`: "the loan of The Hobbit for Andrea Black" in three
-    tasks) comes after one that names none among chains the rest ranks equal: requests spread over the tables' rows."""
+    tasks) comes after one that names none among chains the rest ranks equal: requests spread over the tables' rows.
+    No compound or exception asks for a write a rule forbids once the bank holds :data:`PER_RULE` of them for that
+    rule (or half of ``rule_quota``), and among chains that ask for a forbidden write, the kind of forbidden write (:func:`forbidden_writes`) the bank
+    asks for least comes first."""
+    cap = max(PER_RULE, (rule_quota + 1) // 2)
+    held_rules = Counter(r for ch in bank if ch.shape in RULED for r in forbidden_rules(ch))
     left = [i for i in range(1, len(chains) + 1) if i not in tried and not (
-        single(chains[i - 1]) and not decide_fits(bank, chains[i - 1]))]
+        single(chains[i - 1]) and not decide_fits(bank, chains[i - 1])) and not (chains[i - 1].shape in RULED and any(
+            held_rules[r] >= cap for r in forbidden_rules(chains[i - 1])))]
     if writes is None or not left:
         return left[0] if left else None
     uncovered = set(writes) - {c.tool for ch in bank for c in ch.calls}
@@ -204,15 +210,38 @@ def next_chain(chains: Sequence[Chain], tried: Collection[int], bank: Sequence[C
         return 1 if decide(ch) else 2 if refusing(ch) else 3
 
     named = Counter(v for ch in bank for v in rows_named(ch))
+    asked = Counter(w for ch in bank for w in forbidden_writes(ch))
 
-    def rank(i: int) -> tuple[int, int, bool, int, int, int, int]:
+    def rank(i: int) -> tuple[int, int, int, bool, int, int, int, int]:
         ch = chains[i - 1]
         done = sum(1 for c in ch.calls if c.tool in writes) if single(ch) else 0  # a decide of one write first
         again = sum(named[v] for v in rows_named(ch))
-        return (lead(ch), done, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key],
+        same = sum(asked[w] for w in forbidden_writes(ch))  # a forbidden write of a kind the bank asks for least
+        return (lead(ch), done, same, not uncovered & {c.tool for c in ch.calls}, keys[ch.spread_key],
                 pairs[ch.spread_key[:2]], again, i)
 
     return min(left, key=rank)
+
+
+PER_RULE = 2
+"""Compound and exception tasks (:data:`RULED`) that ask for a write one rule forbids, at most, in a bank (or half its
+``rule_quota`` when that is more): the example library's one rule ("once a loan is returned its status may not
+change") was the refused half of five requests of ten, "Please mark the loan of ... as pending" glued onto unrelated
+ones (issue 40's audit). A refusal is not counted: :func:`decide_fits` takes one only beside four of them, so a rule
+alone gives none, and a bank that holds them holds them over two rules or more."""
+
+
+def forbidden_rules(ch: Chain) -> set[str]:
+    """The ids of the rules that forbid a write ``ch``'s request asks for."""
+    return {str(r["id"]) for r in ch.rules if r.get("verdict") == "forbids"}
+
+
+def forbidden_writes(ch: Chain) -> set[tuple[str, str, tuple[str, ...]]]:
+    """The kinds of forbidden write ``ch`` asks for: (rule, tool, the parameters it is given), values left out, so
+    that a bank asks for a rule's other kinds (another tool, a create rather than a status set) before the same
+    kind on another row."""
+    return {(str(r["id"]), str(r["tool"]), tuple(sorted(r.get("arguments") or {})))
+            for r in ch.rules if r.get("verdict") == "forbids"}
 
 
 DECIDE_SHARE = 0.2
