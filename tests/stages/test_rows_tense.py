@@ -145,3 +145,37 @@ def test_only_a_state_drawn_on_its_own_is_asked_and_only_with_a_date() -> None:
     undated = [LAUNDRY_GENS[0], LAUNDRY_GENS[3]]
     assert tense.ask_tenses(client, SCENARIO, ORDERS, cols, undated, {}) == ([], 0, [])
     assert client.requests == []
+
+
+DELIVERIES = ir.Table(name="lieferungen", ddl=(  # the laundry's deliveries, in other words (no name is read)
+    "CREATE TABLE lieferungen (nr INTEGER PRIMARY KEY, kunde TEXT NOT NULL, tag TEXT NOT NULL, "
+    "stand TEXT NOT NULL CHECK (stand IN ('offen', 'zugestellt', 'storniert'))) STRICT"))
+DELIVERY_ROWS = [("Neil Miller", _day(0), "offen"), ("Jason Church", _day(2), "zugestellt"),
+                 ("Gregory Cabrera", _day(4), "storniert"), ("Barbara Brown", _day(5), "offen")]
+DELIVERY_GENS = [ir.ColumnGenerator(column="kunde", kind="person_name"),
+                 ir.ColumnGenerator(column="tag", kind="date", by="code", start=_day(0), end=_day(180)),
+                 ir.ColumnGenerator(column="stand", kind="enum", values=["offen", "zugestellt", "storniert"],
+                                    weights=[0.3, 0.4, 0.3])]
+DELIVERY_REPLY = [{"so_far": "wartet", "dates": "either"}, {"so_far": "zugestellt", "dates": "past"},
+                  {"so_far": "abgesagt", "dates": "past"}]  # offen, zugestellt, storniert
+
+
+def _days_before(conn: sqlite3.Connection, state: str) -> list[int]:
+    return [(TODAY - date.fromisoformat(d)).days for (d,) in conn.execute(
+        "SELECT tag FROM lieferungen WHERE rowid > 4 AND stand = ?", (state,))]
+
+
+def test_a_state_on_either_side_is_not_dated_in_the_days_the_range_gained_for_past_states() -> None:
+    """The laundry's deliveries (outside build o16): dated today..+180 days, 'completed' and 'cancelled' past and
+    'pending' either; the range crossed back to -5 months for the finished ones, and 52 pending deliveries lay more
+    than a month back. A state on either side keeps to the range it had (from today) or its examples' distance
+    from today (5 days): older rows are finished ones, the dates unmoved."""
+    conn, (answer,), _ = _build(DELIVERIES, DELIVERY_ROWS, DELIVERY_GENS, DELIVERY_REPLY)
+    assert answer.crossed == {"tag": (_day(0), _day(180))} and answer.recent == {"tag": TODAY - timedelta(days=5)}
+    pending, done = _days_before(conn, "offen"), _days_before(conn, "zugestellt") + _days_before(conn, "storniert")
+    assert max(pending) <= 5 and min(pending) < 0  # pending ones from five days back on, some ahead
+    assert sum(d > 30 for d in done) > 30  # the range still reaches back, for the finished deliveries
+    assert not any(d < 0 for d in done)  # none finished in the future (the first half, kept)
+    start, end = conn.execute("SELECT MIN(tag), MAX(tag) FROM lieferungen WHERE rowid > 4").fetchone()
+    assert start < _day(-120) and end > _day(20)  # 85% of the range before today (0.7 past, half of 0.3)
+    assert tense.notes(DELIVERIES, [answer])[0].evidence["recent"] == {"tag": _day(-5)}

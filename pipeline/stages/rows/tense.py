@@ -15,6 +15,10 @@ two ways, by code and in any language (the values are the schema's own, the answ
   share before today of the states' weights there (a state on either side weighs half on each): a dental clinic's
   range of today..+180 days, where 'completed' (0.3) is before, 'scheduled' (0.4) after and 'pending' (0.3) on
   either side, becomes 81 days back and 99 ahead;
+- the days a crossed range gained before its start are for the states dated before today: a state on either side
+  (an open order, a pending delivery) keeps to the range it had, or to its examples' distance from today, whichever
+  reaches further back (:attr:`Tense.recent`); a row dated earlier than that holds a state dated before today (a
+  laundry order from three months ago is closed, not open);
 - each code-made row whose date is on the side its state forbids gets its state drawn again among the states its
   dates allow, by their weights (:meth:`Tense.fit`, from :meth:`pipeline.stages.rows.maker.ValueMaker.row`): the
   dates never move, so a child's dates keep within its parent's. A row no state allows keeps its state (counted).
@@ -77,12 +81,20 @@ class Tense:
     unfit: int = 0
     crossed: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Date column -> its range before, where :func:`crossed` changed it."""
+    example_days: dict[str, list[date]] = field(default_factory=dict)
+    """Date column -> the days of its example rows (:func:`ask_tenses`)."""
+    recent: dict[str, date] = field(default_factory=dict)
+    """Crossed date column -> the earliest day a row in a state on either side of the clock is dated on: its range's
+    start before it was crossed, or today less its examples' furthest distance from today, whichever is earlier
+    (:func:`crossed`). Before it, only a state dated before today fits: the range reached back for those."""
 
     def allows(self, state: Any, row: Mapping[str, Any], today: date) -> bool:
-        """Whether ``row``'s dates are on the sides of ``today`` a row in ``state`` may have (today is on both)."""
+        """Whether ``row``'s dates are on the sides of ``today`` a row in ``state`` may have (today is on both; a
+        state on either side not before :attr:`recent`)."""
         for column, side in self.sides.get(state, {}).items():
             day = relations.as_date(row.get(column))
-            if day is not None and ((side == "before" and day > today) or (side == "after" and day < today)):
+            if day is not None and ((side == "before" and day > today) or (side == "after" and day < today)
+                                    or (side == "either" and column in self.recent and day < self.recent[column])):
                 return False
         return True
 
@@ -195,6 +207,8 @@ def ask_tenses(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table
                                       reason=f"no answer on which side of the clock each {g.column} is dated "
                                              f"(rows keep the state drawn): {got}", evidence={"kind": "tense"}))
         elif any(s != "either" for said in got.sides.values() for s in said.values()):
+            got.example_days = {c: [d for v in examples.get(c, []) if (d := relations.as_date(v)) is not None]
+                                for c in dates}
             out.append(got)
     return out, sum(len(set(g.values or ())) for g in asked), notes
 
@@ -217,7 +231,7 @@ def _range(start: date, end: date, before: float, after: float, today: date) -> 
 def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date) -> list[ir.ColumnGenerator]:
     """``gens`` with each date column drawn in a range (``date``, ``datetime``) moved onto the sides of ``today``
     its states need (:func:`_range`, by the first state column that answers for it), the change noted on the
-    generator and in the :class:`Tense`."""
+    generator and in the :class:`Tense` (:attr:`Tense.recent` where the range gained days before its start)."""
     out = []
     for g in gens:
         tense = next((t for t in tenses if g.kind in ("date", "datetime") and g.start and g.end
@@ -232,6 +246,10 @@ def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date
             continue
         lo, hi = max(moved[0], FIRST_DAY), min(moved[1], LAST_DAY)
         tense.crossed[g.column] = (str(g.start), str(g.end))
+        reach = max((abs((d - today).days) for d in tense.example_days.get(g.column, [])), default=0)
+        recent = min(start, today - timedelta(days=reach))
+        if lo < recent:  # the days gained before the range's start: for the states dated before today
+            tense.recent[g.column] = recent
         note = f"{lo}..{hi}: the sides of today its rows' {tense.column} need, as the model says"
         out.append(g.model_copy(update={"start": lo.isoformat(), "end": hi.isoformat(),
                                         "note": f"{g.note}; {note}" if g.note else note}))
@@ -247,4 +265,5 @@ def notes(table: ir.Table, tenses: Sequence[Tense]) -> list[ir.Rejection]:
                f"{t.redrawn} code-made rows' {t.column} drawn again" + (f", {t.unfit} fit no state" if t.unfit
                                                                        else ""),
         evidence={"kind": "tense", "sides": t.sides, "crossed": {c: list(r) for c, r in t.crossed.items()},
+                  "recent": {c: d.isoformat() for c, d in t.recent.items()},
                   "redrawn": t.redrawn, "unfit": t.unfit}) for t in tenses]
