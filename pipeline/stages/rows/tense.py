@@ -241,7 +241,7 @@ def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date
             continue
         start, end = relations.as_date(g.start), relations.as_date(g.end)
         moved = _range(start, end, *tense.side_weights(g.column), today) if start and end else None
-        if moved is None:
+        if moved is None or start is None:
             out.append(g)
             continue
         lo, hi = max(moved[0], FIRST_DAY), min(moved[1], LAST_DAY)
