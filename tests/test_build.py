@@ -19,7 +19,7 @@ from pipeline.llm import fake_client
 from pipeline.llm.client import completion_json, encode_reply
 from pipeline.runtime import EnvInstance
 from tests.stages.library_replies import MEMBER_ROWS, SCENARIO, SCHEMA, all_replies, small_settings
-from tests.stages.test_rowgen import BOOK_PAIRS, BOOKS_GEN, LOANS_GEN, MEMBERS_GEN, TITLE_LISTS
+from tests.stages.test_rowgen import BOOK_PAIRS, BOOKS_GEN, LOANS_GEN, LOANS_TENSE, MEMBERS_GEN, TITLE_LISTS
 
 BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT", "natural_key": ["email"]},
                     *SCHEMA["tables"][1:]]}
@@ -32,7 +32,7 @@ def build_replies() -> list[Any]:
     are written by code."""
     intents, schema, members, books, loans, *tools = all_replies()
     return [intents, schema, members, MEMBERS_GEN, books, BOOKS_GEN, *BOOK_MATES, *BOOK_PAIRS, *TITLE_LISTS, loans,
-            LOANS_GEN, *tools]
+            LOANS_GEN, *LOANS_TENSE, *tools]
 
 
 BOOK_MATES = [{"rows": [{"title": "Emma", "author": "Jane Austen", "copies_available": "2"}]}] * 2
@@ -68,10 +68,10 @@ def test_build_produces_a_working_environment() -> None:
     assert set(res.usage) == {"intents", "schema", "seed_data", "tools"}
     # seed data: 3 tables x (rows + generators), 2 calls for titles with authors and copies, 2 for titles with
     # authors and 3 title continuations (each
-    # list ends after two dry calls)
-    assert res.usage["seed_data"]["calls"] == 13 and res.usage["tools"]["calls"] == 5
+    # list ends after two dry calls), and 2 on the side of the clock an open and a returned loan are dated on
+    assert res.usage["seed_data"]["calls"] == 15 and res.usage["tools"]["calls"] == 5
     s = res.summary()
-    assert s["ok"] and s["llm"]["calls"] == 20 and s["rows"]["loans"] == len(rows["loans"])
+    assert s["ok"] and s["llm"]["calls"] == 22 and s["rows"]["loans"] == len(rows["loans"])
     with EnvInstance(env) as inst:
         bob = rows["members"][1]
         assert inst.call("find_member", {"email": bob["email"]})["result"]["name"] == bob["name"]
@@ -160,7 +160,7 @@ def test_cli_builds_and_writes_the_env_dir(endpoint: ThreadingHTTPServer, tmp_pa
     rows = {s.table: len(s.rows) for s in env.seed}
     assert f"tables:     3 (members {rows['members']}, books {rows['books']}, loans {rows['loans']} rows)" in res.output
     assert f"tools:      13 (find_member, list_member_loans, lend_book, return_book, {', '.join(ADDED)})" in res.output
-    assert "20 calls" in res.output
+    assert "22 calls" in res.output
     assert env.scenario.name == SCENARIO.name and len(env.tools) == 13 and tasks == []
     assert report["build"]["settings"]["rows_per_table"] == 4
     assert {p.name for p in out.iterdir()} >= {"env.json", "schema.sql", "initial.db", "server.py", "report.json"}

@@ -50,6 +50,9 @@ LOANS_GEN = {"columns": {
     "loan_date": {"kind": "date", "start": "2025-06-01", "end": "2026-01-15"},
     "due_date": {"kind": "date_after", "after": "loan_date", "min": 14, "max": 28},
     "status": {"kind": "enum", "values": ["open", "returned"], "weights": [1, 3]}}}
+LOANS_TENSE = [{"so_far": "", "dates": "either"}] * 2
+"""The model's answers on which side of the clock an open and a returned loan are dated (``pipeline.stages.rows.
+tense``), in a build scripted in order: either side, which changes no loan."""
 
 BREWERY_SCENARIO = ir.Scenario(name="Craft brewery wholesale",
                                description="A brewery sells kegs of its beers to pubs and shops.")
@@ -115,6 +118,15 @@ already (two calls in a row that add fewer than three end the list: books get th
 rows)."""
 
 
+def tense_either(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The scripted model's answer to the question of which side of the clock a row in a state is dated on
+    (``pipeline.stages.rows.tense``): either side, which changes no row; None for another request."""
+    if re.search(r'^Reply with JSON only: \{"so_far": "\.\.\.", "dates": "past"\|"future"\|"either"\}\.$',
+                 messages[0]["content"], re.M) is None:
+        return None
+    return {"so_far": "", "dates": "either"}
+
+
 def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None,
              named: dict[str, dict[str, Any]] | None = None) -> Any:
     """A fake LLM answering the scripted ``replies`` in order, and every vocabulary continuation request (which
@@ -128,6 +140,9 @@ def scripted(replies: list[Any], pools: dict[str, list[str]] | None = None,
 
     def reply(messages: list[dict[str, Any]]) -> Any:
         first = messages[0]["content"]
+        either = tense_either(messages)
+        if either is not None:
+            return either
         m = re.search(r"^Complete this row with its own (.+) \(each \?\).*:\n(\{.+\})$", first, re.M)
         if m:
             asked = m.group(1).split(", ")
@@ -418,8 +433,9 @@ def test_the_data_fixer_writes_examples_then_code_rows_again() -> None:
     rows = generate_seed_for(SCENARIO, env, LIBRARY[2], client,
                              small_settings().model_copy(update={"rows_per_table": len(env.seed[2].rows)}))
     assert rows is not None and rows.plan is not None and rows.plan.examples == 4
-    assert len(client.requests) == 2 and len(rows.rows) > 100
+    assert len(client.requests) == 4 and len(rows.rows) > 100  # with the loans' two states' side of the clock
     assert "Write 4 rows for table loans" in client.requests[0][0]["content"]
+    assert tense_either(client.requests[2]) is not None
 
 
 def test_self_references_one_to_one_links_and_tables_without_rowid() -> None:

@@ -60,7 +60,7 @@ from pipeline.meaning import profile as prof
 from pipeline.meaning import relations, spans, vocab
 from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
-from pipeline.stages.rows import single
+from pipeline.stages.rows import single, tense
 from pipeline.stages.rows.maker import (
     ChildRelations,
     Follow,
@@ -2036,6 +2036,10 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
         shape = Shape(fixed=[], refs=shape.refs, primary=shape.primary, per_parent=shape.per_parent)
     by_col = {g.column: g for g in [*refs, *(g for g in done.gens.values() if g is not None)]}
     gens = [by_col[c.name] for c in cols if c.name in by_col]
+    tenses, calls, tense_notes = tense.ask_tenses(client, scenario, table, cols, gens, examples) if shape.fixed \
+        else ([], 0, [])
+    attempts += calls
+    gens = tense.crossed(gens, tenses, date.fromisoformat(settings.clock[:10]))  # the sides its states need
     if done.rewrite:
         rewrite_examples(conn, table, cols, done.rewrite, gens, locale, seed, examples)
     fill_lone_nulls(conn, table, cols, gens, locale, seed, examples, done.related,
@@ -2048,12 +2052,13 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
+    maker.dated_by(tenses)
     opened = single.one_open(scenario, table, cols, maker.states, maker.current, client)
     attempts += opened.calls
     maker.single.held(opened.single, [dict(zip(names, r, strict=True)) for r in conn.execute(
         f'SELECT {quoted} FROM "{table.name}"')] if names else [], maker.states)
     filled = fill(conn, table, cols, maker, shape, sets, frozenset(done.keep))
-    rejections = [*named.rejections, *opened.rejections, *(ir.Rejection(
+    rejections = [*named.rejections, *tense_notes, *tense.notes(table, tenses), *opened.rejections, *(ir.Rejection(
         stage=STAGE, item=f"{table.name}.{c.name}",
         reason=f"generator choice failed, fell back to one from the column's type and constraints: "
                f"{g.kind if g else 'left empty'}", evidence={"error": (g.note if g else "") or ""})

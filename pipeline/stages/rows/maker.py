@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline import ir
 from pipeline.dbmodel.arguments import variants
@@ -42,6 +42,9 @@ from pipeline.dbmodel.examples import listed_keys
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations, siblings
 from pipeline.settings import BuildSettings
+
+if TYPE_CHECKING:
+    from pipeline.stages.rows.tense import Tense
 
 RETRIES = 6
 ALIGNED = ("integer", "amount", "enum")
@@ -398,6 +401,8 @@ class ValueMaker:
         self.every_state = relations.every_state(examples, choices)
         """Whether the examples hold every value drawn of a list and narrow none (prescriptions 'open' and 'closed'):
         every row is in their state (:func:`pipeline.meaning.relations.every_state`)."""
+        self.tenses: list[Tense] = []
+        """Per state column, the side of the clock a row in each state is dated on (:meth:`dated_by`)."""
         self.follow: Follow | None = None
         """The sibling whose rows' parent tuples this table's rows take (:func:`sibling_follow`); set by the caller."""
         self.choices = choices
@@ -437,6 +442,14 @@ class ValueMaker:
         if follow is not None:
             self.bounds.extend(follow.bounds())
 
+    def dated_by(self, tenses: Sequence[Tense]) -> None:
+        """Hold each row's state to the side of the clock its dates are on (``pipeline.stages.rows.tense``); a date
+        column drawn across the clock for it no longer keeps its examples' side (:attr:`clock`)."""
+        self.tenses = list(tenses)
+        for t in tenses:
+            for column in t.crossed:
+                self.clock.pop(column, None)
+
     def placeable(self, row: dict[str, Any]) -> bool:
         """Whether the references already in ``row`` name parents its child may have (:attr:`allowed`)."""
         return all(row.get(via) is None or row[via] in keys for via, keys in self.allowed.items() if via in row)
@@ -475,6 +488,9 @@ class ValueMaker:
             out.update(self.single.closed(out, self.states, self.choices, self.gens, self.rng))
         if self.current and (self.every_state or relations.in_state(out, self.states)):
             out.update(self.under_way(out, set(fixed)))
+        for t in self.tenses:  # a state its dates allow (a 'completed' visit not dated next month): dates unmoved
+            if t.column not in fixed and self.today is not None:
+                out[t.column] = t.fit(out, self.rng, self.today)
         return out
 
     def following(self, column: str) -> set[str]:
