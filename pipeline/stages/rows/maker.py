@@ -484,13 +484,15 @@ class ValueMaker:
                 out[g.column] = self.value(g, out, refs)
                 if self.bounds:
                     out[g.column] = self.bound(g.column, out[g.column], out, g)
+        # a state its dates allow (a 'completed' visit not dated next month; dates unmoved) before the state is read
+        # below: a loan drawn 'returned' and dated next month becomes 'pending' and is then put under way today
+        for t in self.tenses:
+            if t.column not in fixed and self.today is not None:
+                out[t.column] = t.fit(out, self.rng, self.today)
         if self.single.columns and relations.in_state(out, self.states):
             out.update(self.single.closed(out, self.states, self.choices, self.gens, self.rng))
         if self.current and (self.every_state or relations.in_state(out, self.states)):
             out.update(self.under_way(out, set(fixed)))
-        for t in self.tenses:  # a state its dates allow (a 'completed' visit not dated next month): dates unmoved
-            if t.column not in fixed and self.today is not None:
-                out[t.column] = t.fit(out, self.rng, self.today)
         return out
 
     def following(self, column: str) -> set[str]:
