@@ -1,4 +1,4 @@
--- book_lending_system_a1816db016: Book Lending System
+-- book_lending_system_614b173e8f: Book Lending System
 CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT NOT NULL UNIQUE, author TEXT NOT NULL, genre TEXT NOT NULL, publication_year INTEGER CHECK (publication_year > 0), status TEXT) STRICT;
 
 CREATE TABLE members (member_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, email TEXT NOT NULL UNIQUE, phone_number TEXT) STRICT;

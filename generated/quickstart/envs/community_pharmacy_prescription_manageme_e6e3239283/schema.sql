@@ -1,4 +1,4 @@
--- community_pharmacy_prescription_manageme_772993ad76: Community Pharmacy Prescription Management
+-- community_pharmacy_prescription_manageme_e6e3239283: Community Pharmacy Prescription Management
 CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, age INTEGER CHECK (age >= 0), allergies TEXT, medications TEXT) STRICT;
 
 CREATE TABLE medications (medication_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, dosage REAL CHECK (dosage > 0), frequency TEXT NOT NULL CHECK (frequency IN ('daily', 'weekly', 'monthly')), expiration_date TEXT NOT NULL) STRICT;
