@@ -672,6 +672,10 @@ class ValueMaker:
         side = self.clock.get(column) if g.kind in DRAWN_DATES else None
         if side is not None and self.today is not None:
             (highs if side == "past" else lows).append(self.today)
+        end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
+        if end is not None and all(end >= lo for lo in lows):  # the column's own range ends there: a value moved
+            highs.append(end)  # into its parent's dates keeps to it (an order drawn up to today, its prescription ends
+            # next week: not dated next week) where the parent's dates allow it
         low, high = max(lows, default=None), min(highs, default=None)
         if low is not None and high is not None and high < low:
             raise Unplaceable(f"{column}: no day between {low} and {high} fits its parent's dates and the clock")
