@@ -446,15 +446,9 @@ class ValueMaker:
         """Hold each row's state to the side of the clock its dates are on (``pipeline.stages.rows.tense``); a date
         column drawn across the clock for it no longer keeps its examples' side (:attr:`clock`)."""
         self.tenses = list(tenses)
-        gens = {g.column: g for g in self.gens}
         for t in tenses:
             for column in t.crossed:
-                g = gens.get(column)
-                lo, hi = (relations.as_date(g.start), relations.as_date(g.end)) if g is not None else (None, None)
-                # only a range that now reaches both sides of today: one kept to a side keeps its examples' side too
-                # (the pharmacy's orders, drawn up to today and bounded by their prescription's end, went 3 weeks past)
-                if self.today is None or lo is None or hi is None or lo < self.today < hi:
-                    self.clock.pop(column, None)
+                self.clock.pop(column, None)
 
     def placeable(self, row: dict[str, Any]) -> bool:
         """Whether the references already in ``row`` name parents its child may have (:attr:`allowed`)."""
@@ -672,10 +666,6 @@ class ValueMaker:
         side = self.clock.get(column) if g.kind in DRAWN_DATES else None
         if side is not None and self.today is not None:
             (highs if side == "past" else lows).append(self.today)
-        end = _maybe_date(g.end) if g.kind in ("date", "datetime") else None
-        if end is not None and all(end >= lo for lo in lows):  # the column's own range ends there: a value moved
-            highs.append(end)  # into its parent's dates keeps to it (an order drawn up to today, its prescription ends
-            # next week: not dated next week) where the parent's dates allow it
         low, high = max(lows, default=None), min(highs, default=None)
         if low is not None and high is not None and high < low:
             raise Unplaceable(f"{column}: no day between {low} and {high} fits its parent's dates and the clock")
