@@ -179,3 +179,16 @@ def test_a_state_on_either_side_is_not_dated_in_the_days_the_range_gained_for_pa
     start, end = conn.execute("SELECT MIN(tag), MAX(tag) FROM lieferungen WHERE rowid > 4").fetchone()
     assert start < _day(-120) and end > _day(20)  # 85% of the range before today (0.7 past, half of 0.3)
     assert tense.notes(DELIVERIES, [answer])[0].evidence["recent"] == {"tag": _day(-5)}
+
+
+def test_a_state_on_either_side_does_not_move_a_past_range_across_the_clock() -> None:
+    """The regenerated pharmacy (2026-11-30, seventeenth): orders drawn up to today, 'closed' past and 'open'
+    either; 'either' weighed half on the future side, so the range was moved across today and 45 of 66 open orders
+    were dated up to three weeks ahead. Either alone moves no range onto a side it does not reach."""
+    answer = tense.Tense(column="status", sides={"closed": {"order_date": "before"}, "open": {"order_date": "either"}},
+                         weights={"closed": 0.3, "open": 0.7})
+    assert answer.side_weights("order_date", frozenset({"before"})) == (0.3 + 0.35, 0.0)
+    assert answer.side_weights("order_date") == (0.3 + 0.35, 0.35)  # a range that reaches both sides: as before
+    gen = ir.ColumnGenerator(column="order_date", kind="date", start=_day(-180), end=_day(0))
+    (moved,) = tense.crossed([gen], [answer], TODAY)
+    assert moved.end is not None and moved.end <= _day(0)

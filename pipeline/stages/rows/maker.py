@@ -446,9 +446,14 @@ class ValueMaker:
         """Hold each row's state to the side of the clock its dates are on (``pipeline.stages.rows.tense``); a date
         column drawn across the clock for it no longer keeps its examples' side (:attr:`clock`)."""
         self.tenses = list(tenses)
+        gens = {g.column: g for g in self.gens}
         for t in tenses:
             for column in t.crossed:
-                self.clock.pop(column, None)
+                g = gens.get(column)
+                lo, hi = (relations.as_date(g.start), relations.as_date(g.end)) if g is not None else (None, None)
+                # a range still on one side of today keeps its examples' side too (a row it follows cannot take it over)
+                if self.today is None or lo is None or hi is None or lo < self.today < hi:
+                    self.clock.pop(column, None)
 
     def placeable(self, row: dict[str, Any]) -> bool:
         """Whether the references already in ``row`` name parents its child may have (:attr:`allowed`)."""

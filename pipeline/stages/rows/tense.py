@@ -110,14 +110,20 @@ class Tense:
         self.redrawn += 1
         return rng.choices(options, weights=[self.weights[s] for s in options])[0]
 
-    def side_weights(self, column: str) -> tuple[float, float]:
+    def side_weights(self, column: str, reaches: frozenset[str] = frozenset({"before", "after"})
+                     ) -> tuple[float, float]:
         """The weights of the rows dated before today in ``column`` and of those after it, as the states say: a
         state on one side weighs there, one on either side half on each; (0, 0) when no state answered for it."""
         said = {s: self.sides[s][column] for s in self.weights if column in self.sides.get(s, {})}
         if not said:
             return 0.0, 0.0
-        before = sum(self.weights[s] * {"before": 1, "after": 0, "either": 0.5}[v] for s, v in said.items())
-        after = sum(self.weights[s] * {"before": 0, "after": 1, "either": 0.5}[v] for s, v in said.items())
+        # a state on either side weighs on a side only where its range already reaches (``reaches``) or some state
+        # is dated for sure: "either" alone moves no range across the clock (the pharmacy's open orders, "either"
+        # beside closed "before" in a range up to today, were drawn up to three weeks after it)
+        sure = set(said.values()) | set(reaches)
+        half = {side: 0.5 if side in sure else 0.0 for side in ("before", "after")}
+        before = sum(self.weights[s] * {"before": 1, "after": 0, "either": half["before"]}[v] for s, v in said.items())
+        after = sum(self.weights[s] * {"before": 0, "after": 1, "either": half["after"]}[v] for s, v in said.items())
         return before, after
 
 
@@ -240,7 +246,9 @@ def crossed(gens: list[ir.ColumnGenerator], tenses: Sequence[Tense], today: date
             out.append(g)
             continue
         start, end = relations.as_date(g.start), relations.as_date(g.end)
-        moved = _range(start, end, *tense.side_weights(g.column), today) if start and end else None
+        reaches = frozenset(({"before"} if start and start < today else set()) | ({"after"} if end and end > today
+                                                                                   else set()))
+        moved = _range(start, end, *tense.side_weights(g.column, reaches), today) if start and end else None
         if moved is None or start is None:
             out.append(g)
             continue
