@@ -99,9 +99,13 @@ def test_closed_orders_are_not_dated_in_the_future() -> None:
     prompts = [r[0]["content"] for r in client.requests]
     assert all("in the past, in the future, or either" in p for p in prompts)
     assert ["whose status is \"open\"" in prompts[0], "whose status is \"closed\"" in prompts[1]] == [True, True]
-    assert answer.sides["closed"] == {"order_date": "before", "delivery_date": "before"}
+    assert answer.sides["closed"] == {"order_date": "before"}  # the row's first date (delivery follows it)
+    assert not _sides(conn, "orders", "status", "order_date").get(("closed", "after"))  # none placed after today
     after = _sides(conn, "orders", "status", "delivery_date")
-    assert after.get(("closed", "after"), 0) == 0  # no closed order delivered after today
+    # a closed order's delivery lies where its order day puts it: no more than its 2..5 days after today
+    late = [d for (d,) in conn.execute("SELECT delivery_date FROM orders WHERE rowid > 4 AND status = 'closed' "
+                                       "AND delivery_date > ?", (TODAY.isoformat(),))]
+    assert all(d <= _day(5) for d in late) and len(late) < 10
     assert after.get(("closed", "before"), 0) > 30 and after.get(("open", "after"), 0) > 20
     assert answer.redrawn > 0 and answer.unfit == 0
     # the range reaches back three quarters of its days (closed orders past, open ones on either side)
@@ -192,3 +196,74 @@ def test_a_state_on_either_side_does_not_move_a_past_range_across_the_clock() ->
     gen = ir.ColumnGenerator(column="order_date", kind="date", start=_day(-180), end=_day(0))
     (moved,) = tense.crossed([gen], [answer], TODAY)
     assert moved.end is not None and moved.end <= _day(0)
+
+
+LOANS = ir.Table(name="loans", ddl=(  # the committed example's library (generated/quickstart, 2026-11-30)
+    "CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, member TEXT NOT NULL, loan_date TEXT NOT NULL, due_date TEXT "
+    "NOT NULL, status TEXT NOT NULL CHECK (status IN ('pending', 'returned'))) STRICT"))
+LOAN_ROWS = [("Neil Miller", _day(-20), _day(11), "pending"), ("Jason Church", _day(-15), _day(16), "pending"),
+             ("Gregory Cabrera", _day(-10), _day(21), "pending"), ("Barbara Brown", _day(-5), _day(26), "pending")]
+LOAN_GENS = [ir.ColumnGenerator(column="member", kind="person_name"),
+             ir.ColumnGenerator(column="loan_date", kind="date", by="code", start=_day(-120), end=_day(30)),
+             ir.ColumnGenerator(column="due_date", kind="date_after", after="loan_date", min=31, max=31),
+             ir.ColumnGenerator(column="status", kind="enum", values=["pending", "returned"], weights=[1, 1])]
+LOAN_REPLY = [{"so_far": "out with the member", "dates": "either"},  # pending
+              {"so_far": "brought back", "dates": "past"}]  # returned
+
+
+def _loan_tense(gens: list[ir.ColumnGenerator]) -> tense.Tense:
+    conn = scratch_db((LOANS,))
+    examples = {n: [r[i] for r in LOAN_ROWS] for i, n in enumerate(["member", "loan_date", "due_date", "status"])}
+    tenses, _, _ = tense.ask_tenses(fake_client(LOAN_REPLY), SCENARIO, LOANS, table_columns(conn, LOANS), gens,
+                                    examples)
+    return tenses[0]
+
+
+def test_a_loan_returned_early_keeps_its_state_and_one_that_began_in_the_future_does_not() -> None:
+    """The library of 2026-11-30: 'returned' answered past, held to the due date too, so a loan out last week and
+    due next week (returned early) was made 'pending': 16 pending loans of 20. The answer holds the row's first
+    date; its due date falls where its relation puts it."""
+    answer = _loan_tense(LOAN_GENS)
+    assert answer.sides == {"pending": {"loan_date": "either"}, "returned": {"loan_date": "before"}}
+    early = {"loan_date": _day(-10), "due_date": _day(21), "status": "returned"}
+    assert answer.fit(early, random.Random(1), TODAY) == "returned"
+    ahead = {"loan_date": _day(3), "due_date": _day(34), "status": "returned"}
+    assert answer.fit(ahead, random.Random(1), TODAY) == "pending"
+    # the same, where only the examples order the dates (the due date drawn in a range of its own)
+    ranged = [*LOAN_GENS[:2], ir.ColumnGenerator(column="due_date", kind="date", by="code", start=_day(-90),
+                                                 end=_day(60)), LOAN_GENS[3]]
+    assert tense.first_dates(["loan_date", "due_date"], ranged, {"loan_date": [r[1] for r in LOAN_ROWS],
+                                                                 "due_date": [r[2] for r in LOAN_ROWS]}) == ["loan_date"]
+    assert _loan_tense(ranged).fit(early, random.Random(1), TODAY) == "returned"
+
+
+def test_returned_loans_due_after_today_are_kept_and_none_began_after_it() -> None:
+    conn, (answer,), _ = _build(LOANS, LOAN_ROWS, LOAN_GENS, LOAN_REPLY)
+    made = "FROM loans WHERE rowid > 4 AND status = 'returned'"
+    early = conn.execute(f"SELECT COUNT(*) {made} AND loan_date <= ? AND due_date > ?", (_day(0), _day(0))).fetchone()
+    assert early[0] > 10  # returned early: out before today, due after it
+    assert conn.execute(f"SELECT COUNT(*) {made} AND loan_date > ?", (_day(0),)).fetchone()[0] == 0
+    assert answer.redrawn > 0
+
+
+def test_a_state_is_fitted_before_a_row_in_the_examples_state_is_put_under_way() -> None:
+    """``ValueMaker.row`` fits the state to the row's dates first, then puts a row in the examples' state (a
+    pending loan) under way at the clock. The other way round, a loan drawn 'returned' and dated next week was made
+    'pending' after the move had passed it by: a pending loan that began after today (the library, 2026-11-30)."""
+    conn = scratch_db((LOANS,))
+    cols = table_columns(conn, LOANS)
+    names = ["member", "loan_date", "due_date", "status"]
+    for r in LOAN_ROWS:
+        conn.execute(f"INSERT INTO loans ({', '.join(names)}) VALUES (?, ?, ?, ?)", r)
+    examples = {n: [r[i] for r in LOAN_ROWS] for i, n in enumerate(names)}
+    gens = [LOAN_GENS[0], ir.ColumnGenerator(column="loan_date", kind="date", by="code", start=_day(3), end=_day(20)),
+            LOAN_GENS[2], ir.ColumnGenerator(column="status", kind="enum", values=["returned"])]  # all drawn returned
+    maker = ValueMaker("en_US", 3, gens, cols, examples)
+    maker.relate(child_relations(conn, "loans", cols, examples, {g.column for g in gens}, TODAY), TODAY)
+    assert [(c.first, c.second) for c in maker.current] == [("loan_date", "due_date")]
+    maker.dated_by([tense.Tense(column="status", sides={"pending": {"loan_date": "either"},
+                                                        "returned": {"loan_date": "before"}},
+                                weights={"pending": 1.0, "returned": 1.0})])
+    rows = [maker.row({}, {}) for _ in range(20)]
+    assert {r["status"] for r in rows} == {"pending"}  # each began after today: not returned
+    assert all(r["loan_date"] <= _day(0) < r["due_date"] for r in rows)  # and each pending loan is out now

@@ -23,6 +23,13 @@ two ways, by code and in any language (the values are the schema's own, the answ
   dates allow, by their weights (:meth:`Tense.fit`, from :meth:`pipeline.stages.rows.maker.ValueMaker.row`): the
   dates never move, so a child's dates keep within its parent's. A row no state allows keeps its state (counted).
 
+The answer holds the row's first dates (:func:`first_dates`: those no other date of the row follows, by the order
+the examples show or a ``date_after`` generator), not the later ones: a finished row began in the past, and its
+due, end or expiry date falls where its relation to the first puts it. Held to every date, 'returned' (past) made
+each loan returned early, out last week and due next week, 'pending': the library of 2026-11-30 ended with 16
+pending loans of 20 and books on several open loans at once. A state dated after today needs nothing more (its
+later dates follow its first).
+
 A call that fails or never validates leaves the table as before (no answer, no change); so does a state the reply
 leaves out, and a state answered both ways counts as 'either'.
 """
@@ -71,8 +78,9 @@ SHARE_SLACK = 0.1
 
 @dataclass
 class Tense:
-    """The model's answer for one state column: per state, per date column, the side of today such a row is dated
-    on; with the states' draw weights (the column's generator), and what :meth:`fit` did."""
+    """The model's answer for one state column: per state, per date column it holds (the row's first dates,
+    :func:`first_dates`), the side of today such a row is dated on; with the states' draw weights (the column's
+    generator), and what :meth:`fit` did."""
 
     column: str
     sides: dict[str, dict[str, Side]]
@@ -158,7 +166,8 @@ def tense_model() -> type[BaseModel]:
     about, in the model's words, then the side of the clock its dates are on. One state a call: asked for every
     state of a list at once, the model answered by the list's order (a laundry's 'open' orders past and 'closed'
     ones future); one answer for all of a row's dates: asked per date column, it called a closed order's delivery
-    date future and its order date past, and every closed order code made fell between the two."""
+    date future and its order date past, and every closed order code made fell between the two (the answer holds
+    the row's first dates: :func:`first_dates`)."""
     return create_model("StateDates", row=(str, Field(alias=SO_FAR, max_length=ROW_TEXT)),
                         dates=(Literal[SAID], Field(alias=DATES)), __base__=BaseModel)  # type: ignore[arg-type]
 
@@ -169,11 +178,24 @@ def prompt(scenario: ir.Scenario, table: ir.Table, column: str, value: str, date
                           dates=", ".join(dates), shape=f'{{"{SO_FAR}": "...", "{DATES}": "past"|"future"|"either"}}')
 
 
+def first_dates(dates: Sequence[str], gens: Sequence[ir.ColumnGenerator], examples: Mapping[str, Sequence[Any]]
+                ) -> list[str]:
+    """The dates of ``dates`` that follow none of the others: not the later date of an order every example shows
+    (:func:`pipeline.meaning.relations.date_orders`: a loan's due date after its day) nor drawn days after one of
+    them (``date_after``). A row's state holds these to its side of the clock; a later date falls where its
+    relation puts it (a loan returned early began in the past, its due date may be next week). All of ``dates``
+    when every one follows another."""
+    later = {o.second for o in relations.date_orders({c: examples.get(c, []) for c in dates})}
+    later |= {g.column for g in gens if g.kind == "date_after" and g.after in dates}
+    return [c for c in dates if c not in later] or list(dates)
+
+
 def ask_tense(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table, g: ir.ColumnGenerator,
-              dates: Sequence[str]) -> Tense | str:
-    """One call per state of ``g``'s column (``prompts/seed_data.md`` ``tense``): the side of today a row in it
-    has ``dates`` on; or why there is no answer (no reply validated). A state whose call never validated is left
-    out (its rows keep their state). An endpoint that fails raises, as every stage's call does."""
+              dates: Sequence[str], held: Sequence[str] | None = None) -> Tense | str:
+    """One call per state of ``g``'s column (``prompts/seed_data.md`` ``tense``, about the row's ``dates``): the
+    side of today a row in it has its ``held`` dates on (all of ``dates`` when None; :func:`first_dates` from
+    :func:`ask_tenses`); or why there is no answer (no reply validated). A state whose call never validated is
+    left out (its rows keep their state). An endpoint that fails raises, as every stage's call does."""
     values = tuple(dict.fromkeys(str(v) for v in g.values or ()))
     sides: dict[str, dict[str, Side]] = {}
     errors = []
@@ -186,7 +208,7 @@ def ask_tense(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table,
         except LLMError as e:
             errors.append(str(e))
             continue
-        sides[value] = dict.fromkeys(dates, SIDE[reply.dates])
+        sides[value] = dict.fromkeys(dates if held is None else held, SIDE[reply.dates])
     if not sides:
         return errors[0] if errors else "no state asked"
     weights: dict[str, float] = {}
@@ -203,11 +225,12 @@ def ask_tenses(client: LLMClientProtocol, scenario: ir.Scenario, table: ir.Table
     dates = date_columns(cols, gens, examples)
     if not dates:
         return [], 0, []
+    held = first_dates(dates, gens, examples)
     out: list[Tense] = []
     notes = []
     asked = state_columns(cols, gens)
     for g in asked:
-        got = ask_tense(client, scenario, table, g, dates)
+        got = ask_tense(client, scenario, table, g, dates, held)
         if isinstance(got, str):
             notes.append(ir.Rejection(stage=STAGE, item=f"{table.name}.{g.column}",
                                       reason=f"no answer on which side of the clock each {g.column} is dated "
