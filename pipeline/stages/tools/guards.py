@@ -55,15 +55,25 @@ class GuardFinding:
 
     def describe(self) -> str:
         if self.why == "refuses_all":
-            return (f"its guard `{self.sql}` refused every call it should let through: each of {self.allowed} "
+            return (f"its guard `{self.sql}` refused every call it should let through: each of "
+                    f"{_some(self.allowed)} "
                     f"(values an existing row holds, with the compared values moved away from every row they "
                     f"could conflict with, or a parent no row has); a guard must refuse only a conflict with an "
                     f"existing row (check how its conditions are joined: AND, OR)")
-        return (f"its guard `{self.sql}` let through every call it should refuse: each of {self.refused} "
+        return (f"its guard `{self.sql}` let through every call it should refuse: each of {_some(self.refused)} "
                 f"(the values of an existing row); a guard must refuse a conflict with an existing row")
 
     def evidence(self) -> dict[str, Any]:
         return {"guard": self.sql, "finding": self.why, "should_allow": self.allowed, "should_refuse": self.refused}
+
+
+def _some(inputs: list[dict[str, Any]], k: int = 3) -> str:
+    more = f" and {len(inputs) - k} more" if len(inputs) > k else ""
+    return ", ".join(str(a) for a in inputs[:k]) + more
+
+
+def _unique(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list({repr(sorted(a.items())): a for a in inputs}.values())
 
 
 def _parse(sql: str) -> exp.Expression | None:
@@ -223,8 +233,18 @@ def _unmatched(conn: sqlite3.Connection, shape: _Shape, base: dict[str, Any]) ->
     return None
 
 
-def judge(conn: sqlite3.Connection, tool: ir.Tool, step: ir.Step) -> GuardFinding | None:
-    """Whether the guard ``step`` of ``tool`` is wrong on ``conn``'s seeded rows (see the module docstring)."""
+@dataclass
+class _Trial:
+    allow: list[dict[str, Any]]
+    allowed: list[bool]
+    """For each input it should allow: whether it refused it."""
+    refuse: list[dict[str, Any]]
+    refused: list[bool]
+
+
+def _trial(conn: sqlite3.Connection, tool: ir.Tool, step: ir.Step) -> _Trial | None:
+    """The guard ``step`` of ``tool`` tried on ``conn``'s seeded rows, or None when it is no conflict guard this
+    module judges (see the module docstring)."""
     if step.kind != "guard" or step.must != "not_exist":
         return None
     shape = _shape(step.sql, {p.name for p in tool.params})
@@ -236,24 +256,48 @@ def judge(conn: sqlite3.Connection, tool: ir.Tool, step: ir.Step) -> GuardFindin
         return None
     try:
         rows = _spread(conn, shape.table, [cols[p] for p in params])
+        refuse: list[dict] = [dict(zip(params, row, strict=True)) for row in rows]
+        allow: list[dict] = []
+        for base in refuse:
+            if shape.ordered:
+                allow += _moved(conn, shape, cols, base)
+            elif (other := _unmatched(conn, shape, base)) is not None:
+                allow.append(other)
     except sqlite3.Error:
         return None
-    refuse: list[dict] = [dict(zip(params, row, strict=True)) for row in rows]
-    allow: list[dict] = []
-    for base in refuse:
-        if shape.ordered:
-            allow += _moved(conn, shape, cols, base)
-        elif (other := _unmatched(conn, shape, base)) is not None:
-            allow.append(other)
+    allow, refuse = _unique(allow), _unique(refuse)
     allowed = [_refuses(conn, step.sql, a) for a in allow]
     refused = [_refuses(conn, step.sql, a) for a in refuse]
     if None in allowed or None in refused:
         return None
-    if allow and all(allowed):
-        return GuardFinding(tool.name, step.sql, "refuses_all", allow, refuse)
-    if refuse and not any(refused):
-        return GuardFinding(tool.name, step.sql, "allows_all", allow, refuse)
+    return _Trial(allow, [bool(v) for v in allowed], refuse, [bool(v) for v in refused])
+
+
+def judge(conn: sqlite3.Connection, tool: ir.Tool, step: ir.Step) -> GuardFinding | None:
+    """Whether the guard ``step`` of ``tool`` is wrong on ``conn``'s seeded rows (see the module docstring)."""
+    t = _trial(conn, tool, step)
+    if t is None:
+        return None
+    if t.allow and all(t.allowed):
+        return GuardFinding(tool.name, step.sql, "refuses_all", t.allow, t.refuse)
+    if t.refuse and not any(t.refused):
+        return GuardFinding(tool.name, step.sql, "allows_all", t.allow, t.refuse)
     return None
+
+
+def free_inputs(conn: sqlite3.Connection, tool: ir.Tool) -> list[dict[str, Any]]:
+    """Inputs every conflict guard of ``tool`` lets through (each made for one guard and tried on the others):
+    a create tool sampled with an existing row's own values is rightly refused by its conflict guard, and is
+    exercised on these as well."""
+    if tool.kind != "write":
+        return []
+    trials = [(s, t) for s in tool.steps if (t := _trial(conn, tool, s)) is not None]
+    out = []
+    for _, t in trials:
+        for args, refused in zip(t.allow, t.allowed, strict=True):
+            if not refused and not any(_refuses(conn, s.sql, args) for s, _ in trials):
+                out.append(args)
+    return out
 
 
 def wrong_guards(conn: sqlite3.Connection, tool: ir.Tool) -> list[GuardFinding]:

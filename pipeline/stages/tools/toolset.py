@@ -129,6 +129,15 @@ class Workspace:
         sets = self.sampler.arguments(tool, sample_calls)
         calls, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
                                 [self.sampler.held(tool, a) for a in sets])
+        if error is not None and calls and all(res.get("kind") == "guard" for _, res, _ in calls):
+            if found := guards.wrong_guards(self.instance_conn, tool):  # fed back, then dropped: write_tool's settle
+                return self.problems(guards.without(tool, found), sample_calls)
+            # an existing row's own values are what a conflict guard refuses: the tool is also called with inputs
+            # its conflict guards let through (``guards.free_inputs``), each completed by a sampled set
+            sets = [*sets, *({**sets[i % len(sets)], **free}
+                             for i, free in enumerate(guards.free_inputs(self.instance_conn, tool)))]
+            calls, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
+                                    [self.sampler.held(tool, a) for a in sets])
         if error is None and tool.kind == "write":
             pool = [*sets, *self.sampler.arguments(tool, 3 * sample_calls)]
             error = unreached(env, tool, self.sampler.reach(tool, pool), calls)
