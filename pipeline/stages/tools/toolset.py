@@ -19,7 +19,12 @@ that enum.
 Each tool is then checked for real: ``checks.check_tool`` (every statement prepared under SQLite's authorizer
 against the schema; non-deterministic SQL and arithmetic on dates (the clock, columns whose seeded values are dates)
 refused), then execution on the seeded rows
-(``pipeline.stages.tools.exercise``: a write must store its arguments as given). When the tool needs something the
+(``pipeline.stages.tools.exercise``: a write must store its arguments as given). A create tool's conflict guard is
+tried alone on inputs made from the rows (``pipeline.stages.tools.guards``): one that refuses every input it should
+let through (an OR where AND was meant) or lets through every copy of an existing row is told to the LLM once, the
+tool kept without it meanwhile and, when the next reply is no better, kept so with a note naming the guard and the
+inputs tried; a parameter whose value reaches no write or result is told and noted the same way (the tool is kept
+with it). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
 values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
