@@ -42,7 +42,7 @@ class FirstScripted:
 @pytest.mark.real_llm
 def test_real_model_is_told_its_or_guard_once_and_no_tool_refuses_every_loan(real_llm, seed) -> None:  # noqa: F811
     settings = small_settings(max_attempts=2, retry_temperature=0)
-    client = FirstScripted(real_llm, lend(OR_GUARD))
+    client: Any = FirstScripted(real_llm, lend(OR_GUARD))
     notes: list[ir.Rejection] = []
     start = time.monotonic()
     with Workspace(SCENARIO, TABLES, seed, settings.clock) as ws:
