@@ -19,7 +19,12 @@ that enum.
 Each tool is then checked for real: ``checks.check_tool`` (every statement prepared under SQLite's authorizer
 against the schema; non-deterministic SQL and arithmetic on dates (the clock, columns whose seeded values are dates)
 refused), then execution on the seeded rows
-(``pipeline.stages.tools.exercise``: a write must store its arguments as given). When the tool needs something the
+(``pipeline.stages.tools.exercise``: a write must store its arguments as given). A create tool's conflict guard is
+tried alone on inputs made from the rows (``pipeline.stages.tools.guards``): one that refuses every input it should
+let through (an OR where AND was meant) or lets through every copy of an existing row is told to the LLM once, the
+tool kept without it meanwhile and, when the next reply is no better, kept so with a note naming the guard and the
+inputs tried; a parameter whose value reaches no write or result is told and noted the same way (the tool is kept
+with it). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
 values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
@@ -54,7 +59,7 @@ from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.tools import added_values, duplicates
+from pipeline.stages.tools import added_values, duplicates, guards
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
@@ -129,6 +134,15 @@ class Workspace:
         sets = self.sampler.arguments(tool, sample_calls)
         calls, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
                                 [self.sampler.held(tool, a) for a in sets])
+        if error is not None and calls and all(res.get("kind") == "guard" for _, res, _ in calls):
+            if found := guards.wrong_guards(self.instance_conn, tool):  # fed back, then dropped: write_tool's settle
+                return self.problems(guards.without(tool, found), sample_calls)
+            # an existing row's own values are what a conflict guard refuses: the tool is also called with inputs
+            # its conflict guards let through (``guards.free_inputs``), each completed by a sampled set
+            sets = [*sets, *({**sets[i % len(sets)], **free}
+                             for i, free in enumerate(guards.free_inputs(self.instance_conn, tool)))]
+            calls, error = exercise(env, tool, sets, self.sampler.grounded(tool), written,
+                                    [self.sampler.held(tool, a) for a in sets])
         if error is None and tool.kind == "write":
             pool = [*sets, *self.sampler.arguments(tool, 3 * sample_calls)]
             error = unreached(env, tool, self.sampler.reach(tool, pool), calls)
@@ -423,10 +437,42 @@ def prefetch_tools(plan: Sequence[ToolPlanItem], ws: Workspace, client: LLMClien
 
 
 def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, settings: BuildSettings,
-               tried: list[ir.Tool] | None = None) -> Any:
+               tried: list[ir.Tool] | None = None, notes: list[ir.Rejection] | None = None) -> Any:
     """Ask for one tool until it works: an Outcome whose value is ``(tool, amended workspace or None)``. Each
-    reply that maps onto a tool is appended to ``tried`` (whether it works or not)."""
+    reply that maps onto a tool is appended to ``tried`` (whether it works or not).
+
+    A working write tool whose conflict guard is wrong on the seeded rows (``pipeline.stages.tools.guards``:
+    it refuses every input it should allow, or allows every one it should refuse) or that takes a parameter its
+    value reaches nothing with is told so once; the tool without that guard is kept meanwhile, and kept when the
+    next reply is no better, with a note in ``notes`` naming the tool, the guard and the inputs tried (or the
+    parameters)."""
     prompt = tool_prompt(plan, ws)
+    told: list[str] = []  # the guard findings fed back (once)
+    kept_notes: list[tuple[ir.Tool, list[ir.Rejection]]] = []  # a tool kept with its findings -> their notes
+    opened: list[Workspace] = []  # amended workspaces of tools kept while a better reply was asked for
+
+    def settle(tool: ir.Tool, w: Workspace, amended: Workspace | None
+               ) -> tuple[tuple[ir.Tool, Workspace | None] | None, str | None]:
+        found = guards.wrong_guards(w.instance_conn, tool)
+        unused = guards.unused_params(tool)
+        if not found and not unused:
+            return (tool, amended), None
+        kept = guards.without(tool, found)
+        why = "\n".join([f.describe() for f in found] + ([guards.unused_note(tool, unused)] if unused else []))
+        if found and (still := w.problems(kept, settings.sample_calls)) is not None:
+            return None, f"{why}\n{still}"
+        kept_notes.append((kept, [
+            *(ir.Rejection(stage=STAGE, item=tool.name, reason=f"guard dropped: {f.describe()}", evidence={
+                "tool": tool.name, **f.evidence()}) for f in found),
+            *([ir.Rejection(stage=STAGE, item=tool.name, reason=f"kept with unused parameters: "
+                            f"{guards.unused_note(tool, unused)}", evidence={"tool": tool.name, "params": unused})]
+              if unused else [])]))
+        if amended is not None:
+            opened.append(amended)
+        if told:
+            return (kept, amended), None
+        told.append(why)
+        return (kept, amended), why  # acceptable; asked once more for a better one
 
     def check(reply: Any) -> tuple[tuple[ir.Tool, Workspace | None] | None, str | None]:
         try:
@@ -443,20 +489,30 @@ def write_tool(plan: ToolPlanItem, ws: Workspace, client: LLMClientProtocol, set
                 again = to_tool(plan, reply, trial.schema_conn)
                 still = trial.problems(again, settings.sample_calls)
                 if still is None:
-                    return (again, trial), None
+                    settled = settle(again, trial, trial)
+                    if settled[0] is not None:
+                        return settled
+                    still = settled[1]
                 trial.close()
                 if error is not None:  # what is still wrong once the schema has what the tool needs
                     return None, f"{still}\n(checked with the schema amended: {'; '.join(a.describe() for a in proposed)})"
             elif error is not None:
                 return None, f"{error}\n(the schema could not be amended for it: {trial})"
-        return ((tool, None), None) if error is None else (None, error)
+        return settle(tool, ws, None) if error is None else (None, error)
 
     model = ReadToolReply if plan.kind == "read" else WriteToolReply
-    return ask_with_feedback(
+    out = ask_with_feedback(
         client, model, user(prompt), check, stage=STAGE, max_attempts=settings.max_attempts,
         retry_temperature=settings.retry_temperature, max_tokens=settings.max_tokens_tool,
         feedback=lambda e: render_section("tools", "feedback", tool=plan.name, error=e + _column_hint(e, ws)),
     )
+    chosen = out.value or (None, None)
+    for w in opened:
+        if w is not chosen[1]:
+            w.close()
+    if notes is not None:
+        notes += [n for t, ns in kept_notes if t is chosen[0] for n in ns]
+    return out
 
 
 # ------------------------------------------------------------------ the stage
@@ -525,8 +581,10 @@ def generate_tools(
         prefetch_tools(plan, ws, client, settings)
         for item in plan:
             tried: list[ir.Tool] = []
-            out = write_tool(item, ws, client, settings, tried)
+            guard_notes: list[ir.Rejection] = []
+            out = write_tool(item, ws, client, settings, tried, guard_notes)
             attempts += out.attempts
+            rejections += guard_notes
             if out.value is None:
                 if item.kind == "write":
                     failed |= {table for t in tried for _, table in covering.tool_targets(t)}
