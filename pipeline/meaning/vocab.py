@@ -102,8 +102,8 @@ def _is_word(stem_: str, words: frozenset[str]) -> bool:
     other and is at most two letters longer ("bike" of the table "bikes")."""
     tail = stem_.split()[-1] if stem_.split() else stem_
     return len(tail) >= COUNTER_STEM and any(
-        len(min(tail, w, key=len)) >= COUNTER_STEM and max(tail, w, key=len).startswith(min(tail, w, key=len))
-        and abs(len(w) - len(tail)) <= 2 for w in words)
+        len(w) >= COUNTER_STEM and abs(len(w) - len(tail)) <= 2 and (w.startswith(tail) or tail.startswith(w))
+        for w in words)
 
 
 def counters(values: Sequence[str], words: Iterable[str]) -> set[str]:

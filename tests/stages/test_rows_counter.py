@@ -78,10 +78,10 @@ BIKE_ROWS = {"rows": [["Bike1", "ModelA", "2025-10-01"], ["Bike2", "ModelB", "20
 BIKES_GEN = {"locale": "en_US", "columns": {"brand": {"kind": "text_pool"}, "model": {"kind": "text_pool"},
                                             "added_on": {"kind": "date", "start": "2025-06-01", "end": "2026-01-15"}}}
 BRANDS = ["Trek", "Giant", "Specialized", "Cannondale"]
-MODELS = ["FX 3", "Escape 2", "Sirrus X", "Quick 4"]
+MODELS = ["Verve Comfort", "Escape City", "Sirrus Sport", "Domane Road"]
 MORE = {"brand": ["Bianchi", "Brompton", "Cervelo", "Raleigh", "Schwinn", "Kona", "Marin", "Scott", "Orbea", "Canyon",
                   "Cube", "Merida", "Pinarello", "Colnago", "Fuji", "Diamondback", "Jamis", "Felt", "Ghost", "Focus"],
-        "model": ["Verve 2", "Domane AL", "Roam 3", "Topstone", "Allez", "Dew Plus", "Fairfax", "Contend AR"]}
+        "model": ["Roam Disc", "Topstone", "Allez", "Dew Plus", "Fairfax", "Contend AR", "Marlin", "Crossway"]}
 
 
 def bike_client(counted_more: bool = False) -> Any:
