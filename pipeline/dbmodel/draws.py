@@ -36,8 +36,82 @@ def faker_value(fake: Any, kind: str, pattern: str | None = None) -> str:
     if kind == "street_address" and pattern:
         return pattern.join(" ".join(line.split()) for line in fake.address().splitlines() if line.strip())
     if kind == "phone":
-        return one_line(fake.phone_number())
+        return phone_in(fake, pattern) if pattern else one_line(fake.phone_number())
     return one_line(getattr(fake, kind)())
+
+
+# ------------------------------------------------------------------ phone numbers in the examples' shape
+
+PHONE_DIGITS = 7
+"""The fewest digits of a phone number's shape (:func:`phone_mask`)."""
+PHONE_SAMPLES = 80
+"""The locale's phone numbers whose shapes a column's examples are compared with (:func:`phone_shapes`)."""
+PHONE_DRAWS = 40
+"""Phone numbers drawn for one value before the first with enough digits is taken (:func:`phone_in`)."""
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _national(number: str) -> list[str]:
+    """The digit runs of a phone number before its first letter (an extension: "x9150")."""
+    return re.findall(r"\d+", _LETTER.split(number, maxsplit=1)[0])
+
+
+def _ends(shape: tuple[int, ...], groups: tuple[int, ...]) -> bool:
+    """Whether the digit groups ``groups`` end ``shape`` (a country code before them allowed), or both are one run
+    of digits as long as the other's digits together."""
+    if len(groups) == 1:
+        return sum(shape) == groups[0] or (len(shape) >= 1 and shape[-1] == groups[0])
+    return len(shape) >= len(groups) and shape[len(shape) - len(groups):] == groups
+
+
+@functools.lru_cache(maxsize=32)
+def phone_shapes(locale: str) -> frozenset[tuple[int, ...]]:
+    """The digit groups of the phone numbers of ``locale`` (:data:`PHONE_SAMPLES` of Faker's, before any
+    extension): (3, 3, 4) for "206.269.0743x9150", (1, 3, 3, 4) for "+1-780-563-6083"."""
+    from faker import Faker  # heavy: only when asked
+
+    fake = Faker(locale)
+    fake.seed_instance(0)
+    return frozenset(tuple(len(g) for g in _national(fake.phone_number())) for _ in range(PHONE_SAMPLES))
+
+
+def phone_mask(texts: Sequence[str], locale: str) -> str | None:
+    """The examples' shape, each digit a '#' ("###-###-####"), when every example has it, it holds no letter and
+    :data:`PHONE_DIGITS` digits or more, and its digit groups end a phone number of ``locale``
+    (:func:`phone_shapes`): a phone column, whose values take the locale's numbers poured into this shape
+    (:func:`phone_in`), not digits drawn one by one ("027-803-5128": an area code no number plan has). None
+    otherwise (an ISBN, a code with letters). Structure only: nothing is read from the column's name."""
+    masks = {re.sub(r"\d", "#", str(t).strip()) for t in texts if str(t).strip()}
+    if len(texts) < 2 or len(masks) != 1:
+        return None
+    mask = next(iter(masks))
+    groups = tuple(len(g) for g in re.findall(r"#+", mask))
+    if sum(groups) < PHONE_DIGITS or _LETTER.search(mask):
+        return None
+    return mask if any(_ends(shape, groups) for shape in phone_shapes(locale)) else None
+
+
+def phone_in(fake: Any, mask: str) -> str:
+    """A phone number of ``fake``'s locale in ``mask`` (:func:`phone_mask`): the last digits of one of its numbers
+    (before any extension, after any country code the mask has no room for) each poured into a '#' of the mask,
+    its separators kept; the first number whose groups the mask's end is taken when one of :data:`PHONE_DRAWS`
+    is, else the first with enough digits, else Faker's number as it is."""
+    groups = tuple(len(g) for g in re.findall(r"#+", mask))
+    n = sum(groups)
+    spare: str | None = None
+    for _ in range(PHONE_DRAWS):
+        runs = _national(fake.phone_number())
+        digits = "".join(runs)
+        if len(digits) < n:
+            continue
+        if _ends(tuple(len(r) for r in runs), groups):
+            spare = digits[-n:]
+            break
+        spare = spare or digits[-n:]
+    if spare is None:
+        return one_line(fake.phone_number())
+    poured = iter(spare)
+    return "".join(next(poured) if ch == "#" else ch for ch in mask)
 
 
 

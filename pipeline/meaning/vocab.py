@@ -44,19 +44,84 @@ def stem(text: str) -> str:
     return " ".join("?" if len(tok) == 1 and tok.isupper() else tok for tok in out.split())
 
 
-def numbered(values: Sequence[str]) -> set[str]:
+def numbered(values: Sequence[str], words: Iterable[str] = ()) -> set[str]:
     """The values that share a stem with a number or a one-letter token with at least one other value: placeholders
-    in any language ("Work A", "Work B"; "Depot 1", "Depot 2")."""
+    in any language ("Work A", "Work B"; "Depot 1", "Depot 2"); with ``words`` (the column's context,
+    :func:`words_of`), also a word of them with a counter glued on (:func:`counters`: "Bike1", "ModelA")."""
     stems = [stem(v) for v in values]
     counts = Counter(stems)
-    return {v for v, s in zip(values, stems, strict=True)
-            if counts[s] >= 2 and ("#" in s or "?" in s.split()) and any(ch.isalpha() for ch in s)}
+    out = {v for v, s in zip(values, stems, strict=True)
+           if counts[s] >= 2 and ("#" in s or "?" in s.split()) and any(ch.isalpha() for ch in s)}
+    return out | counters(values, words) if words else out
 
 
-def placeholder_examples(values: Sequence[str]) -> bool:
-    """Whether half or more of a column's example texts are numbered placeholders."""
+def placeholder_examples(values: Sequence[str], words: Iterable[str] = ()) -> bool:
+    """Whether half or more of a column's example texts are numbered placeholders (with ``words``, counted ones
+    too: :func:`numbered`)."""
     texts = [v for v in values if v]
-    return len(texts) >= 2 and 2 * len(numbered(texts)) >= len(texts)
+    return len(texts) >= 2 and 2 * len(numbered(texts, words)) >= len(texts)
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+"""A run of letters of any script."""
+
+
+def words_of(texts: Iterable[object]) -> frozenset[str]:
+    """The words (runs of letters, case folded) of ``texts``: a column's context for :func:`counters` (its own name,
+    its table's, the other columns' example values)."""
+    return frozenset(w.casefold() for t in texts if t is not None for w in _WORD.findall(str(t)))
+
+
+_COUNTER = re.compile(r"^(?P<stem>.*?[^\W\d_])[\s_\-.#]*(?:(?P<num>[1-9]\d?)|(?P<cap>[^\W\d_]))$")
+"""A text that ends in a counter: one or two digits without a leading zero, or one letter, after a letter (glued
+or after a space or a mark): "Bike12", "Model-A". The letter counts only as a capital after a lower-case letter or
+a mark (:func:`_counter`)."""
+COUNTER_STEM = 2
+"""The fewest characters of a counter's stem."""
+
+
+def _counter(text: str) -> tuple[str, int] | None:
+    """``text``'s stem (case folded, without the marks before the counter) and its counter as a number (a digit's
+    value, a letter's place after the stem's script's own "A": any alphabet), or None."""
+    m = _COUNTER.match(" ".join(str(text).split()))
+    if m is None:
+        return None
+    stem_, cap = m.group("stem"), m.group("cap")
+    if cap is not None:
+        before = m.string[m.end("stem") - 1]
+        glued_on = m.end("stem") == m.start("cap")
+        if not cap.isupper() or (glued_on and not before.islower()):
+            return None  # "BMW": a word in capitals, not "Model" and an "A"
+    if len(stem_) < COUNTER_STEM:
+        return None
+    return stem_.casefold(), int(m.group("num")) if cap is None else ord(cap)
+
+
+def _is_word(stem_: str, words: frozenset[str]) -> bool:
+    """Whether a counter's stem is one of ``words`` or the same word inflected: one of the two begins with the
+    other and is at most two letters longer ("bike" of the table "bikes")."""
+    tail = stem_.split()[-1] if stem_.split() else stem_
+    return len(tail) >= COUNTER_STEM and any(
+        len(w) >= COUNTER_STEM and abs(len(w) - len(tail)) <= 2 and (w.startswith(tail) or tail.startswith(w))
+        for w in words)
+
+
+def counters(values: Sequence[str], words: Iterable[str]) -> set[str]:
+    """The values that are a stem and a counter (:func:`_counter`: "Bike1".."Bike5", "ModelA".."ModelE"), two or
+    more of them on one stem with different counters, where the stem's last word is a word of the column's context
+    (``words``, :func:`words_of`: the column's name, its table's, the other columns' example values; "bike" of
+    the table "bikes", "model" of the column "model"): a placeholder set, told by structure alone in any language.
+    A code that counts is not one: a counter of three digits or more ("Room 101", "AB1234"), one with a leading
+    zero ("SKU-001"), or a stem that is no word of the context ("Trek FX 3", "Kona Dew 2" of a column "model" of a
+    table "bikes")."""
+    known = frozenset(w.casefold() for w in words)
+    found = {v: _counter(v) for v in values}
+    by_stem: dict[str, set[int]] = {}
+    for c in found.values():
+        if c is not None:
+            by_stem.setdefault(c[0], set()).add(c[1])
+    return {v for v, c in found.items()
+            if c is not None and len(by_stem[c[0]]) >= 2 and _is_word(c[0], known)}
 
 
 DUMMY_DIGITS = 6

@@ -108,7 +108,7 @@ def test_members_from_the_models_real_replies_are_people_at_scale() -> None:
     gens = {g.column: g for g in seed.plan.generators}
     assert gens["name"].kind == "person_name"
     assert gens["email"].kind == "derived" and gens["email"].after == "name"  # "john.doe@example.com" of "John Doe"
-    assert gens["phone_number"].kind == "code" and gens["phone_number"].pattern == "###-###-####"
+    assert gens["phone_number"].kind == "phone" and gens["phone_number"].pattern == "###-###-####"  # the locale's numbers
     assert gens["date_of_birth"].kind == "date"
     rows = seed.rows
     assert len(rows) >= 100 and not any("short_list" in str(r.evidence) for r in res.rejections)

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
-from pipeline.dbmodel.draws import code_capacity, name_part
+from pipeline.dbmodel.draws import code_capacity, name_part, phone_mask
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import sampled
@@ -1498,6 +1498,15 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
                                max=max(float(g.max or low), float(low)))
     # a value made of another column's value in the same row, as every example shows (an e-mail of the person's name)
     made = derived_of(asked, gens, ex, out)
+    # phones: the locale's numbers in the examples' shape, not digits drawn one by one into it
+    for c in asked:
+        g = gens.get(c.name)
+        if g is None or g.kind not in ("text_pool", "code", "phone") or storage(c) not in ("TEXT", "ANY"):
+            continue
+        mask = phone_mask(prof.texts_of(ex.get(c.name, [])), locale)
+        if mask is not None:
+            gens[c.name] = _code(g, f"the locale's phone numbers in the examples' shape {mask!r}", kind="phone",
+                                 pattern=mask, pool=None, min=None, max=None)
     # text: lists continued from the examples
     shown: dict[str, ir.GeneratorKind] = {}
     lists: list[str] = []
@@ -1514,7 +1523,8 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         kind = shown_kind(c, texts, ctx, locale, seed)
         if kind is not None:  # people, places, e-mail addresses: thousands from the generator, not a short list
             shown[c.name] = kind
-        elif not vocab.list_separator(texts) and not vocab.placeholder_examples(texts):
+        elif not vocab.list_separator(texts) and not vocab.placeholder_examples(texts, context_words(table.name, c.name,
+                                                                                                     ex)):
             lists.append(c.name)
     mates = mates_of(ex, [c.name for c in asked])
     people = [c.name for c in asked if storage(c) in ("TEXT", "ANY") and (shown.get(c.name) or getattr(
@@ -1558,7 +1568,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             gens[c.name] = _code(g, f"lists of {lo}-{hi} items joined by {sep!r}, as the examples",
                                  pool=pool, pattern=sep, min=float(lo), max=float(max(hi, lo)))
             continue
-        placeholder = vocab.placeholder_examples(texts)
+        placeholder = vocab.placeholder_examples(texts, context_words(table.name, c.name, ex))
         seeds = [] if placeholder else vocab.clean(texts, variants=False)
         want = ctx.rows if unique else VOCAB_WANT
         rounds = settings.list_rounds_unique if unique else VOCAB_ROUNDS
@@ -1619,10 +1629,20 @@ ROWID = "__rowid__"
 temperature, for the rows the first left unnamed)."""
 
 
-def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]]) -> list[Column]:
+def context_words(table: str, column: str, examples: Mapping[str, Sequence[Any]]) -> frozenset[str]:
+    """The words a counted placeholder's stem is one of (:func:`pipeline.meaning.vocab.counters`): the column's
+    name, its table's and the other columns' example values ("Bike1".."Bike5" in the table "bikes", "ModelA"..
+    "ModelE" in the column "model")."""
+    return vocab.words_of([table, column, *(v for k, vs in examples.items() if k != column for v in vs
+                                            if isinstance(v, str))])
+
+
+def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]], table: str = "") -> list[Column]:
     """The text columns whose example values are numbered placeholders (:func:`pipeline.meaning.vocab.
-    placeholder_examples`: "Project A".."Project D", "Depot 1", "Depot 2"), not a code the examples share the shape
-    of (:func:`digit_pattern`: "Room 101", "Room 102"). No date, CHECK list, reference or generated id."""
+    placeholder_examples`: "Project A".."Project D", "Depot 1", "Depot 2"; with the table's name, counted ones whose
+    stem is a word of the column's context, :func:`context_words`: "Bike1".."Bike5" of the table "bikes"), not a
+    code the examples share the shape of (:func:`digit_pattern`: "Room 101", "Room 102"). No date, CHECK list,
+    reference or generated id."""
     out = []
     for c in cols:
         if c.auto_id or c.ref is not None or c.enum or storage(c) not in ("TEXT", "ANY"):
@@ -1630,7 +1650,8 @@ def placeholder_columns(cols: list[Column], examples: Mapping[str, Sequence[Any]
         texts = prof.texts_of(list(examples.get(c.name, [])))
         if relations.date_columns({c.name: texts}):
             continue
-        if vocab.placeholder_examples(texts) and digit_pattern(texts, None) is None:
+        if (vocab.placeholder_examples(texts, context_words(table, c.name, examples) if table else ())
+                and digit_pattern(texts, None) is None):
             out.append(c)
     return out
 
@@ -1778,7 +1799,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
     if not _has_rowid(conn, table.name):
         return out
     found = _table_values(conn, table, cols)
-    stand_ins = placeholder_columns(cols, found)
+    stand_ins = placeholder_columns(cols, found, table.name)
     copied = {n: v for n, v in copied_columns(conn, table.name, cols, found).items() if n not in {c.name for c in stand_ins}}
     for col in [*stand_ins, *(c for c in cols if c.name in copied)]:
         cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table.name}" ORDER BY rowid')
@@ -1786,14 +1807,16 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
         rows = [dict(zip(names, r, strict=True)) for r in cur]
         olds = [str(r[col.name]) for r in rows if isinstance(r[col.name], str)]
         parent, labels = copied.get(col.name, ("", frozenset()))
-        fake = {v for v in olds if vocab.norm(v) in labels} if labels else vocab.numbered(olds)
+        words = context_words(table.name, col.name, found)
+        fake = {v for v in olds if vocab.norm(v) in labels} if labels else vocab.numbered(olds, words)
         todo = [r for r in rows if isinstance(r[col.name], str) and r[col.name] in fake]
         if not todo:
             continue
         taken = {vocab.norm(v) for v in olds if v not in fake}
         offered: list[str] = list(olds)
         named: dict[int, str] = {}
-        hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID})}
+        hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID},
+                                                      table.name)}
         hidden |= set(copied)
         # a parent's labels copied into a column rows may share (a clinic of several visits): one value may name
         # several rows
@@ -1818,7 +1841,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 continue
             values = [" ".join(str(v).split()).strip(" \t\"'") for v in getattr(reply, "values", [])]
             offered.extend(values)
-            stand_in = vocab.numbered(list(dict.fromkeys(offered)))
+            stand_in = vocab.numbered(list(dict.fromkeys(offered)), words)
             said = Counter(vocab.norm(v) for v in values)
             framing = _framing(scenario)
             parents = {vocab.norm(str(x)) for row in left for c in cols if labels and c.ref is not None
