@@ -1315,6 +1315,53 @@ def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], se
     return out, calls, done
 
 
+FILLER_SHARE = 0.5
+"""Share of the rows asked again with their name (:func:`complete_rows`) above which one answer of a place is read as
+the model's filler rather than each row's own (:func:`unfilled`), where the examples and the continued rows hold it in
+at most half that share. 2026-11-30, the pharmacy (/work/out/r18a): 28 of 39 medicines answered with the strength 10
+(the examples 100, 50, 200, 15; the continued rows 30, 40, 60, 75, 20, 25 ...) and 39 of 39 with the frequency
+"daily" (the examples daily, weekly, monthly, daily)."""
+FILLER_MIN = 4
+"""Rows holding one answer at least before it can be read as a filler (:func:`unfilled`)."""
+
+
+def _same(a: str, b: str) -> bool:
+    """Two kept values of a place equal: as numbers (10 and 10.0), else as folded text."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def unfilled(seeds: Sequence[tuple[str, ...]], continued: Sequence[tuple[str, ...]], asked: Sequence[tuple[str, ...]],
+             places: Sequence[int]) -> tuple[list[tuple[str, ...]], dict[int, int]]:
+    """``asked`` (:func:`complete_rows`: ``continued`` with its ``places`` asked again, a row a call) with a filler
+    undone: where one value holds more than :data:`FILLER_SHARE` of the rows of a place (:data:`FILLER_MIN` at
+    least) and at least twice its share of the examples (``seeds``) and of the continued rows, the rows that
+    answered it keep the value they were continued with. The answers' spread then follows the model's own per-row
+    values (a spread like the examples'), not one value filling most rows that no example row shows as often.
+    Counts and equality only, no value's words. Returns (rows, place -> rows given back their continued value)."""
+    out = [list(r) for r in asked]
+    undone: dict[int, int] = {}
+    n = len(asked)
+    if n != len(continued) or n < FILLER_MIN:
+        return [tuple(r) for r in out], undone
+    for i in places:
+        counts = Counter(" ".join(r[i].split()).casefold() for r in asked)
+        top, k = counts.most_common(1)[0]
+        share = k / n
+
+        def held(rows: Sequence[tuple[str, ...]], top: str = top, i: int = i) -> float:
+            return sum(_same(r[i], top) for r in rows) / len(rows) if rows else 0.0
+        if k < FILLER_MIN or share <= FILLER_SHARE or share < 2 * held(seeds) or share < 2 * held(continued):
+            continue
+        for j, (a, c) in enumerate(zip(asked, continued, strict=True)):
+            if _same(a[i], top) and not _same(c[i], top):
+                out[j][i] = c[i]
+                undone[i] = undone.get(i, 0) + 1
+    return [tuple(r) for r in out], undone
+
+
 def copied(seeds: Sequence[tuple[str, ...]], row: tuple[str, ...], got: Mapping[int, str | None], texts: Sequence[int],
            checks: Mapping[int, Callable[[str], str | None]]) -> bool:
     """Whether the values ``got`` for a row asked with its name (:func:`complete_rows`) are an example row's own,
@@ -1383,12 +1430,18 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
         lists = {i: [str(v) for v in e] for i in loose
                  if (e := cols[i].enum) and all(isinstance(v, str) for v in e)}
         assert all(f is not None for f in wide)
+        continued = more
         more, asked, done = complete_rows(scenario, table, names, seeds, more, loose,
                                           [f for f in wide if f is not None], lists, client,
                                           settings.complete_rows_max)
         calls += asked
         asked_note = (f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
                       f" (a reply wrote {', '.join(runs)} as a sequence down its rows)")
+        more, undone = unfilled(seeds, continued, more, loose)
+        if undone:
+            asked_note += "; " + ", ".join(
+                f"{k} rows answering {names[i]} with the one value most answers gave kept their continued value"
+                for i, k in undone.items())
     pool = [*seeds, *more]
     lead = names[key]
     replies_flat = [r for rep in replies for r in rep]
