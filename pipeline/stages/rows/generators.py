@@ -402,11 +402,16 @@ def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         if why is None:
             return g
         lo, hi = wide
+        reach = ""
         if all(g.min <= v <= g.max for v in relations.numbers(ex)):  # the model's range holds them: stay inside it
             lo, hi = max(lo, g.min), min(hi, g.max)
+            top = relations.upper_reach(ex, lo, integer)
+            if top is not None and min(top, g.max) > hi:  # positive numbers spread by factors, upwards
+                hi = min(top, g.max)
+                reach = ", reaching up by the examples' own ratio"
         if col.name in ctx.singles and integer and math.floor(hi) - math.ceil(lo) + 1 < ctx.rows:
             return g  # a UNIQUE column needs the model's wider range (the capacity check passed it)
-        return _code(g, f"{why}: narrowed to the examples' range {lo:g}..{hi:g}", min=lo, max=hi)
+        return _code(g, f"{why}: narrowed to the examples' range {lo:g}..{hi:g}{reach}", min=lo, max=hi)
     texts = [v for v in ex if isinstance(v, str)]
     if k in ("date", "datetime") and _dates_error(g, texts):
         span = _dates_of(texts, ctx, col, k)
@@ -419,10 +424,10 @@ def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         order = relations.nearest_before(relations.date_orders(
             {n: v for n, v in ctx.examples.items() if n == col.name or n in gens})).get(col.name)
         if order is not None:
-            return _fallback_of(g, f"the model's date_after was unusable ({why}): {order.min_days}-"
-                                   f"{order.max_days} days after {order.first}, as the examples",
-                                after=order.first, min=float(order.min_days), max=float(order.max_days),
-                                start=None, end=None)
+            a, b = relations.gap_range(order)
+            return _fallback_of(g, f"the model's date_after was unusable ({why}): {a}-{b} days after "
+                                   f"{order.first}, the examples' {order.min_days}-{order.max_days} widened",
+                                after=order.first, min=float(a), max=float(b), start=None, end=None)
         span = _dates_of(texts, ctx, col, "date")
         if span is None:
             return g
@@ -1515,9 +1520,11 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             gens[o.first] = _code(first, "its own dates, as the examples", kind="date", after=None, min=None,
                                   max=None, start=(days[0] - timedelta(days=180)).isoformat(),
                                   end=days[-1].isoformat())
-        gens[second] = _code(g, f"{o.min_days}-{o.max_days} days after {o.first}, as every example",
-                             kind="date_after", after=o.first, min=float(o.min_days), max=float(o.max_days),
-                             start=None, end=None)
+        a, b = relations.gap_range(o)
+        gens[second] = _code(g, f"{a}-{b} days after {o.first}, as every example ({o.min_days}-{o.max_days} widened)"
+                             if (a, b) != (o.min_days, o.max_days) else
+                             f"{a}-{b} days after {o.first}, as every example",
+                             kind="date_after", after=o.first, min=float(a), max=float(b), start=None, end=None)
     for name in asked_names:  # a range none of the examples falls in, a time the examples never write
         g = gens.get(name)
         if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
