@@ -2113,7 +2113,8 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
     maker.dated_by(tenses)
-    opened = single.one_open(scenario, table, cols, maker.states, maker.current, client)
+    opened = (single.one_open(scenario, table, cols, maker.states, maker.current, client)
+              if single.wanted(settings.ask_single_open, client) else single.Asked((), (), 0))
     attempts += opened.calls
     maker.single.held(opened.single, [dict(zip(names, r, strict=True)) for r in conn.execute(
         f'SELECT {quoted} FROM "{table.name}"')] if names else [], maker.states)
