@@ -218,6 +218,13 @@ class BuildSettings(BaseModel):
     whose numbers and CHECK values are then asked again with the row's name, one row a call
     (``pipeline.stages.rows.generators.complete_rows``); later rows keep the values they were continued with. 0 asks
     none again."""
+    ask_single_open: Literal["auto", "on", "off"] = "auto"
+    """With ``row_generators``: ask the model, per table whose rows in the examples' state are under way today and
+    per reference column, whether one parent row may have two such children at once (a book on two pending loans),
+    both ways (possible? impossible?), 2 calls each; where it says no, a parent's second open child is drawn in
+    another state (``pipeline.stages.rows.single``). "auto": on with a configured endpoint, off with the embedded
+    model, whose 1.5B answers yes to both wordings every time, so nothing it says is held
+    (benchmarks/results/single_open_2026-11-30.md); "on", "off": always, never."""
     tools_min: int = Field(default=4, ge=2, le=50)
     """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
     tools_max: int = Field(default=8, ge=2, le=60)
@@ -288,7 +295,7 @@ class BuildSettings(BaseModel):
         """Switches added after runs were fingerprinted are left out of dumps while at their defaults, so a run
         made without them keeps its fingerprint."""
         data: dict[str, Any] = handler(self)
-        for name in ("policy", "policy_rules", "list_rounds_unique", "complete_rows_max"):
+        for name in ("policy", "policy_rules", "list_rounds_unique", "complete_rows_max", "ask_single_open"):
             if getattr(self, name) == type(self).model_fields[name].default:
                 data.pop(name, None)
         return data

@@ -97,13 +97,14 @@ def test_a_range_far_wider_than_the_examples_is_narrowed_without_asking_again() 
     made, client, conn = _fill(INVOICES_DDL, INVOICE_ROWS,
                                [{"columns": {"amount_due": {"kind": "integer", "min": 0, "max": 1000}}}])
     g = made.plan.generators[0]
-    assert (g.kind, g.min, g.max, g.by) == ("integer", 25, 125, "code")
-    assert "20 times as wide" in (g.note or "") and "25..125" in (g.note or "")
+    # the examples' 25..125, reaching up by their own ratio (100/50) to 200 (relations.upper_reach), inside 0..1000
+    assert (g.kind, g.min, g.max, g.by) == ("integer", 25, 200, "code")
+    assert "20 times as wide" in (g.note or "") and "25..200" in (g.note or "")
     assert len(_asked(client)) == 1 and made.rejections == []
     drawn = [r[0] for r in conn.execute("SELECT amount_due FROM invoices WHERE invoice_id > 4")]
     values = [v for v in drawn if v is not None]  # one example of four is NULL: too few to keep a share, every
     assert len(values) == len(drawn)  # row gets an amount (relations.MIN_NULLS; a quarter of them before)
-    assert len(values) >= 30 and all(25 <= v <= 125 for v in values)
+    assert len(values) >= 30 and all(25 <= v <= 200 for v in values)
     assert any(v < 50 or v > 100 for v in values)  # not only inside the four examples
 
 
@@ -112,10 +113,10 @@ def test_clinical_ages_stay_near_the_examples_and_a_fitting_range_is_kept() -> N
         "age": {"kind": "integer", "min": 0, "max": 120, "distribution": "uniform"},  # as the model chose
         "visits": {"kind": "integer", "min": 1, "max": 6}}}])
     gens = {g.column: g for g in made.plan.generators}
-    assert (gens["age"].min, gens["age"].max, gens["age"].by) == (18, 47, "code")
+    assert (gens["age"].min, gens["age"].max, gens["age"].by) == (18, 64, "code")  # 40 * 40/25, no minor, not 120
     assert (gens["visits"].min, gens["visits"].max, gens["visits"].by) == (1, 6, "llm")  # 1.7 times: kept
     ages = [r[0] for r in conn.execute("SELECT age FROM participants")]
-    assert min(ages) >= 18 and max(ages) <= 47 and len(_asked(client)) == 1
+    assert min(ages) >= 18 and max(ages) <= 64 and len(_asked(client)) == 1
 
 
 def test_a_choice_without_its_range_gets_the_examples_at_once_and_a_rejection_says_so() -> None:
@@ -154,7 +155,8 @@ def test_a_date_after_without_days_takes_the_examples_gaps() -> None:
         "start_date": {"kind": "date", "start": "2025-06-01", "end": "2026-08-01"},
         "end_date": {"kind": "date_after", "after": "start_date", "distribution": "uniform"}}}])
     g = next(g for g in made.plan.generators if g.column == "end_date")
-    assert (g.kind, g.after, g.min, g.max, g.by) == ("date_after", "start_date", 60, 89, "fallback")
+    # the examples' 60-89 days widened by half their span (relations.gap_range)
+    assert (g.kind, g.after, g.min, g.max, g.by) == ("date_after", "start_date", 46, 103, "fallback")
     assert len(_asked(client)) == 1
 
 
@@ -165,3 +167,35 @@ def test_a_date_range_may_reach_the_years_its_examples_show() -> None:
     assert rowgen.check_column(col, g, old, {"start_date": g}) is None  # a book of 1813 among the examples
     none = rowgen.Context(rows=60, singles=frozenset(), examples={"start_date": ["1925-04-10", "1949-06-25"]})
     assert "not plausible" in (rowgen.check_column(col, g, none, {"start_date": g}) or "")
+
+
+def test_a_narrowed_range_of_positive_numbers_reaches_up_by_their_ratio_and_stays_in_bounds() -> None:
+    """Four examples are not a population (issue 40: a pharmacy's 129 patients all 18-47, from ages 25-40): a range
+    the model chose far wider is narrowed to the examples' padded range, its top raised to the largest example times
+    the examples' ratio, never past the model's own range or the width the rule keeps; a range with a zero or
+    negative example, and the model's bounds themselves (age 120), are not reached."""
+    assert relations.upper_reach([25, 30, 35, 40], 18, True) == 64
+    assert relations.upper_reach([5, 7, 9, 11], 2, True) == 24
+    assert relations.upper_reach([1, 2, 3], 1, True) == 9  # 3 * 3, also the width the rule keeps (1 + 4 * 2)
+    assert relations.upper_reach([1, 10], 1, True) == 37  # 10 * 10 cut to 1 + 4 * 9
+    assert relations.upper_reach([0, 0, 0], 0, True) is None and relations.upper_reach([-5, 5], -10, True) is None
+    assert relations.range_misfit(18, 64, [25, 30, 35, 40]) is None  # what it gives is a range the rule keeps
+    ctx = rowgen.Context(rows=60, singles=frozenset(), examples={"age": [30, 25, 40, 35]})
+    age = _cols(PARTICIPANTS_DDL, "participants")["age"]
+    for chosen, top in (((0, 120), 64), ((0, 62), 62), ((20, 300), 64)):  # never past the model's 62
+        g = ir.ColumnGenerator(column="age", kind="integer", min=chosen[0], max=chosen[1])
+        fit = rowgen.fit_examples(age, g, ctx, {})
+        assert (fit.min, fit.max) == (max(18, chosen[0]), top), chosen
+    years = ir.ColumnGenerator(column="age", kind="integer", min=0, max=2026)  # 1813-1960: 2118, cut to 2026
+    fit = rowgen.fit_examples(age, years, rowgen.Context(rows=60, singles=frozenset(),
+                                                         examples={"age": [1925, 1960, 1949, 1813]}), {})
+    assert (fit.min, fit.max) == (1740, 2026)
+
+
+def test_a_gap_the_examples_show_is_widened_by_half_its_spread_but_a_fixed_one_stays() -> None:
+    """A prescription's course of 3-15 days in four examples gives 2-21 (not 0, not 3-15 for every row); a loan due
+    31 days after in every example stays 31 (a rule of the house)."""
+    assert relations.gap_range(relations.DateOrder("start", "end", 3, 15)) == (2, 21)
+    assert relations.gap_range(relations.DateOrder("loan", "due", 31, 31)) == (31, 31)
+    assert relations.gap_range(relations.DateOrder("a", "b", 0, 10)) == (0, 15)
+    assert relations.gap_range(relations.DateOrder("a", "b", 1, 2)) == (1, 2)

@@ -102,3 +102,16 @@ def test_no_question_without_a_state_under_way() -> None:
     cols = table_columns(scratch_db((BOOKS, MEMBERS, LOANS)), LOANS)
     assert single.questions("loans", cols, {}, []) == []
     assert single.questions("loans", cols, {"status": frozenset({"pending"})}, []) == []
+
+
+def test_the_questions_are_asked_of_an_endpoint_not_of_the_embedded_model() -> None:
+    """``[stages.build] ask_single_open``: "auto" asks a configured endpoint and not the embedded 1.5B model (it agrees
+    with both wordings every time: 2 calls per question that hold nothing); "on" and "off" say so whatever the client."""
+    endpoint = fake_client([])
+    embedded = fake_client([])
+    embedded.embedded = True
+    assert BuildSettings().ask_single_open == "auto"
+    assert single.wanted("auto", endpoint) and not single.wanted("auto", embedded)
+    assert single.wanted("on", embedded) and not single.wanted("off", endpoint)
+    assert "ask_single_open" not in BuildSettings().model_dump()  # a run made before it keeps its fingerprint
+    assert BuildSettings(ask_single_open="on").model_dump()["ask_single_open"] == "on"

@@ -6,7 +6,8 @@ every domain tried (8 of 8 reference/state pairs, also with reasoning written fi
 two statements, which it answers by position), so nothing is held: the rows are drawn as before (this test: None,
 None, None; 602 s, of which most waiting for the shared model). What must hold
 whatever it says: no answer that would be wrong is held (the patient is never held to one prescription, the book
-never said to go out twice)."""
+never said to go out twice). A build asks it only where ``[stages.build] ask_single_open`` says so (its "auto" skips
+the embedded model for that reason); this test asks it directly, as a build with "on" does."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_the_real_model_never_holds_a_wrong_answer(real_llm: object, domain: tup
     scenario, child, parent, column, state, value, dates, several = domain
     table = ir.Table(name=child, ddl=f"CREATE TABLE {child} (id INTEGER PRIMARY KEY)")
     q = single.Question(column, parent, ((state, (value,)),), (dates,))
+    assert single.wanted("on", real_llm)  # type: ignore[arg-type]  # the setting that asks the embedded model
     got = single.ask(scenario, table, q, real_llm)  # type: ignore[arg-type]
     print(f"\n{parent} -> {child} ({state} = {value}): {got} (the domain: {'several' if several else 'one'})")
     assert got is None or got == several

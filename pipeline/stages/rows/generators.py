@@ -402,11 +402,16 @@ def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         if why is None:
             return g
         lo, hi = wide
+        reach = ""
         if all(g.min <= v <= g.max for v in relations.numbers(ex)):  # the model's range holds them: stay inside it
             lo, hi = max(lo, g.min), min(hi, g.max)
+            top = relations.upper_reach(ex, lo, integer)
+            if top is not None and min(top, g.max) > hi:  # positive numbers spread by factors, upwards
+                hi = min(top, g.max)
+                reach = ", reaching up by the examples' own ratio"
         if col.name in ctx.singles and integer and math.floor(hi) - math.ceil(lo) + 1 < ctx.rows:
             return g  # a UNIQUE column needs the model's wider range (the capacity check passed it)
-        return _code(g, f"{why}: narrowed to the examples' range {lo:g}..{hi:g}", min=lo, max=hi)
+        return _code(g, f"{why}: narrowed to the examples' range {lo:g}..{hi:g}{reach}", min=lo, max=hi)
     texts = [v for v in ex if isinstance(v, str)]
     if k in ("date", "datetime") and _dates_error(g, texts):
         span = _dates_of(texts, ctx, col, k)
@@ -419,10 +424,10 @@ def fit_examples(col: Column, g: ir.ColumnGenerator, ctx: Context, gens: dict[st
         order = relations.nearest_before(relations.date_orders(
             {n: v for n, v in ctx.examples.items() if n == col.name or n in gens})).get(col.name)
         if order is not None:
-            return _fallback_of(g, f"the model's date_after was unusable ({why}): {order.min_days}-"
-                                   f"{order.max_days} days after {order.first}, as the examples",
-                                after=order.first, min=float(order.min_days), max=float(order.max_days),
-                                start=None, end=None)
+            a, b = relations.gap_range(order)
+            return _fallback_of(g, f"the model's date_after was unusable ({why}): {a}-{b} days after "
+                                   f"{order.first}, the examples' {order.min_days}-{order.max_days} widened",
+                                after=order.first, min=float(a), max=float(b), start=None, end=None)
         span = _dates_of(texts, ctx, col, "date")
         if span is None:
             return g
@@ -1315,6 +1320,53 @@ def complete_rows(scenario: ir.Scenario, table: ir.Table, columns: list[str], se
     return out, calls, done
 
 
+FILLER_SHARE = 0.5
+"""Share of the rows asked again with their name (:func:`complete_rows`) above which one answer of a place is read as
+the model's filler rather than each row's own (:func:`unfilled`), where the examples and the continued rows hold it in
+at most half that share. 2026-11-30, the pharmacy (/work/out/r18a): 28 of 39 medicines answered with the strength 10
+(the examples 100, 50, 200, 15; the continued rows 30, 40, 60, 75, 20, 25 ...) and 39 of 39 with the frequency
+"daily" (the examples daily, weekly, monthly, daily)."""
+FILLER_MIN = 4
+"""Rows holding one answer at least before it can be read as a filler (:func:`unfilled`)."""
+
+
+def _same(a: str, b: str) -> bool:
+    """Two kept values of a place equal: as numbers (10 and 10.0), else as folded text."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def unfilled(seeds: Sequence[tuple[str, ...]], continued: Sequence[tuple[str, ...]], asked: Sequence[tuple[str, ...]],
+             places: Sequence[int]) -> tuple[list[tuple[str, ...]], dict[int, int]]:
+    """``asked`` (:func:`complete_rows`: ``continued`` with its ``places`` asked again, a row a call) with a filler
+    undone: where one value holds more than :data:`FILLER_SHARE` of the rows of a place (:data:`FILLER_MIN` at
+    least) and at least twice its share of the examples (``seeds``) and of the continued rows, the rows that
+    answered it keep the value they were continued with. The answers' spread then follows the model's own per-row
+    values (a spread like the examples'), not one value filling most rows that no example row shows as often.
+    Counts and equality only, no value's words. Returns (rows, place -> rows given back their continued value)."""
+    out = [list(r) for r in asked]
+    undone: dict[int, int] = {}
+    n = len(asked)
+    if n != len(continued) or n < FILLER_MIN:
+        return [tuple(r) for r in out], undone
+    for i in places:
+        counts = Counter(" ".join(r[i].split()).casefold() for r in asked)
+        top, k = counts.most_common(1)[0]
+        share = k / n
+
+        def held(rows: Sequence[tuple[str, ...]], top: str = top, i: int = i) -> float:
+            return sum(_same(r[i], top) for r in rows) / len(rows) if rows else 0.0
+        if k < FILLER_MIN or share <= FILLER_SHARE or share < 2 * held(seeds) or share < 2 * held(continued):
+            continue
+        for j, (a, c) in enumerate(zip(asked, continued, strict=True)):
+            if _same(a[i], top) and not _same(c[i], top):
+                out[j][i] = c[i]
+                undone[i] = undone.get(i, 0) + 1
+    return [tuple(r) for r in out], undone
+
+
 def copied(seeds: Sequence[tuple[str, ...]], row: tuple[str, ...], got: Mapping[int, str | None], texts: Sequence[int],
            checks: Mapping[int, Callable[[str], str | None]]) -> bool:
     """Whether the values ``got`` for a row asked with its name (:func:`complete_rows`) are an example row's own,
@@ -1383,12 +1435,18 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
         lists = {i: [str(v) for v in e] for i in loose
                  if (e := cols[i].enum) and all(isinstance(v, str) for v in e)}
         assert all(f is not None for f in wide)
+        continued = more
         more, asked, done = complete_rows(scenario, table, names, seeds, more, loose,
                                           [f for f in wide if f is not None], lists, client,
                                           settings.complete_rows_max)
         calls += asked
         asked_note = (f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
                       f" (a reply wrote {', '.join(runs)} as a sequence down its rows)")
+        more, undone = unfilled(seeds, continued, more, loose)
+        if undone:
+            asked_note += "; " + ", ".join(
+                f"{k} rows answering {names[i]} with the one value most answers gave kept their continued value"
+                for i, k in undone.items())
     pool = [*seeds, *more]
     lead = names[key]
     replies_flat = [r for rep in replies for r in rep]
@@ -1462,9 +1520,11 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
             gens[o.first] = _code(first, "its own dates, as the examples", kind="date", after=None, min=None,
                                   max=None, start=(days[0] - timedelta(days=180)).isoformat(),
                                   end=days[-1].isoformat())
-        gens[second] = _code(g, f"{o.min_days}-{o.max_days} days after {o.first}, as every example",
-                             kind="date_after", after=o.first, min=float(o.min_days), max=float(o.max_days),
-                             start=None, end=None)
+        a, b = relations.gap_range(o)
+        gens[second] = _code(g, f"{a}-{b} days after {o.first}, as every example ({o.min_days}-{o.max_days} widened)"
+                             if (a, b) != (o.min_days, o.max_days) else
+                             f"{a}-{b} days after {o.first}, as every example",
+                             kind="date_after", after=o.first, min=float(a), max=float(b), start=None, end=None)
     for name in asked_names:  # a range none of the examples falls in, a time the examples never write
         g = gens.get(name)
         if g is None or g.kind not in ("date", "datetime") or not g.start or not g.end:
@@ -2076,7 +2136,8 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
     maker.dated_by(tenses)
-    opened = single.one_open(scenario, table, cols, maker.states, maker.current, client)
+    opened = (single.one_open(scenario, table, cols, maker.states, maker.current, client)
+              if single.wanted(settings.ask_single_open, client) else single.Asked((), (), 0))
     attempts += opened.calls
     maker.single.held(opened.single, [dict(zip(names, r, strict=True)) for r in conn.execute(
         f'SELECT {quoted} FROM "{table.name}"')] if names else [], maker.states)

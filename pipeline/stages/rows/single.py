@@ -97,6 +97,13 @@ def ask(scenario: ir.Scenario, table: ir.Table, q: Question, client: LLMClientPr
     return possible if possible != impossible else None
 
 
+def wanted(setting: str, client: LLMClientProtocol) -> bool:
+    """Whether the questions are asked (``[stages.build] ask_single_open``): "on", or "auto" with a client that is
+    not the embedded model (a configured endpoint; the embedded 1.5B model agrees with both wordings every time, so
+    its 2 calls per question hold nothing)."""
+    return setting == "on" or (setting == "auto" and not getattr(client, "embedded", False))
+
+
 @dataclass(frozen=True)
 class Asked:
     """What :func:`one_open` found: the reference columns whose parent holds one open child at a time, and the
