@@ -24,6 +24,12 @@ def test_a_filler_answer_gives_way_to_the_continued_values() -> None:
     assert [r[0] for r in rows] == [r[0] for r in ASKED]
 
 
+def test_a_listed_answer_stays_even_when_most_rows_gave_it() -> None:
+    rows, undone = rowgen.unfilled(SEEDS, CONTINUED, ASKED, [1, 2], listed={2})
+    assert [r[2] for r in rows] == ["daily"] * 8  # the continuation's daily, weekly, monthly cycle is not taken back
+    assert undone == {1: 5}
+
+
 def test_an_answer_the_examples_hold_as_often_stays() -> None:
     seeds = [("Aspirin", "10", "daily"), ("Ibuprofen", "10", "daily"), ("Paracetamol", "200", "daily"),
              ("Lisinopril", "10", "weekly")]

@@ -42,7 +42,7 @@ import random
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal, get_args
@@ -1339,19 +1339,24 @@ def _same(a: str, b: str) -> bool:
 
 
 def unfilled(seeds: Sequence[tuple[str, ...]], continued: Sequence[tuple[str, ...]], asked: Sequence[tuple[str, ...]],
-             places: Sequence[int]) -> tuple[list[tuple[str, ...]], dict[int, int]]:
+             places: Sequence[int], listed: Collection[int] = ()) -> tuple[list[tuple[str, ...]], dict[int, int]]:
     """``asked`` (:func:`complete_rows`: ``continued`` with its ``places`` asked again, a row a call) with a filler
     undone: where one value holds more than :data:`FILLER_SHARE` of the rows of a place (:data:`FILLER_MIN` at
     least) and at least twice its share of the examples (``seeds``) and of the continued rows, the rows that
     answered it keep the value they were continued with. The answers' spread then follows the model's own per-row
     values (a spread like the examples'), not one value filling most rows that no example row shows as often.
-    Counts and equality only, no value's words. Returns (rows, place -> rows given back their continued value)."""
+    Counts and equality only, no value's words. A ``listed`` place (a CHECK-listed column) is left as answered:
+    one listed value for most rows can be the domain's own (most medicines are taken daily; continued 8 at a time,
+    the pharmacy's frequencies cycled daily, weekly, monthly down the rows), where one number for most rows is a
+    filler (28 of 39 dosages 10.0). Returns (rows, place -> rows given back their continued value)."""
     out = [list(r) for r in asked]
     undone: dict[int, int] = {}
     n = len(asked)
     if n != len(continued) or n < FILLER_MIN:
         return [tuple(r) for r in out], undone
     for i in places:
+        if i in listed:
+            continue
         counts = Counter(" ".join(r[i].split()).casefold() for r in asked)
         top, k = counts.most_common(1)[0]
         share = k / n
@@ -1442,7 +1447,7 @@ def continue_together(scenario: ir.Scenario, table: ir.Table, names: list[str], 
         calls += asked
         asked_note = (f"; {done} of {len(more)} continued rows' values asked again with their {names[key]}"
                       f" (a reply wrote {', '.join(runs)} as a sequence down its rows)")
-        more, undone = unfilled(seeds, continued, more, loose)
+        more, undone = unfilled(seeds, continued, more, loose, listed=lists)
         if undone:
             asked_note += "; " + ", ".join(
                 f"{k} rows answering {names[i]} with the one value most answers gave kept their continued value"
