@@ -569,7 +569,13 @@ def argument_sets(c: Candidate, tool: ir.Tool, sampler: Sampler, conn: Any, cloc
             (hit if conn.execute(c.condition, _binding(tool, args, clock)).fetchone() else miss).append(v)
         except Exception:  # noqa: BLE001 - a condition SQLite refuses is reported by the static check
             break
-    probes = [{**base, c.probe: v} for v in _spread(hit, PROBES) + _spread(miss, PROBES)]
+    hits = _spread(hit, PROBES)
+    probes = [{**base, c.probe: v} for v in hits + _spread(miss, PROBES)]
+    # a row the condition holds for, with each other listed value of the tool's own parameters: a state guard's
+    # forbidden call is one that moves the row out of its state (setting the state it is in again changes nothing)
+    listed = [p for p in tool.params if p.enum and p.name != c.probe]
+    probes += [{**base, c.probe: v, p.name: x} for v in hits for p in listed for x in p.enum or ()
+               if x != base.get(p.name)]
     every = probes + sets + [dict(a) for a in c.tried]
     return [s for i, s in enumerate(every) if s not in every[:i]]
 
