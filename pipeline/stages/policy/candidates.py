@@ -617,8 +617,24 @@ def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checke
                 side = "forbids" if not forbidden else "allows"
                 dropped.append(_drop(c, f"no real call of {c.tool} that works is one it {side} "
                                         f"({len(sets)} argument sets from the seeded rows tried, "
-                                        f"{len(allowed)} allowed, {len(forbidden)} forbidden)", len(sets)))
+                                        f"{len(allowed)} allowed, {len(forbidden)} forbidden)"
+                                        + (_unmet(c, env.tool(c.tool), sets, base.conn, env.clock)
+                                           if not forbidden else ""), len(sets)))
     return kept, dropped
+
+
+def _unmet(c: Candidate, tool: ir.Tool, sets: list[dict[str, Any]], conn: Any, clock: str) -> str:
+    """Why a candidate forbade no call, when it is that no call tried meets its condition on the seeded rows (no
+    medication has expired, no loan is returned yet: the rule may be real, the seed holds no row it applies to),
+    else "". Said, not silent: a precondition the domain has ("no order for an expired medication") is then
+    dropped for the seed's sake, not the rule's."""
+    for args in sets:
+        try:
+            if conn.execute(c.condition, _binding(tool, args, clock)).fetchone():
+                return ""
+        except Exception:  # noqa: BLE001 - a condition SQLite refuses is reported by the static check
+            return ""
+    return ": none of them meets its condition on the seeded rows (the seed holds no row the rule applies to)"
 
 
 def _drop(c: Candidate, reason: str, tried: int) -> ir.Rejection:

@@ -52,7 +52,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
-from sqlglot import exp
 
 from pipeline import ir
 from pipeline.llm.protocol import LLMClientProtocol
@@ -68,7 +67,6 @@ from pipeline.stages.policy.candidates import (
     Checked,
     Finder,
     Option,
-    _updates,
     _tables,
     alternatives,
     broken_by_rows,
@@ -879,10 +877,8 @@ def whole(text: str) -> bool:
 def prose(env: ir.Environment, client: LLMClientProtocol, settings: BuildSettings, words: Words) -> tuple[list[str], list[ir.Rejection]]:
     """The domain's rules as the LLM knows them, in prose (``prompts/policy.md`` ``prose``), before it sees any
     candidate: what a real business of the scenario refuses, and when."""
-    listed = states(env)
     prompt = words("prose", name=env.scenario.name, description=" ".join(env.scenario.description.split()),
-                   tables=", ".join(t.name.replace("_", " ") for t in env.tables), low=PROSE_MIN, high=PROSE_MAX,
-                   states="\n" + words("prose_states", states=listed) if listed else "")
+                   tables=", ".join(t.name.replace("_", " ") for t in env.tables), low=PROSE_MIN, high=PROSE_MAX)
     out = ask_with_feedback(client, ProseReply, user(prompt), lambda r: check_prose(r, prompt), stage=STAGE,
                             max_attempts=settings.max_attempts, max_tokens=PROSE_TOKENS * PROSE_MAX + 16,
                             retry_temperature=settings.retry_temperature,
@@ -892,36 +888,6 @@ def prose(env: ir.Environment, client: LLMClientProtocol, settings: BuildSetting
                                                                    f"({out.error}); code picked and worded them",
                                  evidence={"attempts": out.attempts})]
     return list(out.value), []
-
-
-def states(env: ir.Environment) -> str:
-    """The states the rows of ``env`` move through, for the prose request (``prose_states``): per CHECK-listed
-    column some tool's UPDATE sets alone (:func:`moved_alone`, :meth:`~pipeline.stages.policy.candidates.Finder.enums`:
-    a state, not a category of what the row is; never a personal characteristic), its values the seeded rows hold, quoted ("order status
-    'open' or 'closed'"); "" when there is none. A state candidate grounds only in prose that names its value
-    (:func:`may_ground`), and the model names a value it is shown: seen 2026-11-30 on the pharmacy of the committed
-    example, whose prose named no order state although a closed order that may no longer be changed held on real
-    calls, and no rule grounded at all."""
-    moved = moved_alone(env)
-    with EnvInstance(env) as inst:
-        finder = Finder(env, inst.conn)
-        out = [f"{_label(t.name)} {c.name.replace('_', ' ')} " + " or ".join(f"'{v}'" for v in held)
-               for t in env.tables for c, held in finder.enums(t.name) if (t.name, c.name) in moved]
-    return "; ".join(out)
-
-
-def moved_alone(env: ir.Environment) -> set[tuple[str, str]]:
-    """The (table, column) pairs some tool's UPDATE sets and nothing else of the row: a move from one state to
-    another (an order's status), not a detail edited along with others (a medication's name, dosage and frequency
-    in one update: a category of the drug, which no rule may forbid whole)."""
-    out: set[tuple[str, str]] = set()
-    for tool in env.tools:
-        for tree in _updates(tool):
-            cols = [e.left.name for e in tree.args.get("expressions") or []
-                    if isinstance(e, exp.EQ) and isinstance(e.left, exp.Column)]
-            if len(cols) == 1:
-                out.add((tree.this.name, cols[0]))
-    return out
 
 
 def gist(c: Checked, env: ir.Environment, words: Words) -> str:
