@@ -569,7 +569,13 @@ def argument_sets(c: Candidate, tool: ir.Tool, sampler: Sampler, conn: Any, cloc
             (hit if conn.execute(c.condition, _binding(tool, args, clock)).fetchone() else miss).append(v)
         except Exception:  # noqa: BLE001 - a condition SQLite refuses is reported by the static check
             break
-    probes = [{**base, c.probe: v} for v in _spread(hit, PROBES) + _spread(miss, PROBES)]
+    hits = _spread(hit, PROBES)
+    probes = [{**base, c.probe: v} for v in hits + _spread(miss, PROBES)]
+    # a row the condition holds for, with each other listed value of the tool's own parameters: a state guard's
+    # forbidden call is one that moves the row out of its state (setting the state it is in again changes nothing)
+    listed = [p for p in tool.params if p.enum and p.name != c.probe]
+    probes += [{**base, c.probe: v, p.name: x} for v in hits for p in listed for x in p.enum or ()
+               if x != base.get(p.name)]
     every = probes + sets + [dict(a) for a in c.tried]
     return [s for i, s in enumerate(every) if s not in every[:i]]
 
@@ -611,8 +617,24 @@ def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checke
                 side = "forbids" if not forbidden else "allows"
                 dropped.append(_drop(c, f"no real call of {c.tool} that works is one it {side} "
                                         f"({len(sets)} argument sets from the seeded rows tried, "
-                                        f"{len(allowed)} allowed, {len(forbidden)} forbidden)", len(sets)))
+                                        f"{len(allowed)} allowed, {len(forbidden)} forbidden)"
+                                        + (_unmet(c, env.tool(c.tool), sets, base.conn, env.clock)
+                                           if not forbidden else ""), len(sets)))
     return kept, dropped
+
+
+def _unmet(c: Candidate, tool: ir.Tool, sets: list[dict[str, Any]], conn: Any, clock: str) -> str:
+    """Why a candidate forbade no call, when it is that no call tried meets its condition on the seeded rows (no
+    medication has expired, no loan is returned yet: the rule may be real, the seed holds no row it applies to),
+    else "". Said, not silent: a precondition the domain has ("no order for an expired medication") is then
+    dropped for the seed's sake, not the rule's."""
+    for args in sets:
+        try:
+            if conn.execute(c.condition, _binding(tool, args, clock)).fetchone():
+                return ""
+        except Exception:  # noqa: BLE001 - a condition SQLite refuses is reported by the static check
+            return ""
+    return ": none of them meets its condition on the seeded rows (the seed holds no row the rule applies to)"
 
 
 def _drop(c: Candidate, reason: str, tried: int) -> ir.Rejection:
