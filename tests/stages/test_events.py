@@ -362,16 +362,19 @@ def test_a_slot_glued_on_after_the_scenarios_own_words_is_refused_and_asked_agai
     key = next(iter(needed(chains, fixed)))
     assert [s for s, _ in event_slots(key)] == ["permit_no"]
     glued = "Please withdraw the application I sent to the city office by {permit_no}."
+    # the library model's answer to the refusal: the slot moved to the front, its word left behind
+    left = "{permit_no}: please withdraw the application I sent to the city office by."
     good = "Please withdraw permit {permit_no}, we no longer need it."
     seen: list = []
 
     def model(messages):
         seen.append(messages)
-        return {"template": glued if len(seen) == 1 else good}
+        return {"template": [glued, left, good][min(len(seen), 3) - 1]}
 
     kept, failed = ask_events(env, fake_client([model] * 4), chains, lint=_lint(env), limit=1, encode=None)
     assert list(kept) == [key] and kept[key].text == good and not failed, (kept, failed)
-    assert len(seen) == 2 and "the city office by" in seen[1][-1]["content"], seen[-1][-1]
+    assert len(seen) == 3 and "the city office by" in seen[1][-1]["content"], seen[1][-1]
+    assert "{permit_no}" in seen[1][-1]["content"] and "breaks off" in seen[2][-1]["content"], seen[2][-1]
     # the slot where it says which permit, or none after the scenario's words: kept at once
     for fine in (good, "I sent permit {permit_no} to the city office by mistake, please withdraw it.",
                  "Please withdraw my application at the city office for permit {permit_no}."):
