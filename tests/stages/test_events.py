@@ -349,3 +349,36 @@ def test_a_write_back_to_the_state_new_rows_take_needs_no_event(permits) -> None
     kept, _ = ask_events(env, fake_client([model] * 40), chains, lint=_lint(env), limit=len(need), encode=None,
                          first={(key[0], key[1]): key[2]})
     assert key not in kept and not any(said in a for a in asked), asked
+
+
+def test_a_slot_glued_on_after_the_scenarios_own_words_is_refused_and_asked_again(permits) -> None:
+    """The example library (2026-11-30): the model's words for a loan becoming "returned" were "I want to return the
+    book '{book_title}' that I borrowed from the library by {member_name}.", and every such request read "... from the
+    library by Jennifer Contreras" ("from a library" is the scenario's own phrase: the name, glued on, reads as the
+    library's). Code refuses such words, says where the slot went wrong, and keeps the model's next ones. Here the
+    permit office ("A city office issues ... permits"), the same fault."""
+    env, chains = permits
+    fixed = state_columns(env)
+    key = next(iter(needed(chains, fixed)))
+    assert [s for s, _ in event_slots(key)] == ["permit_no"]
+    glued = "Please withdraw the application I sent to the city office by {permit_no}."
+    # the library model's answer to the refusal: the slot moved to the front, its word left behind
+    left = "{permit_no}: please withdraw the application I sent to the city office by."
+    good = "Please withdraw permit {permit_no}, we no longer need it."
+    seen: list = []
+
+    def model(messages):
+        seen.append(messages)
+        return {"template": [glued, left, good][min(len(seen), 3) - 1]}
+
+    kept, failed = ask_events(env, fake_client([model] * 4), chains, lint=_lint(env), limit=1, encode=None)
+    assert list(kept) == [key] and kept[key].text == good and not failed, (kept, failed)
+    assert len(seen) == 3 and "the city office by" in seen[1][-1]["content"], seen[1][-1]
+    assert "{permit_no}" in seen[1][-1]["content"] and "breaks off" in seen[2][-1]["content"], seen[2][-1]
+    # the slot where it says which permit, or none after the scenario's words: kept at once
+    for fine in (good, "I sent permit {permit_no} to the city office by mistake, please withdraw it.",
+                 "Please withdraw my application at the city office for permit {permit_no}."):
+        seen.clear()
+        kept, _ = ask_events(env, fake_client([lambda m, fine=fine: {"template": fine}] * 2), chains,
+                             lint=_lint(env), limit=1, encode=None)
+        assert kept[key].text == fine

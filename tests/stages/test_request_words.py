@@ -263,12 +263,13 @@ def test_a_fixed_list_a_tool_sets_among_other_columns_is_no_state() -> None:
     count = Chain("aggregate", [], [], must_state=["daily"],
                   goals=[Goal("count", "medications", asked="*", items="medications",
                               where=(("medications.frequency", "daily"),))])
-    # before: "How many medications are daily?"
-    assert request_from_plan(count, states=fixed) == "How many medications have the frequency daily?"
+    # before: "How many medications are daily?", then "How many medications have the frequency daily?" (column-speak,
+    # issue 40's audit of 2026-11-30): the value before the thing, as a new row's
+    assert request_from_plan(count, states=fixed) == "How many daily medications are there?"
     stocked = Chain("aggregate", [], [], must_state=["stocked"],
                     goals=[Goal("count", "medications", asked="*", items="medications",
                                 where=(("medications.status", "stocked"),))])
-    assert request_from_plan(stocked, states=fixed) == "How many medications are stocked?"
+    assert request_from_plan(stocked, states=fixed) == "How many stocked medications are there?"
 
 
 PHARMACY = Fixed(frozenset({("prescriptions", "status"), ("orders", "status"), ("medications", "frequency"),

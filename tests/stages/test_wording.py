@@ -275,12 +275,12 @@ def test_the_fixed_lists_and_states_come_from_the_schema_and_the_update_tools() 
 
 @pytest.mark.parametrize(("goal", "text"), [
     (Goal("count", "loans", asked="*", items="loans", where=(("loans.status", "in_progress"),)),
-     "How many loans are in progress?"),
+     "How many in progress loans are there?"),
     (Goal("count", "members", (("members.name", "Zoe Johnson"),), asked="*", items="loans",
           where=(("loans.status", "returned"),)),
-     "How many of the loans of the member Zoe Johnson are returned?"),
+     "How many returned loans does the member Zoe Johnson have?"),
     (Goal("count", "books", asked="*", items="books", where=(("books.genre", "science_fiction"),)),
-     "How many books have the genre science fiction?"),  # a fixed list no tool moves a row through
+     "How many science fiction books are there?"),  # a fixed list no tool moves a row through: not "have the genre"
     (Goal("update", "loans", HOBBIT_ZOE, values=(("status", "returned"),)),
      "Please mark the loan of the book The Hobbit for the member Zoe Johnson as returned."),
     (Goal("update", "loans", HOBBIT_ZOE, values=(("status", "returned"), ("renewal_count", 4))),

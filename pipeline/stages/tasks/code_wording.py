@@ -111,9 +111,11 @@ class Fixed(NamedTuple):
 
     lists: frozenset[tuple[str, str]] = frozenset()
     states: frozenset[tuple[str, str]] = frozenset()
-    """Those of them a tool updates by itself (the only column it sets): a state the row moves through, which a person says as one ("How many loans
-    are pending?", "Please mark it as returned", "a new pending loan"); a fixed list no tool changes (a frequency,
-    a genre) keeps the plain form ("medications with frequency daily")."""
+    """Those of them a tool updates by itself (the only column it sets): a state the row moves through, which a
+    person says as one ("Please mark it as returned", "a new pending loan"); a fixed list no tool changes (a
+    frequency, a genre) is not said as a change of state ("mark it as daily"), but one such value of a new row or of
+    a count is said before the thing all the same ("a new daily medication", "How many daily medications are
+    there?")."""
     names: frozenset[tuple[str, str]] = frozenset()
     """The column that names a table's row by itself (its declared one-column natural key, else its first text
     column declared UNIQUE): a new row is said by it, "Please add Angel Morgan as a new member", not "a new member
@@ -466,7 +468,7 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
     """One goal in words (``number``: the answer is a number; ``parent``: for a ``child`` goal, the table of the row
     created just before); None when its facts cannot be said plainly (a count over a filtered list, a write whose
     change is not known). A value of a fixed list reads as a word where the language has the sections for it:
-    "How many loans are pending?", "Please mark ... as returned", "a new pending loan"."""
+    "How many pending loans are there?", "Please mark ... as returned", "a new pending loan"."""
     k = goal.kind
     if k == "lookup":
         asked = w.label(goal.asked, goal.table)
@@ -479,17 +481,16 @@ def _sentence(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection
     items = goal.items.replace("_", " ")
     if k == "count" and goal.where:
         state, where_pairs = _split_states(w, goal, goal.where, goal.items, "count_state")
+        if not state and len(goal.where) == 1 and w.listed(goal.where[0][0], goal.items, goal.where[0][1]) and w.has(
+                "count_all_state"):
+            # one value of a fixed list no tool sets by itself said before the noun too, as a new row's is ("a new
+            # open prescription"): "How many open prescriptions are there?", not "have the status open" (issue 40's
+            # audit of the example pharmacy, 2026-11-30)
+            state, where_pairs = w.value(goal.where[0][1], True), []
         if state and not where_pairs:
             if not goal.named:
                 return w("count_all_state", items=items, state=state)
             return w("count_state", items=items, state=state, what=w.what(goal.table, goal.named))
-        if len(goal.where) == 1 and w.listed(goal.where[0][0], goal.items, goal.where[0][1]) and w.has(
-                "count_all_listed") and w.has("count_listed"):  # "have the frequency daily", not "are daily"
-            (ref, v), = goal.where
-            said = {"label": w.label(ref, goal.items), "value": w.value(v, True)}
-            if not goal.named:
-                return w("count_all_listed", items=items, **said)
-            return w("count_listed", items=items, what=w.what(goal.table, goal.named), **said)
         where = w.join([w.pair(ref, goal.items, v) for ref, v in goal.where])
         if not goal.named:
             return w("count_all_where", items=items, where=where)

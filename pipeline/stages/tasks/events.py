@@ -184,12 +184,44 @@ def sentence_nearer_other(text: str, value: Any, values: Sequence[Any], encode: 
     return None
 
 
+_WORD = re.compile(r"\w+")
+
+
+def tacked_on(text: str, scenario: str, own: Sequence[str]) -> tuple[str, str] | None:
+    """(the slot, the words before it) when ``text`` puts a slot at the end of its sentence one word after a phrase of
+    the scenario's own description, which closes the clause by itself: "... that I borrowed from the library by
+    {member_name}." (the example library's event for a returned loan, 2026-11-30: "from a library" is the
+    description's, and the member's name, glued on by "by", reads as the library's); ("", the words) when a sentence
+    ends on that one word with no slot after it (the model's answer to the refusal: "{member_name}, I want to return
+    ... that I borrowed from the library by."). The phrase is the three words
+    before that one word, the description's three in a row but for one of the first two (an article the model
+    changed), the last word the same and not a word of ``own`` (the tables' and slots' words: "the order for
+    {patient_name}" names the thing, no place); None otherwise. Words, slots and sentence stops only: any language."""
+    said = [m.group(0).casefold() for m in _WORD.finditer(scenario)]
+    grams = {tuple(said[i:i + 3]) for i in range(len(said) - 2)}
+    mine = {w.casefold() for o in own for w in _WORD.findall(o.replace("_", " "))}
+    for sentence in sentences(text):
+        found = list(_SLOT.finditer(sentence))
+        if found and not _WORD.search(sentence[found[-1].end():]):  # the sentence ends with a slot
+            slot, before = found[-1].group(1), _WORD.findall(sentence[found[-2].end() if len(found) > 1 else 0:
+                                                                       found[-1].start()])
+        else:  # a sentence ending on a word: the slot taken out and its word left behind ("from the library by.")
+            slot, before = "", _WORD.findall(sentence[found[-1].end() if found else 0:])
+        phrase = tuple(w.casefold() for w in before[-4:-1])
+        if len(before) < 4 or any(w in mine for w in phrase):
+            continue
+        if any(g[2] == phrase[2] and sum(a != b for a, b in zip(g[:2], phrase[:2], strict=True)) <= 1 for g in grams):
+            return slot, " ".join(before[-4:])
+    return None
+
+
 def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, language: str,
             lint: Callable[[Chain, str], str | None], values: Sequence[Any] = (),
-            encode: Encode | None = None) -> str | None:
+            encode: Encode | None = None, scenario: str = "", own: Sequence[str] = ()) -> str | None:
     """Why ``event`` cannot say ``key``'s writes, or None: a slot missing, unknown or said twice, a digit or one of
-    the first chain's values written out, words about the message itself, or ``lint`` refusing the request code
-    writes with it for one of ``chains``."""
+    the first chain's values written out, words about the message itself, a slot tacked on after the scenario's own
+    words (:func:`tacked_on`, ``scenario``: its name and description, ``own``: the tables' names), or ``lint``
+    refusing the request code writes with it for one of ``chains``."""
     thing = _Words(language).thing(key[0])
     slots = [s for s, _ in event.slots]
     found = _SLOT.findall(event.text)
@@ -206,6 +238,11 @@ def problem(key: EventKey, event: Event, chains: Sequence[Chain], fixed: Fixed, 
         return render_section(PROMPT, "digits")
     if speaks_about_itself(outside):
         return render_section(PROMPT, "itself")
+    glued = tacked_on(event.text, scenario, [*own, *slots]) if scenario else None
+    if glued is not None:
+        if not glued[0]:
+            return render_section(PROMPT, "dangling", words=glued[1])
+        return render_section(PROMPT, "tacked", slot="{" + glued[0] + "}", words=glued[1], thing=thing)
     found_other = sentence_nearer_other(event.text, key[2], values, encode) if encode is not None else None
     if found_other is not None:
         part, other = found_other
@@ -248,7 +285,7 @@ def _messages(env: Environment, key: EventKey, slots: tuple[tuple[str, str], ...
 
 def ask_events(env: Environment, client: LLMClientProtocol, chains: Sequence[Chain], *,
                lint: Callable[[Chain, str], str | None], language: str = "en", limit: int = LIMIT,
-               max_attempts: int = 2, encode: Encode | None = default_encode,
+               max_attempts: int = 3, encode: Encode | None = default_encode,
                first: Mapping[tuple[str, str], str] | None = None) -> tuple[dict[EventKey, Event], list[str]]:
     """The events the first ``limit`` of ``chains``' needed ones (:func:`needed`) are said by, as the model wrote
     them and code kept them (:func:`problem`), and a line per event the model's words failed for (its last
@@ -266,7 +303,8 @@ def ask_events(env: Environment, client: LLMClientProtocol, chains: Sequence[Cha
         def check(reply: Said, key: EventKey = key, slots: tuple[tuple[str, str], ...] = slots,
                   check_on: list[Chain] = check_on, values: list[Any] = values) -> tuple[Event | None, str | None]:
             ev = Event(unquoted(" ".join(reply.template.split())), slots)
-            why = problem(key, ev, check_on, fixed, language, lint, values, encode)
+            why = problem(key, ev, check_on, fixed, language, lint, values, encode,
+                          scenario=f"{env.scenario.name}. {env.scenario.description}", own=[t.name for t in env.tables])
             return (None, why) if why else (ev, None)
 
         out = ask_with_feedback(client, Said, _messages(env, key, slots, users[0], fixed, language), check,
