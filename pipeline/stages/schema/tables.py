@@ -26,6 +26,12 @@ record and the referencing table, continuing the schema conversation), checked l
 has fewer than ``tables_max`` tables; otherwise the link is dropped (the column stays) and a Rejection names the
 table, the column and the missing table. References are resolved as SQLite does, without regard to case or quotes.
 
+The ask lists the scenario's kinds of record (``Scenario.entities``) and asks a table for each. An entity no table
+keeps (MiniLM similarity of the entity with the tables' names, one entity per table: ``pipeline.meaning.kinds``)
+gets one more call that writes its table (``prompts/schema.md`` ``kind``, continuing the schema conversation),
+checked in SQLite with the other tables, while the schema has fewer than ``tables_max`` tables; an entity left
+without a table gets a Rejection naming it and why.
+
 Also the schema introspection the later stages share: :func:`scratch_db`, :func:`table_columns`.
 """
 
@@ -42,8 +48,10 @@ from pipeline import ir
 from pipeline.dbmodel.columns import Column, table_columns
 from pipeline.dbmodel.ddl import connect, ddl_table_name, normalise_ddl, paren_balance, scratch_db  # noqa: F401 (scratch_db re-exported)
 from pipeline.dbmodel.keynames import fix_key_names
+from pipeline.embed import EmbeddingError
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
+from pipeline.meaning import kinds
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
@@ -432,6 +440,72 @@ def write_missing_tables(
     return added, why, calls
 
 
+def _write_kind(
+    client: LLMClientProtocol, settings: BuildSettings, conv: list[dict[str, Any]], current: dict[str, str],
+    entity: str,
+) -> tuple[tuple[str, TableItem] | None, str | None]:
+    """One LLM call for the table of ``entity`` (a kind of record no table keeps), continuing the schema
+    conversation; the table (its name as created, the reply with the repaired DDL) or why not. Validated in SQLite
+    with the other tables (its references to them included); it must be a new table."""
+    prompt = render_section("schema", "kind", entity=entity)
+    try:
+        reply, _raw = client.structured_reply(TableItem, conv + user(prompt), stage=STAGE,
+                                              max_tokens=budget(settings.max_tokens_schema, 300, 1))
+    except LLMUnavailable:
+        raise
+    except LLMError as e:
+        return None, f"the call that was to write its table gave no usable reply: {e}"
+    ddl = normalise_ddl(reply.ddl)
+    name = ddl_table_name(ddl)
+    if name is None:
+        return None, f"the call that was to write its table wrote no CREATE TABLE: {reply.ddl}"
+    if name.lower() in {n.lower() for n in current}:
+        return None, f"the call that was to write its table wrote {name}, which the schema has already"
+    trial = drop_dangling_references(canonical_references({**current, name: ddl}))
+    error = check_tables(list(trial.items()))[name]
+    if error is not None:
+        return None, f"the table its call wrote failed: {error}; {ddl}"
+    return (name, reply.model_copy(update={"ddl": ddl})), None
+
+
+def write_kind_tables(
+    client: LLMClientProtocol, settings: BuildSettings, scenario: ir.Scenario, conv: list[dict[str, Any]],
+    current: dict[str, str], encode: kinds.Encode | None = kinds.default_encode,
+) -> tuple[list[tuple[str, TableItem]], list[ir.Rejection], int]:
+    """For each of the scenario's kinds of record (``Scenario.entities``) that no table keeps (MiniLM similarity of
+    the entity with the tables' names, one entity per table: ``pipeline.meaning.kinds``), one more call writes its
+    table, while the schema has fewer than ``tables_max`` tables (the bike sharing's docks and rides, the parking
+    garage's spaces and permits, were left out and "orders" and "visits" written instead). Returns the tables
+    written, a Rejection for each entity left without a table (why), and the LLM calls made. ``encode=None``, or
+    MiniLM that cannot load, checks nothing (a note says why)."""
+    if not scenario.entities or encode is None:
+        return [], [], 0
+    try:
+        missing = kinds.missing_kinds(scenario.entities, list(current), encode)
+    except EmbeddingError as e:
+        return [], [ir.Rejection(stage=STAGE, item=scenario.name,
+                                 reason=f"the kinds of record were not checked against the tables: {e}")], 0
+    added: list[tuple[str, TableItem]] = []
+    notes: list[ir.Rejection] = []
+    calls = 0
+    for entity in missing:
+        have = len(current) + len(added)
+        if have >= settings.tables_max:
+            why = f"the schema already has {have} tables, its tables_max, so none was asked for"
+        else:
+            calls += 1
+            table, error = _write_kind(client, settings, conv, {**current, **{n: t.ddl for n, t in added}}, entity)
+            if table is not None:
+                added.append(table)
+                continue
+            why = error or ""
+        notes.append(ir.Rejection(
+            stage=STAGE, item=entity,
+            reason=f"the scenario's kind of record {entity!r} has no table ({why})",
+            evidence={"entity": entity, "tables": [*current, *(n for n, _ in added)]}))
+    return added, notes, calls
+
+
 def validate(current: dict[str, str]) -> tuple[dict[str, str], dict[str, str | None]]:
     """``current`` (name -> DDL) with its references written as created, and per table its error or None."""
     current = canonical_references(current)
@@ -528,11 +602,14 @@ def _follow_renames(personal: dict[str, list[str]], renamed: list[ir.Rejection])
 
 
 def generate_schema(
-    scenario: ir.Scenario, intents: tuple[Intent, ...], client: LLMClientProtocol, settings: BuildSettings
+    scenario: ir.Scenario, intents: tuple[Intent, ...], client: LLMClientProtocol, settings: BuildSettings,
+    encode: kinds.Encode | None = kinds.default_encode,
 ) -> StageResult[tuple[ir.Table, ...]]:
+    listed = render_section("schema", "ask_kinds", entities=", ".join(scenario.entities)) + "\n" \
+        if scenario.entities else ""
     prompt = render_section(
         "schema", "ask", name=scenario.name, description=scenario.description,
-        intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents),
+        intents="\n".join(f"- {i.goal} ({i.kind})" for i in intents), kinds=listed,
         min=ask_min(settings.tables_min, settings.tables_max), max=settings.tables_max,
     )
     messages = user(prompt)
@@ -565,6 +642,14 @@ def generate_schema(
     current = canonical_references(current)
     added, why, calls = write_missing_tables(client, settings, scenario, conv, current)
     attempts += calls
+    for name, item in added:
+        current[name] = item.ddl
+        keys[name] = list(item.natural_key)
+        personal[name] = list(item.personal)
+    current = canonical_references(current)
+    added, kind_notes, calls = write_kind_tables(client, settings, scenario, conv, current, encode)
+    attempts += calls
+    rejections.extend(kind_notes)
     for name, item in added:
         current[name] = item.ddl
         keys[name] = list(item.natural_key)

@@ -1,0 +1,87 @@
+"""The schema keeps the scenario's kinds of record (issue 40): the ask lists them, and an entity no table keeps
+(MiniLM, ``pipeline.meaning.kinds``) gets one more call that writes its table, within ``tables_max``, or a
+Rejection naming it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.llm import fake_client
+from pipeline.meaning.kinds import match_kinds, missing_kinds
+from pipeline.stages.schema.tables import generate_schema
+from tests.stages.library_replies import BOOKS_DDL, SCENARIO, SCHEMA, small_settings
+from tests.stages.test_schema import BROKEN_BOOKS, INTENTS
+
+HOLDS_DDL = ("CREATE TABLE holds (hold_id INTEGER PRIMARY KEY, member_id INTEGER NOT NULL REFERENCES "
+             "members(member_id), book_id INTEGER NOT NULL REFERENCES books(book_id), placed_on TEXT NOT NULL) STRICT")
+HOLDS_ITEM = {"name": "holds", "ddl": HOLDS_DDL, "natural_key": ["member_id", "book_id"], "personal": []}
+WITH_HOLDS = SCENARIO.model_copy(update={"entities": ["Member", "Book", "Loan", "Hold"]})
+COVERED = SCENARIO.model_copy(update={"entities": ["Member", "Book", "Loan"]})
+
+
+@pytest.mark.parametrize(("entities", "tables", "missing"), [
+    (["Docks", "Bikes", "Rides"], ["bikes", "users", "membership_plans", "orders", "visits"], ["Docks", "Rides"]),
+    (["garage", "space", "time-slot reservation", "permit"], ["garages", "reservations", "users"],
+     ["space", "permit"]),
+    (["Patient", "Medication", "Allergy"], ["patients", "medications", "prescriptions", "orders"], ["Allergy"]),
+    (["book", "member", "loan", "renewal", "overdue fine"], ["books", "members", "loans", "renewals", "overdue_fines"],
+     []),
+    (["Treatment Plan"], ["treatment_plan"], []),  # the exact name, whatever the score
+], ids=["bike", "garage", "pharmacy", "library", "exact"])
+def test_the_kinds_no_table_keeps_are_found_one_entity_per_table(entities, tables, missing) -> None:
+    """The outside builds of session 17: Rides is near bikes by name (0.633), but bikes is the Bikes' table."""
+    assert missing_kinds(entities, tables) == missing
+    if entities[0] == "Docks":
+        assert {m.entity: m.table for m in match_kinds(entities, tables)}["Bikes"] == "bikes"
+
+
+def test_the_ask_lists_the_kinds_of_record_and_no_menu_of_events() -> None:
+    client = fake_client([SCHEMA])
+    res = generate_schema(COVERED, INTENTS, client, small_settings())
+    said = client.requests[0][0]["content"]
+    assert "The kinds of record it keeps: Member, Book, Loan (a table for each)." in said
+    assert "order or a visit" not in said
+    assert res.ok and res.rejections == () and len(client.requests) == 1  # every kind kept: no extra call
+    client = fake_client([SCHEMA])
+    generate_schema(SCENARIO, INTENTS, client, small_settings())
+    assert "kinds of record" not in client.requests[0][0]["content"]
+
+
+def test_a_kind_no_table_keeps_gets_one_call_that_writes_its_table() -> None:
+    client = fake_client([SCHEMA, HOLDS_ITEM])
+    res = generate_schema(WITH_HOLDS, INTENTS, client, small_settings(tables_max=4))
+    assert res.ok and res.rejections == () and res.attempts == 2 and len(client.requests) == 2
+    assert [t.name for t in res.value] == ["members", "books", "loans", "holds"]
+    assert res.value[3].ddl == HOLDS_DDL and res.value[3].natural_key == ["member_id", "book_id"]
+    ask = client.requests[1]
+    assert ask[:2] == [client.requests[0][0], {"role": "assistant", "content": json.dumps(SCHEMA)}]
+    assert "The application keeps Hold records, and none of your tables holds them." in ask[-1]["content"]
+
+
+def test_no_call_beyond_tables_max_and_the_kind_is_reported() -> None:
+    client = fake_client([SCHEMA])
+    res = generate_schema(WITH_HOLDS, INTENTS, client, small_settings(tables_max=3))
+    assert res.ok and len(client.requests) == 1 and res.attempts == 1
+    (note,) = res.rejections
+    assert (note.stage, note.item) == ("schema", "Hold")
+    assert note.reason == ("the scenario's kind of record 'Hold' has no table (the schema already has 3 tables, its "
+                           "tables_max, so none was asked for)")
+    assert note.evidence == {"entity": "Hold", "tables": ["members", "books", "loans"]}
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    ({**HOLDS_ITEM, "ddl": BROKEN_BOOKS.replace("books", "holds")}, "the table its call wrote failed: "),
+    ({**HOLDS_ITEM, "name": "books", "ddl": BOOKS_DDL}, "wrote books, which the schema has already"),
+    ({**HOLDS_ITEM, "ddl": "holds: member, book"}, "wrote no CREATE TABLE"),
+    ({"name": "holds"}, "the call that was to write its table gave no usable reply: "),
+], ids=["fails", "existing", "no-ddl", "unusable"])
+def test_a_bad_reply_for_a_kind_is_reported_and_the_schema_kept(reply, why) -> None:
+    client = fake_client([SCHEMA, reply], validation_retries=0)
+    res = generate_schema(WITH_HOLDS, INTENTS, client, small_settings(tables_max=4))
+    assert res.ok and [t.name for t in res.value] == ["members", "books", "loans"]
+    assert len(client.requests) == 2 and res.attempts == 2
+    (note,) = res.rejections
+    assert note.item == "Hold" and note.reason.startswith("the scenario's kind of record 'Hold' has no table (")
+    assert why in note.reason, note.reason
