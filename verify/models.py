@@ -25,7 +25,7 @@ def param_annotation(p: Param, choices: list[Any] | None = None) -> tuple[Any, A
     kw: dict[str, Any] = {}
     if not values:
         if p.type == "string" and p.format is not None:  # schema-constrained decoding writes the ISO form
-            form = {"format": "date"} if p.format == "date" else {"pattern": DATETIME_PATTERN}
+            form: dict[str, Any] = {"format": "date"} if p.format == "date" else {"pattern": DATETIME_PATTERN}
             typ = Annotated[str, Field(max_length=p.max_length or 200, json_schema_extra=form)]
         elif p.type in ("integer", "number"):
             if p.minimum is not None:
