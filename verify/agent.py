@@ -235,7 +235,7 @@ class View(Frozen):
 def compact_signature(tool: Tool) -> str:
     """``name(a: integer, b?: string one of x|y, d: string YYYY-MM-DD, limit?: integer 1..10): description``:
     :func:`verify.models.signature` with only the short parameter notes (:data:`SPEC_NOTE_MAX`) and none for the
-    page parameters; a date (or date-time) parameter shows its form instead of its long note."""
+    page parameters; a date (or date-time) parameter shows its form unless its short note does."""
     paged = page_params(tool)
     parts = []
     for p in tool.params:
@@ -246,10 +246,11 @@ def compact_signature(tool: Tool) -> str:
             lo = "" if p.minimum is None else f"{p.minimum:g}"
             hi = "" if p.maximum is None else f"{p.maximum:g}"
             s += f" {lo}..{hi}"
-        if p.format is not None:
+        note = p.description if len(p.description) <= SPEC_NOTE_MAX and not (paged and p.name in paged[1:]) else ""
+        if p.format is not None and DATE_FORMS[p.format] not in note:
             s += " " + DATE_FORMS[p.format]
-        if p.description and len(p.description) <= SPEC_NOTE_MAX and not (paged and p.name in paged[1:]):
-            s += f" ({p.description})"
+        if note:
+            s += f" ({note})"
         parts.append(s)
     return f"{tool.name}({', '.join(parts)}): {tool.description}"
 
