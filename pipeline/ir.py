@@ -40,6 +40,12 @@ from pipeline.hashing import canonical_json, content_hash
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 RESERVED_PARAMS = {"now", "today", "last_id", "changes"}
 
+DATETIME_PATTERN = ("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):[0-5][0-9]"
+                    "(:[0-5][0-9])?$")
+"""The JSON schema ``pattern`` of a ``date-time`` parameter (``Param.format``): ISO date and time, a space or T
+between them, seconds optional. ``pipeline/runtime/engine.py`` holds the same text (it is embedded in every
+``server.py`` and imports no project file; a test holds them equal)."""
+
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -178,6 +184,18 @@ class Param(Frozen):
     minimum: float | None = None
     maximum: float | None = None
     max_length: int | None = None
+    format: Literal["date", "date-time"] | None = None
+    """How a string parameter's value is written: an ISO date (JSON schema ``"format": "date"``) or date and time
+    (``"pattern": DATETIME_PATTERN``). Set on the tools a model or a trainer is shown
+    (``pipeline.runtime.schemas.described_tools``: from the seeded values of the columns the parameter is bound
+    to), the same the server enforces; absent from the JSON when unset, so ``env.json`` keeps its bytes."""
+
+    @model_serializer(mode="wrap")
+    def _format_if_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.format is None:
+            out.pop("format", None)
+        return out
 
     @field_validator("name")
     @classmethod
@@ -199,6 +217,10 @@ class Param(Frozen):
             s["maximum"] = self.maximum
         if self.max_length is not None:
             s["maxLength"] = self.max_length
+        if self.format == "date":
+            s["format"] = "date"
+        elif self.format == "date-time":
+            s["pattern"] = DATETIME_PATTERN
         return s
 
 

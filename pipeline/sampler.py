@@ -82,6 +82,7 @@ from pipeline.ir import Environment, Task, TaskMetadata
 from pipeline.perturb import METHOD, perturbed_db, sha256
 from pipeline.runtime.database import EnvDirError
 from pipeline.runtime.replay import fresh, play
+from pipeline.runtime.schemas import described_tools
 from pipeline.runtime.state import Change
 from pipeline.stages.tasks.bank import _call_key, _effect_key, build_and_prove, lint_request
 from pipeline.stages.tasks.code_wording import request_from_plan, state_columns
@@ -414,7 +415,7 @@ def _instantiate(env: Environment, chain: Chain, axes: Axes, seen: set[str], ids
         return None, "repeat" if err == "another task already does exactly this" else "proof"
     needed = {c.tool for c in task.reference_solution} | {r["tool"] for r in chain.rules}
     extra = distractors(env, needed, DISTRACTORS[level], f"{seed}:{task.task_id}")
-    offered = [t.openai_schema() for t in env.tools if t.name in needed or t.name in extra]
+    offered = [t.openai_schema() for t in described_tools(env) if t.name in needed or t.name in extra]
     metadata = {**task.metadata, "axes": axes.to_json(len(extra)), "distractors": extra}
     if state is not None:
         metadata["perturb"] = state

@@ -14,6 +14,7 @@ _.model_config
 _._alternative_if_set
 _._band
 _._plan_if_set
+_._format_if_set  # ir.Param: drops an unset format from the JSON
 _._ranges
 _._rules_if_set
 _._personal_if_set

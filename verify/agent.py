@@ -45,6 +45,7 @@ from pipeline.llm.sampling import sampled
 from pipeline.prompts import render_section
 from pipeline.runtime import engine, reward
 from pipeline.runtime.replay import Run, call_once, fresh
+from pipeline.runtime.schemas import described_tools
 from pipeline.settings import AgentSettings as AgentSettings
 from verify.conversation import SimUser, UserError, UserSettings, script_of
 from verify.models import args_model, camel, clean_args
@@ -77,6 +78,9 @@ and range are always shown; longer notes repeat across the listers: how paging w
 THOUGHT_MAX = 160
 """The longest ``thought`` of a JSON action (characters): generated at every turn and repeated in every later
 prompt of the attempt."""
+
+DATE_FORMS = {engine.DATE_FORMAT: engine.DATE_FORM, engine.DATETIME_FORMAT: engine.DATETIME_FORM}
+"""How the JSON-action tool list writes a date (or date-time) parameter's form (``Param.format``)."""
 
 _PAGED = re.compile(r"^\s*SELECT\s+COUNT\(\*\)\s+OVER\s*\(\)\s+AS\s+(\w+),.*\bLIMIT\s+COALESCE\(:(\w+),\s*\d+\)\s+"
                     r"OFFSET\s+COALESCE\(:(\w+),\s*0\)\s*$", re.I | re.S)
@@ -173,10 +177,11 @@ def for_attempt(client: LLMClientProtocol, attempt: int, settings: AgentSettings
 
 
 def tool_specs(env: Environment, task: Task, view: View | None = None) -> list[dict[str, Any]]:
-    """The OpenAI function schemas the model is given: the task's own (as exported), else the env's; with a
-    ``view``, those of the tools it offers, their page parameter narrowed to its page."""
+    """The OpenAI function schemas the model is given: the task's own (as exported), else the env's as described
+    (``described_tools``: a date parameter says its form); with a ``view``, those of the tools it offers, their page
+    parameter narrowed to its page."""
     if view is None:
-        return list(task.tools) or [t.openai_schema() for t in env.tools]
+        return list(task.tools) or [t.openai_schema() for t in described_tools(env)]
     return [t.openai_schema() for t in view.tools(env)]
 
 
@@ -198,8 +203,9 @@ class View(Frozen):
     page: int | None = None
 
     def tools(self, env: Environment) -> list[Tool]:
+        """The tools offered, as described to a model (``described_tools``: a date parameter says its form)."""
         out = []
-        for t in env.tools:
+        for t in described_tools(env):
             if self.names is not None and t.name not in self.names:
                 continue
             paged = page_params(t)
@@ -227,8 +233,9 @@ class View(Frozen):
 
 
 def compact_signature(tool: Tool) -> str:
-    """``name(a: integer, b?: string one of x|y, limit?: integer 1..10): description``: :func:`verify.models.signature`
-    with only the short parameter notes (:data:`SPEC_NOTE_MAX`) and none for the page parameters."""
+    """``name(a: integer, b?: string one of x|y, d: string YYYY-MM-DD, limit?: integer 1..10): description``:
+    :func:`verify.models.signature` with only the short parameter notes (:data:`SPEC_NOTE_MAX`) and none for the
+    page parameters; a date (or date-time) parameter shows its form unless its short note does."""
     paged = page_params(tool)
     parts = []
     for p in tool.params:
@@ -239,8 +246,11 @@ def compact_signature(tool: Tool) -> str:
             lo = "" if p.minimum is None else f"{p.minimum:g}"
             hi = "" if p.maximum is None else f"{p.maximum:g}"
             s += f" {lo}..{hi}"
-        if p.description and len(p.description) <= SPEC_NOTE_MAX and not (paged and p.name in paged[1:]):
-            s += f" ({p.description})"
+        note = p.description if len(p.description) <= SPEC_NOTE_MAX and not (paged and p.name in paged[1:]) else ""
+        if p.format is not None and DATE_FORMS[p.format] not in note:
+            s += " " + DATE_FORMS[p.format]
+        if note:
+            s += f" ({note})"
         parts.append(s)
     return f"{tool.name}({', '.join(parts)}): {tool.description}"
 

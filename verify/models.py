@@ -5,11 +5,11 @@ for prompts."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from pipeline.ir import Environment, Param, Tool
+from pipeline.ir import DATETIME_PATTERN, Environment, Param, Tool
 
 _PY = {"string": str, "integer": int, "number": float, "boolean": bool}
 
@@ -24,12 +24,15 @@ def param_annotation(p: Param, choices: list[Any] | None = None) -> tuple[Any, A
     typ: Any = Literal[tuple(values)] if values else _PY[p.type]  # type: ignore[valid-type]
     kw: dict[str, Any] = {}
     if not values:
-        if p.type in ("integer", "number"):
+        if p.type == "string" and p.format is not None:  # schema-constrained decoding writes the ISO form
+            form: dict[str, Any] = {"format": "date"} if p.format == "date" else {"pattern": DATETIME_PATTERN}
+            typ = Annotated[str, Field(max_length=p.max_length or 200, json_schema_extra=form)]
+        elif p.type in ("integer", "number"):
             if p.minimum is not None:
                 kw["ge"] = p.minimum
             if p.maximum is not None:
                 kw["le"] = p.maximum
-        if p.type == "string":
+        elif p.type == "string":
             kw["max_length"] = p.max_length or 200
     if p.required:
         return typ, Field(..., **kw)

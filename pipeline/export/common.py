@@ -25,6 +25,7 @@ from pipeline.export.catalog import Catalog, CatalogEnv
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
 from pipeline.runtime import reward
+from pipeline.runtime.schemas import described_tools
 from verify.conversation import script_of, user_system
 from verify.policy import with_policy
 
@@ -281,10 +282,14 @@ def task_info(task: Task, split: str, ce: CatalogEnv | None = None) -> dict[str,
 
 def write_bundle(ce: CatalogEnv, out: Path, split: dict[str, str]) -> Path:
     """The runtime data of one environment: ``env.json``, ``initial.db``, ``tasks.jsonl`` (the task records, each
-    with its ``conversation``, :func:`exported_record`) and ``task_info.json`` (split, tier, pass rate per task)."""
+    with its ``conversation``, :func:`exported_record`) and ``task_info.json`` (split, tier, pass rate per task).
+    ``env.json`` holds the tools as described (``described_tools``): a date parameter has the server's ``format``
+    and description, so the vendored engine refuses another form as the server does and every format's tool
+    listing says it."""
     out.mkdir(parents=True, exist_ok=True)
+    env = ce.env.model_copy(update={"tools": described_tools(ce.env)})
     write_text(
-        out / "env.json", json.dumps(ce.env.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+        out / "env.json", json.dumps(env.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
     )
     shutil.copyfile(ce.path / "initial.db", out / "initial.db")
     os.chmod(out / "initial.db", 0o644)

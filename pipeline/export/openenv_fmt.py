@@ -42,6 +42,7 @@ from pipeline.export.common import (
 from pipeline.export.pools import EnvPools, pool_of, readme_section, write_pool
 from pipeline.runtime import EnvInstance
 from pipeline.runtime.replay import resolve
+from pipeline.runtime.schemas import described_tools
 
 OPENENV_REQUIREMENT = "openenv>=0.10,<0.11"
 RESERVED = {"reset", "step", "state", "close"}
@@ -332,7 +333,7 @@ def export_env(ce: CatalogEnv, out: Path, split: dict[str, str], pools: EnvPools
             "name": package,
             "description": f"{title}: {ce.env.scenario.description}",
             "system_prompt": system_prompt(ce),
-            "schemas": {t.name: t.input_schema() for t in ce.env.tools},
+            "schemas": {t.name: t.input_schema() for t in described_tools(ce.env)},
             "submit_tool": submit,
             "submit_description": SUBMIT_DESCRIPTION,
             "submit_schema": SUBMIT_SCHEMA,

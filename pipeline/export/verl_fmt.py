@@ -52,6 +52,7 @@ from pipeline.export.common import (
 from pipeline.export.pools import POOL_SPLIT, EnvPools, pool_of, readme_section, write_pool
 from pipeline.hashing import canonical_json
 from pipeline.ir import Task
+from pipeline.runtime.schemas import described_tools
 
 ROW_FIELDS = ("data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name")
 MAX_TOOL_NAME = 64
@@ -250,7 +251,7 @@ def tool_config(catalog: Catalog, package: str, names: dict[tuple[str, str], str
     for ce in catalog.envs.values():
         if not ce.tasks:
             continue
-        for t in ce.env.tools:
+        for t in described_tools(ce.env):
             schema = t.openai_schema()
             schema["function"]["name"] = names[(ce.env_id, t.name)]
             tools.append(

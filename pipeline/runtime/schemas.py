@@ -15,6 +15,10 @@ engine enforces anyway, so that a client can see it:
   ``"pattern": engine.DATETIME_PATTERN``) and a description naming the form with a seeded example, so
   ``"January 15, 2026"`` is refused with a 422 naming the tool, the parameter and the form.
 
+``described_tools(env)`` gives the tools as a model or a trainer is shown them (``Tool.openai_schema``: the tasks'
+``tools``, the exports; the tester's tool list and JSON-action grammar): each date (or date-time) parameter carries
+the served ``format`` and description, read from ``tool_schemas`` itself, so both say the same.
+
 ``engine.served_tool`` turns a schema back into the parameter rules the engine validates, so
 ``server.py`` and ``EnvInstance`` enforce exactly what the schemas say. ``result_schemas(env)``
 describes each tool's ``result`` (row objects with the returns query's columns, or
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 from typing import Any
 
 from pipeline.ir import Environment, Tool
@@ -45,29 +50,40 @@ def _tables(env: Environment) -> tuple[dict[str, list[str]], dict[str, dict[str,
     return columns, rules
 
 
-def _bound_rules(tool: Tool, columns: dict[str, list[str]], rules: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """CHECK rules per parameter of ``tool``, for parameters bound only to constrained columns."""
-    bindings: dict[str, set[tuple[str, str]]] = {}
+def _bound(tool: Tool, columns: dict[str, list[str]], rules: dict[str, dict[str, dict[str, Any]]],
+           formats: dict[tuple[str, str], tuple[str, str]]) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
+    """``(checks, dates)`` for ``tool``, from one walk of its SQL's column bindings: ``checks`` the merged CHECK
+    rules per parameter bound (``=``, ``IN``, ``SET``, ``INSERT``) only to constrained columns; ``dates`` the
+    ``(format, example)`` of each string parameter bound to or compared with dated columns of one format only
+    (:func:`column_formats`), used in no other way."""
+    exact: sqlshape.Bindings = {}
+    near: sqlshape.Bindings = {}  # bound or compared
     others: set[str] = set()
-    statements = [s.sql for s in tool.steps] + ([tool.returns.sql] if tool.returns else [])
-    for sql in statements:
-        found, other = sqlshape.param_columns(sql, columns)
-        for name, targets in found.items():
-            bindings.setdefault(name, set()).update(targets)
+    others_near: set[str] = set()
+    for sql in [s.sql for s in tool.steps] + ([tool.returns.sql] if tool.returns else []):
+        found, other, found_near, other_near = sqlshape.param_uses(sql, columns)
+        for into, got in ((exact, found), (near, found_near)):
+            for name, targets in got.items():
+                into.setdefault(name, set()).update(targets)
         others |= other
-    out: dict[str, dict[str, Any]] = {}
+        others_near |= other_near
+    checks: dict[str, dict[str, Any]] = {}
+    dates: dict[str, tuple[str, str]] = {}
     for param in tool.params:
-        bound = sorted(bindings.get(param.name, ()))
-        if not bound or "*" in others or param.name in others:
-            continue
+        bound = sorted(exact.get(param.name, ()))
         per_target = [rules.get(table, {}).get(column) for table, column in bound]
-        if any(r is None for r in per_target):
+        if bound and "*" not in others and param.name not in others and all(r is not None for r in per_target):
+            merged: dict[str, dict[str, Any]] = {}
+            for rule in per_target:
+                sqlshape._merge(merged, "p", rule or {})
+            checks[param.name] = merged.get("p", {})
+        bound = sorted(near.get(param.name, ()))
+        if param.type != "string" or not bound or "*" in others_near or param.name in others_near:
             continue
-        merged: dict[str, dict[str, Any]] = {}
-        for rule in per_target:
-            sqlshape._merge(merged, "p", rule or {})
-        out[param.name] = merged.get("p", {})
-    return out
+        dated = [formats.get(target) for target in bound]
+        if None not in dated and len({f[0] for f in dated if f is not None}) == 1:
+            dates[param.name] = dated[0] or ("", "")
+    return checks, dates
 
 
 def column_formats(env: Environment) -> dict[tuple[str, str], tuple[str, str]]:
@@ -86,31 +102,6 @@ def column_formats(env: Environment) -> dict[tuple[str, str], tuple[str, str]]:
             if all(isinstance(v, str) and engine._format_error(fmt, v) is None for v in vals):
                 out[key] = (fmt, vals[0])
                 break
-    return out
-
-
-def _bound_formats(tool: Tool, columns: dict[str, list[str]],
-                   formats: dict[tuple[str, str], tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """``{param: {"format": ..., "example": ...}}`` for the string parameters of ``tool`` bound to or compared
-    with dated columns of one format only, and used in no other way."""
-    bindings: dict[str, set[tuple[str, str]]] = {}
-    others: set[str] = set()
-    for sql in [s.sql for s in tool.steps] + ([tool.returns.sql] if tool.returns else []):
-        found, other = sqlshape.param_columns(sql, columns, compared=True)
-        for name, targets in found.items():
-            bindings.setdefault(name, set()).update(targets)
-        others |= other
-    out: dict[str, dict[str, Any]] = {}
-    for param in tool.params:
-        bound = sorted(bindings.get(param.name, ()))
-        if param.type != "string" or not bound or "*" in others or param.name in others:
-            continue
-        dated = [formats.get(target) for target in bound]
-        kinds = {f[0] for f in dated if f is not None}
-        if None in dated or len(kinds) != 1:
-            continue
-        fmt, example = dated[0] or ("", "")
-        out[param.name] = {"format": fmt, "example": example}
     return out
 
 
@@ -194,11 +185,44 @@ def tool_schemas(env: Environment) -> dict[str, dict[str, Any]]:
     formats = column_formats(env)
     out = {}
     for t in env.tools:
-        derived = _bound_rules(t, columns, rules)
-        for name, rule in _bound_formats(t, columns, formats).items():
-            derived[name] = {**derived.get(name, {}), **rule}
+        derived, dates = _bound(t, columns, rules, formats)
+        for name, (fmt, example) in dates.items():
+            derived[name] = {**derived.get(name, {}), "format": fmt, "example": example}
         out[t.name] = tool_schema(t, derived)
     return out
+
+
+_DESCRIBED: dict[str, list[Tool]] = {}
+_DESCRIBED_LOCK = threading.Lock()
+
+
+def described_tools(env: Environment) -> list[Tool]:
+    """``env.tools`` as a model or a trainer is shown them: each string parameter the server serves with a date
+    or date-time form (:func:`tool_schemas`) has that ``format`` and the served description (``... (a date
+    written YYYY-MM-DD, e.g. 2026-01-15)``), so ``Tool.openai_schema`` (tasks' ``tools``, the exports), the tester's
+    tool list and its JSON-action grammar say what the server says. Other parameters are as in the IR. Remembered
+    per environment id (the last 64): every attempt of the tester asks."""
+    key = env.env_id
+    with _DESCRIBED_LOCK:
+        hit = _DESCRIBED.get(key)
+    if hit is not None:
+        return list(hit)
+    schemas = tool_schemas(env)
+    tools = []
+    for tool in env.tools:
+        props = schemas[tool.name]["properties"]
+        params = []
+        for p in tool.params:
+            prop = props[p.name]
+            fmt = (engine.DATE_FORMAT if prop.get("format") == engine.DATE_FORMAT
+                   else engine.DATETIME_FORMAT if prop.get("pattern") == engine.DATETIME_PATTERN else None)
+            params.append(p if fmt is None else p.model_copy(update={"format": fmt, "description": prop["description"]}))
+        tools.append(tool if params == tool.params else tool.model_copy(update={"params": params}))
+    with _DESCRIBED_LOCK:
+        if len(_DESCRIBED) >= 64:
+            _DESCRIBED.pop(next(iter(_DESCRIBED)))
+        _DESCRIBED[key] = tools
+    return list(tools)
 
 
 def served_tools(env: Environment) -> dict[str, dict[str, Any]]:

@@ -11,7 +11,7 @@ touches; what it cannot say is how a statement is built. These questions need th
 * ``param_columns(sql, columns)``: which table column each ``:param`` of a statement is bound to
   (compared with ``=`` or ``IN``, assigned by ``SET``, inserted by ``INSERT``; ``COALESCE(:p, col)``
   and ``IFNULL`` count as binding ``:p``; with ``compared``, ``<``, ``>``, ``<>`` and ``BETWEEN`` too), and
-  which parameters are also used in other ways.
+  which parameters are also used in other ways; ``param_uses`` gives both views from one walk.
 * ``escaping_disjuncts(sql)``: which OR branches of a WHERE escape a sibling branch's parameter
   filter (``a = :a AND b OR c`` is ``(a = :a AND b) OR c``: ``c`` matches rows of every ``a``).
 * ``date_arithmetic(sql, dated, names)``: which ``+ - * /`` expressions have a date/time operand
@@ -270,14 +270,24 @@ def _placeholder(node: Any) -> str | None:
     return None
 
 
+Bindings = dict[str, set[tuple[str, str]]]
+
+
 def param_columns(sql: str, columns: dict[str, list[str]],
-                  compared: bool = False) -> tuple[dict[str, set[tuple[str, str]]], set[str]]:
+                  compared: bool = False) -> tuple[Bindings, set[str]]:
     """``(bindings, other_uses)`` for one statement: each ``:param`` bound to a table column (as
     ``{param: {(table, column)}}``) and the parameters also used in a way that binds no column
     (``:p IS NULL`` does not count). ``columns`` is the schema: ``{table: [column, ...]}``. With
     ``compared``, a parameter compared with a column (``col >= :p``, ``col BETWEEN :a AND :b``) is
     bound to it too (values of the column's kind, as a date for a date column).
-    A statement sqlglot cannot parse gives ``({}, {every placeholder})``."""
+    A statement sqlglot cannot parse gives ``({}, {"*"})``."""
+    both = param_uses(sql, columns)
+    return both[2:] if compared else both[:2]
+
+
+def param_uses(sql: str, columns: dict[str, list[str]]) -> tuple[Bindings, set[str], Bindings, set[str]]:
+    """Both views of :func:`param_columns` from one parse and walk of ``sql``: ``(bindings, other_uses)``
+    without and then with ``compared``."""
     sqlglot = _sqlglot()
     from sqlglot import exp
 
@@ -286,7 +296,7 @@ def param_columns(sql: str, columns: dict[str, list[str]],
     except Exception:
         tree = None
     if tree is None:
-        return {}, {"*"}
+        return {}, {"*"}, {}, {"*"}
     schema = {t.lower(): [c.lower() for c in cols] for t, cols in columns.items()}
     aliases: dict[str, str] = {}
     in_scope: list[str] = []
@@ -305,28 +315,30 @@ def param_columns(sql: str, columns: dict[str, list[str]],
         holders = sorted({t for t in in_scope if cname in schema[t]})
         return (holders[0], cname) if len(holders) == 1 else None
 
-    bindings: dict[str, set[tuple[str, str]]] = {}
+    bindings: Bindings = {}
     bound_nodes: set[int] = set()
+    compared: Bindings = {}  # the bindings by comparison alone (``col >= :p``)
+    compared_nodes: set[int] = set()
 
-    def bind(param_node: Any, target: tuple[str, str] | None) -> None:
+    def bind(param_node: Any, target: tuple[str, str] | None, comparison: bool = False) -> None:
         name = _placeholder(param_node)
         if name is None or target is None:
             return
-        bindings.setdefault(name, set()).add(target)
+        (compared if comparison else bindings).setdefault(name, set()).add(target)
         for ph in ([param_node] if isinstance(param_node, exp.Placeholder) else param_node.find_all(exp.Placeholder)):
             if ph.this == name:
-                bound_nodes.add(id(ph))
+                (compared_nodes if comparison else bound_nodes).add(id(ph))
                 break
 
     for node in tree.walk():
-        if isinstance(node, exp.EQ) or (compared and isinstance(node, (exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE))):
+        if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
             for col, val in ((node.this, node.expression), (node.expression, node.this)):
                 if isinstance(col, exp.Column):
-                    bind(val, owner(col))
-        elif compared and isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+                    bind(val, owner(col), comparison=not isinstance(node, exp.EQ))
+        elif isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
             for val in (node.args.get("low"), node.args.get("high")):
                 if val is not None:
-                    bind(val, owner(node.this))
+                    bind(val, owner(node.this), comparison=True)
         elif isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.args.get("query"):
             for val in node.expressions:
                 bind(val, owner(node.this))
@@ -342,8 +354,13 @@ def param_columns(sql: str, columns: dict[str, list[str]],
             if table in schema and len(values) == len(names):
                 for cname, val in zip(names, values, strict=True):
                     bind(val, (table, cname) if cname in schema[table] else None)
-    others = {str(ph.this) for ph in tree.find_all(exp.Placeholder) if id(ph) not in bound_nodes and ph.this}
-    return bindings, others
+    placeholders = [ph for ph in tree.find_all(exp.Placeholder) if ph.this]
+    others = {str(ph.this) for ph in placeholders if id(ph) not in bound_nodes}
+    with_compared = {name: set(targets) for name, targets in bindings.items()}
+    for name, targets in compared.items():
+        with_compared.setdefault(name, set()).update(targets)
+    others_compared = {str(ph.this) for ph in placeholders if id(ph) not in bound_nodes | compared_nodes}
+    return bindings, others, with_compared, others_compared
 
 
 # ---------------------------------------------------------------- OR precedence

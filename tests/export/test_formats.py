@@ -20,7 +20,8 @@ from pipeline.export import CatalogError, ExportError, export_catalog, load_cata
 from pipeline.export.common import reference_reply
 from pipeline.export.verl_fmt import ROW_FIELDS
 from pipeline.runtime import reward
-from tests.export.conftest import build_catalog
+from pipeline.runtime.schemas import described_tools, tool_schemas
+from tests.export.conftest import EXAMPLE, build_catalog
 
 OPENAI_MESSAGE_KEYS = {
     "system": {"role", "content"},
@@ -88,7 +89,12 @@ def test_verl_single_env_names_stay_plain(any_catalog, tmp_path):
     cat = load_catalog(any_catalog)
     (root,) = export_catalog(cat, "verl", tmp_path).paths
     config = yaml.safe_load((root / "tool_config.yaml").read_text())
-    expected = [t.openai_schema() for ce in cat.envs.values() for t in ce.env.tools]
+    expected = [t.openai_schema() for ce in cat.envs.values() for t in described_tools(ce.env)]
+    dated = sorted(s["function"]["name"] for s in expected  # a date parameter says its form, as the server does
+                   if any(p.get("format") == "date" for p in s["function"]["parameters"]["properties"].values()))
+    assert dated == sorted(name for ce in cat.envs.values() for name, schema in tool_schemas(ce.env).items()
+                           if any(p.get("format") == "date" for p in schema["properties"].values()))
+    assert dated or any_catalog != EXAMPLE  # the example's library and pharmacy have date parameters
     names = [s["function"]["name"] for s in expected]
     assert len(set(names)) == len(names)  # no name shared between environments: every tool keeps its own name
     def by_name(schemas: list) -> list:

@@ -18,6 +18,7 @@ import pytest
 from pipeline.export import export_catalog, load_catalog
 from pipeline.export.common import reference_reply
 from pipeline.runtime import EnvInstance
+from pipeline.runtime.schemas import described_tools
 from tests.eval.scripted_server import Replay, instruction_of, noop
 from tests.export import streaming_server
 from tests.export.conftest import install, subprocess_env, trainer_python
@@ -225,9 +226,10 @@ def test_verifiers_validate_and_rollouts(any_catalog, tmp_path):
         else:
             assert r["reward"] == 0.0 and r["state_calls"] == 0
             assert r["info"]["verifier_failures"]
-    # Advertised through the MCP server's public add_tool: the IR's types, enums, bounds, required.
+    # Advertised through the MCP server's public add_tool: the IR's types, enums, bounds, required, and a date
+    # parameter's form and description as the server serves them (``described_tools``).
     ref = next(r for r in rollouts if r["mode"] == "reference")
-    for t in env.tools:
+    for t in described_tools(env):
         want, got = t.input_schema(), ref["info"]["tool_schemas"][t.name]
         assert sorted(got.get("required", [])) == sorted(want["required"]), t.name
         for name, prop in want["properties"].items():

@@ -61,6 +61,10 @@ def param_schema(p: dict) -> dict:
         s["maximum"] = p["maximum"]
     if p.get("max_length") is not None:
         s["maxLength"] = p["max_length"]
+    if p.get("format") == taskrt.engine.DATE_FORMAT:
+        s["format"] = taskrt.engine.DATE_FORMAT
+    elif p.get("format") == taskrt.engine.DATETIME_FORMAT:
+        s["pattern"] = taskrt.engine.DATETIME_PATTERN
     return s
 
 

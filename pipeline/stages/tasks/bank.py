@@ -34,6 +34,7 @@ from pipeline.llm.sampling import Escalating
 from pipeline.prompts import prompt_hashes, sections
 from pipeline.runtime import reward
 from pipeline.runtime.replay import describe_call, fresh
+from pipeline.runtime.schemas import described_tools
 from pipeline.settings import TaskSettings as TaskSettings
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_with_feedback, copied_words, render_section
@@ -345,7 +346,7 @@ def make_task(env: Environment, d: Derivation, instruction: str, *, answer_field
         task_id=Task.make_id(env_id, instruction, calls, d.verifier),
         env_id=env_id,
         instruction=instruction,
-        tools=[t.openai_schema() for t in env.tools],
+        tools=[t.openai_schema() for t in described_tools(env)],
         reference_solution=calls,
         verifier=d.verifier,
         kind=classify(env, calls, d.changes),
