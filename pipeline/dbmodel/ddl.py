@@ -192,7 +192,8 @@ def drop_column(ddl: str, table: str, column: str) -> tuple[str, list[str]] | st
 
 def normalise_ddl(ddl: str) -> str:
     """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, drop CHECKs against calendar date
-    literals, close the column list when closing parentheses are missing, end with ``STRICT``."""
+    literals, drop a comma left before a closing parenthesis, close the column list when closing parentheses are
+    missing, end with ``STRICT``."""
     s = ddl.strip().strip("`").strip()
     s = re.sub(r"^sql\s+", "", s, flags=re.I).strip().rstrip(";").strip()
 
@@ -205,6 +206,7 @@ def normalise_ddl(ddl: str) -> str:
     s = _COLTYPE.sub(sub, s)
     s = drop_date_literal_checks(s)
     s = drop_nondeterministic_defaults(s)
+    s = _drop_trailing_commas(s)
     m = _OPTIONS.search(s)
     cut = m.start() if m else len(s)
     body, options = s[:cut].rstrip(), s[cut:]
@@ -216,6 +218,15 @@ def normalise_ddl(ddl: str) -> str:
         body += ")" * missing
     rowid = " WITHOUT ROWID," if re.search(r"WITHOUT\s+ROWID", options, re.I) else ""
     return f"{body}{rowid} STRICT"
+
+
+def _drop_trailing_commas(sql: str) -> str:
+    """``sql`` without a comma that only whitespace separates from a closing parenthesis, outside string literals:
+    "end_time TEXT NOT NULL,) STRICT" (a movie theatre's showtimes; the 1.5B model, told SQLite's "near ')': syntax
+    error", gave the same statement back three times and the whole scenario was rejected)."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), sql)
+    drop = {m.start() for m in re.finditer(r",(?=\s*\))", bare)}
+    return "".join(ch for i, ch in enumerate(sql) if i not in drop) if drop else sql
 
 
 def _early_close(body: str) -> int | None:
