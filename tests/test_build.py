@@ -21,7 +21,7 @@ from pipeline.runtime import EnvInstance
 from tests.stages.library_replies import MEMBER_ROWS, SCENARIO, SCHEMA, all_replies, small_settings
 from tests.stages.test_rowgen import BOOK_PAIRS, BOOKS_GEN, LOANS_GEN, LOANS_TENSE, MEMBERS_GEN, TITLE_LISTS
 
-BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY,) STRICT", "natural_key": ["email"]},
+BROKEN = {"tables": [{"name": "members", "ddl": "CREATE TABLE members (member_id INTEGER PRIMARY KEY DEFAULT) STRICT", "natural_key": ["email"]},
                     *SCHEMA["tables"][1:]]}
 
 

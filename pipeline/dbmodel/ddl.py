@@ -206,7 +206,6 @@ def normalise_ddl(ddl: str) -> str:
     s = _COLTYPE.sub(sub, s)
     s = drop_date_literal_checks(s)
     s = drop_nondeterministic_defaults(s)
-    s = _drop_trailing_commas(s)
     m = _OPTIONS.search(s)
     cut = m.start() if m else len(s)
     body, options = s[:cut].rstrip(), s[cut:]
@@ -216,14 +215,16 @@ def normalise_ddl(ddl: str) -> str:
     missing = paren_balance(body)
     if missing > 0:  # small models often drop the closing parenthesis of the column list
         body += ")" * missing
+    body = _drop_trailing_commas(body)
     rowid = " WITHOUT ROWID," if re.search(r"WITHOUT\s+ROWID", options, re.I) else ""
     return f"{body}{rowid} STRICT"
 
 
 def _drop_trailing_commas(sql: str) -> str:
     """``sql`` without a comma that only whitespace separates from a closing parenthesis, outside string literals:
-    "end_time TEXT NOT NULL,) STRICT" (a movie theatre's showtimes; the 1.5B model, told SQLite's "near ')': syntax
-    error", gave the same statement back three times and the whole scenario was rejected)."""
+    "end_time TEXT NOT NULL,) STRICT" (a movie theatre's showtimes ended "...)), ": once its calendar CHECKs were
+    dropped and the stray ')' moved to the end, a comma stood before it; the 1.5B model, told SQLite's "near ')':
+    syntax error", never mended it and the whole scenario was rejected)."""
     bare = _STRING.sub(lambda m: "_" * len(m.group(0)), sql)
     drop = {m.start() for m in re.finditer(r",(?=\s*\))", bare)}
     return "".join(ch for i, ch in enumerate(sql) if i not in drop) if drop else sql

@@ -23,7 +23,7 @@ from pipeline.stages.schema.tables import (
 from tests.stages.library_replies import BOOKS_DDL, LOANS_DDL, MEMBERS_DDL, SCENARIO, SCHEMA, small_settings
 
 INTENTS = (Intent(goal="Lend a book to a member", kind="write"), Intent(goal="Find a book", kind="read"))
-BROKEN_BOOKS = "CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT NOT NULL,) STRICT"
+BROKEN_BOOKS = "CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT) STRICT"
 
 
 def sqlite_error(ddl: str) -> str:
@@ -61,6 +61,9 @@ def sqlite_error(ddl: str) -> str:
     # three times when told SQLite's error); one inside a string stays
     ("CREATE TABLE t (id INTEGER PRIMARY KEY, end_time TEXT NOT NULL,) STRICT",
      "CREATE TABLE t (id INTEGER PRIMARY KEY, end_time TEXT NOT NULL) STRICT"),
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, start_time TEXT NOT NULL CHECK (start_time >= '2023-01-01'), "
+     "end_time TEXT NOT NULL CHECK (end_time < '2024-01-01')), ",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY, start_time TEXT NOT NULL, end_time TEXT NOT NULL) STRICT"),
     ("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('a', 'b', )), n TEXT DEFAULT ',)' ,\n)",
      "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('a', 'b' )), n TEXT DEFAULT ',)' \n) STRICT"),
     # a column *named* date keeps its name; only the type position is mapped
