@@ -216,6 +216,7 @@ def normalise_ddl(ddl: str) -> str:
     if missing > 0:  # small models often drop the closing parenthesis of the column list
         body += ")" * missing
     body = _drop_trailing_commas(body)
+    body = _drop_unreferenced_keys(body)
     rowid = " WITHOUT ROWID," if re.search(r"WITHOUT\s+ROWID", options, re.I) else ""
     return f"{body}{rowid} STRICT"
 
@@ -228,6 +229,26 @@ def _drop_trailing_commas(sql: str) -> str:
     bare = _STRING.sub(lambda m: "_" * len(m.group(0)), sql)
     drop = {m.start() for m in re.finditer(r",(?=\s*\))", bare)}
     return "".join(ch for i, ch in enumerate(sql) if i not in drop) if drop else sql
+
+
+_FK_ITEM = re.compile(r"^(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b", re.I)
+_REFERENCES = re.compile(r"\bREFERENCES\b", re.I)
+
+
+def _drop_unreferenced_keys(body: str) -> str:
+    """``body`` (a ``CREATE TABLE`` up to its closing parenthesis) without a table constraint ``FOREIGN KEY (...)``
+    that names no ``REFERENCES``: "FOREIGN KEY (book_id) ON DELETE CASCADE" after an inline ``REFERENCES
+    books(book_id)`` (the example library's loans, renewals and fines, 2026-11-30: the 1.5B model, told SQLite's
+    'near "ON": syntax error', gave it back three times and the library kept only books and members). The other
+    items are kept as written; the text is rebuilt only when one is dropped."""
+    items = column_items(body)
+    keep = [i for i in items if not (_FK_ITEM.match(i) and not _REFERENCES.search(_STRING.sub("''", i)))]
+    if len(keep) == len(items) or not keep:
+        return body
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), body)
+    open_at = bare.find("(")
+    close_at = bare.rfind(")")
+    return f"{body[:open_at + 1]}{', '.join(keep)}{body[close_at:]}"
 
 
 def _early_close(body: str) -> int | None:

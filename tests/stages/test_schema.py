@@ -66,6 +66,16 @@ def sqlite_error(ddl: str) -> str:
      "CREATE TABLE t (id INTEGER PRIMARY KEY, start_time TEXT NOT NULL, end_time TEXT NOT NULL) STRICT"),
     ("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('a', 'b', )), n TEXT DEFAULT ',)' ,\n)",
      "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT CHECK (s IN ('a', 'b' )), n TEXT DEFAULT ',)' \n) STRICT"),
+    # a FOREIGN KEY table constraint naming no REFERENCES (the example library's loans from the 1.5B model, given back
+    # three times when told SQLite's error) goes; a whole one stays
+    ("CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book_id INTEGER NOT NULL REFERENCES books(book_id), "
+     "status TEXT CHECK (status IN ('a', 'b')), FOREIGN KEY (book_id) ON DELETE CASCADE) STRICT",
+     "CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book_id INTEGER NOT NULL REFERENCES books(book_id), "
+     "status TEXT CHECK (status IN ('a', 'b'))) STRICT"),
+    ("CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book_id INTEGER NOT NULL, "
+     "CONSTRAINT fk FOREIGN KEY (book_id) REFERENCES books(book_id) ON DELETE CASCADE) STRICT",
+     "CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book_id INTEGER NOT NULL, "
+     "CONSTRAINT fk FOREIGN KEY (book_id) REFERENCES books(book_id) ON DELETE CASCADE) STRICT"),
     # a column *named* date keeps its name; only the type position is mapped
     ("CREATE TABLE t (id INTEGER PRIMARY KEY, date DATETIME NOT NULL, UNIQUE (id, date))",
      "CREATE TABLE t (id INTEGER PRIMARY KEY, date TEXT NOT NULL, UNIQUE (id, date)) STRICT"),
