@@ -218,13 +218,15 @@ class BuildSettings(BaseModel):
     whose numbers and CHECK values are then asked again with the row's name, one row a call
     (``pipeline.stages.rows.generators.complete_rows``); later rows keep the values they were continued with. 0 asks
     none again."""
-    ask_single_open: Literal["auto", "on", "off"] = "auto"
+    ask_single_open: Literal["auto", "on", "off"] = "off"
     """With ``row_generators``: ask the model, per table whose rows in the examples' state are under way today and
     per reference column, whether one parent row may have two such children at once (a book on two pending loans),
     both ways (possible? impossible?), 2 calls each; where it says no, a parent's second open child is drawn in
     another state (``pipeline.stages.rows.single``). "auto": on with a configured endpoint, off with the embedded
     model, whose 1.5B answers yes to both wordings every time, so nothing it says is held
-    (benchmarks/results/single_open_2026-11-30.md); "on", "off": always, never."""
+    (benchmarks/results/single_open_2026-11-30.md); "on", "off": always, never. Off by default: one configuration
+    gives the same calls whatever serves the model (a replay of the example's cache through a loopback endpoint
+    asked 2 calls the embedded run never made under "auto")."""
     tools_min: int = Field(default=4, ge=2, le=50)
     """Fewest working tools (with at least one read and one write); fewer rejects the environment."""
     tools_max: int = Field(default=8, ge=2, le=60)
