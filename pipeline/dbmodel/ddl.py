@@ -193,7 +193,8 @@ def drop_column(ddl: str, table: str, column: str) -> tuple[str, list[str]] | st
 def normalise_ddl(ddl: str) -> str:
     """Strip fences/semicolons, map non-STRICT type names onto STRICT ones, drop CHECKs against calendar date
     literals, drop a comma left before a closing parenthesis, close the column list when closing parentheses are
-    missing, end with ``STRICT``."""
+    missing, drop the reply's other fields written into the column list, a ``STRICT`` written inside it, a
+    FOREIGN KEY constraint with no REFERENCES or naming a column the table lacks, end with ``STRICT``."""
     s = ddl.strip().strip("`").strip()
     s = re.sub(r"^sql\s+", "", s, flags=re.I).strip().rstrip(";").strip()
 
@@ -216,7 +217,10 @@ def normalise_ddl(ddl: str) -> str:
     if missing > 0:  # small models often drop the closing parenthesis of the column list
         body += ")" * missing
     body = _drop_trailing_commas(body)
-    body = _drop_unreferenced_keys(body)
+    body = _drop_items(body, _reply_fields)
+    body = _drop_inner_options(body)
+    body = _drop_items(body, _unreferenced_keys)
+    body = _drop_items(body, _keys_of_unknown_columns)
     rowid = " WITHOUT ROWID," if re.search(r"WITHOUT\s+ROWID", options, re.I) else ""
     return f"{body}{rowid} STRICT"
 
@@ -235,20 +239,93 @@ _FK_ITEM = re.compile(r"^(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b", re.I)
 _REFERENCES = re.compile(r"\bREFERENCES\b", re.I)
 
 
-def _drop_unreferenced_keys(body: str) -> str:
-    """``body`` (a ``CREATE TABLE`` up to its closing parenthesis) without a table constraint ``FOREIGN KEY (...)``
-    that names no ``REFERENCES``: "FOREIGN KEY (book_id) ON DELETE CASCADE" after an inline ``REFERENCES
-    books(book_id)`` (the example library's loans, renewals and fines, 2026-11-30: the 1.5B model, told SQLite's
-    'near "ON": syntax error', gave it back three times and the library kept only books and members). The other
-    items are kept as written; the text is rebuilt only when one is dropped."""
+def _unreferenced_keys(items: list[str]) -> list[bool]:
+    """Marks a table constraint ``FOREIGN KEY (...)`` that names no ``REFERENCES``: "FOREIGN KEY (book_id) ON
+    DELETE CASCADE" after an inline ``REFERENCES books(book_id)`` (the example library's loans, renewals and fines,
+    2026-11-30: the 1.5B model, told SQLite's 'near "ON": syntax error', gave it back three times and the library
+    kept only books and members)."""
+    return [bool(_FK_ITEM.match(i) and not _REFERENCES.search(_STRING.sub("''", i))) for i in items]
+
+
+def _rebuild(body: str, items: list[str]) -> str:
+    """``body`` (a ``CREATE TABLE`` up to its closing parenthesis) with its column list made of ``items``."""
+    bare = _STRING.sub(lambda m: "_" * len(m.group(0)), body)
+    return f"{body[:bare.find('(') + 1]}{', '.join(items)}{body[bare.rfind(')'):]}"
+
+
+def _drop_items(body: str, drop: Callable[[list[str]], list[bool]]) -> str:
+    """``body`` without the column-list items ``drop`` marks (one flag per item); the text is kept as written
+    when none is marked, and when every item would go."""
     items = column_items(body)
-    keep = [i for i in items if not (_FK_ITEM.match(i) and not _REFERENCES.search(_STRING.sub("''", i)))]
-    if len(keep) == len(items) or not keep:
-        return body
+    flags = drop(items)
+    keep = [i for i, f in zip(items, flags, strict=True) if not f]
+    return body if len(keep) == len(items) or not keep else _rebuild(body, keep)
+
+
+_FIELD_ITEM = re.compile(r"^[\"'`\[]?[A-Za-z_][A-Za-z0-9_]*[\"'`\]]?\s*[:=]")
+
+
+def _reply_fields(items: list[str]) -> list[bool]:
+    """The items from the first one shaped ``name: ...`` or ``name = ...`` on: the reply's other fields written
+    into the statement after its column list closed ("...)), natural_key = ['showtime_id'], personal = []" from a
+    movie theatre's showtimes, "...)), natural_key: [" from a parking garage's reservations; the 1.5B model,
+    2026-11). No column definition or table constraint has that shape: a column's name is followed by its type
+    or a constraint, never by ':' or '='."""
+    first = next((k for k, item in enumerate(items) if _FIELD_ITEM.match(item)), len(items))
+    return [k >= first for k in range(len(items))]
+
+
+_INNER_OPTION = re.compile(r"\s+(?:STRICT|WITHOUT\s+ROWID)\b", re.I)
+
+
+def _drop_inner_options(body: str) -> str:
+    """``body`` without a table option (``STRICT``, ``WITHOUT ROWID``) written after a column's constraints, inside
+    the column list: "box_date TEXT NOT NULL CHECK (box_date >= CURRENT_DATE) STRICT, quantity ..." (a subscription
+    box service's monthly boxes, skips and cancellations; the 1.5B model, told SQLite's 'near "STRICT": syntax
+    error', gave them back three times and the tables were lost). SQLite allows those words only after the column
+    list. Only words at the top of the column list and after an item's first word go: a column *named* strict, a
+    ``strict`` inside a CHECK's parentheses or a string literal stays."""
     bare = _STRING.sub(lambda m: "_" * len(m.group(0)), body)
     open_at = bare.find("(")
-    close_at = bare.rfind(")")
-    return f"{body[:open_at + 1]}{', '.join(keep)}{body[close_at:]}"
+    if open_at < 0:
+        return body
+    depth = [0] * len(bare)
+    d = 0
+    for i, ch in enumerate(bare):
+        d += ch == "("
+        depth[i] = d
+        d -= ch == ")"
+    cut = []
+    for m in _INNER_OPTION.finditer(bare, open_at + 1):
+        if depth[m.start()] != 1:
+            continue
+        item_start = max([open_at] + [i for i in range(open_at, m.start()) if bare[i] == "," and depth[i] == 1]) + 1
+        if bare[item_start:m.start()].strip():  # not the item's first word (a column's name)
+            cut.append((m.start(), m.end()))
+    for a, b in reversed(cut):
+        body = body[:a] + body[b:]
+    return body
+
+
+_CONSTRAINT_ITEM = re.compile(r"^(?:CONSTRAINT|PRIMARY\s+KEY|UNIQUE|CHECK|FOREIGN\s+KEY)\b", re.I)
+_FK_COLUMNS = re.compile(r"\bFOREIGN\s+KEY\s*\(([^)]*)\)", re.I)
+
+
+def _unquote(name: str) -> str:
+    return name.strip().strip('"`[]').lower()
+
+
+def _keys_of_unknown_columns(items: list[str]) -> list[bool]:
+    """Marks a ``FOREIGN KEY (col) REFERENCES ...`` table constraint naming a column the table does not define:
+    "FOREIGN KEY (garage_id) REFERENCES garages(garage_id)" in a users table with no garage_id (a parking
+    garage; the 1.5B model asked to link an island table), SQLite's 'unknown column "garage_id" in foreign key
+    definition'. The link goes, the table stays."""
+    columns = {_unquote(item.split(None, 1)[0]) for item in items if not _CONSTRAINT_ITEM.match(item)}
+    out = []
+    for item in items:
+        m = _FK_COLUMNS.search(_STRING.sub("''", item)) if _FK_ITEM.match(item) else None
+        out.append(m is not None and any(_unquote(c) not in columns for c in m.group(1).split(",")))
+    return out
 
 
 def _early_close(body: str) -> int | None:

@@ -38,9 +38,10 @@ hold on a book):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from pipeline.meaning.assign import Encode, default_encode, one_to_one, similarities
 
 COVER = 0.6
 """Similarity a goal needs with a write tool's text to be served by it: right pairs 0.644-0.887, wrong and noun-only
@@ -59,10 +60,6 @@ wrote instead (find a book, list all books, add a new book, change the status of
 hold on a book) 0.676 at most for a different goal ("renew a loan" with "cancel a loan"; "borrow a book" with "find
 a book" 0.666), 1.0 for the one it kept. A thin margin: a paraphrase below it costs one more intents call, a
 different goal above it leaves the goal unasked for, as before."""
-
-Encode = Callable[[list[str]], Any]
-"""Texts -> an (n, dim) array of unit vectors (``pipeline.embed.Embedder.encode``)."""
-
 
 @dataclass(frozen=True)
 class GoalMatch:
@@ -99,37 +96,12 @@ def table_text(name: str, columns: Sequence[str]) -> str:
     return f"{words(name)}: {', '.join(words(c) for c in columns)}"
 
 
-def default_encode(texts: list[str]) -> Any:
-    from pipeline.embed import get_embedder
-
-    return get_embedder().encode(texts)
-
-
-def _scores(encode: Encode, texts: Sequence[str], others: Sequence[str]) -> list[list[float]]:
-    if not texts or not others:
-        return [[0.0] * len(others) for _ in texts]
-    a, b = encode(list(texts)), encode(list(others))
-    return [[round(float(x), 4) for x in row] for row in (a @ b.T)]
-
-
-def _assign(scores: list[list[float]], threshold: float) -> dict[int, int]:
-    """Row -> column, one row per column, greedily by score (ties by order), pairs below ``threshold`` left out."""
-    pairs = sorted(((x, -i, -j) for i, row in enumerate(scores) for j, x in enumerate(row) if x >= threshold),
-                   reverse=True)
-    assigned: dict[int, int] = {}
-    for _, mi, mj in pairs:
-        i, j = -mi, -mj
-        if i not in assigned and j not in assigned.values():
-            assigned[i] = j
-    return assigned
-
-
 def missing_goals(goals: Sequence[str], stated: Sequence[str], encode: Encode = default_encode,
                   keep: float = KEEP) -> list[str]:
     """The goals that none of ``stated`` (the intents stage's goals, in the model's words) says again: one goal per
     stated text, greedily by MiniLM similarity, pairs below ``keep`` left out."""
     goals = list(dict.fromkeys(g for g in goals if g.strip()))
-    assigned = _assign(_scores(encode, goals, list(stated)), keep)
+    assigned = one_to_one(similarities(encode, goals, list(stated)), keep)
     return [g for i, g in enumerate(goals) if i not in assigned]
 
 
@@ -139,9 +111,9 @@ def match_goals(goals: Sequence[str], tools: Sequence[tuple[str, str]], tables: 
     greedily by similarity (rounded to 4 places, ties broken by order, so the same texts give the same matches), and
     with its nearest table (``tables``: (name, column names))."""
     goals = list(dict.fromkeys(g for g in goals if g.strip()))
-    by_tool = _scores(encode, goals, [tool_text(n, d) for n, d in tools])
-    by_table = _scores(encode, goals, [table_text(n, cols) for n, cols in tables])
-    assigned = _assign(by_tool, cover)
+    by_tool = similarities(encode, goals, [tool_text(n, d) for n, d in tools])
+    by_table = similarities(encode, goals, [table_text(n, cols) for n, cols in tables])
+    assigned = one_to_one(by_tool, cover)
     out = []
     for i, goal in enumerate(goals):
         near = assigned.get(i, max(range(len(tools)), key=lambda j: (by_tool[i][j], -j))) if tools else None

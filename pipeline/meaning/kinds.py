@@ -1,8 +1,8 @@
 """Which of a scenario's kinds of record (``Scenario.entities``) a schema keeps, by MiniLM similarity, in any language.
 
 An entity ("Bikes", "time-slot reservation") is matched with the tables' names as words ("bikes", "reservations"),
-one entity per table, greedily by similarity (``pipeline.meaning.goals``' assignment), pairs below :data:`COVER` left
-out; a table named exactly as the entity (its words joined by ``_``, any case) covers it whatever the score. The
+one entity per table, greedily by similarity (:func:`pipeline.meaning.assign.one_to_one`, as for goals), pairs below
+:data:`COVER` left out; a table named exactly as the entity (its words joined by ``_``, any case) covers it whatever the score. The
 table's columns are not part of its text: they blur it (see below).
 
 Measured (2026-11-30, all-MiniLM-L6-v2, the outside builds of sessions 14-17 and the example r17b; entity with its
@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.meaning.goals import Encode, _assign, _scores, default_encode, words
+from pipeline.meaning.assign import Encode, default_encode, one_to_one, similarities
+from pipeline.meaning.goals import words
 
 COVER = 0.6
 """Similarity an entity needs with a table's name (as words) to be kept by it; see the module's measurements."""
@@ -57,7 +58,7 @@ def match_kinds(entities: Sequence[str], tables: Sequence[str], encode: Encode =
     """Each entity with the table that keeps it (exact name first, then by similarity, one entity per table)."""
     entities = list(dict.fromkeys(e for e in entities if e.strip()))
     tables = list(tables)
-    scores = _scores(encode, entities, [words(t) for t in tables])
+    scores = similarities(encode, entities, [words(t) for t in tables])
     exact: dict[int, int] = {}
     for i, e in enumerate(entities):
         j = next((j for j, t in enumerate(tables) if t.lower() == identifier(e) and j not in exact.values()), None)
@@ -65,7 +66,7 @@ def match_kinds(entities: Sequence[str], tables: Sequence[str], encode: Encode =
             exact[i] = j
     rest = [[-1.0 if (i in exact or j in exact.values()) else x for j, x in enumerate(row)]
             for i, row in enumerate(scores)]
-    assigned = {**_assign(rest, cover), **exact}
+    assigned = {**one_to_one(rest, cover), **exact}
     out = []
     for i, e in enumerate(entities):
         near = max(range(len(tables)), key=lambda j: (scores[i][j], -j)) if tables else None

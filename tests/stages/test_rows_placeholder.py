@@ -204,3 +204,42 @@ def test_one_word_and_a_count_is_no_name_for_a_placeholder_row() -> None:
     assert rowgen.counted("Projekt 12") and rowgen.counted("Salle B")
     assert not rowgen.counted("Fahrenheit 451") and not rowgen.counted("Vitamin B12")
     assert not rowgen.counted("Catch Me If You Can") and not rowgen.counted("Beef Pho") and not rowgen.counted("Dune")
+
+
+BIKES = ir.Table(name="bikes", natural_key=["brand", "model"], ddl=(
+    "CREATE TABLE bikes (bike_id INTEGER PRIMARY KEY, brand TEXT NOT NULL UNIQUE, model TEXT NOT NULL, color TEXT NOT "
+    "NULL CHECK (color IN ('red', 'blue', 'green')), price REAL NOT NULL CHECK (price > 0)) STRICT"))
+BIKE_ROWS = [("Bike1", "ModelA", "red", 25.99), ("Bike2", "ModelB", "blue", 30.49), ("Bike3", "ModelC", "green", 28.79),
+             ("Bike4", "ModelD", "red", 26.99)]
+BRANDS = ["Trek", "Giant", "Cannondale", "Specialized"]
+
+
+def test_a_value_another_column_holds_names_no_row() -> None:
+    """The bike sharing build of 2026-11-30 (n18): asked for the brand of rows shown as 'color: "red", price: 25.99,
+    brand: ?', the real model answered the colours ["green", "blue", "red", "green"] (its own row's colour refused,
+    row 3 took "red"), then ["green", "red", "blue"] for the three rows left, and the bikes' brands became colours.
+    A value some other column holds in the rows is refused; the rows are named by the next answer."""
+    from pipeline.dbmodel.columns import table_columns
+    from pipeline.dbmodel.ddl import scratch_db
+    from pipeline.settings import BuildSettings
+
+    conn = scratch_db([BIKES])
+    conn.executemany("INSERT INTO bikes (brand, model, color, price) VALUES (?, ?, ?, ?)", BIKE_ROWS)
+    brand_answers = [["green", "blue", "red", "green"], BRANDS]
+
+    def reply(messages: list[dict[str, Any]]) -> Any:
+        m = re.search(r"Here are (\d+) of its rows, each with its (\w+) left as \?", messages[0]["content"])
+        assert m, messages[0]["content"]
+        n = int(m.group(1))
+        got = brand_answers.pop(0) if m.group(2) == "brand" else ["Marlin", "Talon", "Rockhopper", "Defy"]
+        return {"values": got[:n]}
+
+    client = fake_client([reply] * 10)
+    named = rowgen.name_placeholders(SCENARIO, BIKES, conn, table_columns(conn, BIKES), client,  # type: ignore[arg-type]
+                                     BuildSettings())
+    rows = conn.execute("SELECT brand, color FROM bikes ORDER BY rowid").fetchall()
+    brands = [b for b, _ in rows]
+    assert not {b.casefold() for b in brands} & {"red", "blue", "green"}, brands
+    assert brands == BRANDS  # the first request named no row, the second (sampled) all four
+    assert [c for _, c in rows] == ["red", "blue", "green", "red"]
+    assert not [r for r in named.rejections if r.item == "bikes.brand"]

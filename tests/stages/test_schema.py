@@ -86,6 +86,60 @@ def test_normalise_ddl(raw: str, expected: str) -> None:
         scratch_db([ir.Table(name="t", ddl=expected)])  # valid STRICT SQLite
 
 
+# Real statements from the 1.5B model that SQLite refused, each given back unchanged when the error was shown.
+MONTHLY_BOXES = (  # a subscription box service (outside build, 2026-11-30): 'near "STRICT": syntax error' x3, lost
+    "CREATE TABLE monthly_boxes (box_id INTEGER PRIMARY KEY, subscriber_id INTEGER NOT NULL REFERENCES "
+    "subscribers(subscriber_id), plan_id INTEGER NOT NULL REFERENCES plans(plan_id), box_date TEXT NOT NULL CHECK "
+    "(box_date >= CURRENT_DATE) STRICT, quantity INTEGER NOT NULL CHECK (quantity > 0)) STRICT")
+SKIPS = (  # the same reply: STRICT before the column list's closing parenthesis
+    "CREATE TABLE skips (skip_id INTEGER PRIMARY KEY, subscriber_id INTEGER NOT NULL REFERENCES "
+    "subscribers(subscriber_id), plan_id INTEGER NOT NULL REFERENCES plans(plan_id), skip_date TEXT NOT NULL CHECK "
+    "(skip_date >= CURRENT_DATE) STRICT) STRICT")
+SHOWTIMES = (  # a movie theatre: the reply's other fields written into the statement ('near "=": syntax error')
+    "CREATE TABLE showtimes (showtime_id INTEGER PRIMARY KEY, movie_id INTEGER NOT NULL REFERENCES movies(movie_id), "
+    "start_time TEXT NOT NULL CHECK (start_time >= '2023-01-01' AND start_time < '2024-01-01'), end_time TEXT NOT "
+    "NULL CHECK (end_time >= '2023-01-01' AND end_time < '2024-01-01')), natural_key = ['showtime_id'], personal = []")
+RESERVATIONS = (  # a parking garage: the same, cut short ('unrecognized token: ":"')
+    "CREATE TABLE reservations (reservation_id INTEGER PRIMARY KEY, garage_id INTEGER NOT NULL REFERENCES "
+    "garages(garage_id), start_date TEXT NOT NULL CHECK (start_date >= CURRENT_DATE), end_date TEXT NOT NULL CHECK "
+    "(end_date >= start_date)), natural_key: [")
+USERS = (  # the parking garage's users, asked for a link: 'unknown column "garage_id" in foreign key definition'
+    "CREATE TABLE users (user_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, email TEXT NOT NULL UNIQUE, "
+    "phone_number TEXT, FOREIGN KEY (garage_id) REFERENCES garages(garage_id)) STRICT")
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (MONTHLY_BOXES,
+     "CREATE TABLE monthly_boxes (box_id INTEGER PRIMARY KEY, subscriber_id INTEGER NOT NULL REFERENCES "
+     "subscribers(subscriber_id), plan_id INTEGER NOT NULL REFERENCES plans(plan_id), box_date TEXT NOT NULL, "
+     "quantity INTEGER NOT NULL CHECK (quantity > 0)) STRICT"),
+    (SKIPS,
+     "CREATE TABLE skips (skip_id INTEGER PRIMARY KEY, subscriber_id INTEGER NOT NULL REFERENCES "
+     "subscribers(subscriber_id), plan_id INTEGER NOT NULL REFERENCES plans(plan_id), skip_date TEXT NOT NULL) STRICT"),
+    # a column named strict, a strict inside a CHECK or a string, WITHOUT ROWID at the end: kept
+    ("CREATE TABLE t (id TEXT PRIMARY KEY, strict INTEGER CHECK (strict IN (0, 1)), m TEXT DEFAULT ' STRICT') "
+     "WITHOUT ROWID",
+     "CREATE TABLE t (id TEXT PRIMARY KEY, strict INTEGER CHECK (strict IN (0, 1)), m TEXT DEFAULT ' STRICT') "
+     "WITHOUT ROWID, STRICT"),
+    (SHOWTIMES,
+     "CREATE TABLE showtimes (showtime_id INTEGER PRIMARY KEY, movie_id INTEGER NOT NULL REFERENCES "
+     "movies(movie_id), start_time TEXT NOT NULL, end_time TEXT NOT NULL) STRICT"),
+    (RESERVATIONS,
+     "CREATE TABLE reservations (reservation_id INTEGER PRIMARY KEY, garage_id INTEGER NOT NULL REFERENCES "
+     "garages(garage_id), start_date TEXT NOT NULL, end_date TEXT NOT NULL CHECK (end_date >= start_date)) STRICT"),
+    (USERS,
+     "CREATE TABLE users (user_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, email TEXT NOT NULL UNIQUE, "
+     "phone_number TEXT) STRICT"),
+    # a foreign key on columns the table has stays, quoted or in another case
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, \"Garage_ID\" INTEGER, FOREIGN KEY (garage_id) REFERENCES g(id)) STRICT",
+     "CREATE TABLE t (id INTEGER PRIMARY KEY, \"Garage_ID\" INTEGER, FOREIGN KEY (garage_id) REFERENCES g(id)) STRICT"),
+])
+def test_slips_sqlite_refuses_are_mended_in_code(raw: str, expected: str) -> None:
+    assert normalise_ddl(raw) == expected
+    conn = sqlite3.connect(":memory:")
+    conn.execute(expected)  # valid STRICT SQLite (REFERENCES to missing tables are accepted at CREATE time)
+
+
 def test_check_tables_reports_sqlite_and_key_problems() -> None:
     errors = check_tables([
         ("members", MEMBERS_DDL),

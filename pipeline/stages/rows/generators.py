@@ -1856,8 +1856,8 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
     row (what it does well: a value that fits a whole row, rather than a list from nothing). A value is kept when it
     is no placeholder (:func:`pipeline.meaning.vocab.numbered`, counting the old values and the whole reply; nor one
     word and a count alone, :func:`counted`: "Dish 9"), no word said twice, not glued from two values, no other
-    row's value and none of its own row's values or parents' labels; a second request, sampled, names the rows the
-    first left. A row still unnamed loses the value (a nullable column) or is dropped (fewer rows rather than
+    row's value, no value another column holds in any of the rows (a colour offered as a brand) and none of its
+    parents' labels; a second request, sampled, names the rows the first left. A row still unnamed loses the value (a nullable column) or is dropped (fewer rows rather than
     placeholders); each such column gets a rejection naming it. Language-neutral: nothing is read from names or
     words."""
     out = Named()
@@ -1878,6 +1878,10 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
         if not todo:
             continue
         taken = {vocab.norm(v) for v in olds if v not in fake}
+        # any value another column holds in these rows: "green" offered as a bike's brand where the rows' colours
+        # are "red", "blue", "green" is the colour column's, not a brand (n18 bike sharing, 2026-11-30)
+        others = {vocab.norm(str(x)) for row in rows for k, x in row.items() if k not in (ROWID, col.name)
+                  and x is not None}
         offered: list[str] = list(olds)
         named: dict[int, str] = {}
         hidden = {c.name for c in placeholder_columns(cols, {k: [r[k] for r in rows] for k in names if k != ROWID},
@@ -1920,6 +1924,7 @@ def name_placeholders(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Conn
                 own |= parents  # nor, for a parent's copied labels, a value the request showed of any row's parents
                 if (not v or v in stand_in or counted(v) or vocab.said_twice(v)
                         or vocab.norm(v) in (own if shared else taken | own) or vocab.norm(v) in labels
+                        or vocab.norm(v) in others
                         or vocab.glued(v, taken)):
                     continue
                 try:
