@@ -71,6 +71,28 @@ def test_no_call_beyond_tables_max_and_the_kind_is_reported() -> None:
     assert note.evidence == {"entity": "Hold", "tables": ["members", "books", "loans"]}
 
 
+ORDERS_DDL = ("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, member_id INTEGER NOT NULL REFERENCES "
+              "members(member_id), placed_on TEXT NOT NULL) STRICT")
+
+
+def test_at_tables_max_a_table_that_keeps_no_kind_and_nothing_references_gives_its_place() -> None:
+    """The car rental of tests/stages/test_schema_kinds_real.py (2026-11-30): five tables, one an ``orders`` copied
+    from the ask's key example, and its damages left without a table. ``orders`` keeps no kind and no table refers
+    to it: the kind's table takes its place. ``loans`` is referenced by nothing either, but keeps the Loan kind."""
+    with_orders = {"tables": [*SCHEMA["tables"], {"name": "orders", "ddl": ORDERS_DDL, "natural_key": ["placed_on"]}]}
+    client = fake_client([with_orders, HOLDS_ITEM])
+    res = generate_schema(WITH_HOLDS, INTENTS, client, small_settings(tables_max=4))
+    assert res.ok and res.attempts == 2 and len(client.requests) == 2
+    assert [t.name for t in res.value] == ["members", "books", "loans", "holds"]
+    (note,) = res.rejections
+    assert note.item == "orders" and note.reason.startswith("table 'orders' dropped for the scenario's kind of record "
+                                                            "'Hold': the schema had 4 tables, its tables_max")
+    client = fake_client([with_orders])  # every table keeps a kind or is referenced: nothing gives its place
+    res = generate_schema(WITH_HOLDS.model_copy(update={"entities": ["Member", "Book", "Loan", "Order", "Hold"]}),
+                          INTENTS, client, small_settings(tables_max=4))
+    assert len(client.requests) == 1 and [t.name for t in res.value] == ["members", "books", "loans", "orders"]
+
+
 @pytest.mark.parametrize(("reply", "why"), [
     ({**HOLDS_ITEM, "ddl": BROKEN_BOOKS.replace("books", "holds")}, "the table its call wrote failed: "),
     ({**HOLDS_ITEM, "name": "books", "ddl": BOOKS_DDL}, "wrote books, which the schema has already"),

@@ -52,6 +52,8 @@ from pipeline.embed import EmbeddingError
 from pipeline.llm import LLMError, LLMUnavailable
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.meaning import kinds
+from pipeline.meaning.assign import similarities
+from pipeline.meaning.goals import words
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
@@ -471,39 +473,69 @@ def _write_kind(
 def write_kind_tables(
     client: LLMClientProtocol, settings: BuildSettings, scenario: ir.Scenario, conv: list[dict[str, Any]],
     current: dict[str, str], encode: kinds.Encode | None = kinds.default_encode,
-) -> tuple[list[tuple[str, TableItem]], list[ir.Rejection], int]:
+) -> tuple[list[tuple[str, TableItem]], list[ir.Rejection], int, list[str]]:
     """For each of the scenario's kinds of record (``Scenario.entities``) that no table keeps (MiniLM similarity of
     the entity with the tables' names, one entity per table: ``pipeline.meaning.kinds``), one more call writes its
     table, while the schema has fewer than ``tables_max`` tables (the bike sharing's docks and rides, the parking
-    garage's spaces and permits, were left out and "orders" and "visits" written instead). Returns the tables
-    written, a Rejection for each entity left without a table (why), and the LLM calls made. ``encode=None``, or
-    MiniLM that cannot load, checks nothing (a note says why)."""
+    garage's spaces and permits, were left out and "orders" and "visits" written instead), or in place of a table
+    that keeps no kind and that no table references (:func:`spare_table`) when the schema has ``tables_max``.
+    Returns the tables written, a Rejection for each entity left without a table (why) and for each table given up,
+    the LLM calls made, and the names of the tables given up. ``encode=None``, or MiniLM that cannot load, checks
+    nothing (a note says why)."""
     if not scenario.entities or encode is None:
-        return [], [], 0
+        return [], [], 0, []
     try:
         missing = kinds.missing_kinds(scenario.entities, list(current), encode)
     except EmbeddingError as e:
         return [], [ir.Rejection(stage=STAGE, item=scenario.name,
-                                 reason=f"the kinds of record were not checked against the tables: {e}")], 0
+                                 reason=f"the kinds of record were not checked against the tables: {e}")], 0, []
     added: list[tuple[str, TableItem]] = []
+    dropped: list[str] = []
     notes: list[ir.Rejection] = []
     calls = 0
     for entity in missing:
-        have = len(current) + len(added)
+        have = len(current) - len(dropped) + len(added)
+        spare = None
         if have >= settings.tables_max:
+            spare = spare_table({n: d for n, d in current.items() if n not in dropped}, scenario.entities, encode)
+        if have >= settings.tables_max and spare is None:
             why = f"the schema already has {have} tables, its tables_max, so none was asked for"
         else:
             calls += 1
-            table, error = _write_kind(client, settings, conv, {**current, **{n: t.ddl for n, t in added}}, entity)
+            kept = {n: d for n, d in current.items() if n not in dropped and n != spare}
+            table, error = _write_kind(client, settings, conv, {**kept, **{n: t.ddl for n, t in added}}, entity)
             if table is not None:
                 added.append(table)
+                if spare is not None:
+                    dropped.append(spare)
+                    notes.append(ir.Rejection(
+                        stage=STAGE, item=spare, evidence={"entity": entity, "tables_max": settings.tables_max},
+                        reason=f"table {spare!r} dropped for the scenario's kind of record {entity!r}: the schema had "
+                               f"{have} tables, its tables_max, and {spare!r} keeps none of the scenario's kinds and "
+                               "no table references it"))
                 continue
             why = error or ""
         notes.append(ir.Rejection(
             stage=STAGE, item=entity,
             reason=f"the scenario's kind of record {entity!r} has no table ({why})",
-            evidence={"entity": entity, "tables": [*current, *(n for n, _ in added)]}))
-    return added, notes, calls
+            evidence={"entity": entity, "tables": [*(n for n in current if n not in dropped), *(n for n, _ in added)]}))
+    return added, notes, calls, dropped
+
+
+def spare_table(current: dict[str, str], entities: list[str], encode: kinds.Encode) -> str | None:
+    """A table of ``current`` that may give its place to a kind of record the schema lacks, or None: one that keeps
+    none of the scenario's ``entities`` (``pipeline.meaning.kinds``) and that no other table references (dropping it
+    breaks nothing), the least like any entity first; a car rental's ``orders`` (copied from the ask's key example)
+    beside its customers, branches, vehicles and rental agreements, when its damages have no table."""
+    matches = kinds.match_kinds(entities, list(current), encode)
+    keeping = {m.table for m in matches if m.table is not None}
+    referenced = {fk[2].lower() for n, d in current.items() for fk in (_foreign_keys(d, n) or [])
+                  if fk[2].lower() != n.lower()}
+    free = [n for n in current if n not in keeping and n.lower() not in referenced]
+    if not free:
+        return None
+    scores = similarities(encode, [words(n) for n in free], list(entities))
+    return min(free, key=lambda n: (max(scores[free.index(n)], default=0.0), free.index(n)))
 
 
 def validate(current: dict[str, str]) -> tuple[dict[str, str], dict[str, str | None]]:
@@ -647,9 +679,13 @@ def generate_schema(
         keys[name] = list(item.natural_key)
         personal[name] = list(item.personal)
     current = canonical_references(current)
-    added, kind_notes, calls = write_kind_tables(client, settings, scenario, conv, current, encode)
+    added, kind_notes, calls, spared = write_kind_tables(client, settings, scenario, conv, current, encode)
     attempts += calls
     rejections.extend(kind_notes)
+    for name in spared:
+        current.pop(name, None)
+        keys.pop(name, None)
+        personal.pop(name, None)
     for name, item in added:
         current[name] = item.ddl
         keys[name] = list(item.natural_key)
