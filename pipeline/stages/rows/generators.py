@@ -62,6 +62,7 @@ from pipeline.settings import BuildSettings
 from pipeline.stages.feedback import ask_with_feedback, render_section, user
 from pipeline.stages.rows import single, tense
 from pipeline.stages.rows.maker import (
+    Apart,
     ChildRelations,
     Follow,
     Shape,
@@ -72,6 +73,7 @@ from pipeline.stages.rows.maker import (
     fill,
     followed,
     key_sets,
+    sibling_apart,
     sibling_follow,
     table_shape,
 )
@@ -2145,6 +2147,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker = ValueMaker(locale, seed, gens, cols, examples)
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
+    maker.apart = sibling_apart(conn, table, cols, examples, made)
     maker.dated_by(tenses)
     opened = (single.one_open(scenario, table, cols, maker.states, maker.current, client)
               if single.wanted(settings.ask_single_open, client) else single.Asked((), (), 0))
@@ -2173,6 +2176,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
             reason=f"{table.name} planned {balanced} rows, held to {len(rows) + len(shape.fixed)}: another table's "
                    f"UNIQUE list ended short ({most} rows at most here)", evidence={"kind": "balanced", "most": most}))
     rejections.extend(sibling_notes(table, follow, unfollowed, follow_notes))
+    rejections.extend(apart_notes(table, maker.apart))
     if filled.dropped:
         rejections.append(ir.Rejection(
             stage=STAGE, item=table.name,
@@ -2210,6 +2214,19 @@ def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: 
                       "left_out": left_out,
                       "dates": [[o.column, "after" if o.after else "before", o.parent_column] for o in follow.orders]}))
     return out
+
+
+def apart_notes(table: ir.Table, apart: Sequence[Apart]) -> list[ir.Rejection]:
+    """What :func:`pipeline.stages.rows.maker.sibling_apart` inferred, for ``report.json`` (evidence kind
+    ``sibling_apart``): the earlier siblings whose parent tuples this table's code-made rows keep clear of."""
+    return [ir.Rejection(
+        stage=STAGE, item=table.name,
+        reason=f"{table.name} ({', '.join(a.columns)}): its code-made rows name none of the {len(a.taken)} tuples of "
+               f"{a.source} ({', '.join(a.source_columns)}), as no example of the two tables shares one beyond the "
+               f"model's habit and chance", evidence={"kind": "sibling_apart", "source": a.source,
+                                                      "columns": list(a.columns),
+                                                      "source_columns": list(a.source_columns),
+                                                      "taken": len(a.taken)}) for a in apart]
 
 
 def finding_rejections(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: int,
