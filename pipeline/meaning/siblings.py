@@ -1,6 +1,9 @@
 """Sibling tables: two tables holding references to the same parents (orders and prescriptions, each naming a
 patient and a medication), whose example rows share parent tuples beyond chance. The rows code makes for the one
-that follows take their parent tuple from the other's rows (every order for a pair that has a prescription).
+that follows take their parent tuple from the other's rows (every order for a pair that has a prescription). Where
+the examples share none beyond habit and chance, the later table's rows name no tuple the earlier one's rows hold
+(``pipeline.stages.rows.maker.sibling_apart``: no prescription for a pair an allergy names); drawn independently,
+they share some by chance, which no example showed.
 
 Read from values only, never from names. The test (:func:`shared`), on the distinct parent tuples of each table's
 example rows:

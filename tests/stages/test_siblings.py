@@ -18,6 +18,7 @@ from pipeline.settings import BuildSettings
 from pipeline.stages.rows.generators import apart_notes, sibling_notes
 from pipeline.stages.rows.maker import (
     ValueMaker,
+    apart_examples,
     fill,
     followed,
     key_sets,
@@ -341,8 +342,9 @@ def _apart_pharmacy(n: dict[str, str], later_examples: list[tuple[Any, ...]]) ->
     maker = ValueMaker("en_US", 4, gens, cols, examples)
     maker.follows(follow)
     maker.apart = sibling_apart(conn, table, cols, examples, made)
+    moved = apart_examples(conn, table, cols, maker.apart, examples)
     fill(conn, table, cols, maker, shape, sets)
-    return conn, [*sibling_notes(table, follow, left_out, notes), *apart_notes(table, maker.apart)]
+    return conn, [*sibling_notes(table, follow, left_out, notes), *apart_notes(table, maker.apart, moved)]
 
 
 def _on_earlier(conn: Any, n: dict[str, str]) -> int:
@@ -373,3 +375,25 @@ def test_a_later_sibling_whose_examples_share_the_earliers_tuples_follows_it_and
     assert not any(r.evidence.get("kind") == "sibling_apart" for r in notes)
     assert any(r.evidence.get("held") for r in notes)
     assert _unmatched(conn, ENGLISH) == 0  # every code-made row on a tuple of the earlier sibling
+
+
+def test_an_example_row_on_an_earlier_siblings_tuple_moves_to_the_next_key_when_they_are_apart() -> None:
+    # one example of the later sibling on a tuple of the earlier's examples ((3, 4): the pharmacy's example
+    # prescriptions (1, 2) and (3, 4) were on its allergies' diagonal): one shared tuple shows no sharing, and the
+    # example moves to the next medication, before any child or later prompt sees it
+    written = [(3, 4, 1), (20, 3, 2), (41, 6, 1), (33, 2, 3)]
+    conn, notes = _apart_pharmacy(ENGLISH, written)
+    assert conn.execute("SELECT COUNT(*) FROM orders o JOIN prescriptions p USING (patient_id, medication_id)"
+                        ).fetchone()[0] == 0
+    taken = {tuple(r) for r in conn.execute("SELECT patient_id, medication_id FROM prescriptions")}
+    now = conn.execute("SELECT patient_id, medication_id, quantity FROM orders WHERE oid <= 4 ORDER BY oid").fetchall()
+    on = [i for i, (a, b, _) in enumerate(written) if (a, b) in taken]
+    assert 0 in on
+    for i, (a, b, q) in enumerate(written):
+        if i not in on:
+            assert now[i] == (a, b, q)  # as the model wrote it
+            continue
+        assert now[i][0] == a and now[i][2] == q  # the patient and the quantity kept, the medication the next free
+        assert now[i][1] == next(k for k in [*FEW[FEW.index(b) + 1:], *FEW[:FEW.index(b)]] if (a, k) not in taken)
+    note = next(r for r in notes if r.evidence.get("kind") == "sibling_apart")
+    assert note.evidence["examples_moved"] == len(on)

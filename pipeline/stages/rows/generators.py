@@ -68,6 +68,7 @@ from pipeline.stages.rows.maker import (
     Shape,
     Unplaceable,
     ValueMaker,
+    apart_examples,
     child_relations,
     derive_seed,
     fill,
@@ -2148,6 +2149,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     maker.relate(done.related, date.fromisoformat(settings.clock[:10]))
     maker.follows(follow)
     maker.apart = sibling_apart(conn, table, cols, examples, made)
+    moved_apart = apart_examples(conn, table, cols, maker.apart, examples)
     maker.dated_by(tenses)
     opened = (single.one_open(scenario, table, cols, maker.states, maker.current, client)
               if single.wanted(settings.ask_single_open, client) else single.Asked((), (), 0))
@@ -2176,7 +2178,7 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
             reason=f"{table.name} planned {balanced} rows, held to {len(rows) + len(shape.fixed)}: another table's "
                    f"UNIQUE list ended short ({most} rows at most here)", evidence={"kind": "balanced", "most": most}))
     rejections.extend(sibling_notes(table, follow, unfollowed, follow_notes))
-    rejections.extend(apart_notes(table, maker.apart))
+    rejections.extend(apart_notes(table, maker.apart, moved_apart))
     if filled.dropped:
         rejections.append(ir.Rejection(
             stage=STAGE, item=table.name,
@@ -2216,17 +2218,20 @@ def sibling_notes(table: ir.Table, follow: Follow | None, left_out: int, notes: 
     return out
 
 
-def apart_notes(table: ir.Table, apart: Sequence[Apart]) -> list[ir.Rejection]:
+def apart_notes(table: ir.Table, apart: Sequence[Apart], moved: Mapping[str, int] | None = None
+                ) -> list[ir.Rejection]:
     """What :func:`pipeline.stages.rows.maker.sibling_apart` inferred, for ``report.json`` (evidence kind
-    ``sibling_apart``): the earlier siblings whose parent tuples this table's code-made rows keep clear of."""
+    ``sibling_apart``): the earlier siblings whose parent tuples this table's rows keep clear of, and how many example
+    rows were moved off them (``moved``, :func:`pipeline.stages.rows.maker.apart_examples`)."""
+    moved = moved or {}
     return [ir.Rejection(
         stage=STAGE, item=table.name,
         reason=f"{table.name} ({', '.join(a.columns)}): its code-made rows name none of the {len(a.taken)} tuples of "
                f"{a.source} ({', '.join(a.source_columns)}), as no example of the two tables shares one beyond the "
-               f"model's habit and chance", evidence={"kind": "sibling_apart", "source": a.source,
-                                                      "columns": list(a.columns),
-                                                      "source_columns": list(a.source_columns),
-                                                      "taken": len(a.taken)}) for a in apart]
+               f"model's habit and chance; {moved.get(a.source, 0)} example rows on one moved to the next "
+               f"{a.columns[-1]}", evidence={"kind": "sibling_apart", "source": a.source, "columns": list(a.columns),
+                                             "source_columns": list(a.source_columns), "taken": len(a.taken),
+                                             "examples_moved": moved.get(a.source, 0)}) for a in apart]
 
 
 def finding_rejections(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], examples: int,

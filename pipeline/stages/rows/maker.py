@@ -19,6 +19,11 @@ example is in (the values of a drawn list its examples hold: a loan 'pending') h
 where every example has them so (:meth:`ValueMaker.under_way`: issued by today, due after it; a 'returned' loan,
 which no example shows, may lie anywhere in the past). Where the examples hold every value of the list (two 'open'
 and two 'closed' prescriptions, all under way), every row is in their state.
+
+Sibling tables (two tables naming the same parents, :mod:`pipeline.meaning.siblings`): the later one's rows take their
+parent tuple from the earlier one's where the examples share tuples beyond chance (:func:`sibling_follow`), and name
+none of them where the examples share none (:func:`sibling_apart`, :func:`apart_examples`: no prescription for a pair
+an allergy names).
 """
 
 from __future__ import annotations
@@ -386,6 +391,51 @@ def sibling_apart(conn: sqlite3.Connection, table: ir.Table, cols: list[Column],
         taken = frozenset(t for t in rows if None not in t)
         if taken:
             out.append(Apart(other.name, my_cols, their_cols, taken))
+    return out
+
+
+def apart_examples(conn: sqlite3.Connection, table: ir.Table, cols: list[Column], apart: Sequence[Apart],
+                   examples: dict[str, list[Any]]) -> dict[str, int]:
+    """The example rows of ``table`` (its rows in ``conn`` so far, ``examples`` their values, updated here) whose
+    parent tuple an earlier sibling it keeps apart from holds (:class:`Apart`): the tuple's last reference moved to
+    the next key of its parent (in key order, round) that makes a tuple none of those siblings holds. Such a tuple
+    is the model's habit or chance, as the test that set them apart found (the pharmacy's example prescriptions
+    (1, 2) and (3, 4), on the diagonal its allergies were written along too); moved before any child or later
+    prompt sees the rows, as timeline moves the dates the model wrote on one day. Returns, per sibling, the rows
+    moved."""
+    out: dict[str, int] = {}
+    if not apart or not conn.execute("SELECT COUNT(*) FROM pragma_table_list WHERE name = ? AND wr = 0",
+                                     (table.name,)).fetchone()[0]:
+        return out
+    by_name = {c.name: c for c in cols}
+    rowids = [r[0] for r in conn.execute(f'SELECT rowid FROM "{table.name}" ORDER BY rowid')]
+    n = min(len(rowids), min((len(v) for v in examples.values()), default=0))
+    for ap in apart:
+        last = by_name.get(ap.columns[-1])
+        if last is None or last.ref is None:
+            continue
+        keys = parent_keys(conn, last.ref[0], last.ref[1])
+        for i in range(n):
+            row = {c: examples[c][i] for c in ap.columns if c in examples}
+            if ap.holds(row) or row[last.name] not in keys:
+                continue
+            at = keys.index(row[last.name])
+            for step in range(1, len(keys)):
+                new = {**row, last.name: keys[(at + step) % len(keys)]}
+                if not all(a.holds(new) for a in apart):
+                    continue
+                try:
+                    conn.execute("SAVEPOINT apart")
+                    conn.execute(f'UPDATE "{table.name}" SET "{last.name}" = ? WHERE rowid = ?',
+                                 (new[last.name], rowids[i]))
+                    conn.execute("RELEASE apart")
+                except sqlite3.Error:
+                    conn.execute("ROLLBACK TO apart")
+                    conn.execute("RELEASE apart")
+                    continue
+                examples[last.name][i] = new[last.name]
+                out[ap.source] = out.get(ap.source, 0) + 1
+                break
     return out
 
 
