@@ -243,7 +243,7 @@ def test_a_row_is_named_by_its_name_or_its_parents_never_by_ids(goal: Goal, answ
      "Of the batches of the beer Harbor Stout, please change the status to packaged for the one brewed last."),
     (Goal("decide_delete", "loans", (("members.email", "dan@example.org"),), owner="members", asked="due_date",
           items="loans", which="earliest"), None,
-     "Of the loans of the member dan@example.org, please remove the one with the earliest due date."),
+     "Of the loans of the member with email dan@example.org, please remove the one with the earliest due date."),
     (Goal("count", "batches", HS0107, asked="*", items="kegs", where=(("kegs.status", "full"),)), "number",
      "How many kegs with status full does the batch HS-0107 have?"),
     (Goal("count", "kegs", asked="*", items="kegs", where=(("kegs.size_liters", 30),)), "number",

@@ -43,6 +43,7 @@ from pipeline.stages.tasks.code_wording import (
     EventKey,
     copied_clause,
     needs_quotes,
+    number_words,
     quoted_listed,
     quoted_value,
     request_from_plan,
@@ -292,7 +293,8 @@ def chain_messages(env: Environment, chain: Chain, said: str | None = None) -> l
         "tasks", "phrase_chain",
         scenario=f"{env.scenario.name}: {env.scenario.description}",
         facts=facts,
-        must="; ".join(repr(v) if isinstance(v, str) and needs_quotes(v) else str(v)
+        must="; ".join(repr(v) if isinstance(v, str) and needs_quotes(v) else
+                       number_words(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
                        for v in chain.must_state) or "(none)",
         question=render_section("tasks", "question") if chain.answer is not None else "",
     )

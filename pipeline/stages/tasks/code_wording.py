@@ -90,6 +90,14 @@ def as_words(value: str) -> str:
     return value.replace("_", " ").strip() if "_" in value and "@" not in value else value
 
 
+def number_words(v: int | float) -> str:
+    """A number as people write it: a whole amount held as REAL without its ".0" (``4.0`` -> "4", ``101.0`` ->
+    "101"; issue 40's audit: "with quantity 4.0", "fine amount 6.0"), any other as Python writes it."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return str(v)
+
+
 def stated(text: str, value: Any) -> bool:
     """Whether ``text`` states ``value`` in a form that gives it back exactly (:func:`pipeline.runtime.values.stated`),
     a value of a fixed list written as words too (:func:`as_words`: "in progress" states ``in_progress``; the tool's
@@ -339,7 +347,7 @@ class _Words:
         if isinstance(v, bool):
             return self("yes" if v else "no")
         if isinstance(v, int | float):
-            return str(v)
+            return number_words(v)
         s = str(v)
         if (m := _ISO_VALUE.match(s)) and m.group(2) is None and self.has("months"):
             # a date as people write it ("January 15, 2026"), with the month names of the scenario's language
@@ -409,19 +417,49 @@ class _Words:
         if owner:
             return self("what_of", thing=self.thing(table), owner=self.what(owner, named))
         own, parents = row_parts(table, named)
-        if not parents and by_name(own) and self.has("what_name"):
+        if not parents and by_name(own) and not _address(own[0][1]) and self.has("what_name"):
             return self.name(table, own[0][1])
+        if not parents and (day := self.dated(table, own)) and self.has("what_dated"):
+            return self("what_dated", thing=self.thing(table), value=day)  # "the loan from January 5, 2026"
         if not parents or not self.has("what_parents"):
             return self("what", thing=self.thing(table), named=self.named(named, table))
-        said = [self.name(t, pairs[0][1])
-                if by_name(pairs) and self.has("what_name") else self("what", thing=self.thing(t), named=self.named(tuple(pairs), t))
+        said = [self.name(t, pairs[0][1]) if by_name(pairs) and not _address(pairs[0][1]) and self.has("what_name") else
+                self("what_dated", thing=self.thing(t), value=day) if (day := self.dated(t, pairs)) and self.has(
+                    "what_dated") else self("what", thing=self.thing(t), named=self.named(tuple(pairs), t))
                 for t, pairs in parents]
         # two parents: "the loan of the book Emma for the member Bob Stone", where the language says so
         rows = self("parents", first=said[0], second=said[1]) if len(said) == 2 and self.has("parents") \
             else self.join(said)
+        if own and (day := self.dated(table, own)) and self.has("what_parents_dated"):
+            return self("what_parents_dated", thing=self.thing(table), parents=rows, value=day)
         if own:
             return self("what_parents_with", thing=self.thing(table), parents=rows, named=self.named(tuple(own), table))
         return self("what_parents", thing=self.thing(table), parents=rows)
+
+    def dated(self, table: str, facts: Sequence[tuple[str, Any]]) -> str | None:
+        """The day ``facts`` name a row of ``table`` by, in words, when they are one date (no time) of a column
+        named for the row itself or for its day alone ("loan date" of a loan, a prescription's "date"): "the loan
+        from January 5, 2026", not "the loan with loan date January 5, 2026" (issue 40's audit: column-speak);
+        else None. The schema's names, no word list."""
+        if len(facts) != 1:
+            return None
+        ref, v = facts[0]
+        m = _ISO_VALUE.match(v) if isinstance(v, str) else None
+        if m is None or m.group(2) is not None:
+            return None
+        label = self.label(ref, table).split()
+        if len(label) != 1 and not set(self.thing(table).split()) <= set(label):
+            return None
+        return self.value(v)
+
+
+_ADDRESS = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def _address(value: Any) -> bool:
+    """Whether ``value`` is an e-mail address: no name a person calls a row by ("the subscriber
+    joseph.baldwin@gmail.com", issue 40's outside audit), said with its label ("the subscriber with email ...")."""
+    return isinstance(value, str) and _ADDRESS.fullmatch(value.strip()) is not None
 
 
 def _changes(w: _Words, goal: Goal, changes: Sequence[Change], skip: Collection[tuple[str, str]],

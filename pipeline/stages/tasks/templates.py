@@ -48,6 +48,7 @@ from pipeline.stages.tasks.code_wording import (
     Fixed,
     _Words,
     as_words,
+    number_words,
     request_from_plan,
     speaks_about_itself,
     state_columns,
@@ -225,7 +226,8 @@ def fill(template: Template, chain: Chain) -> str | None:
         got = {repr(at.get(p)) for p in where}
         if len(got) != 1 or where[0] not in at:
             return None
-        shown = str(at[where[0]])  # a string without quotes: the template says what it is
+        v = at[where[0]]  # a string without quotes: the template says what it is; a whole amount without ".0"
+        shown = number_words(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
         values[name] = as_words(shown) if name in template.states else shown
     # a template written before the quotes were taken away (a stored templates.json) fills as one without them
     return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), unquote_slots(template.text))

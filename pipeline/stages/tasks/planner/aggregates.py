@@ -25,7 +25,7 @@ from pipeline.ir import ToolCall
 from pipeline.runtime import reward
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner import states
-from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _valid, row_words, said
+from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _valid, row_words, said, spoken
 from pipeline.stages.tasks.planner.values import rotate
 
 MAX_PAGES = 3
@@ -187,6 +187,7 @@ def aggregates(p: Planner, seed: int, every: bool = False) -> Iterator[Chain]:
                 if sub is None:
                     continue
                 calls, sources, stated, field = sub
+                desc = spoken(anchor_table, desc, stated)
                 args = {prm.name: arow[akey]}
                 ok, _ = _valid(tool, args)
                 if not ok or any(q.required and q.name not in args for q in tool.params):

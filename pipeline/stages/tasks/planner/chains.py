@@ -176,6 +176,21 @@ def by_name(pairs: Sequence[tuple[str, Any]]) -> bool:
     return len(pairs) == 1 and isinstance(pairs[0][1], str) and not _DATE.match(pairs[0][1])
 
 
+def spoken(table: str, desc: Sequence[tuple[str, Any]], stated: Sequence[Any]) -> list[tuple[str, Any]]:
+    """``desc`` (the facts that name a row of ``table``, its parents' keys included: :func:`describe`) without the
+    row's own facts that the calls reaching it do not state, when they state any of ``desc``: a person gives what
+    the agent needs to find the row, not every key column (issue 40's audit, 2026-11-30: "the renewal of the member
+    Melissa Brown for the loan with loan date November 25, 2025, with renewal date November 29, 2025", a loan's only
+    renewal, which its loan finds alone). The calls single the row out with what they state
+    (:meth:`Planner.reach`). The parents' facts stay: they say what the row is about (an allergy's medication)."""
+    def said(v: Any) -> bool:
+        return any(v == s and isinstance(v, bool) == isinstance(s, bool) for s in stated)
+
+    if not any(said(v) for _, v in desc):
+        return list(desc)
+    return [(ref, v) for ref, v in desc if said(v) or ref.rpartition(".")[0] not in ("", table)]
+
+
 def row_parts(table: str, facts: Sequence[tuple[str, Any]]
               ) -> tuple[list[tuple[str, Any]], list[tuple[str, list[tuple[str, Any]]]]]:
     """``facts`` (``("table.column", value)``, :func:`describe`'s) split into the row's own and, in order, each

@@ -21,6 +21,7 @@ from pipeline.stages.tasks.planner.chains import (
     answer_type,
     row_words,
     said,
+    spoken,
     thing,
 )
 from pipeline.stages.tasks.planner.values import (
@@ -70,6 +71,7 @@ def lookups(p: Planner, seed: int) -> Iterator[Chain]:
                 calls, sources, stated, _field = got
                 if any(v == value for v in stated):
                     continue
+                desc = spoken(table, desc, stated)  # what the calls need: "the loan of Ana" when she has one
                 kind = answer_type(info, col, value, enum_of(p, table, col))
                 stated_all = [v for _, v in desc] + [v for v in stated if v not in [d for _, d in desc]]
                 answer = {"type": kind, "value": value, "stated": [str(v) for v in stated_all]}
@@ -173,6 +175,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 if sub is None or pdesc is None:
                     return None
                 s_calls, s_src, s_stated, s_field = sub
+                pdesc = spoken(parent_table, pdesc, s_stated)
                 base = len(calls)
                 calls += s_calls
                 sources += [{k: _shift(v, base) for k, v in s.items()} for s in s_src]
@@ -406,6 +409,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
                 continue  # a row named by the value the task changes ("the order with quantity 1: make it 4")
             calls, sources, stated, args, src, facts = got[:6]
             new = [v for _, v in got.values]
+            desc = spoken(subject, desc, [v for v in stated if v not in new])  # no key column the calls do without
             named = p.named(subject, row, desc, [v for v in stated if v not in new])
             for _, v in desc:
                 if v not in stated:

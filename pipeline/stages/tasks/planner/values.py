@@ -44,6 +44,10 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
         cand = current + 3 if param.maximum is None or current + 3 <= param.maximum else current - 1
         return cand if cand != current else None
     if isinstance(current, float):
+        if current.is_integer():  # a whole amount held as REAL (a stock of 100.0, 4.0 tablets): a whole one, as
+            # people count (issue 40's audit: "change the quantity to 101.5" of a medication's stock)
+            whole = current + 3 if param.maximum is None or current + 3 <= param.maximum else current - 1
+            return float(whole) if whole != current else None
         return round(current + 1.5, 2)
     if isinstance(current, str) and _DATE.match(current):
         from datetime import date, timedelta
