@@ -93,6 +93,24 @@ def test_at_tables_max_a_table_that_keeps_no_kind_and_nothing_references_gives_i
     assert len(client.requests) == 1 and [t.name for t in res.value] == ["members", "books", "loans", "orders"]
 
 
+def test_the_spare_table_is_one_whose_removal_leaves_no_table_linked_to_nothing() -> None:
+    """``orders`` is the one link of ``customers`` (the real car rental lost its customers as an island once its
+    ``orders`` gave its place): ``book_reviews``, though nearer a kind by name (0.60 with Book against 0.36), goes."""
+    customers = ("CREATE TABLE customers (customer_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT")
+    orders = ("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES "
+              "customers(customer_id), placed_on TEXT NOT NULL) STRICT")
+    reviews = ("CREATE TABLE book_reviews (review_id INTEGER PRIMARY KEY, book_id INTEGER NOT NULL REFERENCES "
+               "books(book_id), stars INTEGER NOT NULL) STRICT")
+    reply = {"tables": [*SCHEMA["tables"], {"name": "customers", "ddl": customers, "natural_key": ["name"]},
+                        {"name": "orders", "ddl": orders, "natural_key": ["placed_on"]},
+                        {"name": "book_reviews", "ddl": reviews, "natural_key": ["book_id", "stars"]}]}
+    client = fake_client([reply, HOLDS_ITEM])
+    res = generate_schema(WITH_HOLDS, INTENTS, client, small_settings(tables_max=6))
+    assert res.ok and len(client.requests) == 2
+    assert sorted(t.name for t in res.value) == ["books", "customers", "holds", "loans", "members", "orders"]
+    assert [r.item for r in res.rejections if r.reason.startswith("table ")] == ["book_reviews"]
+
+
 @pytest.mark.parametrize(("reply", "why"), [
     ({**HOLDS_ITEM, "ddl": BROKEN_BOOKS.replace("books", "holds")}, "the table its call wrote failed: "),
     ({**HOLDS_ITEM, "name": "books", "ddl": BOOKS_DDL}, "wrote books, which the schema has already"),

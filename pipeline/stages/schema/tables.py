@@ -525,17 +525,26 @@ def write_kind_tables(
 def spare_table(current: dict[str, str], entities: list[str], encode: kinds.Encode) -> str | None:
     """A table of ``current`` that may give its place to a kind of record the schema lacks, or None: one that keeps
     none of the scenario's ``entities`` (``pipeline.meaning.kinds``) and that no other table references (dropping it
-    breaks nothing), the least like any entity first; a car rental's ``orders`` (copied from the ask's key example)
-    beside its customers, branches, vehicles and rental agreements, when its damages have no table."""
+    breaks no reference): first one whose removal leaves no table linked to nothing, then the least like any entity;
+    a car rental's ``orders`` (copied from the ask's key example) beside its customers, branches, vehicles and rental
+    agreements, when its damages have no table (the real model, 2026-11-30: its customers, linked to ``orders``
+    alone, were then dropped as an island by the link step)."""
     matches = kinds.match_kinds(entities, list(current), encode)
     keeping = {m.table for m in matches if m.table is not None}
-    referenced = {fk[2].lower() for n, d in current.items() for fk in (_foreign_keys(d, n) or [])
-                  if fk[2].lower() != n.lower()}
-    free = [n for n in current if n not in keeping and n.lower() not in referenced]
+    links = {(n.lower(), fk[2].lower()) for n, d in current.items() for fk in (_foreign_keys(d, n) or [])
+             if fk[2].lower() != n.lower()}
+    free = [n for n in current if n not in keeping and n.lower() not in {p for _, p in links}]
     if not free:
         return None
+
+    def islands(gone: str) -> int:
+        """Tables linked to ``gone`` alone, which its removal would leave linked to nothing."""
+        g = gone.lower()
+        return sum(1 for t in current if t.lower() != g
+                   and {a if b == t.lower() else b for a, b in links if t.lower() in (a, b)} == {g})
+
     scores = similarities(encode, [words(n) for n in free], list(entities))
-    return min(free, key=lambda n: (max(scores[free.index(n)], default=0.0), free.index(n)))
+    return min(free, key=lambda n: (islands(n), max(scores[free.index(n)], default=0.0), free.index(n)))
 
 
 def validate(current: dict[str, str]) -> tuple[dict[str, str], dict[str, str | None]]:
