@@ -919,7 +919,10 @@ class Fit:
     refused it ("table", "action", "condition", "number", "said", "counts", "joint"; "counts": its numbers are
     none of what the candidate compares, :func:`counted`; "number": the prose states a number
     that a state or a date candidate does not check: "A renewal request must be made within 30 days of the original
-    loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28)."""
+    loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28;
+    "subject": a rival the prose says in the same words is on a tool or a table the prose names more,
+    :func:`rivals`). ``subject`` is the similarity with the candidate's tool name in words (``change loan
+    status``)."""
 
     joint: float
     action: float
@@ -929,6 +932,7 @@ class Fit:
     nearest: str
     refused: str = ""
     gate: str = ""
+    subject: float = 0.0
 
 
 def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], words: Words,
@@ -955,7 +959,8 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
              + [words(c.candidate.words["section"] + "_when", **c.candidate.words) for c in checked] + tables
              + [words("gist", action=guard_action(checked[j], env, words),
                       when=words("state_when", **checked[j].candidate.words)) for j in guard]
-             + [guard_action(checked[j], env, words) for j in guard])
+             + [guard_action(checked[j], env, words) for j in guard]
+             + [_label(c.candidate.tool) for c in checked])
     n, m, g = len(checked), len(tables), len(guard)
     same = Similar(embed=True)
     out = []
@@ -969,7 +974,8 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
         fit = []
         for j, c in enumerate(checked):
             mine = max((by_table[t] for t in about[j]), default=-1.0)
-            f = Fit(row[j], row[n + j], row[2 * n + j], round(mine, 4), by_table[nearest], nearest)
+            f = Fit(row[j], row[n + j], row[2 * n + j], round(mine, 4), by_table[nearest], nearest,
+                    subject=row[3 * n + m + 2 * g + j])
             if j in valued:
                 f = replace(f, joint=max(f.joint, valued[j][0]), action=max(f.action, valued[j][1]))
             why, gate = "", ""
@@ -1001,7 +1007,43 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
                 least = min(threshold, GUARD_MIN) if j in valued else threshold
                 why, gate = f"the rule is far from the candidate ({f.joint} < {least})", "joint"
             fit.append(replace(f, refused=why, gate=gate))
-        out.append(fit)
+        out.append(rivals(fit, checked))
+    return out
+
+
+def _said_as(c: Checked) -> tuple[str, str]:
+    """What a prose rule must say to ground in ``c`` (:func:`may_ground`): its template and its condition's words."""
+    return c.candidate.words.get("section", ""), _condition_words(c)
+
+
+def rivals(fit: list[Fit], checked: Sequence[Checked]) -> list[Fit]:
+    """One prose rule's fits (:func:`fits`) with the candidates it fits refused where a rival it also fits says the
+    same condition in the same words (the same template and the same words :func:`may_ground` reads: a state's
+    listed value, a column, the items a cap counts) and is on a tool or a table the prose names more: the
+    similarity of the prose with the tool's name in words (``subject``: the schema's own words, the action and its
+    table, "change loan status"), then with its nearest table (``table``). The prose says the condition of both;
+    what it is about, the row it speaks of, says which one it means. The joint similarity alone mixes in each
+    tool's description and code's sentence of the condition, which name the table no more than the prose does.
+
+    Seen 2026-11-30 on the library of the committed example (``tests/fixtures/book_lending_rivals.json``): the
+    model's schema gives renewals the loans' states ('pending', 'returned'), and "A member cannot return a book that
+    has already been returned." fit both guards on 'returned'; the renewals' won at the joint similarity (0.432;
+    the loans' 0.427) and the policy said "Once the renewal's status is 'returned' ...". The prose is nearer
+    "change loan status" (0.219) than "change renewal status" (0.185), and the loans' table (0.162, the renewals'
+    0.150)."""
+    out = list(fit)
+    for j, f in enumerate(fit):
+        if f.refused:
+            continue
+        better = [k for k, o in enumerate(fit) if k != j and not o.refused and _said_as(checked[k]) == _said_as(checked[j])
+                  and (o.subject, o.table) > (f.subject, f.table)]
+        if better:
+            k = max(better, key=lambda k: (fit[k].subject, fit[k].table))
+            other = checked[k].candidate
+            out[j] = replace(f, gate="subject", refused=(
+                f"the rule says the condition of {other.key} too, on a tool it names more: {_label(other.tool)} "
+                f"({fit[k].subject}, its table {fit[k].table}) than {_label(checked[j].candidate.tool)} "
+                f"({f.subject}, its table {f.table})"))
     return out
 
 
