@@ -48,8 +48,9 @@ def test_the_returned_rule_grounds_in_the_loans_guard_not_the_renewals(
     assert loans.refused == "" and renewals.gate == "subject" and LOANS in renewals.refused
 
 
-def _state(key: str, tool: str, value: str) -> Checked:
-    return Checked(Candidate(key, "state", tool, "SELECT 1", "id", (), {"section": "state", "value": value}), (), ())
+def _state(key: str, tool: str, value: str, table: str = "") -> Checked:
+    return Checked(Candidate(key, "state", tool, f"SELECT 1 FROM {table or key} WHERE status = 'x'", "id", (),
+                             {"section": "state", "value": value}), (), ())
 
 
 def _fit(subject: float, table: float = 0.2, refused: str = "") -> Fit:
@@ -66,3 +67,8 @@ def test_rivals_are_candidates_said_in_the_same_words() -> None:
     assert [f.gate for f in rivals([_fit(0.2), _fit(0.3, refused="far")], [a, b])] == ["", "x"]
     assert [f.gate for f in rivals([_fit(0.3, 0.1), _fit(0.3, 0.2)], [a, b])] == ["subject", ""]
     assert [f.gate for f in rivals([_fit(0.3), _fit(0.3)], [a, b])] == ["", ""]  # a tie keeps both
+    # the same state of the same table on two tools: the action tells them apart (the joint similarity), not the
+    # tool's name ("A permit that is only submitted cannot be inspected." is nearer "set permit status" than
+    # "book inspection")
+    same = [_state("a", "book_inspection", "submitted", "permits"), _state("b", "set_status", "submitted", "permits")]
+    assert [f.gate for f in rivals([_fit(0.28), _fit(0.53)], same)] == ["", ""]
