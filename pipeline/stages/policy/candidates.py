@@ -13,7 +13,9 @@ that returns a row when the call is forbidden:
   seeded row has: the seeded rows obey the cap), or ``n`` children with one value of a CHECK-listed column;
 * ``approval``: the subject's number is above a threshold, or a number the call writes is (a threshold from the
   seeded values of its column);
-* ``precondition``: the subject's date is past (or still to come), or a date the call writes is in the past.
+* ``precondition``: the subject's date is past (or still to come), or a date the call writes is in the past; or
+  (``linked``) a write that names two rows is forbidden when a row of another table already links the two (a
+  prescription for a medication the patient has an allergy to: :meth:`Finder._linked`).
 
 No candidate is on a column that names a row rather than measures it (:func:`key_column`: a primary key, a
 foreign key, a column named ``id`` or ``*_id``), nor on one the schema stage's LLM classified as a personal
@@ -366,6 +368,53 @@ class Finder:
                 yield from self._on_row(tool, p, *subj)
             elif (got := self.written(tool, p)) is not None:
                 yield from self._on_value(tool, p, *got)
+        yield from self._linked(tool)
+
+    def _linked(self, tool: ir.Tool) -> Iterator[Candidate]:
+        """A write that names two rows (two parameters, each a row of its own table: a patient and a medication)
+        forbidden when a row of another table already links the same two (``linked``: an allergy of that patient to
+        that medication). The link table is one the tool does not write, with a foreign key to each of the two
+        tables. Its probe is the first row's parameter; the argument sets tried include the seeded links (``tried``,
+        the Sampler's first set with the pair of a link row), so a call the condition forbids is among them.
+
+        Nothing reads meaning into the link: which one a business refuses on is the LLM's prose to say (it grounds
+        only where the prose names the link table, :func:`pipeline.stages.policy.house_rules.may_ground`). Seen
+        2026-11-30 on the pharmacy of the committed example: "A prescription cannot be filled if the patient's
+        allergies do not match the medication." grounded in nothing (no candidate read the allergies) and a task
+        prescribed a patient the drug they had just been recorded as allergic to."""
+        if tool.kind != "write":
+            return
+        named: dict[str, tuple[str, str]] = {}  # table -> (parameter, key) of each row the tool names
+        for p in tool.params:
+            subj = self.subject(tool, p)
+            if subj is not None and subj[0] not in named:
+                named[subj[0]] = (p.name, subj[1])
+        if len(named) < 2:
+            return
+        written = {t for s in tool.steps if s.kind == "write" for t in _tables(s.sql)}
+        order = [p.name for p in tool.params]
+        for link in sorted(self.infos):
+            if link in written or link in named:
+                continue
+            fks: dict[str, str] = {}  # parent table -> the link's column that references it (one per parent)
+            for col, parent, pcol in self.infos[link].foreign_keys:
+                if parent in named and parent not in fks and (pcol is None or pcol == named[parent][1]):
+                    fks[parent] = col
+            for a, b in itertools.combinations(sorted(fks, key=lambda t: order.index(named[t][0])), 2):
+                (pa, ka), (pb, _kb) = named[a], named[b]
+                pairs = self.conn.execute(f"SELECT {qi(fks[a])}, {qi(fks[b])} FROM {qi(link)} WHERE {qi(fks[a])} IS "
+                                          f"NOT NULL AND {qi(fks[b])} IS NOT NULL ORDER BY rowid LIMIT {PROBES}"
+                                          ).fetchall()
+                if not pairs:
+                    continue
+                base = self.sampler.arguments(tool, 1)[0]
+                yield Candidate(
+                    _slug(tool.name, link, "linked"), "precondition", tool.name,
+                    f"SELECT 1 FROM {qi(link)} WHERE {qi(link)}.{qi(fks[a])} = :{pa} AND {qi(link)}.{qi(fks[b])} = :{pb}",
+                    pa, tuple(self.values(a, ka)),
+                    {"section": "linked", "first": thing(a), "second": thing(b), "label": label(link),
+                     "items": label(link), "thing": thing(a), "kin": ""},
+                    tried=tuple({**base, pa: x, pb: y} for x, y in pairs))
 
     def _on_row(self, tool: ir.Tool, p: ir.Param, table: str, key: str) -> Iterator[Candidate]:
         keys = tuple(self.values(table, key))
@@ -530,16 +579,22 @@ def proposals(env: ir.Environment, conn: Any) -> tuple[list[Candidate], list[Can
     says which: the example library's only rule, a returned loan frozen, was candidate 41 of 50 once the tools stage
     kept three more tools, and it vanished from the report)."""
     finder = Finder(env, conn)
-    per_tool = [_firsts(list(finder.of_tool(t)), finder.own_states(t))
-                for t in sorted(env.tools, key=lambda t: t.name) if t.kind == "write"]
+    tools = sorted((t for t in env.tools if t.kind == "write"), key=lambda t: t.name)
+    found = [list(finder.of_tool(t)) for t in tools]
+    per_tool = [_firsts([c for c in cs if c.words.get("section") != "linked"], finder.own_states(t))
+                for cs, t in zip(found, tools, strict=True)]
+    # a link (:meth:`Finder._linked`) after every other candidate: it takes only the checks the others leave (on
+    # an older pharmacy fixture two links pushed a listed state of a medication past the cap)
+    per_tool.append([c for cs in found for c in cs if c.words.get("section") == "linked"])
     out: list[Candidate] = []
     left: list[Candidate] = []
     seen: set[str] = set()
-    for i in range(max(map(len, per_tool), default=0)):
-        for group in per_tool:
-            if i < len(group) and group[i].condition + group[i].tool not in seen:
-                seen.add(group[i].condition + group[i].tool)
-                (out if len(out) < CHECK_MAX else left).append(group[i])
+    for group in (per_tool[:-1], per_tool[-1:]):
+        for i in range(max(map(len, group), default=0)):
+            for cands in group:
+                if i < len(cands) and cands[i].condition + cands[i].tool not in seen:
+                    seen.add(cands[i].condition + cands[i].tool)
+                    (out if len(out) < CHECK_MAX else left).append(cands[i])
     return out, left
 
 

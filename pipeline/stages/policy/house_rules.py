@@ -121,7 +121,10 @@ expiration date has passed, the prescription will be rejected." is nearer add_pr
 add_medicine (0.403, a new medication's expiration date): refused; "A prescription cannot be filled if the patient's
 age is less than 18." add_prescription 0.470, add_medicine 0.359. A state the prose names by its listed value is
 exempt (the value says which row's state: "An order whose status is 'closed' may no longer be changed." on
-update_orders_quantity, a frozen state), as a guard is from the table's test; so is a count (a ``form``), whose items
+update_orders_quantity, a frozen state), as a guard is from the table's test; so is a link (``linked``: the prose
+names the link table, and the table its tool writes is the nearest to the prose, in place of the table's test: "A
+prescription cannot be filled if the patient's allergies do not match the medication." is nearer
+update_prescriptions_quantity, 0.464, than create_prescriptions, 0.434); so is a count (a ``form``), whose items
 and number :func:`counted` has read in the prose ("At most 47 orders per medication." is nearer another tool's
 description, 0.41, than create_orders', 0.27)."""
 CONDITION_MIN = 0.2
@@ -139,6 +142,11 @@ book that has already been returned." with update_loans_status' "the loan's stat
 loans 0.167), with the renewals' same guard 0.412; prose not about the state 0.16-0.27 (:data:`GROUND_MIN`)."""
 
 
+def _written(tool: ir.Tool) -> set[str]:
+    """The tables ``tool``'s write steps name."""
+    return {t for s in tool.steps if s.kind == "write" for t in _tables(s.sql)}
+
+
 def guards(env: ir.Environment, c: Checked) -> bool:
     """Whether candidate ``c`` is a state guard: a state of a row (``state``) that its own tool sets (a parameter of
     the tool lists the state's value, and the tool writes the row's table), so the rule forbids changing a row already
@@ -146,8 +154,8 @@ def guards(env: ir.Environment, c: Checked) -> bool:
     w = c.candidate.words
     if w.get("section") != "state" or not w.get("value"):
         return False
+    written = _written(env.tool(c.candidate.tool))
     tool = env.tool(c.candidate.tool)
-    written = {t for s in tool.steps if s.kind == "write" for t in _tables(s.sql)}
     return (bool(written & _tables(c.candidate.condition))
             and any(p.enum and w["value"] in [str(v) for v in p.enum] for p in tool.params))
 
@@ -536,6 +544,8 @@ def may_ground(text: str, c: Checked) -> bool:
     if section in ("state", "parent_state"):
         return bool(w.get("value")) and names_value(text, w["value"])
     said = _said_words(text)
+    if section == "linked":  # the link table's own word ("allergies", "allergic")
+        return _names(said, w.get("label", ""))
     if section.startswith("limit"):  # what it counts, and how many: a count in digits
         return (any(_names(said, w[k]) for k in ("items", "label") if w.get(k))
                 and (section != "limit_where" or names_value(text, w.get("which", "")))
@@ -562,7 +572,7 @@ def _condition_words(c: Checked) -> str:
     if w.get("section", "").startswith("limit"):
         which = f" with {w.get('which', '').replace('_', ' ')!r}" if w.get("section") == "limit_where" else ""
         return " or ".join(repr(w[k]) for k in ("items", "label") if w.get(k)) + which + ", and a count in digits"
-    if w.get("section") in DATED:
+    if w.get("section") in DATED or w.get("section") == "linked":
         return repr(w.get("label", ""))
     return f"a number in digits, and {w.get('label', '')!r} or a number near {w.get('value', '')}"
 
@@ -919,7 +929,10 @@ class Fit:
     refused it ("table", "action", "condition", "number", "said", "counts", "joint"; "counts": its numbers are
     none of what the candidate compares, :func:`counted`; "number": the prose states a number
     that a state or a date candidate does not check: "A renewal request must be made within 30 days of the original
-    loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28)."""
+    loan date." grounded in "the loan's due date is before today" in the example regenerated on 2026-11-28;
+    "subject": a rival the prose says in the same words is on a tool or a table the prose names more,
+    :func:`rivals`). ``subject`` is the similarity with the candidate's tool name in words (``change loan
+    status``)."""
 
     joint: float
     action: float
@@ -929,6 +942,7 @@ class Fit:
     nearest: str
     refused: str = ""
     gate: str = ""
+    subject: float = 0.0
 
 
 def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], words: Words,
@@ -955,7 +969,8 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
              + [words(c.candidate.words["section"] + "_when", **c.candidate.words) for c in checked] + tables
              + [words("gist", action=guard_action(checked[j], env, words),
                       when=words("state_when", **checked[j].candidate.words)) for j in guard]
-             + [guard_action(checked[j], env, words) for j in guard])
+             + [guard_action(checked[j], env, words) for j in guard]
+             + [_label(c.candidate.tool) for c in checked])
     n, m, g = len(checked), len(tables), len(guard)
     same = Similar(embed=True)
     out = []
@@ -969,7 +984,10 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
         fit = []
         for j, c in enumerate(checked):
             mine = max((by_table[t] for t in about[j]), default=-1.0)
-            f = Fit(row[j], row[n + j], row[2 * n + j], round(mine, 4), by_table[nearest], nearest)
+            if c.candidate.words.get("section") == "linked":  # about the row it writes, the link its condition
+                mine = max((by_table[t] for t in _written(env.tool(c.candidate.tool)) if t in by_table), default=-1.0)
+            f = Fit(row[j], row[n + j], row[2 * n + j], round(mine, 4), by_table[nearest], nearest,
+                    subject=row[3 * n + m + 2 * g + j])
             if j in valued:
                 f = replace(f, joint=max(f.joint, valued[j][0]), action=max(f.action, valued[j][1]))
             why, gate = "", ""
@@ -993,6 +1011,7 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
             elif c.candidate.form is not None and not (got := counted(rules[i], c, same))[0]:
                 why, gate = got[1], "counts"
             elif (f.action < best_action - ACTION_MARGIN and j not in valued and c.candidate.form is None
+                  and c.candidate.words.get("section") != "linked"
                   and not (c.candidate.words.get("section") in ("state", "parent_state")
                            and names_value(rules[i], c.candidate.words.get("value", "")))):
                 why, gate = (f"the rule is nearer another tool ({best_action}) than the candidate's "
@@ -1001,7 +1020,47 @@ def fits(env: ir.Environment, rules: Sequence[str], checked: Sequence[Checked], 
                 least = min(threshold, GUARD_MIN) if j in valued else threshold
                 why, gate = f"the rule is far from the candidate ({f.joint} < {least})", "joint"
             fit.append(replace(f, refused=why, gate=gate))
-        out.append(fit)
+        out.append(rivals(fit, checked))
+    return out
+
+
+def _said_as(c: Checked) -> tuple[str, str]:
+    """What a prose rule must say to ground in ``c`` (:func:`may_ground`): its template and its condition's words."""
+    return c.candidate.words.get("section", ""), _condition_words(c)
+
+
+def rivals(fit: list[Fit], checked: Sequence[Checked]) -> list[Fit]:
+    """One prose rule's fits (:func:`fits`) with the candidates it fits refused where a rival it also fits says the
+    same condition in the same words (the same template and the same words :func:`may_ground` reads: a state's
+    listed value, a column, the items a cap counts) on another table (its condition reads other tables: the same
+    state of the same row on two tools is no rival, the action tells them apart, "A permit that is only submitted
+    cannot be inspected." is book_inspection's, not set_permit_status') and is on a tool or a table the prose names
+    more: the
+    similarity of the prose with the tool's name in words (``subject``: the schema's own words, the action and its
+    table, "change loan status"), then with its nearest table (``table``). The prose says the condition of both;
+    what it is about, the row it speaks of, says which one it means. The joint similarity alone mixes in each
+    tool's description and code's sentence of the condition, which name the table no more than the prose does.
+
+    Seen 2026-11-30 on the library of the committed example (``tests/fixtures/book_lending_rivals.json``): the
+    model's schema gives renewals the loans' states ('pending', 'returned'), and "A member cannot return a book that
+    has already been returned." fit both guards on 'returned'; the renewals' won at the joint similarity (0.432;
+    the loans' 0.427) and the policy said "Once the renewal's status is 'returned' ...". The prose is nearer
+    "change loan status" (0.219) than "change renewal status" (0.185), and the loans' table (0.162, the renewals'
+    0.150)."""
+    out = list(fit)
+    tables = [_tables(c.candidate.condition) for c in checked]
+    for j, f in enumerate(fit):
+        if f.refused:
+            continue
+        better = [k for k, o in enumerate(fit) if k != j and not o.refused and _said_as(checked[k]) == _said_as(checked[j])
+                  and tables[k] != tables[j] and (o.subject, o.table) > (f.subject, f.table)]
+        if better:
+            k = max(better, key=lambda k: (fit[k].subject, fit[k].table))
+            other = checked[k].candidate
+            out[j] = replace(f, gate="subject", refused=(
+                f"the rule says the condition of {other.key} too, on a tool it names more: {_label(other.tool)} "
+                f"({fit[k].subject}, its table {fit[k].table}) than {_label(checked[j].candidate.tool)} "
+                f"({f.subject}, its table {f.table})"))
     return out
 
 
