@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import LLMSettings, default_home
+from pipeline.llm import machine_lock
 
 
 class ModelError(RuntimeError):
@@ -282,13 +283,21 @@ def _stop_all(*_: object) -> None:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:  # pragma: no cover - signal path
+    machine_lock.stop()  # a worker thread waiting for the model's turn stops too (the exit joins it)
     _stop_all()
     raise SystemExit(128 + signum)
+
+
+def _on_sigint(signum: int, frame: object) -> None:  # pragma: no cover - signal path
+    machine_lock.stop()
+    raise KeyboardInterrupt
 
 
 if threading.current_thread() is threading.main_thread():
     try:
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
             signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_sigint)
     except ValueError:  # pragma: no cover - not in main interpreter thread
         pass

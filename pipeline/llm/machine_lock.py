@@ -8,6 +8,11 @@ wait never looks like a hang. ``flock`` is not fair: a process asking back to ba
 as it has requests. So a waiter leaves its process id in ``embedded-waiters/`` and a holder that lets go while
 another process waits pauses until that one has the turn (``YIELD_S`` at most) before asking again: processes
 take turns request by request.
+
+A process asked to stop (SIGTERM or Ctrl-C: :func:`stop`, from the signal handlers of ``pipeline.llm.embedded``)
+stops waiting at once: the wait raises :class:`StoppedWaiting` (a ``SystemExit``, so no stage's ``except Exception``
+retries it) in the thread that waits. Before this, a run killed while one of its worker threads waited for the turn
+kept waiting: the interpreter, exiting, joins those threads (seen 2026-11-30: a regeneration outlived its SIGTERM).
 """
 
 from __future__ import annotations
@@ -35,6 +40,21 @@ POLL_S = 0.05
 _first_turn: float | None = None  # when this process first generated (the holder's "since")
 _first_turn_lock = threading.Lock()
 _in_process = threading.Lock()  # this process's threads queue here: only other processes are worth a word
+_stopping = threading.Event()
+
+
+class StoppedWaiting(SystemExit):
+    """The process was asked to stop while a thread of it waited for the embedded model's turn."""
+
+
+def stop() -> None:
+    """Stop every wait of this process for the turn, now and from now on (the process is ending)."""
+    _stopping.set()
+
+
+def _check_stopping() -> None:
+    if _stopping.is_set():
+        raise StoppedWaiting("envfoundry: stopped while waiting for the embedded model")
 
 
 def lock_path() -> Path:
@@ -150,6 +170,7 @@ def _wait(f: IO[str], say: Callable[[str], None], repeat_s: float) -> None:
         mark.touch()
     try:
         while True:
+            _check_stopping()
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
@@ -173,16 +194,22 @@ def generation_turn(say: Callable[[str], None] = _say, repeat_s: float = REPEAT_
     an uncontended turn says nothing."""
     path = lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _in_process, open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _wait(f, say, repeat_s)
-        try:
-            _write_holder()
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    _check_stopping()
+    while not _in_process.acquire(timeout=POLL_S * 10):  # a thread of this process has the turn
+        _check_stopping()
+    try:
+        with open(path, "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                _wait(f, say, repeat_s)
+            try:
+                _write_holder()
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+    finally:
+        _in_process.release()
     # flock is not fair: let a waiting process have the next turn (until it has it, YIELD_S at most) before
     # this one asks again
     deadline = time.monotonic() + YIELD_S

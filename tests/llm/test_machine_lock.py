@@ -136,3 +136,42 @@ for i in range(4):
     assert sorted(turns) == ["a"] * 4 + ["b"] * 4
     switches = sum(1 for x, y in zip(turns, turns[1:], strict=False) if x != y)
     assert switches >= 5, turns  # interleaved, not aaaabbbb
+
+
+def test_a_thread_waiting_for_the_turn_stops_when_the_process_is_told_to(home: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM or Ctrl-C (``pipeline.llm.embedded``'s handlers call :func:`machine_lock.stop`) while a run's worker
+    thread waits for another process's turn: the wait ends. Before, the main thread's SystemExit left the worker
+    waiting and the exiting interpreter joined it (a regeneration outlived its SIGTERM, 2026-11-30)."""
+    monkeypatch.setattr(machine_lock, "_stopping", threading.Event())
+    holder = _holder(600.0)
+    said: list[str] = []
+    ended: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            with generation_turn(said.append, repeat_s=60):
+                said.append("generating")
+        except BaseException as e:  # noqa: BLE001 - the test reads what ended the wait
+            ended.append(e)
+
+    worker = threading.Thread(target=ask, daemon=True)
+    try:
+        worker.start()
+        while not said:
+            time.sleep(0.05)
+        assert said[0].startswith("waiting for the embedded model")
+        machine_lock.stop()
+        worker.join(60)
+        assert not worker.is_alive() and "generating" not in said
+        assert len(ended) == 1 and isinstance(ended[0], machine_lock.StoppedWaiting)
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_stopped_process_waits_no_more(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine_lock, "_stopping", threading.Event())
+    machine_lock.stop()
+    with pytest.raises(machine_lock.StoppedWaiting), generation_turn(lambda text: None):
+        pass
