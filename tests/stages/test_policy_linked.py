@@ -61,3 +61,21 @@ def test_the_model_s_allergy_rule_grounds_in_it_and_no_other_rule_does(
     # the candidate's tool does not write (it writes the allergies)
     assert row[keys.index("add_allergy_prescriptions_linked")].gate == "table"
 
+
+
+def test_a_linked_rule_says_its_link_in_code_s_words_not_the_model_s(
+        pharmacy: tuple[ir.Environment, list[Checked]]) -> None:
+    """The real model's message for it in the example regenerated on 2026-11-30 said the link backwards ("... if the
+    patient's allergies do not match the medication list."): code's sentence says it as it is checked."""
+    from pipeline.llm import fake_client
+    from pipeline.settings import BuildSettings
+    from pipeline.stages.policy.house_rules import pick
+
+    env, checked = pharmacy
+    linked = [c for c in checked if c.candidate.key == LINKED]
+    reply = {"rules": [{"id": "r1", "message": ALLERGY.replace("medication.", "medication list.")}]}
+    picked, notes = pick(env, linked, fake_client([reply]), BuildSettings(), Words(), [ALLERGY])
+    assert notes == [] and len(picked) == 1
+    (c, message, source, _), = picked
+    assert source == "code" and message.endswith(": not allowed when the patient already has allergies for the "
+                                                 "medication.")

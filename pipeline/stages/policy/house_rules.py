@@ -723,6 +723,13 @@ def check_instead(reply: Any, env: ir.Environment, by_id: dict[str, Checked],
             problems.append(f"the message of {rid} {other}; say that rule, as a condition any request may meet")
             out.append((c, by_code, "code", kept))
             continue
+        if c.candidate.words.get("section") == "linked":
+            # a link said backwards, seen 2026-11-30 (the pharmacy, real model): "A prescription cannot be filled if
+            # the patient's allergies do not match the medication list." for a condition that refuses a patient who
+            # already has an allergy to the medication. No check reads a negation in any language: code's sentence,
+            # which says the link as it is checked, is the message
+            out.append((c, by_code, "code", kept))
+            continue
         full = said_whole(text, c, env, words)  # None: the model's sentence and code's do not fit in one message
         if not aid:
             out.append((c, full, "llm", None) if full is not None else (c, by_code, "code", kept))
