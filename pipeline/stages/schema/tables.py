@@ -57,7 +57,7 @@ from pipeline.meaning.goals import words
 from pipeline.runtime import static_checks
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.schema.links import settle_links
+from pipeline.stages.schema.links import islands, parents, settle_links
 from pipeline.stages.schema.personal import ask_people, withhold_personal
 
 if TYPE_CHECKING:
@@ -494,15 +494,14 @@ def write_kind_tables(
     notes: list[ir.Rejection] = []
     calls = 0
     for entity in missing:
-        have = len(current) - len(dropped) + len(added)
-        spare = None
-        if have >= settings.tables_max:
-            spare = spare_table({n: d for n, d in current.items() if n not in dropped}, scenario.entities, encode)
+        remaining = {n: d for n, d in current.items() if n not in dropped}
+        have = len(remaining) + len(added)
+        spare = spare_table(remaining, scenario.entities, encode) if have >= settings.tables_max else None
         if have >= settings.tables_max and spare is None:
             why = f"the schema already has {have} tables, its tables_max, so none was asked for"
         else:
             calls += 1
-            kept = {n: d for n, d in current.items() if n not in dropped and n != spare}
+            kept = {n: d for n, d in remaining.items() if n != spare}
             table, error = _write_kind(client, settings, conv, {**kept, **{n: t.ddl for n, t in added}}, entity)
             if table is not None:
                 added.append(table)
@@ -531,20 +530,17 @@ def spare_table(current: dict[str, str], entities: list[str], encode: kinds.Enco
     alone, were then dropped as an island by the link step)."""
     matches = kinds.match_kinds(entities, list(current), encode)
     keeping = {m.table for m in matches if m.table is not None}
-    links = {(n.lower(), fk[2].lower()) for n, d in current.items() for fk in (_foreign_keys(d, n) or [])
-             if fk[2].lower() != n.lower()}
-    free = [n for n in current if n not in keeping and n.lower() not in {p for _, p in links}]
+    referenced = {p for ps in parents(current).values() for p in ps}
+    free = [n for n in current if n not in keeping and n not in referenced]
     if not free:
         return None
+    before = set(islands(current))
 
-    def islands(gone: str) -> int:
-        """Tables linked to ``gone`` alone, which its removal would leave linked to nothing."""
-        g = gone.lower()
-        return sum(1 for t in current if t.lower() != g
-                   and {a if b == t.lower() else b for a, b in links if t.lower() in (a, b)} == {g})
+    def new_islands(gone: str) -> int:
+        return len(set(islands({n: d for n, d in current.items() if n != gone})) - before)
 
-    scores = similarities(encode, [words(n) for n in free], list(entities))
-    return min(free, key=lambda n: (islands(n), max(scores[free.index(n)], default=0.0), free.index(n)))
+    likeness = similarities(encode, [words(n) for n in free], list(entities))
+    return min(zip(free, likeness, strict=True), key=lambda f: (new_islands(f[0]), max(f[1], default=0.0)))[0]
 
 
 def validate(current: dict[str, str]) -> tuple[dict[str, str], dict[str, str | None]]:
