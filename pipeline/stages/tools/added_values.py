@@ -31,6 +31,14 @@ of ``loans.status``, was dealt at random, and a reader rejected 9 of 12 books: '
 of a column of a table with one reference to this one, each row takes the value of its latest child that has one
 (by the child's first ISO-date column, then its key); a row with no child takes the column's DEFAULT, else stays
 NULL, and the note says how many. Read from the schema and the rows (no names, no words).
+
+A column the tools keep as a running amount (:func:`amounts`: a write sets it to itself plus or minus a move,
+``SET stock = stock - :quantity``) and name no value of is filled with amounts instead of staying NULL (issue 40: the
+pharmacy's ``medications.stock``, added for ``fill_prescription``, was NULL in all 51 rows, and ``NULL - 2`` is NULL:
+no fill ever changed it). The move is read from the rows: the values the same tool writes the same parameter into
+elsewhere (a prescription's ``quantity``), else the literal moved, else 1. An amount drawn down starts at
+:data:`DRAWN_DOWN` moves (several writes fit before it runs out), one counted up at :data:`COUNTED_UP` (the moves made
+so far); whole when every move is whole or the column is an INTEGER.
 """
 
 from __future__ import annotations
@@ -55,6 +63,12 @@ from pipeline.runtime.state import TableInfo, qi, table_infos
 
 OTHER_SHARE = 0.25
 """The share of rows given a known value other than the 'before' state, when the tools name one."""
+DRAWN_DOWN = (5, 20)
+"""A running amount the tools draw down starts between these many of its typical move (:func:`amounts`)."""
+COUNTED_UP = (0, 5)
+"""A running amount the tools count up starts between these many of its typical move."""
+MOVES_KEPT = 12
+"""The distinct moves a note's evidence lists (the smallest)."""
 
 
 @dataclass
@@ -331,6 +345,137 @@ def _update(conn: sqlite3.Connection, table: str, column: str, rowids: Sequence[
     return counts, refused
 
 
+@dataclass(frozen=True)
+class Counter:
+    """A column the tools keep as a running amount: ``sign`` -1 when a write draws it down, +1 when it only counts it
+    up; ``moves``: the amounts a write moves it by, as the rows and the tools show them; ``unit``: the typical one."""
+
+    sign: int
+    moves: tuple[Any, ...]
+    unit: float
+    whole: bool
+    told: str
+    """Where the moves come from (for the note)."""
+
+    def describe(self) -> str:
+        way = "draws it down" if self.sign < 0 else "counts it up"
+        low, high = DRAWN_DOWN if self.sign < 0 else COUNTED_UP
+        return f"a tool {way} by {self.told} (typically {_number(self.unit, self.whole)}): {low} to {high} of those"
+
+    def deal(self, rowids: Sequence[int], declared: str, rng: random.Random) -> dict[int, Any]:
+        """A starting amount per row (deterministic in ``rng``)."""
+        low, high = DRAWN_DOWN if self.sign < 0 else COUNTED_UP
+        whole = self.whole or "INT" in declared.upper()
+        return {r: _number(self.unit * rng.randint(low, high), whole) for r in rowids}
+
+
+def _number(value: float, whole: bool) -> Any:
+    return int(round(value)) if whole else round(float(value), 2)
+
+
+def _self_move(expr: exp.Expr, column: str) -> tuple[int, exp.Expr] | None:
+    """``(sign, move)`` when ``expr`` is ``column + move``, ``move + column`` or ``column - move``."""
+    while isinstance(expr, exp.Paren):
+        expr = expr.this
+    if not isinstance(expr, (exp.Add, exp.Sub)):
+        return None
+
+    def itself(e: exp.Expr) -> bool:
+        while isinstance(e, exp.Paren):
+            e = e.this
+        return isinstance(e, exp.Column) and e.name == column
+
+    if itself(expr.left):
+        return (-1 if isinstance(expr, exp.Sub) else 1), expr.right
+    if isinstance(expr, exp.Add) and itself(expr.right):
+        return 1, expr.left
+    return None
+
+
+def _written_with(tool: ir.Tool, param: str, skip: tuple[str, str]) -> list[tuple[str, str]]:
+    """The ``(table, column)`` s other than ``skip`` that ``tool``'s writes set to the parameter ``param`` itself."""
+    out: list[tuple[str, str]] = []
+    for step in tool.steps:
+        if step.kind != "write":
+            continue
+        try:
+            tree = sqlglot.parse_one(step.sql, read="sqlite")
+        except Exception:
+            continue
+        pairs: list[tuple[str, str, exp.Expr]] = []
+        if isinstance(tree, exp.Insert) and isinstance(tree.this, exp.Schema) and \
+                isinstance(tree.this.this, exp.Table) and isinstance(tree.expression, exp.Values):
+            cols = [c.name for c in tree.this.expressions]
+            for row in tree.expression.expressions:
+                pairs += [(tree.this.this.name, c, v) for c, v in zip(cols, row.expressions, strict=False)]
+        elif isinstance(tree, exp.Update) and isinstance(tree.this, exp.Table):
+            pairs += [(tree.this.name, eq.left.name, eq.right) for eq in tree.args.get("expressions") or []
+                      if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column)]
+        out += [(t, c) for t, c, v in pairs if isinstance(v, exp.Placeholder) and v.name == param and (t, c) != skip]
+    return list(dict.fromkeys(out))
+
+
+def amounts(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlite3.Connection,
+            infos: dict[str, TableInfo]) -> Counter | None:
+    """The running amount ``table.column`` is to the tools, or None: a write tool's ``UPDATE table SET column =
+    column - move`` (or ``+ move``). The move's values: the numbers in the seeded rows of the columns the same tool
+    writes the same parameter into (a fill's ``prescriptions.quantity``), else a literal move, else the parameter's
+    bounds, else 1. Read from the SQL and the rows (no names, no words)."""
+    signs: list[int] = []
+    moves: list[float] = []
+    told: list[str] = []
+    for tool in tools:
+        if tool.kind != "write":
+            continue
+        params = {p.name: p for p in tool.params}
+        for step in tool.steps:
+            if step.kind != "write":
+                continue
+            try:
+                tree = sqlglot.parse_one(step.sql, read="sqlite")
+            except Exception:
+                continue
+            if not (isinstance(tree, exp.Update) and isinstance(tree.this, exp.Table) and tree.this.name == table.name):
+                continue
+            for eq in tree.args.get("expressions") or []:
+                if not (isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column) and eq.left.name == column):
+                    continue
+                found = _self_move(eq.right, column)
+                if found is None:
+                    continue
+                sign, move = found
+                signs.append(sign)
+                while isinstance(move, exp.Paren):
+                    move = move.this
+                lit = _literal(move)
+                if isinstance(lit, (int, float)) and not isinstance(lit, bool):
+                    moves.append(abs(lit))
+                    told.append(f"{lit!r} in {tool.name}")
+                    continue
+                if not isinstance(move, exp.Placeholder):
+                    continue
+                seen: list[float] = []
+                where = _written_with(tool, move.name, (table.name, column))
+                for t, c in where:
+                    if t in infos and c in infos[t].columns:
+                        seen += [v for (v,) in conn.execute(f"SELECT {qi(c)} FROM {qi(t)} WHERE {qi(c)} IS NOT NULL")
+                                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+                p = params.get(move.name)
+                if not seen and p is not None:
+                    seen = [abs(b) for b in (p.minimum, p.maximum) if isinstance(b, (int, float)) and b]
+                if seen:
+                    moves += seen
+                    told.append(f"its {move.name} in {tool.name}" +
+                                (f" (as {', '.join(f'{t}.{c}' for t, c in where)} hold it)" if where else ""))
+    if not signs:
+        return None
+    positive = sorted(m for m in moves if m > 0)
+    unit = positive[len(positive) // 2] if positive else 1
+    whole = all(float(m).is_integer() for m in positive)
+    return Counter(sign=min(signs), moves=tuple(sorted(set(positive)))[:MOVES_KEPT], unit=unit, whole=whole,
+                   told="; ".join(dict.fromkeys(told)) or "1 at a time")
+
+
 def fill(conn: sqlite3.Connection, tables: Sequence[ir.Table], columns: Sequence[tuple[str, str]],
          tools: Sequence[ir.Tool], stage: str = "tools") -> list[ir.Rejection]:
     """Give the rows of each added ``(table, column)`` on ``conn`` values from what ``tools`` say about it (see the
@@ -378,6 +523,18 @@ def fill(conn: sqlite3.Connection, tables: Sequence[ir.Table], columns: Sequence
                 "without_child": len(alone)}))
             continue
         before = ev.before()
+        counter = amounts(tools, table, column, conn, infos) if not before else None
+        if counter is not None:
+            dealt = counter.deal(rowids, declared, random.Random(f"{table_name}.{column}"))
+            counts, refused = _update(conn, table_name, column, rowids, dealt)
+            low, high = min(dealt.values()), max(dealt.values())
+            reason = (f"column {item} added for a tool: its {len(rowids)} seeded rows filled with amounts from "
+                      f"{low!r} to {high!r}, as {counter.describe()}")
+            if refused:
+                reason += f"; {refused} rows stay NULL (a constraint refused the value)"
+            notes.append(ir.Rejection(stage=stage, item=item, reason=reason, evidence={
+                **ev.as_json(), "moves": list(counter.moves), "unit": counter.unit, "sign": counter.sign}))
+            continue
         if not before:
             told = ev.vocabulary()
             why = (f"the tools name only values their guards refuse ({', '.join(map(repr, told))})" if told

@@ -62,12 +62,26 @@ def _literal(node: exp.Expr) -> Any:
     return None
 
 
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+
+
 def _type_of(node: exp.Expr | None, params: Mapping[str, str]) -> str:
+    """The SQLite type of a column a statement sets to (or compares with) ``node``: a parameter's, a literal's; a sum
+    or difference is a number (``stock = stock - :quantity``: the tools stage had typed the added ``stock`` TEXT,
+    and a pharmacy's stock was text), INTEGER when every typed operand is a whole number, else REAL."""
+    if isinstance(node, exp.Paren):
+        return _type_of(node.this, params)
     if isinstance(node, exp.Placeholder) and node.name in params:
         return _SQL_TYPE[params[node.name]]
     if isinstance(node, exp.Literal):
         v = _literal(node)
         return "TEXT" if isinstance(v, str) else "INTEGER" if isinstance(v, int) else "REAL"
+    if isinstance(node, _ARITHMETIC):
+        sides = [_type_of(side, params) for side in (node.left, node.right)
+                 if isinstance(side, (exp.Placeholder, exp.Literal, exp.Paren, *_ARITHMETIC))]
+        numbers = [t for t in sides if t in ("INTEGER", "REAL")]
+        return "INTEGER" if numbers and all(t == "INTEGER" for t in numbers) and not isinstance(node, exp.Div) \
+            else "REAL"
     return "TEXT"
 
 
