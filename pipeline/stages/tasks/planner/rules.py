@@ -45,7 +45,14 @@ from pipeline.runtime import engine
 from pipeline.runtime.replay import fresh, play
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
-from pipeline.stages.tasks.planner.shapes import example_writes, over_limit_writes, refused_writes, writes
+from pipeline.stages.tasks.planner.shapes import (
+    condition_params,
+    example_writes,
+    over_limit_writes,
+    recorded_writes,
+    refused_writes,
+    writes,
+)
 
 SEEDS = 6
 """Seeds of the write shape tried per seed of this one (a create names one parent row per seed)."""
@@ -111,23 +118,44 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
     (:func:`~pipeline.stages.tasks.planner.shapes.example_writes`): a rule may allow a write only on them; then the
     changes that move a row's state anywhere but forward (:func:`~pipeline.stages.tasks.planner.shapes.refused_writes`),
     kept only where a rule forbids them: the write a state guard refuses (a loan already returned, returned again)
-    is never a forward move, and an allowed write still moves forward only."""
+    is never a forward move, and an allowed write still moves forward only. Last, for a rule none of those writes
+    meets on a call that would work but for the rules (:func:`_met`), the rule's own recorded calls
+    (:func:`~pipeline.stages.tasks.planner.shapes.recorded_writes`): its forbidden ones, and its allowed ones for a
+    tool no write allowed yet. A pair of rows another table links ("not allowed when the patient already has
+    allergies for the medication") is seldom a pair the write shapes draw: the example pharmacy's one draw that met
+    it was for more than the stock, and no task asked for a fill the allergy forbids."""
     seen: set[str] = set()
     per_tool: dict[tuple[str, bool], int] = {}
+    found: list[tuple[Chain, list[Rule]]] = []
     for s in range(seed, seed + SEEDS):
-        yield from _judged(p, writes(p, s), seen, per_tool)
+        found += _judged(p, writes(p, s), seen, per_tool)
     missing = {(t.name, v) for t in p.env.tools if governing(p, t.name) for v in (False, True)} - set(per_tool)
     if missing:
         for s in range(seed, seed + SEEDS):
             chains = [ch for ch in example_writes(p, s) if any(ch.calls[-1].tool == t for t, _ in missing)]
-            yield from ((ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing)
+            found += [(ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing]
     for s in range(seed, seed + SEEDS):
-        yield from _judged(p, refused_writes(p, s), seen, per_tool, forbidden_only=True)
+        found += _judged(p, refused_writes(p, s), seen, per_tool, forbidden_only=True)
     unrefused = {t.name for t in p.env.tools if governing(p, t.name)} - {t for t, f in per_tool if f}
     if unrefused:  # a threshold on the request's own amount that every seeded amount sits under
         for s in range(seed, seed + SEEDS):
             chains = [ch for ch in over_limit_writes(p, s) if ch.calls[-1].tool in unrefused]
-            yield from _judged(p, chains, seen, per_tool, forbidden_only=True)
+            found += _judged(p, chains, seen, per_tool, forbidden_only=True)
+    unmet = [r for r in p.env.rules if r.forbidden and not _met(p, r, found)]
+    if unmet:
+        calls = [(c, condition_params(r)) for r in unmet for c in r.forbidden]
+        found += _judged(p, recorded_writes(p, seed, calls), seen, per_tool, forbidden_only=True)
+        lone = {t for r in unmet for t in r.tools} - {t for t, f in per_tool if not f}
+        calls = [(c, condition_params(r)) for r in unmet for c in r.allowed if c.tool in lone]
+        found += [(ch, f) for ch, f in _judged(p, recorded_writes(p, seed, calls), seen, per_tool) if not f]
+    yield from found
+
+
+def _met(p: Planner, rule: Rule, found: list[tuple[Chain, list[Rule]]]) -> bool:
+    """Whether a write of ``found`` that ``rule`` forbids would work on the initial rows but for the rules, changing
+    a row (:func:`_still_forbidden`): the one a refusal asks for, and a compound's forbidden half."""
+    nothing = Chain("refuse_rule", [], [], [])
+    return any(any(r.id == rule.id for r in f) and _still_forbidden(p, nothing, ch) for ch, f in found)
 
 
 def _judged(p: Planner, chains: Iterable[Chain], seen: set[str], per_tool: dict[tuple[str, bool], int],
