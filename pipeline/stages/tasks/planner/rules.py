@@ -21,6 +21,11 @@ A forbidden write need not move a row forward (``shapes.refused_writes``: the st
 an earlier one): a state guard forbids exactly the writes a forward-only planner never asks for. Only those a rule
 forbids are kept; an allowed write moves forward only.
 
+A rule none of the planner's own writes meets on a call that works but for the rules (:func:`_met`) is asked for
+through its recorded calls (``ir.Rule.forbidden``, ``allowed``: ``shapes.recorded_writes``), judged by :func:`against`
+like every other write: a ``linked`` rule (an allergy of the patient to the medication) meets pairs of rows the write
+shapes seldom draw.
+
 * ``refuse_rule``: the forbidden write asked for alone, whose rules offer no alternative (:func:`refusals`): the
   reference reads its evidence and writes nothing, so its gold is the initial state, which doing nothing also
   reaches; the write must change a row, which the verifier pins, so a blind writer fails. The bank takes one only
