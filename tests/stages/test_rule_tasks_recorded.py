@@ -61,7 +61,12 @@ def test_the_pharmacy_s_allergy_rule_is_asked_for_by_its_recorded_forbidden_call
             play(run, [*ch.calls, forbidden])
             assert run.error is None and run.records[-1].changes
         with EnvInstance(env, enforce_policy=True) as inst:  # the reference breaks no rule; the fill is refused
-            assert all(inst.call(c.tool, c.arguments)["ok"] for c in ch.calls)
+            results = [inst.call(c.tool, c.arguments) for c in ch.calls]
+            assert all(res["ok"] for res in results)
+            # and it reads the allergy that forbids the fill (before 2026-11-30: only the patient and the medication)
+            pair = (r["arguments"]["patient_id"], r["arguments"]["medication_id"])
+            assert any(isinstance(res["result"], list) and any(
+                (row.get("patient_id"), row.get("medication_id")) == pair for row in res["result"]) for res in results)
             out = inst.call(forbidden.tool, forbidden.arguments)
             assert out["kind"] == "guard" and out["error"] == rule.message
 

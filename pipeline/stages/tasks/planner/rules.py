@@ -153,7 +153,89 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
         lone = {t for r in unmet for t in r.tools} - {t for t, f in per_tool if not f}
         calls = [(c, condition_params(r)) for r in unmet for c in r.allowed if c.tool in lone]
         found += [(ch, f) for ch, f in _judged(p, recorded_writes(p, seed, calls), seen, per_tool) if not f]
-    yield from found
+    yield from ((_with_link(p, ch, f) if f else ch, f) for ch, f in found)
+
+
+def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
+    """``ch`` (a forbidden write and its lookups) with a read that shows the row of another table linking two rows
+    the write names, when that row is why a rule forbids it (:func:`_links`): the allergy of the patient to the
+    medication a fill names. The write's lookups show the patient and the medication, not the allergy: a reference
+    that refuses the fill without reading it decides on nothing it saw. The read with the fewest calls the chain does
+    not do already, then the fewest rows shown (the patient's allergies, not every allergy's first page); added
+    before the write, a call equal to one of its lookups not repeated; only with values the request states already
+    (``must_state``); else ``ch``."""
+    write = ch.calls[-1]
+    for table, row in _links(p, write, forbid):
+        key = p.infos[table].key
+        best = None
+        for name in sorted(p.shapes):
+            shape = p.shapes[name]
+            if shape.kind != "read" or not all(shape.output_for((table, k)) for k in key):
+                continue
+            planned = p._fill_read(shape, table, row, 0, frozenset({name}))
+            if planned is None:
+                continue
+            calls, sources, stated, args, my_src = planned
+            shown = p.call(name, args) or []
+            if any(v not in ch.must_state for v in stated) or not any(
+                    all(r.get(shape.output_for((table, k)) or "") == row.get(k) for k in key) for r in shown):
+                continue
+            cost = (sum(1 for c in calls if c not in ch.calls), len(shown))  # new calls, then the narrowest read
+            if best is None or cost < best[0]:
+                best = (cost, calls + [ToolCall(tool=name, arguments=args)], sources + [my_src])
+        if best is None:
+            continue
+        before, before_src = list(ch.calls[:-1]), list(ch.sources[:-1])
+        at: dict[int, int] = {}  # place of an evidence call (1-based) -> its place in the chain
+        for i, (call, src) in enumerate(zip(best[1], best[2], strict=True), 1):
+            if call in before:
+                at[i] = before.index(call) + 1
+                continue
+            before.append(call)
+            before_src.append({k: _moved(v, at) for k, v in src.items()})
+            at[i] = len(before)
+        return replace(ch, calls=[*before, write], sources=[*before_src, ch.sources[-1]])
+    return ch
+
+
+def _moved(src: str, at: dict[int, int]) -> str:
+    """A source ``$k.field`` of an evidence call, with ``k`` its place in the chain."""
+    head, dot, field = src.partition(".")
+    if not (dot and head.startswith("$") and head[1:].isdigit()):
+        return src
+    return f"${at[int(head[1:])]}.{field}"
+
+
+def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
+    """Rows of a table other than the one ``write`` writes that point at two or more of the rows its references
+    name (an allergy of the patient to the medication a fill names), each whose removal lifts a rule of ``forbid``
+    (checked on a copy of the initial rows): the row the rule reads."""
+    shape = p.shapes.get(write.tool)
+    if shape is None or shape.target is None:
+        return []
+    named: dict[str, Any] = {}  # parent table -> the key value the write names there
+    for prm in p.env.tool(write.tool).params:
+        col = shape.column_of(prm.name, "value")
+        if col is None or prm.name not in write.arguments or not p.is_surrogate(col):
+            continue
+        for cc, pt, _pc in p.infos[col[0]].foreign_keys:
+            if cc == col[1]:
+                named.setdefault(pt, write.arguments[prm.name])
+    out: list[tuple[str, dict[str, Any]]] = []
+    ids = {r.id for r in forbid}
+    for table in sorted(p.infos):
+        info = p.infos[table]
+        links = [(cc, pt) for cc, pt, pc in info.foreign_keys if pt in named and pc in ("", p.infos[pt].key[0])]
+        if table == shape.target or len({pt for _, pt in links}) < 2:
+            continue
+        for row in (r for r in p.rows(table, -1) if all(r.get(cc) == named[pt] for cc, pt in links)):
+            with fresh(p.env) as run:
+                run.inst.conn.execute(f"DELETE FROM {qi(table)} WHERE " + " AND ".join(
+                    f"{qi(k)} = ?" for k in info.key), [row[k] for k in info.key])
+                left = against(p.env, run.inst.conn, write)
+            if left is not None and not ids & {r.id for r in left}:
+                out.append((table, row))
+    return out
 
 
 def _met(p: Planner, rule: Rule, found: list[tuple[Chain, list[Rule]]]) -> bool:
