@@ -260,6 +260,10 @@ class Planner:
         self.over: dict[str, Any] | None = None
         """Values some parameters of a write take whatever the rows say (``shapes.over_limit_writes``: the amount a
         rule on the request's own amount forbids); None: the rows' values."""
+        self.pinned: ToolCall | None = None
+        """A call a write must be (``shapes.recorded_writes``: a rule's recorded forbidden or allowed call): its tool
+        alone, the rows its arguments name, its values, none of its optional parameters it leaves out; None: the
+        rows' choice."""
         self.memo: dict[Any, Any] = {}
         """What a shape found for a seed, kept for the shapes that ask for it again (``shapes.writes``,
         ``rules._governed_writes``): a pure function of the rows the planner hands over."""

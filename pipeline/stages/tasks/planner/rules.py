@@ -21,6 +21,11 @@ A forbidden write need not move a row forward (``shapes.refused_writes``: the st
 an earlier one): a state guard forbids exactly the writes a forward-only planner never asks for. Only those a rule
 forbids are kept; an allowed write moves forward only.
 
+A rule none of the planner's own writes meets on a call that works but for the rules (:func:`_met`) is asked for
+through its recorded calls (``ir.Rule.forbidden``, ``allowed``: ``shapes.recorded_writes``), judged by :func:`against`
+like every other write: a ``linked`` rule (an allergy of the patient to the medication) meets pairs of rows the write
+shapes seldom draw.
+
 * ``refuse_rule``: the forbidden write asked for alone, whose rules offer no alternative (:func:`refusals`): the
   reference reads its evidence and writes nothing, so its gold is the initial state, which doing nothing also
   reaches; the write must change a row, which the verifier pins, so a blind writer fails. The bank takes one only
@@ -45,7 +50,14 @@ from pipeline.runtime import engine
 from pipeline.runtime.replay import fresh, play
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _shift
-from pipeline.stages.tasks.planner.shapes import example_writes, over_limit_writes, refused_writes, writes
+from pipeline.stages.tasks.planner.shapes import (
+    condition_params,
+    example_writes,
+    over_limit_writes,
+    recorded_writes,
+    refused_writes,
+    writes,
+)
 
 SEEDS = 6
 """Seeds of the write shape tried per seed of this one (a create names one parent row per seed)."""
@@ -111,23 +123,126 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
     (:func:`~pipeline.stages.tasks.planner.shapes.example_writes`): a rule may allow a write only on them; then the
     changes that move a row's state anywhere but forward (:func:`~pipeline.stages.tasks.planner.shapes.refused_writes`),
     kept only where a rule forbids them: the write a state guard refuses (a loan already returned, returned again)
-    is never a forward move, and an allowed write still moves forward only."""
+    is never a forward move, and an allowed write still moves forward only. Last, for a rule none of those writes
+    meets on a call that would work but for the rules (:func:`_met`), the rule's own recorded calls
+    (:func:`~pipeline.stages.tasks.planner.shapes.recorded_writes`): its forbidden ones, and its allowed ones for a
+    tool no write allowed yet. A pair of rows another table links ("not allowed when the patient already has
+    allergies for the medication") is seldom a pair the write shapes draw: the example pharmacy's one draw that met
+    it was for more than the stock, and no task asked for a fill the allergy forbids."""
     seen: set[str] = set()
     per_tool: dict[tuple[str, bool], int] = {}
+    found: list[tuple[Chain, list[Rule]]] = []
     for s in range(seed, seed + SEEDS):
-        yield from _judged(p, writes(p, s), seen, per_tool)
+        found += _judged(p, writes(p, s), seen, per_tool)
     missing = {(t.name, v) for t in p.env.tools if governing(p, t.name) for v in (False, True)} - set(per_tool)
     if missing:
         for s in range(seed, seed + SEEDS):
             chains = [ch for ch in example_writes(p, s) if any(ch.calls[-1].tool == t for t, _ in missing)]
-            yield from ((ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing)
+            found += [(ch, f) for ch, f in _judged(p, chains, seen, per_tool) if (ch.calls[-1].tool, bool(f)) in missing]
     for s in range(seed, seed + SEEDS):
-        yield from _judged(p, refused_writes(p, s), seen, per_tool, forbidden_only=True)
+        found += _judged(p, refused_writes(p, s), seen, per_tool, forbidden_only=True)
     unrefused = {t.name for t in p.env.tools if governing(p, t.name)} - {t for t, f in per_tool if f}
     if unrefused:  # a threshold on the request's own amount that every seeded amount sits under
         for s in range(seed, seed + SEEDS):
             chains = [ch for ch in over_limit_writes(p, s) if ch.calls[-1].tool in unrefused]
-            yield from _judged(p, chains, seen, per_tool, forbidden_only=True)
+            found += _judged(p, chains, seen, per_tool, forbidden_only=True)
+    unmet = [r for r in p.env.rules if r.forbidden and not _met(p, r, found)]
+    if unmet:
+        calls = [(c, condition_params(r)) for r in unmet for c in r.forbidden]
+        found += _judged(p, recorded_writes(p, seed, calls), seen, per_tool, forbidden_only=True)
+        lone = {t for r in unmet for t in r.tools} - {t for t, f in per_tool if not f}
+        calls = [(c, condition_params(r)) for r in unmet for c in r.allowed if c.tool in lone]
+        found += [(ch, f) for ch, f in _judged(p, recorded_writes(p, seed, calls), seen, per_tool) if not f]
+    yield from ((_with_link(p, ch, f) if f else ch, f) for ch, f in found)
+
+
+def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
+    """``ch`` (a forbidden write and its lookups) with a read that shows the row of another table linking two rows
+    the write names, when that row is why a rule forbids it (:func:`_links`): the allergy of the patient to the
+    medication a fill names. The write's lookups show the patient and the medication, not the allergy: a reference
+    that refuses the fill without reading it decides on nothing it saw. The read with the fewest calls the chain does
+    not do already, then the fewest rows shown (the patient's allergies, not every allergy's first page); added
+    before the write, a call equal to one of its lookups not repeated; only with values the request states already
+    (``must_state``); else ``ch``."""
+    write = ch.calls[-1]
+    for table, row in _links(p, write, forbid):
+        key = p.infos[table].key
+        best = None
+        for name in sorted(p.shapes):
+            shape = p.shapes[name]
+            if shape.kind != "read" or not all(shape.output_for((table, k)) for k in key):
+                continue
+            planned = p._fill_read(shape, table, row, 0, frozenset({name}))
+            if planned is None:
+                continue
+            calls, sources, stated, args, my_src = planned
+            shown = p.call(name, args) or []
+            if any(v not in ch.must_state for v in stated) or not any(
+                    all(r.get(shape.output_for((table, k)) or "") == row.get(k) for k in key) for r in shown):
+                continue
+            cost = (sum(1 for c in calls if c not in ch.calls), len(shown))  # new calls, then the narrowest read
+            if best is None or cost < best[0]:
+                best = (cost, calls + [ToolCall(tool=name, arguments=args)], sources + [my_src])
+        if best is None:
+            continue
+        before, before_src = list(ch.calls[:-1]), list(ch.sources[:-1])
+        at: dict[int, int] = {}  # place of an evidence call (1-based) -> its place in the chain
+        for i, (call, src) in enumerate(zip(best[1], best[2], strict=True), 1):
+            if call in before:
+                at[i] = before.index(call) + 1
+                continue
+            before.append(call)
+            before_src.append({k: _moved(v, at) for k, v in src.items()})
+            at[i] = len(before)
+        return replace(ch, calls=[*before, write], sources=[*before_src, ch.sources[-1]])
+    return ch
+
+
+def _moved(src: str, at: dict[int, int]) -> str:
+    """A source ``$k.field`` of an evidence call, with ``k`` its place in the chain."""
+    head, dot, field = src.partition(".")
+    if not (dot and head.startswith("$") and head[1:].isdigit()):
+        return src
+    return f"${at[int(head[1:])]}.{field}"
+
+
+def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
+    """Rows of a table other than the one ``write`` writes that point at two or more of the rows its references
+    name (an allergy of the patient to the medication a fill names), each whose removal lifts a rule of ``forbid``
+    (checked on a copy of the initial rows): the row the rule reads."""
+    shape = p.shapes.get(write.tool)
+    if shape is None or shape.target is None:
+        return []
+    named: dict[str, Any] = {}  # parent table -> the key value the write names there
+    for prm in p.env.tool(write.tool).params:
+        col = shape.column_of(prm.name, "value")
+        if col is None or prm.name not in write.arguments or not p.is_surrogate(col):
+            continue
+        for cc, pt, _pc in p.infos[col[0]].foreign_keys:
+            if cc == col[1]:
+                named.setdefault(pt, write.arguments[prm.name])
+    out: list[tuple[str, dict[str, Any]]] = []
+    ids = {r.id for r in forbid}
+    for table in sorted(p.infos):
+        info = p.infos[table]
+        links = [(cc, pt) for cc, pt, pc in info.foreign_keys if pt in named and pc in ("", p.infos[pt].key[0])]
+        if table == shape.target or len({pt for _, pt in links}) < 2:
+            continue
+        for row in (r for r in p.rows(table, -1) if all(r.get(cc) == named[pt] for cc, pt in links)):
+            with fresh(p.env) as run:
+                run.inst.conn.execute(f"DELETE FROM {qi(table)} WHERE " + " AND ".join(
+                    f"{qi(k)} = ?" for k in info.key), [row[k] for k in info.key])
+                left = against(p.env, run.inst.conn, write)
+            if left is not None and not ids & {r.id for r in left}:
+                out.append((table, row))
+    return out
+
+
+def _met(p: Planner, rule: Rule, found: list[tuple[Chain, list[Rule]]]) -> bool:
+    """Whether a write of ``found`` that ``rule`` forbids would work on the initial rows but for the rules, changing
+    a row (:func:`_still_forbidden`): the one a refusal asks for, and a compound's forbidden half."""
+    nothing = Chain("refuse_rule", [], [], [])
+    return any(any(r.id == rule.id for r in f) and _still_forbidden(p, nothing, ch) for ch, f in found)
 
 
 def _judged(p: Planner, chains: Iterable[Chain], seen: set[str], per_tool: dict[tuple[str, bool], int],

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from pipeline.ir import ToolCall
+from pipeline.ir import Rule, ToolCall
 from pipeline.runtime.state import qi
 from pipeline.stages.tasks.planner import held, states
 from pipeline.stages.tasks.planner.aggregates import aggregates, read_all, summable
@@ -118,10 +118,13 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     parents: dict[str, dict[str, Any]] = dict([new_parent]) if new_parent else {}
     uniq = unique_cols(p, table)
     template = p.window(table, seed, 1)[0] if creating and p.rows(table) else None
+    pinned = p.pinned.arguments if p.pinned is not None else None
     for prm in tool.params:
         if preset and prm.name in preset:  # a value read by an earlier call of the chain
             args[prm.name], src[prm.name] = preset[prm.name]
             continue
+        if pinned is not None and prm.name not in pinned and not prm.required:
+            continue  # an optional parameter the recorded call leaves out
         use = next((u for u in shape.uses.get(prm.name, []) if u.column is not None), None)
         if use is None:
             if prm.required:
@@ -163,7 +166,10 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                     return None
                 parent_table = fk[0][0]
                 near = p.window(parent_table, seed + len(args), PARENT_TRIES) if p.rows(parent_table) else []
-                if creating:  # a parent the seeded children's relations allow one more child (``held.room``)
+                if pinned is not None and prm.name in pinned:  # the row the recorded call names, whatever its room
+                    pk = fk[0][1] or p.infos[parent_table].key[0]
+                    near = [r for r in p.rows(parent_table, -1) if r.get(pk) == pinned[prm.name]][:1]
+                elif creating:  # a parent the seeded children's relations allow one more child (``held.room``)
                     near = [r for r in near if held.room(p, t, c, r)] or \
                         [r for r in p.window(parent_table, seed + len(args), ROOM_TRIES) if held.room(p, t, c, r)]
                 fits = [r for r in near if parent_fits(p, t, c, r)] if creating else []  # dated as the examples
@@ -193,7 +199,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 args[prm.name], src[prm.name] = 0, "stated"
                 continue
             if not use.direct:  # the parameter only feeds an expression (``date(:now, '+' || :days || ' days')``)
-                value = plain_value(prm)
+                value = pinned[prm.name] if pinned is not None and prm.name in pinned else plain_value(prm)
                 if value is None:
                     if prm.required:
                         return None
@@ -204,7 +210,9 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
                 facts.append(f"{prm.name.replace('_', ' ')} {said(value)}")
                 values.append((prm.name, value))
                 continue
-            if p.over is not None and prm.name in p.over:
+            if pinned is not None and prm.name in pinned:
+                value = pinned[prm.name]
+            elif p.over is not None and prm.name in p.over:
                 value = p.over[prm.name]
             elif creating:  # a row's own value (a phone, an e-mail address) new, else the template row's
                 own = own_value(p, t, c)
@@ -231,7 +239,7 @@ def _write_args(p: Planner, tool: Any, shape: Any, table: str, row: dict[str, An
     # a value made of another of the row's (an e-mail address of the person's name) made of the row's: the new
     # row's stated name, an existing row's name (or its new one)
     made = made_in_row(p, table, stated_now if creating else {**(row or {}), **stated_now},
-                       {c for c, (q, *_) in placed.items() if not (p.over and q in p.over)})
+                       {c for c, (q, *_) in placed.items() if not (p.over and q in p.over) and not (pinned and q in pinned)})
     if any(v is None for v in made.values()):
         return None
     stated_now.update(made)
@@ -351,7 +359,7 @@ def over_limit_writes(p: Planner, seed: int) -> Iterator[Chain]:
     if key not in p.memo:
         found: list[Chain] = []
         for rule in p.env.rules:
-            named = set(re.findall(r":([A-Za-z_][A-Za-z0-9_]*)", rule.condition)) - {"now", "today"}
+            named = condition_params(rule)
             for bad in rule.forbidden:
                 over = {q: v for q, v in bad.arguments.items() if q in named and _stated_value(p, bad.tool, q)}
                 if not over:
@@ -366,6 +374,59 @@ def over_limit_writes(p: Planner, seed: int) -> Iterator[Chain]:
     yield from p.memo[key]
 
 
+def condition_params(rule: Rule) -> set[str]:
+    """The parameters of the governed tool a rule's condition reads (its SQL's named parameters, the clock's left
+    out)."""
+    return set(re.findall(r":([A-Za-z_][A-Za-z0-9_]*)", rule.condition)) - {"now", "today"}
+
+
+def recorded_writes(p: Planner, seed: int, calls: Sequence[tuple[ToolCall, Collection[str]]]) -> Iterator[Chain]:
+    """:func:`writes` made of ``calls`` (a rule's recorded forbidden or allowed calls, ``ir.Rule.forbidden``: each
+    worked on the seeded rows and the rule's check gave its verdict on it), each with the parameters its write must
+    keep (those the rule's condition reads): the rows each call names, reached by the lookups a request's words lead
+    to, and its values, except where the planner's own checks change one the condition does not read (a new row's
+    date put where the table's rows put theirs: the check's probe date is no date a person asks for); a call the
+    planner cannot name so gives none. For a rule whose condition the planner's own draws never meet, or meet only on
+    writes that fail anyway: a pair of rows another table links (the patient's allergy to the medication) is seldom
+    among the pairs the write shapes draw. Found once per planner, seed and calls."""
+    key = ("recorded_writes", seed, tuple((c.model_dump_json(), tuple(sorted(k))) for c, k in calls))
+    if key not in p.memo:
+        found: list[Chain] = []
+        for call, keep in calls:
+            if call.tool not in p.shapes:
+                continue
+            p.pinned = call
+            try:
+                found += [ch for ch in _writes(p, seed) if ch.calls[-1].tool == call.tool and all(
+                    ch.calls[-1].arguments.get(q) == call.arguments.get(q) for q in keep)]
+            finally:
+                p.pinned = None
+        p.memo[key] = found
+    yield from p.memo[key]
+
+
+def _pinned_rows(p: Planner, shape: Any, tool: Any, subject: str) -> list[dict[str, Any]]:
+    """The rows of ``subject`` the pinned call's filter parameters name (:attr:`Planner.pinned`), in the planner's
+    order: a recorded call's row, not the seed's window."""
+    assert p.pinned is not None
+    want = {q.name: p.pinned.arguments[q.name] for q in tool.params if q.name in p.pinned.arguments
+            and shape.column_of(q.name, "filter") is not None}
+    if not want:
+        return []
+    out = []
+    for row in p.rows(subject, -1):
+        ok = True
+        for q, v in want.items():
+            col = shape.column_of(q, "filter")
+            target = p._value_for(col, subject, row)
+            if target is None or target[1].get(target[2]) != v:
+                ok = False
+                break
+        if ok:
+            out.append(row)
+    return out[:1]
+
+
 def _stated_value(p: Planner, tool: str, param: str) -> bool:
     """Whether ``param`` of ``tool`` is a new value the request states (not a filter naming a row, nor a reference)."""
     shape = p.shapes.get(tool)
@@ -377,7 +438,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
     for name in sorted(p.shapes):
         shape = p.shapes[name]
         tool = p.env.tool(name)
-        if shape.kind != "write" or shape.target is None:
+        if shape.kind != "write" or shape.target is None or p.pinned is not None and name != p.pinned.tool:
             continue
         if p.refusing is not None and shape.op != "update":
             continue  # a new row starts in the state new rows have; a delete names no state
@@ -396,7 +457,7 @@ def _writes(p: Planner, seed: int) -> Iterator[Chain]:
         if subject is None or subject not in p.infos:
             continue
         found = False
-        for row in p.window(subject, seed, 6):
+        for row in p.window(subject, seed, 6) if p.pinned is None else _pinned_rows(p, shape, tool, subject):
             if found and p.is_example(subject, row) and not p.examples_first:
                 break  # the model's examples only for a tool no other row gives a chain
             desc = p.describe(subject, row)
