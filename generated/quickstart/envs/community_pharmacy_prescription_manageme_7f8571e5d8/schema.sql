@@ -1,7 +1,7 @@
--- community_pharmacy_prescription_manageme_ba9a469e5a: Community Pharmacy Prescription Management
+-- community_pharmacy_prescription_manageme_7f8571e5d8: Community Pharmacy Prescription Management
 CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, age INTEGER CHECK (age >= 0)) STRICT;
 
-CREATE TABLE medications (medication_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, brand TEXT, dosage TEXT, frequency TEXT, quantity REAL CHECK (quantity > 0), stock TEXT) STRICT;
+CREATE TABLE medications (medication_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, brand TEXT, dosage TEXT, frequency TEXT, quantity REAL CHECK (quantity > 0), stock REAL) STRICT;
 
 CREATE TABLE allergies (allergy_id INTEGER PRIMARY KEY, patient_id INTEGER NOT NULL REFERENCES patients(patient_id), medication_id INTEGER NOT NULL REFERENCES medications(medication_id), reaction TEXT) STRICT;
 
