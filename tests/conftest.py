@@ -3,10 +3,19 @@ real-model tests really run the model."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import re
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+STACKS_BEFORE_S = 60
+"""Seconds before a test's timeout at which every thread's stack is written down (:func:`pytest_runtest_protocol`)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -15,6 +24,50 @@ def pytest_configure(config: pytest.Config) -> None:
     xdist worker keeps its core. At the product's default nice -10 the server would take both cores whenever it
     generates and starve the other worker's tests, whose timeouts are wall-clock."""
     os.environ.setdefault("ENVFOUNDRY_SERVER_NICE", "0")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or the one process): workers inherit the place
+        os.environ["ENVFOUNDRY_TEST_STACKS"] = tempfile.mkdtemp(prefix="envfoundry-test-stacks-")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test still running :data:`STACKS_BEFORE_S` before its timeout has every thread's stack written to a file
+    the run's summary prints (:func:`pytest_terminal_summary`). pytest-timeout's own dump goes to an xdist worker's
+    stderr, which the run's output never shows: stop 59's CI sat after 1,791 of 1,792 results with no word of where."""
+    marker = item.get_closest_marker("timeout")
+    timeout = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 0)
+    where = os.environ.get("ENVFOUNDRY_TEST_STACKS")
+    if not where or timeout <= 2 * STACKS_BEFORE_S:
+        yield
+        return
+    path = Path(where) / f"{os.getpid()}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', item.nodeid)[-120:]}.txt"
+    header = f"{item.nodeid}: still running {timeout - STACKS_BEFORE_S:g} s after it started\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(header)
+        f.flush()
+        faulthandler.dump_traceback_later(timeout - STACKS_BEFORE_S, file=f)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            written = path.stat().st_size > len(header.encode())
+    if not written:
+        path.unlink(missing_ok=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    where = os.environ.get("ENVFOUNDRY_TEST_STACKS")
+    if where and not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    where = os.environ.get("ENVFOUNDRY_TEST_STACKS")
+    if not where or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for path in sorted(Path(where).glob("*.txt")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        terminalreporter.write_sep("=", f"stacks of a test near its timeout ({path.name})")
+        terminalreporter.write_line(text[-12000:])
 
 
 @pytest.fixture(scope="session")
