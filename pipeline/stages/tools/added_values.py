@@ -373,7 +373,7 @@ def _number(value: float, whole: bool) -> Any:
     return int(round(value)) if whole else round(float(value), 2)
 
 
-def _self_move(expr: exp.Expr, column: str) -> tuple[int, exp.Expr] | None:
+def self_move(expr: exp.Expr, column: str) -> tuple[int, exp.Expr] | None:
     """``(sign, move)`` when ``expr`` is ``column + move``, ``move + column`` or ``column - move``."""
     while isinstance(expr, exp.Paren):
         expr = expr.this
@@ -440,7 +440,7 @@ def amounts(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlite
             for eq in tree.args.get("expressions") or []:
                 if not (isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column) and eq.left.name == column):
                     continue
-                found = _self_move(eq.right, column)
+                found = self_move(eq.right, column)
                 if found is None:
                     continue
                 sign, move = found

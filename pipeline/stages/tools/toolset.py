@@ -59,7 +59,7 @@ from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.tools import added_values, duplicates, guards
+from pipeline.stages.tools import added_values, amount_guards, duplicates, guards
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
@@ -616,6 +616,8 @@ def generate_tools(
         if refilled is not ws:
             ws.close()
             ws = refilled
+        rejections += notes
+        ws.tools, notes = amount_guards.add(ws.tools, STAGE)  # a write drawing an amount down holds to the amount
         rejections += notes
         env = ws.environment()
         if settings.goal_coverage:
