@@ -153,19 +153,23 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
         lone = {t for r in unmet for t in r.tools} - {t for t, f in per_tool if not f}
         calls = [(c, condition_params(r)) for r in unmet for c in r.allowed if c.tool in lone]
         found += [(ch, f) for ch, f in _judged(p, recorded_writes(p, seed, calls), seen, per_tool) if not f]
-    yield from ((_with_link(p, ch, f) if f else ch, f) for ch, f in found)
+    yield from ((_with_link(p, ch, f), f) for ch, f in found)
 
 
 def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
-    """``ch`` (a forbidden write and its lookups) with a read that shows the row of another table linking two rows
+    """``ch`` (a governed write and its lookups) with a read that shows the row of another table linking two rows
     the write names, when that row is why a rule forbids it (:func:`_links`): the allergy of the patient to the
     medication a fill names. The write's lookups show the patient and the medication, not the allergy: a reference
-    that refuses the fill without reading it decides on nothing it saw. The read with the fewest calls the chain does
-    not do already, then the fewest rows shown (the patient's allergies, not every allergy's first page); added
-    before the write, a call equal to one of its lookups not repeated; only with values the request states already
-    (``must_state``); else ``ch``."""
+    that refuses the fill without reading it decides on nothing it saw. An allowed write (``forbid`` empty) a rule
+    of that kind governs reads the same table for one of the rows it names (:func:`_links` with ``allowed``: a
+    pharmacist reads the patient's allergies before every fill, not only before those they forbid), a read whose
+    filters the rows the write names fill (not every allergy's first page). The read with the fewest calls the
+    chain does not do already, then the fewest rows shown (the patient's allergies, not every allergy's first page);
+    added before the write, a call equal to one of its lookups not repeated; only with values the request states
+    already (``must_state``); else ``ch`` (a write no such table links: the library's, unchanged)."""
     write = ch.calls[-1]
-    for table, row in _links(p, write, forbid):
+    allowed = not forbid
+    for table, row in _links(p, write, forbid, allowed=allowed):
         key = p.infos[table].key
         best = None
         for name in sorted(p.shapes):
@@ -177,8 +181,12 @@ def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
                 continue
             calls, sources, stated, args, my_src = planned
             shown = p.call(name, args) or []
-            if any(v not in ch.must_state for v in stated) or not any(
-                    all(r.get(shape.output_for((table, k)) or "") == row.get(k) for k in key) for r in shown):
+            if any(v not in ch.must_state for v in stated):
+                continue
+            if allowed:  # no row links them yet: a read for one of the rows the write names, whatever it shows
+                if not args or p.call(name, args) is None:  # a read that works, filtered
+                    continue
+            elif not any(all(r.get(shape.output_for((table, k)) or "") == row.get(k) for k in key) for r in shown):
                 continue
             cost = (sum(1 for c in calls if c not in ch.calls), len(shown))  # new calls, then the narrowest read
             if best is None or cost < best[0]:
@@ -206,10 +214,13 @@ def _moved(src: str, at: dict[int, int]) -> str:
     return f"${at[int(head[1:])]}.{field}"
 
 
-def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
+def _links(p: Planner, write: ToolCall, forbid: list[Rule], allowed: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """Rows of a table other than the one ``write`` writes that point at two or more of the rows its references
     name (an allergy of the patient to the medication a fill names), each whose removal lifts a rule of ``forbid``
-    (checked on a copy of the initial rows): the row the rule reads."""
+    (checked on a copy of the initial rows): the row the rule reads. With ``allowed`` (an allowed write): per such
+    table, the row it would hold linking them (its other columns None), where adding one (a copy of the table's
+    first row in the planner's order, pointing at the write's rows) makes a rule governing the write forbid it
+    (checked on a copy of the initial rows): the table the rule would read."""
     shape = p.shapes.get(write.tool)
     if shape is None or shape.target is None:
         return []
@@ -222,11 +233,15 @@ def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, d
             if cc == col[1]:
                 named.setdefault(pt, write.arguments[prm.name])
     out: list[tuple[str, dict[str, Any]]] = []
-    ids = {r.id for r in forbid}
+    ids = {r.id for r in (governing(p, write.tool) if allowed else forbid)}
     for table in sorted(p.infos):
         info = p.infos[table]
         links = [(cc, pt) for cc, pt, pc in info.foreign_keys if pt in named and pc in ("", p.infos[pt].key[0])]
         if table == shape.target or len({pt for _, pt in links}) < 2:
+            continue
+        if allowed:
+            if ids and _would_link(p, table, {cc: named[pt] for cc, pt in links}, write, ids):
+                out.append((table, {**dict.fromkeys(info.columns), **{cc: named[pt] for cc, pt in links}}))
             continue
         for row in (r for r in p.rows(table, -1) if all(r.get(cc) == named[pt] for cc, pt in links)):
             with fresh(p.env) as run:
@@ -236,6 +251,26 @@ def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, d
             if left is not None and not ids & {r.id for r in left}:
                 out.append((table, row))
     return out
+
+
+def _would_link(p: Planner, table: str, values: dict[str, Any], write: ToolCall, ids: set[str]) -> bool:
+    """Whether a row of ``table`` holding ``values`` (a copy of its first row in the planner's order, its key left
+    to SQLite when an ``INTEGER PRIMARY KEY``) makes a rule of ``ids`` forbid ``write``, on a copy of the initial
+    rows; False when the table has no row to copy or the copy breaks a constraint."""
+    every = p.rows(table, -1)
+    if not every:
+        return False
+    info = p.infos[table]
+    row = {**every[0], **values}
+    cols = [c for c in info.columns if not (info.int_pk and c in info.key) and c != "rowid"]
+    with fresh(p.env) as run:
+        try:
+            run.inst.conn.execute(f"INSERT INTO {qi(table)} ({', '.join(qi(c) for c in cols)}) VALUES "
+                                  f"({', '.join('?' for _ in cols)})", [row[c] for c in cols])
+        except sqlite3.Error:
+            return False
+        left = against(p.env, run.inst.conn, write)
+    return left is not None and bool(ids & {r.id for r in left})
 
 
 def _met(p: Planner, rule: Rule, found: list[tuple[Chain, list[Rule]]]) -> bool:
