@@ -26,6 +26,11 @@ through its recorded calls (``ir.Rule.forbidden``, ``allowed``: ``shapes.recorde
 like every other write: a ``linked`` rule (an allergy of the patient to the medication) meets pairs of rows the write
 shapes seldom draw.
 
+A governed write whose rule reads a row of another table linking rows it names (the allergy of the patient to the
+medication a fill names) reads that table before the write (:func:`_with_link`): the linking row before a write it
+forbids, and the rows of one named row (the patient's allergies) before a write it allows, in every planned chain
+(:func:`with_reads`): the agent reads what the rule depends on whatever the verdict turns out to be.
+
 * ``refuse_rule``: the forbidden write asked for alone, whose rules offer no alternative (:func:`refusals`): the
   reference reads its evidence and writes nothing, so its gold is the initial state, which doing nothing also
   reaches; the write must change a row, which the verifier pins, so a blind writer fails. The bank takes one only
