@@ -150,3 +150,39 @@ def test_a_recorded_update_names_its_row() -> None:
     assert ch.shape == "update" and ch.calls[-1] == call and ch.calls[:-1] == [
         ir.ToolCall(tool="find_medications_by_name", arguments={"medication_name": name})]
     assert p.pinned is None
+
+
+def test_an_allowed_fill_reads_the_allergies_the_rule_would_read_before_it() -> None:
+    """An allowed write a linking rule governs reads the link table too (``rules._with_link`` with an allowed write,
+    ``rules._links(allowed=True)``): a pharmacist reads the patient's allergies before every fill, not only before the
+    ones the allergy forbids. Before 2026-11-30 the compound's allowed half filled Paul Smith's Naproxen after only
+    finding the patient and the medication; each allowed fill of the plan (a compound's, a decide task's: a single
+    fill, and one of a compound of plain writes) now reads the allergies of a row it names (the narrowest read: the
+    patient's, or the medication's where those are fewer) before the fill."""
+    env = committed()
+    with fresh(env) as run:
+        chains = plan_chains(env, run, 30, TIERS, spread=True, rules=True)
+        decides = list(R.decide_rules(make_planner(env, run), 0))
+    allowed = [(c, r) for c in chains for r in c.rules if r["verdict"] == "allows" and r["tool"] == "fill_prescription"]
+    def works(ch: Chain) -> bool:  # a decide_rule draw may ask for more than the stock (the planner keeps none)
+        with fresh(env) as run:
+            play(run, ch.calls)
+            return run.error is None
+
+    allowed += [(d, r) for d in decides if works(d) for r in d.rules if r["tool"] == "fill_prescription"]
+    assert {c.shape for c, _ in allowed} == {"compound_rule", "compound", "create"} and any(map(works, decides))
+    paul = next(c for c, r in allowed if c.shape == "compound_rule" and r["arguments"]["patient_id"] == 106)
+    assert paul.calls[:4] == [
+        ir.ToolCall(tool="find_patient_by_name", arguments={"patient_name": "Paul Smith"}),
+        ir.ToolCall(tool="find_medications_by_name", arguments={"medication_name": "Naproxen"}),
+        ir.ToolCall(tool="find_allergies_by_patient_id", arguments={"patient_id": 106}),
+        ir.ToolCall(tool="fill_prescription", arguments={"patient_id": 106, "medication_id": 18, "quantity": 1.0})]
+    for ch, r in allowed:
+        write = ir.ToolCall(tool=r["tool"], arguments=r["arguments"])
+        before = ch.calls[:ch.calls.index(write)]
+        with EnvInstance(env, enforce_policy=True) as inst:  # the reads work, and the fill is allowed after them
+            assert all(inst.call(c.tool, c.arguments)["ok"] for c in before)
+            assert inst.call(write.tool, write.arguments)["ok"]
+        reads = [c for c in before if "allerg" in c.tool and any(
+            c.arguments.get(k) == write.arguments[k] for k in ("patient_id", "medication_id"))]
+        assert reads, (ch.shape, ch.calls)

@@ -23,7 +23,7 @@ from pipeline.ir import Environment
 from pipeline.runtime.replay import Run, fresh, play
 from pipeline.stages.tasks.planner import held
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner
-from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate
+from pipeline.stages.tasks.planner.rules import RULE_SHAPES, annotate, with_reads
 from pipeline.stages.tasks.planner.shapes import SHAPES
 
 __all__ = ["Chain", "Goal", "NaturalKey", "ParamUse", "Planner", "ShuffledPlanner", "ToolShape", "make_planner",
@@ -122,7 +122,7 @@ def candidates(planner: Planner, seed: int = 0, initial_db: str | Path | None = 
                     judged = annotate(planner.env, ch, initial_db)
                     if judged is None:
                         continue
-                    ch = judged
+                    ch = with_reads(planner, judged)  # a linking rule's table read before each write
                 elif planner.env.rules and annotate(planner.env, ch, initial_db) is None:
                     continue  # without rule-bound tasks, no task asks for a write the policy forbids either
                 got.append(ch)

@@ -26,6 +26,11 @@ through its recorded calls (``ir.Rule.forbidden``, ``allowed``: ``shapes.recorde
 like every other write: a ``linked`` rule (an allergy of the patient to the medication) meets pairs of rows the write
 shapes seldom draw.
 
+A governed write whose rule reads a row of another table linking rows it names (the allergy of the patient to the
+medication a fill names) reads that table before the write (:func:`_with_link`): the linking row before a write it
+forbids, and the rows of one named row (the patient's allergies) before a write it allows, in every planned chain
+(:func:`with_reads`): the agent reads what the rule depends on whatever the verdict turns out to be.
+
 * ``refuse_rule``: the forbidden write asked for alone, whose rules offer no alternative (:func:`refusals`): the
   reference reads its evidence and writes nothing, so its gold is the initial state, which doing nothing also
   reaches; the write must change a row, which the verifier pins, so a blind writer fails. The bank takes one only
@@ -153,19 +158,28 @@ def _find_governed_writes(p: Planner, seed: int) -> Iterator[tuple[Chain, list[R
         lone = {t for r in unmet for t in r.tools} - {t for t, f in per_tool if not f}
         calls = [(c, condition_params(r)) for r in unmet for c in r.allowed if c.tool in lone]
         found += [(ch, f) for ch, f in _judged(p, recorded_writes(p, seed, calls), seen, per_tool) if not f]
-    yield from ((_with_link(p, ch, f) if f else ch, f) for ch, f in found)
+    yield from ((_with_link(p, ch, f), f) for ch, f in found)
 
 
-def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
-    """``ch`` (a forbidden write and its lookups) with a read that shows the row of another table linking two rows
+def _with_link(p: Planner, ch: Chain, forbid: list[Rule], index: int = -1) -> Chain:
+    """``ch`` (a governed write and its lookups) with a read that shows the row of another table linking two rows
     the write names, when that row is why a rule forbids it (:func:`_links`): the allergy of the patient to the
     medication a fill names. The write's lookups show the patient and the medication, not the allergy: a reference
-    that refuses the fill without reading it decides on nothing it saw. The read with the fewest calls the chain does
-    not do already, then the fewest rows shown (the patient's allergies, not every allergy's first page); added
-    before the write, a call equal to one of its lookups not repeated; only with values the request states already
-    (``must_state``); else ``ch``."""
-    write = ch.calls[-1]
-    for table, row in _links(p, write, forbid):
+    that refuses the fill without reading it decides on nothing it saw. An allowed write (``forbid`` empty) a rule
+    of that kind governs reads the same table for one of the rows it names (:func:`_links` with ``allowed``: a
+    pharmacist reads the patient's allergies before every fill, not only before those they forbid), a read whose
+    filters the rows the write names fill (not every allergy's first page). The read with the fewest calls the
+    chain does not do already, then the fewest rows shown (the patient's allergies, not every allergy's first page);
+    added before the write, a call equal to one of its lookups not repeated; only with values the request states
+    already (``must_state``); else ``ch`` (a write no such table links: the library's, unchanged). ``index``: the
+    write's place in ``ch`` (its last call by default; :func:`with_reads`), the sources of the calls after it moved
+    past the reads added."""
+    index = index % len(ch.calls) if ch.calls else 0
+    if not ch.calls or len(ch.sources) != len(ch.calls):
+        return ch
+    write, done = ch.calls[index], ch.calls[:index]
+    allowed = not forbid
+    for table, row in _links(p, write, forbid, allowed=allowed):
         key = p.infos[table].key
         best = None
         for name in sorted(p.shapes):
@@ -176,16 +190,21 @@ def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
             if planned is None:
                 continue
             calls, sources, stated, args, my_src = planned
-            shown = p.call(name, args) or []
-            if any(v not in ch.must_state for v in stated) or not any(
-                    all(r.get(shape.output_for((table, k)) or "") == row.get(k) for k in key) for r in shown):
+            got = p.call(name, args)
+            shown = got or []
+            if any(v not in ch.must_state for v in stated):
                 continue
-            cost = (sum(1 for c in calls if c not in ch.calls), len(shown))  # new calls, then the narrowest read
+            if allowed:  # no row links them yet: a read for one of the rows the write names, whatever it shows
+                if not args or got is None:  # a read that works, filtered by a row the write names
+                    continue
+            elif not any(all(r.get(shape.output_for((table, k)) or "") == row.get(k) for k in key) for r in shown):
+                continue
+            cost = (sum(1 for c in calls if c not in done), len(shown))  # new calls, then the narrowest read
             if best is None or cost < best[0]:
                 best = (cost, calls + [ToolCall(tool=name, arguments=args)], sources + [my_src])
         if best is None:
             continue
-        before, before_src = list(ch.calls[:-1]), list(ch.sources[:-1])
+        before, before_src = list(done), list(ch.sources[:index])
         at: dict[int, int] = {}  # place of an evidence call (1-based) -> its place in the chain
         for i, (call, src) in enumerate(zip(best[1], best[2], strict=True), 1):
             if call in before:
@@ -194,22 +213,49 @@ def _with_link(p: Planner, ch: Chain, forbid: list[Rule]) -> Chain:
             before.append(call)
             before_src.append({k: _moved(v, at) for k, v in src.items()})
             at[i] = len(before)
-        return replace(ch, calls=[*before, write], sources=[*before_src, ch.sources[-1]])
+        m = len(before) - index  # calls added: those after the write read calls moved by m
+        moved = {k: k + m for k in range(index + 1, len(ch.calls) + 1)}
+        later = [{k: _moved(v, moved, keep=True) for k, v in src.items()} for src in ch.sources[index:]]
+        return replace(ch, calls=[*before, *ch.calls[index:]], sources=[*before_src, *later])
     return ch
 
 
-def _moved(src: str, at: dict[int, int]) -> str:
-    """A source ``$k.field`` of an evidence call, with ``k`` its place in the chain."""
+def _moved(src: str, at: dict[int, int], keep: bool = False) -> str:
+    """A source ``$k.field`` of an evidence call, with ``k`` its place in the chain (``keep``: a ``k`` ``at`` does
+    not hold stays)."""
     head, dot, field = src.partition(".")
     if not (dot and head.startswith("$") and head[1:].isdigit()):
         return src
-    return f"${at[int(head[1:])]}.{field}"
+    k = int(head[1:])
+    return f"${at.get(k, k) if keep else at[k]}.{field}"
 
 
-def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
+def with_reads(p: Planner, ch: Chain) -> Chain:
+    """``ch`` (a planned chain the rules allow, ``annotate``) with, before each governed write it does, the read of
+    the table a linking rule would read (:func:`_with_link` on an allowed write): a fill in any task, a decide task's
+    or a compound's of several writes, reads the patient's allergies first. A chain of no such write is ``ch``."""
+    for i in reversed(range(len(ch.calls))):
+        shape = p.shapes.get(ch.calls[i].tool)
+        if shape is not None and shape.kind == "write" and governing(p, ch.calls[i].tool):
+            ch = _with_link(p, ch, [], index=i)
+    return ch
+
+
+def _links(p: Planner, write: ToolCall, forbid: list[Rule], allowed: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """Rows of a table other than the one ``write`` writes that point at two or more of the rows its references
     name (an allergy of the patient to the medication a fill names), each whose removal lifts a rule of ``forbid``
-    (checked on a copy of the initial rows): the row the rule reads."""
+    (checked on a copy of the initial rows): the row the rule reads. With ``allowed`` (an allowed write): per such
+    table, the row it would hold linking them (its other columns None), where adding one (a copy of the table's
+    first row in the planner's order, pointing at the write's rows) makes a rule governing the write forbid it
+    (checked on a copy of the initial rows): the table the rule would read. Found once per planner, write, rules
+    and ``allowed``."""
+    key = ("links", write.model_dump_json(), tuple(r.id for r in forbid), allowed)
+    if key not in p.memo:
+        p.memo[key] = _find_links(p, write, forbid, allowed)
+    return list(p.memo[key])
+
+
+def _find_links(p: Planner, write: ToolCall, forbid: list[Rule], allowed: bool) -> list[tuple[str, dict[str, Any]]]:
     shape = p.shapes.get(write.tool)
     if shape is None or shape.target is None:
         return []
@@ -222,11 +268,15 @@ def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, d
             if cc == col[1]:
                 named.setdefault(pt, write.arguments[prm.name])
     out: list[tuple[str, dict[str, Any]]] = []
-    ids = {r.id for r in forbid}
+    ids = {r.id for r in (governing(p, write.tool) if allowed else forbid)}
     for table in sorted(p.infos):
         info = p.infos[table]
         links = [(cc, pt) for cc, pt, pc in info.foreign_keys if pt in named and pc in ("", p.infos[pt].key[0])]
         if table == shape.target or len({pt for _, pt in links}) < 2:
+            continue
+        if allowed:
+            if ids and _would_link(p, table, {cc: named[pt] for cc, pt in links}, write, ids):
+                out.append((table, {**dict.fromkeys(info.columns), **{cc: named[pt] for cc, pt in links}}))
             continue
         for row in (r for r in p.rows(table, -1) if all(r.get(cc) == named[pt] for cc, pt in links)):
             with fresh(p.env) as run:
@@ -236,6 +286,26 @@ def _links(p: Planner, write: ToolCall, forbid: list[Rule]) -> list[tuple[str, d
             if left is not None and not ids & {r.id for r in left}:
                 out.append((table, row))
     return out
+
+
+def _would_link(p: Planner, table: str, values: dict[str, Any], write: ToolCall, ids: set[str]) -> bool:
+    """Whether a row of ``table`` holding ``values`` (a copy of its first row in the planner's order, its key left
+    to SQLite when an ``INTEGER PRIMARY KEY``) makes a rule of ``ids`` forbid ``write``, on a copy of the initial
+    rows; False when the table has no row to copy or the copy breaks a constraint."""
+    every = p.rows(table, -1)
+    if not every:
+        return False
+    info = p.infos[table]
+    row = {**every[0], **values}
+    cols = [c for c in info.columns if not (info.int_pk and c in info.key) and c != "rowid"]
+    with fresh(p.env) as run:
+        try:
+            run.inst.conn.execute(f"INSERT INTO {qi(table)} ({', '.join(qi(c) for c in cols)}) VALUES "
+                                  f"({', '.join('?' for _ in cols)})", [row[c] for c in cols])
+        except sqlite3.Error:
+            return False
+        left = against(p.env, run.inst.conn, write)
+    return left is not None and bool(ids & {r.id for r in left})
 
 
 def _met(p: Planner, rule: Rule, found: list[tuple[Chain, list[Rule]]]) -> bool:
