@@ -47,7 +47,7 @@ import math
 import random
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -392,16 +392,36 @@ def self_move(expr: exp.Expr, column: str) -> tuple[int, exp.Expr] | None:
     return None
 
 
-def _written_with(tool: ir.Tool, param: str, skip: tuple[str, str]) -> list[tuple[str, str]]:
-    """The ``(table, column)`` s other than ``skip`` that ``tool``'s writes set to the parameter ``param`` itself."""
-    out: list[tuple[str, str]] = []
-    for step in tool.steps:
+def write_trees(tool: ir.Tool) -> Iterator[tuple[int, exp.Expr]]:
+    """Each write step of ``tool`` (its index) with its parsed SQL; a step the parser refuses is left out."""
+    for i, step in enumerate(tool.steps):
         if step.kind != "write":
             continue
         try:
             tree = sqlglot.parse_one(step.sql, read="sqlite")
         except Exception:
             continue
+        if tree is not None:
+            yield i, tree
+
+
+def moves(tool: ir.Tool) -> Iterator[tuple[int, str, str, int, exp.Expr, exp.Expr | None]]:
+    """``(step index, table, column, sign, move, where)`` for each column a write step of ``tool`` sets to itself plus
+    (sign 1) or minus (sign -1) a move (:func:`self_move`); ``where``: the UPDATE's condition, None without one."""
+    for i, tree in write_trees(tool):
+        if not (isinstance(tree, exp.Update) and isinstance(tree.this, exp.Table)):
+            continue
+        where = tree.args.get("where")
+        for eq in tree.args.get("expressions") or []:
+            if isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column) and \
+                    (found := self_move(eq.right, eq.left.name)) is not None:
+                yield i, tree.this.name, eq.left.name, found[0], found[1], where.this if where is not None else None
+
+
+def _written_with(tool: ir.Tool, param: str, skip: tuple[str, str]) -> list[tuple[str, str]]:
+    """The ``(table, column)`` s other than ``skip`` that ``tool``'s writes set to the parameter ``param`` itself."""
+    out: list[tuple[str, str]] = []
+    for _i, tree in write_trees(tool):
         pairs: list[tuple[str, str, exp.Expr]] = []
         if isinstance(tree, exp.Insert) and isinstance(tree.this, exp.Schema) and \
                 isinstance(tree.this.this, exp.Table) and isinstance(tree.expression, exp.Values):
@@ -422,54 +442,41 @@ def amounts(tools: Sequence[ir.Tool], table: ir.Table, column: str, conn: sqlite
     writes the same parameter into (a fill's ``prescriptions.quantity``), else a literal move, else the parameter's
     bounds, else 1. Read from the SQL and the rows (no names, no words)."""
     signs: list[int] = []
-    moves: list[float] = []
+    sizes: list[float] = []
     told: list[str] = []
     for tool in tools:
         if tool.kind != "write":
             continue
         params = {p.name: p for p in tool.params}
-        for step in tool.steps:
-            if step.kind != "write":
+        for _i, t, c, sign, move, _where in moves(tool):
+            if (t, c) != (table.name, column):
                 continue
-            try:
-                tree = sqlglot.parse_one(step.sql, read="sqlite")
-            except Exception:
+            signs.append(sign)
+            while isinstance(move, exp.Paren):
+                move = move.this
+            lit = _literal(move)
+            if isinstance(lit, (int, float)) and not isinstance(lit, bool):
+                sizes.append(abs(lit))
+                told.append(f"{lit!r} in {tool.name}")
                 continue
-            if not (isinstance(tree, exp.Update) and isinstance(tree.this, exp.Table) and tree.this.name == table.name):
+            if not isinstance(move, exp.Placeholder):
                 continue
-            for eq in tree.args.get("expressions") or []:
-                if not (isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column) and eq.left.name == column):
-                    continue
-                found = self_move(eq.right, column)
-                if found is None:
-                    continue
-                sign, move = found
-                signs.append(sign)
-                while isinstance(move, exp.Paren):
-                    move = move.this
-                lit = _literal(move)
-                if isinstance(lit, (int, float)) and not isinstance(lit, bool):
-                    moves.append(abs(lit))
-                    told.append(f"{lit!r} in {tool.name}")
-                    continue
-                if not isinstance(move, exp.Placeholder):
-                    continue
-                seen: list[float] = []
-                where = _written_with(tool, move.name, (table.name, column))
-                for t, c in where:
-                    if t in infos and c in infos[t].columns:
-                        seen += [v for (v,) in conn.execute(f"SELECT {qi(c)} FROM {qi(t)} WHERE {qi(c)} IS NOT NULL")
-                                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
-                p = params.get(move.name)
-                if not seen and p is not None:
-                    seen = [abs(b) for b in (p.minimum, p.maximum) if isinstance(b, (int, float)) and b]
-                if seen:
-                    moves += seen
-                    told.append(f"its {move.name} in {tool.name}" +
-                                (f" (as {', '.join(f'{t}.{c}' for t, c in where)} hold it)" if where else ""))
+            seen: list[float] = []
+            where = _written_with(tool, move.name, (table.name, column))
+            for t, c in where:
+                if t in infos and c in infos[t].columns:
+                    seen += [v for (v,) in conn.execute(f"SELECT {qi(c)} FROM {qi(t)} WHERE {qi(c)} IS NOT NULL")
+                             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+            p = params.get(move.name)
+            if not seen and p is not None:
+                seen = [abs(b) for b in (p.minimum, p.maximum) if isinstance(b, (int, float)) and b]
+            if seen:
+                sizes += seen
+                told.append(f"its {move.name} in {tool.name}" +
+                            (f" (as {', '.join(f'{t}.{c}' for t, c in where)} hold it)" if where else ""))
     if not signs:
         return None
-    positive = sorted(m for m in moves if m > 0)
+    positive = sorted(m for m in sizes if m > 0)
     unit = positive[len(positive) // 2] if positive else 1
     whole = all(float(m).is_integer() for m in positive)
     return Counter(sign=min(signs), moves=tuple(sorted(set(positive)))[:MOVES_KEPT], unit=unit, whole=whole,

@@ -5,7 +5,7 @@ the row whatever the row holds: a pharmacy filled 20 tablets from a stock of 15 
 own "not enough stock" guard compared another column). :func:`add` gives such a tool, when none of its guards
 already compares the amount, a guard that must find no row: ``SELECT 1 FROM medications WHERE (medication_id =
 :medication_id) AND stock < :quantity`` (the write's own ``WHERE``, the move as the write takes it). Read from the
-SQL by a parser (``added_values.self_move``), no names, no words; a row whose amount is NULL passes (no amount is
+SQL by a parser (``added_values.moves``), no names, no words; a row whose amount is NULL passes (no amount is
 known to be short). An amount only counted up gets no guard.
 """
 
@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from pipeline import ir
 from pipeline.runtime.state import qi
-from pipeline.stages.tools.added_values import self_move
+from pipeline.stages.tools.added_values import moves
 
 _ORDER = (exp.LT, exp.LTE, exp.GT, exp.GTE)
 
@@ -44,21 +44,9 @@ def _guarded(tool: ir.Tool, table: str, column: str) -> bool:
 
 def drawn_down(tool: ir.Tool) -> list[tuple[int, str, str, str, str]]:
     """``(step index, table, column, where, move)`` for each write step of ``tool`` that sets a column to itself
-    minus a move, with a ``WHERE`` (SQL text in SQLite's dialect)."""
-    out = []
-    for i, step in enumerate(tool.steps):
-        tree = _parse(step.sql) if step.kind == "write" else None
-        if not (isinstance(tree, exp.Update) and isinstance(tree.this, exp.Table)) or tree.args.get("where") is None:
-            continue
-        for eq in tree.args.get("expressions") or []:
-            if not (isinstance(eq, exp.EQ) and isinstance(eq.left, exp.Column)):
-                continue
-            found = self_move(eq.right, eq.left.name)
-            if found is None or found[0] > 0:
-                continue
-            where = tree.args["where"].this.sql(dialect="sqlite")
-            out.append((i, tree.this.name, eq.left.name, where, found[1].sql(dialect="sqlite")))
-    return out
+    minus a move, with a ``WHERE`` (SQL text in SQLite's dialect; ``added_values.moves``)."""
+    return [(i, table, column, where.sql(dialect="sqlite"), move.sql(dialect="sqlite"))
+            for i, table, column, sign, move, where in moves(tool) if sign < 0 and where is not None]
 
 
 def add(tools: Sequence[ir.Tool], stage: str = "tools") -> tuple[list[ir.Tool], list[ir.Rejection]]:
