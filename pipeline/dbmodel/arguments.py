@@ -398,28 +398,30 @@ class Sampler:
         """Whether every argument comes from an enum or a column of the seeded rows."""
         return all(p.enum or self.source(tool, p.name) is not None for p in tool.params)
 
-    def arguments(self, tool: ir.Tool, k: int) -> list[dict[str, Any]]:
+    def arguments(self, tool: ir.Tool, k: int, skip: int = 0) -> list[dict[str, Any]]:
         """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
         values for UNIQUE columns are unused (so a create-style tool is not refused as a duplicate) and one mixing
-        rows; a value an ``UPDATE`` sets differs from what the rows it names hold, where the column allows."""
+        rows; a value an ``UPDATE`` sets differs from what the rows it names hold, where the column allows.
+        ``skip``: the first ``skip`` of ``skip + k`` places spread over each table are left out (``skip=1``: no
+        value from a table's first row, where the LLM's own example rows are, for calls a request will name)."""
         sets: list[dict[str, Any]] = []
         fresh: dict[str, Any] = {}
-        for i in range(k):
+        for i in range(skip, skip + k):
             args: dict[str, Any] = {}
             for p in tool.params:
-                v = self._drawn(tool, p, i, k)
+                v = self._drawn(tool, p, i, skip + k)
                 src = None if p.enum else self.source(tool, p.name)
-                if i == 0 and v is not None and src is not None and (src[0], src[1].name) in self.unique \
+                if i == skip and v is not None and src is not None and (src[0], src[1].name) in self.unique \
                         and src[1].ref is None:
                     fresh[p.name] = self._coerce(p, self._unused(src[0], src[1].name, v))
-                args[p.name] = self._fallback(tool, p, i) if v is None else v
+                args[p.name] = self._fallback(tool, p, i - skip) if v is None else v
             if args not in sets:
                 sets.append(args)
         if tool.kind == "write" and len(tool.params) > 1:
             # one more set whose arguments come from different rows: drawn from the same row, an "assign
             # mechanic 1 to order 1" may be what the seed already says, and a tool that works changes nothing
-            mixed = {p.name: v if (v := self._drawn(tool, p, j, k)) is not None else self._fallback(tool, p, j)
-                     for j, p in enumerate(tool.params)}
+            mixed = {p.name: v if (v := self._drawn(tool, p, skip + j, skip + k)) is not None
+                     else self._fallback(tool, p, j) for j, p in enumerate(tool.params)}
             if mixed not in sets:
                 sets.append(mixed)
         if tool.kind == "write" and sets and fresh:

@@ -407,7 +407,7 @@ class Finder:
                                           ).fetchall()
                 if not pairs:
                     continue
-                base = self.sampler.arguments(tool, 1)[0]
+                base = self.sampler.arguments(tool, 1, skip=1)[0]
                 yield Candidate(
                     _slug(tool.name, link, "linked"), "precondition", tool.name,
                     f"SELECT 1 FROM {qi(link)} WHERE {qi(link)}.{qi(fks[a])} = :{pa} AND {qi(link)}.{qi(fks[b])} = :{pb}",
@@ -614,7 +614,7 @@ def _spread(items: list[Any], k: int) -> list[Any]:
 def argument_sets(c: Candidate, tool: ir.Tool, sampler: Sampler, conn: Any, clock: str) -> list[dict[str, Any]]:
     """The Sampler's argument sets for the tool, and its first one with ``c.probe`` set to seeded values the
     condition holds for and values it does not (``PROBES`` of each, spread over the table); then ``c.tried``."""
-    sets = sampler.arguments(tool, 3)
+    sets = sampler.arguments(tool, 3, skip=1)
     base = sets[0]
     hit: list[Any] = []
     miss: list[Any] = []
