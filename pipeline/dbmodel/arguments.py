@@ -167,8 +167,12 @@ def set_uses(tool: ir.Tool) -> list[SetUse]:
 class Sampler:
     """Argument sets for a tool drawn from the seeded rows of ``conn`` (deterministic)."""
 
-    def __init__(self, conn: sqlite3.Connection, tables: tuple[ir.Table, ...] | list[ir.Table], today: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, tables: tuple[ir.Table, ...] | list[ir.Table], today: str,
+                 examples: dict[str, int] | None = None) -> None:
         self.conn = conn
+        self.examples = dict(examples or {})
+        """Per table, how many of its first rows the LLM wrote as examples (``ir.RowPlan.examples``), for
+        :meth:`arguments` ``past_examples``."""
         self.clock = today
         self.today = dt.date.fromisoformat(today[:10])
         self.tables = tuple(tables)
@@ -209,21 +213,23 @@ class Sampler:
             return ref[0], self.cols[ref]
         return t, self.cols[(t, c)]
 
-    def _row_value(self, table: str, col: str, i: int, k: int) -> Any:
+    def _row_value(self, table: str, col: str, i: int, k: int, past: bool = False) -> Any:
         n = self.conn.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{col}" IS NOT NULL').fetchone()[0]
         if not n:
             return None
-        offset = (i * max(1, n // k)) % n
+        lead = self.examples.get(table, 0) if past else 0
+        lead = lead if 0 < lead < n else 0
+        offset = lead + (i * max(1, (n - lead) // k)) % (n - lead)
         return self.conn.execute(f'SELECT "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL ORDER BY rowid '
                                  f"LIMIT 1 OFFSET {offset}").fetchone()[0]
 
-    def _drawn(self, tool: ir.Tool, p: ir.Param, i: int, k: int) -> Any:
+    def _drawn(self, tool: ir.Tool, p: ir.Param, i: int, k: int, past: bool = False) -> Any:
         """The ``i``-th of ``k`` values for ``p``: from its enum, else from the seeded column it stands for
-        (spread over the table), else None."""
+        (spread over the table; ``past``: over its rows after the LLM's examples), else None."""
         if p.enum:
             return p.enum[i % len(p.enum)]
         src = self.source(tool, p.name)
-        return None if src is None else self._coerce(p, self._row_value(src[0], src[1].name, i, k))
+        return None if src is None else self._coerce(p, self._row_value(src[0], src[1].name, i, k, past))
 
     def _fallback(self, tool: ir.Tool, p: ir.Param, i: int) -> Any:
         """A value for a parameter the seeded rows give none for, by its type. A text parameter that stands for
@@ -398,29 +404,29 @@ class Sampler:
         """Whether every argument comes from an enum or a column of the seeded rows."""
         return all(p.enum or self.source(tool, p.name) is not None for p in tool.params)
 
-    def arguments(self, tool: ir.Tool, k: int, skip: int = 0) -> list[dict[str, Any]]:
+    def arguments(self, tool: ir.Tool, k: int, past_examples: bool = False) -> list[dict[str, Any]]:
         """``k`` sets from existing rows (spread over each table), plus, for write tools, a set whose
         values for UNIQUE columns are unused (so a create-style tool is not refused as a duplicate) and one mixing
         rows; a value an ``UPDATE`` sets differs from what the rows it names hold, where the column allows.
-        ``skip``: the first ``skip`` of ``skip + k`` places spread over each table are left out (``skip=1``: no
-        value from a table's first row, where the LLM's own example rows are, for calls a request will name)."""
+        ``past_examples``: values spread over each table's rows after the LLM's example rows (:attr:`examples`), for
+        calls a request will name (the model's examples are no likelier to be named than any other row)."""
         sets: list[dict[str, Any]] = []
         fresh: dict[str, Any] = {}
-        for i in range(skip, skip + k):
+        for i in range(k):
             args: dict[str, Any] = {}
             for p in tool.params:
-                v = self._drawn(tool, p, i, skip + k)
+                v = self._drawn(tool, p, i, k, past_examples)
                 src = None if p.enum else self.source(tool, p.name)
-                if i == skip and v is not None and src is not None and (src[0], src[1].name) in self.unique \
+                if i == 0 and v is not None and src is not None and (src[0], src[1].name) in self.unique \
                         and src[1].ref is None:
                     fresh[p.name] = self._coerce(p, self._unused(src[0], src[1].name, v))
-                args[p.name] = self._fallback(tool, p, i - skip) if v is None else v
+                args[p.name] = self._fallback(tool, p, i) if v is None else v
             if args not in sets:
                 sets.append(args)
         if tool.kind == "write" and len(tool.params) > 1:
             # one more set whose arguments come from different rows: drawn from the same row, an "assign
             # mechanic 1 to order 1" may be what the seed already says, and a tool that works changes nothing
-            mixed = {p.name: v if (v := self._drawn(tool, p, skip + j, skip + k)) is not None
+            mixed = {p.name: v if (v := self._drawn(tool, p, j, k, past_examples)) is not None
                      else self._fallback(tool, p, j) for j, p in enumerate(tool.params)}
             if mixed not in sets:
                 sets.append(mixed)

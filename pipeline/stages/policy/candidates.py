@@ -235,7 +235,7 @@ class Finder:
 
     def __init__(self, env: ir.Environment, conn: Any) -> None:
         self.env, self.conn = env, conn
-        self.sampler = Sampler(conn, env.tables, env.clock)
+        self.sampler = Sampler(conn, env.tables, env.clock, example_rows(env))
         self.infos = self.sampler.infos
         self.updated = updated_columns(env)
         self.personal = {(t.name, c) for t in env.tables for c in t.personal}
@@ -407,7 +407,7 @@ class Finder:
                                           ).fetchall()
                 if not pairs:
                     continue
-                base = self.sampler.arguments(tool, 1, skip=1)[0]
+                base = self.sampler.arguments(tool, 1, past_examples=True)[0]
                 yield Candidate(
                     _slug(tool.name, link, "linked"), "precondition", tool.name,
                     f"SELECT 1 FROM {qi(link)} WHERE {qi(link)}.{qi(fks[a])} = :{pa} AND {qi(link)}.{qi(fks[b])} = :{pb}",
@@ -601,6 +601,14 @@ def proposals(env: ir.Environment, conn: Any) -> tuple[list[Candidate], list[Can
 # ------------------------------------------------------------------ the check on real calls
 
 
+def example_rows(env: ir.Environment) -> dict[str, int]:
+    """Per table, its first rows the LLM wrote as examples (``ir.RowPlan.examples``) where code made more: the calls
+    a rule is checked on and recorded with (a rule-bound task's request names their rows) are drawn from the others.
+    The committed pharmacy of 2026-11-30 recorded patient 1, medication 1 and quantity 0.5 (the first
+    prescription's), and both its compound tasks asked for a fill of quantity 0.5, which only the examples hold."""
+    return {s.table: s.plan.examples for s in env.seed if s.plan is not None and 0 < s.plan.examples < len(s.rows)}
+
+
 def _binding(tool: ir.Tool, args: dict[str, Any], clock: str) -> dict[str, Any]:
     return {**{p.name: args.get(p.name) for p in tool.params}, "now": clock, "today": clock[:10]}
 
@@ -614,7 +622,7 @@ def _spread(items: list[Any], k: int) -> list[Any]:
 def argument_sets(c: Candidate, tool: ir.Tool, sampler: Sampler, conn: Any, clock: str) -> list[dict[str, Any]]:
     """The Sampler's argument sets for the tool, and its first one with ``c.probe`` set to seeded values the
     condition holds for and values it does not (``PROBES`` of each, spread over the table); then ``c.tried``."""
-    sets = sampler.arguments(tool, 3, skip=1)
+    sets = sampler.arguments(tool, 3, past_examples=True)
     base = sets[0]
     hit: list[Any] = []
     miss: list[Any] = []
@@ -641,7 +649,7 @@ def check(env: ir.Environment, candidates: list[Candidate]) -> tuple[list[Checke
     dropped: list[ir.Rejection] = []
     tools = served_tools(env)
     with EnvInstance(env) as base, EnvInstance(env) as live:
-        sampler = Sampler(base.conn, env.tables, env.clock)
+        sampler = Sampler(base.conn, env.tables, env.clock, example_rows(env))
         watch = Watch(live)
         for c in candidates:
             tool = tools[c.tool]
