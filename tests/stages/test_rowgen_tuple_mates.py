@@ -125,8 +125,9 @@ def test_each_generated_book_keeps_the_year_continued_with_its_title(monkeypatch
     pools = {"title": [t for t, _, _ in MORE], "author": [a for _, a, _ in MORE], "year": [y for _, _, y in MORE]}
     client = scripted(replies, pools)
     res = generate_seed(SCENARIO, (CATALOGUE,), client, gen_settings(entity_rows=(12, 12)))
-    assert res.ok, res.rejections
+    assert res.ok and res.value is not None, res.rejections
     (books,) = res.value
+    assert books.plan is not None
     gens = {g.column: g for g in books.plan.generators}
     assert gens["year"].kind == "integer" and gens["year"].after == "title"
     assert any("more rows of (title, author, year)" in m[0]["content"] for m in client.requests)
@@ -165,8 +166,9 @@ def test_each_generated_medicine_keeps_its_strength_and_frequency(monkeypatch: p
              "frequency": [f for _, _, f in MORE_DRUGS]}
     client = scripted(replies, pools)
     res = generate_seed(SCENARIO, (PHARMACY,), client, gen_settings(entity_rows=(10, 10)))
-    assert res.ok, res.rejections
+    assert res.ok and res.value is not None, res.rejections
     (meds,) = res.value
+    assert meds.plan is not None
     gens = {g.column: g for g in meds.plan.generators}
     assert gens["strength"].after == gens["frequency"].after == "name"
     assert gens["expires"].after is None
@@ -243,8 +245,9 @@ def test_each_generated_book_keeps_the_genre_written_with_its_title(monkeypatch:
     pools = {c: [r[i] for r in SHELF] for i, c in enumerate(("title", "author", "genre", "publication_year"))}
     client = scripted(replies, pools)
     res = generate_seed(SCENARIO, (BOOKS,), client, gen_settings(entity_rows=(12, 12)))
-    assert res.ok, res.rejections
+    assert res.ok and res.value is not None, res.rejections
     (books,) = res.value
+    assert books.plan is not None
     gens = {g.column: g for g in books.plan.generators}
     assert gens["genre"].kind == "enum" and gens["genre"].after == "title"
     assert any("more rows of (title, author, genre, publication_year)" in m[0]["content"] for m in client.requests)
