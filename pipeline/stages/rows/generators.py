@@ -18,7 +18,8 @@ column the examples pair with one of them (:func:`tuple_columns`), are continued
 (:func:`continue_tuples`: a title with its author, a make with its model) and drawn one row of them per generated
 row (:func:`continue_together`), and so are the numbers and CHECK-list values whose examples vary with such a
 tuple or a single list column of an entity (:func:`row_mates`: a book's year with its title, a medicine's strength
-and dose frequency with its name; each checked by :func:`value_check`: a number in its generator's range, a value
+and dose frequency with its name; a category of an entity even where every example holds one value,
+:func:`entity_category`: a book's genre; each checked by :func:`value_check`: a number in its generator's range, a value
 of the CHECK list; where a continued reply wrote them as a sequence down its rows (:func:`in_sequence`), asked
 again one row a call, given the row's name, :func:`complete_rows`, an example row's values copied refused); relations the examples show are made to hold by code (:func:`settle`:
 date order, the clock, signs, list separators, a child's dates after its parent's) and numbers and dates agree
@@ -1238,11 +1239,13 @@ def row_mates(asked: Sequence[Column], gens: Mapping[str, ir.ColumnGenerator | N
     all of them), drawn with it rather than apart (a book's year with its title, a medicine's strength and dose
     frequency with its name, a make the model listed as an enum with its model): numbers and enums
     (:data:`ALIGNED_KINDS`), no date, no UNIQUE column, no boolean. Where the tuple names an entity (``entity``:
-    one of its columns UNIQUE or in the table's natural key, each row drawn once) all of them; otherwise (a row
-    drawn again and again) only an enum without a CHECK list, a vocabulary the model chose, since a number or a
-    CHECK list's state (a vehicle's status) varies between rows of the same tuple. Decided from the examples and the
+    one of its columns UNIQUE or in the table's natural key, each row drawn once) all of them, and a category of
+    the entity whose examples all hold one value (:func:`entity_category`: a book's genre, every example 'fiction');
+    otherwise (a row drawn again and again) only an enum without a CHECK list, a vocabulary the model chose, since
+    a number or a CHECK list's state (a vehicle's status) varies between rows of the same tuple. The columns that
+    vary come first (:data:`TUPLE_MATES_WIDTH` keeps the first of them). Decided from the examples, the constraints and the
     generators' kinds, no column name read."""
-    out = []
+    out, same = [], []
     for c in asked:
         g = gens.get(c.name)
         if g is None or g.kind not in ALIGNED_KINDS or c.name in singles or (g.kind == "enum" and not g.values):
@@ -1252,14 +1255,39 @@ def row_mates(asked: Sequence[Column], gens: Mapping[str, ir.ColumnGenerator | N
         values = examples.get(c.name, [])
         at = frozenset(i for i, v in enumerate(values) if v is not None and not isinstance(v, bool)
                        and str(v).strip())
-        if at != rows or len({_stored_text(values[i]) for i in rows}) < 2:
+        if at != rows:
             continue
         if g.kind != "enum" and not all(isinstance(values[i], int | float) for i in rows):  # a number as text
             continue
         if relations.date_columns({c.name: list(values)}):
             continue
-        out.append(c.name)
-    return out
+        if len({_stored_text(values[i]) for i in rows}) >= 2:
+            out.append(c.name)
+        elif entity and entity_category(c, g, gens):
+            same.append(c.name)
+    return [*out, *same]
+
+
+def entity_category(col: Column, g: ir.ColumnGenerator, gens: Mapping[str, ir.ColumnGenerator | None]) -> bool:
+    """Whether a column of an entity's table whose examples all hold one value is continued with the entity's row
+    anyway, as a category of it (a book's genre: the library's four example books all 'fiction', the genre drawn
+    apart made 'Animal Farm' and 'The Hobbit' non-fiction, 2026-11-30) rather than a state its rows move through
+    (a book's or a vehicle's status, every example in the one state a row starts in): an ``enum`` of named values
+    (a CHECK list, each value held to it by :func:`value_check`, or the model's own vocabulary), and none of what
+    marks a state: a DEFAULT (the value a new row starts in), a yes/no list (a CHECK of 0 and 1), a date column
+    code draws in the table (where a short list is a state held to the clock, :func:`pipeline.stages.rows.tense.
+    state_columns`, which leaves alone a column drawn with its row). A number the same in every example (copies,
+    stock) stays drawn apart: a count rows change. The examples cannot tell a state without these marks from a
+    category; continued, such a state is written by the model for each row, inside its CHECK list. From kinds and
+    constraints only, no name or value read. The real model, shown the library's four 'fiction' books, wrote each
+    of its next books' genre beside its title (3 calls, 10 novels kept, each 'fiction'; 'The Hobbit' given as
+    'fantasy', no value of the CHECK list, dropped with its row: 2026-11-30)."""
+    if g.kind != "enum" or col.has_default:
+        return False
+    if set(col.enum or g.values or ()) <= {0, 1}:
+        return False
+    return not any(o is not None and o.kind in ("date", "datetime", "date_after")
+                   for n, o in gens.items() if n != col.name)
 
 
 def rest_model(columns: list[str], places: Sequence[int], lists: Mapping[int, Sequence[str]]) -> type[BaseModel]:
@@ -1603,8 +1631,9 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
     if base:  # the numbers and CHECK values that vary with the tuple's (a year with its title) join it
         entity = any(n in ctx.singles or n in (table.natural_key or []) for n in base)
         joined = row_mates(asked, gens, ex, set_rows(ex.get(base[0], [])), entity, ctx.singles)
-        if joined:
-            together = [*base, *joined][:TUPLE_MATES_WIDTH]
+        if joined:  # those that vary kept first, then asked in the table's order
+            kept = set([*base, *joined][:TUPLE_MATES_WIDTH])
+            together = [*(n for n in base if n in kept), *(c.name for c in asked if c.name in kept and c.name not in base)]
     if together:
         by_name = {c.name: c for c in asked}
         calls = continue_together(scenario, table, together, ctx, client, settings, n_examples, out, mates, by_name)
