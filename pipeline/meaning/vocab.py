@@ -329,6 +329,8 @@ def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str
         item = " ".join(str(raw).split()).strip(" \t\"'")
         if not item or norm(item) in seen or said_twice(item) or digit_ended(item, shown):
             continue
+        if shown and foreign_letters(item, shown):  # another writing system than every example's
+            continue
         if glued(item, seen) or (variants and variant_of(item, kept)):
             continue
         seen.add(norm(item))
@@ -336,6 +338,36 @@ def clean(items: Iterable[str], known: Sequence[str] = (), refused: Sequence[str
         out.append(item)
     drop = numbered(list(dict.fromkeys([*known, *refused, *out, *(" ".join(str(i).split()) for i in items)])))
     return [i for i in out if i not in drop]
+
+
+def scripts(text: str) -> frozenset[str]:
+    """The writing systems of ``text``'s letters, as Unicode names them ("LATIN", "CJK", "CYRILLIC", "GREEK",
+    "HIRAGANA", ...: the first word of each letter's Unicode name); digits, marks and punctuation have none."""
+    out: set[str] = set()
+    for ch in text:
+        if ch.isalpha():
+            try:
+                name = unicodedata.name(ch).split()[0].split("-")[0]  # "KATAKANA-HIRAGANA PROLONGED ..."
+            except ValueError:  # a letter with no name
+                continue
+            out.add(ONE_SCRIPT.get(name, name))
+    return frozenset(out)
+
+
+ONE_SCRIPT = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HALFWIDTH": "CJK", "IDEOGRAPHIC": "CJK", "HANGUL": "CJK"}
+"""Writing systems one language mixes as a matter of course (Japanese writes kanji, hiragana and katakana in one
+sentence), read as one by :func:`scripts`."""
+
+
+def foreign_letters(text: str, known: Iterable[object]) -> str | None:
+    """The letters of ``text`` (joined, in order) whose writing system no text of ``known`` uses, or None: the 1.5B
+    model slips into another language's script mid-value ("Customer reported that他们的", an outside support-case
+    build of 2026-11-30, its request cut there). Read from Unicode's names of the letters, in any language."""
+    seen = frozenset().union(*(scripts(str(k)) for k in known))
+    if not seen:
+        return None
+    odd = "".join(ch for ch in text if ch.isalpha() and not scripts(ch) <= seen)
+    return odd or None
 
 
 def list_separator(values: Sequence[str]) -> str | None:

@@ -31,6 +31,7 @@ from pipeline.hashing import canonical_json
 from pipeline.ir import Environment, Rejection, Task, TaskMetadata, ToolCall
 from pipeline.llm.protocol import LLMClientProtocol
 from pipeline.llm.sampling import Escalating
+from pipeline.meaning.vocab import foreign_letters
 from pipeline.prompts import prompt_hashes, sections
 from pipeline.runtime import reward
 from pipeline.runtime.replay import describe_call, fresh
@@ -233,6 +234,10 @@ def lint_request(env: Environment, chain: Chain, text: str, *, plain: bool = Fal
         return f"{it} speaks about the request itself ({phrase!r}); keep only what the user says"
     if problem := copied_description(env, text, _code_words(chain), it):
         return problem
+    sc = env.scenario
+    if odd := foreign_letters(text, [sc.name, sc.description, *chain.facts, *chain.must_state]):
+        return (f"{it} writes {odd!r}, letters of a writing system the application and the facts never use; "
+                "write the whole message in the application's language")
     for t in env.tools:
         if "_" in t.name and t.name.lower() in text.lower():
             return f"{it} names the tool {t.name}; say what the user wants, not which tool to call"

@@ -40,6 +40,8 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
         return not bool(current)
     if isinstance(current, bool):
         return not current
+    if isinstance(current, int) and current in (0, 1) and yes_no(p, table, col):
+        return 1 - current  # a yes/no held as 0/1: the other one, not "change the availability to 4"
     if isinstance(current, int):
         cand = current + 3 if param.maximum is None or current + 3 <= param.maximum else current - 1
         return cand if cand != current else None
@@ -70,6 +72,17 @@ def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique
             made = (ir.ColumnGenerator(column=col, kind="email"), 0)  # no plan: e-mail addresses, as every row holds
         return fresh_text(current, taken, made, locale_of(p))
     return None
+
+
+def yes_no(p: Planner, table: str, col: str) -> bool:
+    """Whether ``table.col`` holds yes/no as 0/1: the rows stage drew it as a boolean, or (no plan) every row holds 0
+    or 1 and some row each (a count that happens to be 0 or 1 in every row is rare at scale). Read from the plan and
+    the rows, no name."""
+    made = generator_of(p, table, col)
+    if made is not None:
+        return made[0].kind == "boolean"
+    held = {r[0] for r in p.conn.execute(f"SELECT DISTINCT {qi(col)} FROM {qi(table)} WHERE {qi(col)} IS NOT NULL")}
+    return held == {0, 1}
 
 
 def plain_value(param: Any) -> Any:
