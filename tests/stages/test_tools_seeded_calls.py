@@ -15,7 +15,16 @@ from pipeline import ir
 from pipeline.dbmodel.ddl import rows_of
 from pipeline.stages.tools import seeded_calls
 from pipeline.stages.tools.toolset import Workspace, drop_contradicted
-from tests.stages.library_replies import SCENARIO, small_settings
+from tests.stages.library_replies import (
+    FIND_MEMBER,
+    LEND_BOOK,
+    LIST_LOANS,
+    RETURN_BOOK,
+    SCENARIO,
+    TOOL_PLAN,
+    small_settings,
+)
+from tests.stages.test_tools import run, seed  # noqa: F401 (fixture)
 
 DDL = [
     "CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL) STRICT",
@@ -142,10 +151,10 @@ def test_guards_not_about_the_inserted_row_or_the_state_now_are_not_judged() -> 
 def workspace():
     conn = _conn()
     tables = [ir.Table(name=n, ddl=d) for n, d in zip(["patients", "drugs", "scripts", "voids"], DDL, strict=True)]
-    seed = [rows_of(conn, t) for t in tables]
+    seeded = [rows_of(conn, t) for t in tables]
     tool = _tool([("SELECT 1 FROM patients WHERE patient_id = :patient_id", "exist"), (DUPLICATE, "not_exist"),
                   (NONSENSE, "not_exist")])
-    with Workspace(SCENARIO, tables, seed, CLOCK, [tool]) as ws:
+    with Workspace(SCENARIO, tables, seeded, CLOCK, [tool]) as ws:
         yield ws
 
 
@@ -156,3 +165,19 @@ def test_the_stage_drops_the_contradicted_guard_with_a_note(workspace) -> None:
     (tool,) = workspace.tools
     assert [s.sql for s in tool.steps if s.kind == "guard"] == [
         "SELECT 1 FROM patients WHERE patient_id = :patient_id", DUPLICATE]
+
+
+def test_the_tools_stage_drops_a_guard_its_seeded_calls_contradict(seed, monkeypatch) -> None:  # noqa: F811
+    # the library fixture's open loans: member 1 has two (books 2 and 4), member 3 one (book 3)
+    nonsense = ("SELECT 1 FROM books b JOIN loans l ON l.book_id = b.book_id "
+                "WHERE l.member_id = :member_id AND l.book_id + :book_id > 5")  # refuses both of member 1's
+    lend = {**LEND_BOOK, "guards": [LEND_BOOK["guards"][1],  # about the books: not judged
+                                    {"sql": nonsense, "must": "not_exist", "error": "No room for {book_id}"}]}
+    monkeypatch.setattr(seeded_calls, "MIN_ROWS", 3)
+    res, _ = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, lend, RETURN_BOOK])
+    assert res.ok
+    (note,) = [r for r in res.rejections if r.reason.startswith("guard dropped")]
+    assert note.item == "lend_book" and note.evidence["guard"] == nonsense
+    assert (note.evidence["refused"], note.evidence["rows"]) == (2, 3)
+    lent = next(t for t in res.value.tools if t.name == "lend_book")
+    assert [s.sql for s in lent.steps if s.kind == "guard"] == [LEND_BOOK["guards"][1]["sql"]]
