@@ -8,6 +8,7 @@ a pack, 20 scripts of 8 units (8 patients with two, 4 with one)."""
 from __future__ import annotations
 
 import sqlite3
+from typing import cast
 
 import pytest
 
@@ -171,8 +172,8 @@ def test_the_tools_stage_drops_a_guard_its_seeded_calls_contradict(seed, monkeyp
     # the library fixture's open loans: member 1 has two (books 2 and 4), member 3 one (book 3)
     nonsense = ("SELECT 1 FROM books b JOIN loans l ON l.book_id = b.book_id "
                 "WHERE l.member_id = :member_id AND l.book_id + :book_id > 5")  # refuses both of member 1's
-    lend = {**LEND_BOOK, "guards": [LEND_BOOK["guards"][1],  # about the books: not judged
-                                    {"sql": nonsense, "must": "not_exist", "error": "No room for {book_id}"}]}
+    copies = cast(list, LEND_BOOK["guards"])[1]  # about the books: not judged
+    lend = {**LEND_BOOK, "guards": [copies, {"sql": nonsense, "must": "not_exist", "error": "No room for {book_id}"}]}
     monkeypatch.setattr(seeded_calls, "MIN_ROWS", 3)
     res, _ = run(seed, [TOOL_PLAN, FIND_MEMBER, LIST_LOANS, lend, RETURN_BOOK])
     assert res.ok
@@ -180,4 +181,4 @@ def test_the_tools_stage_drops_a_guard_its_seeded_calls_contradict(seed, monkeyp
     assert note.item == "lend_book" and note.evidence["guard"] == nonsense
     assert (note.evidence["refused"], note.evidence["rows"]) == (2, 3)
     lent = next(t for t in res.value.tools if t.name == "lend_book")
-    assert [s.sql for s in lent.steps if s.kind == "guard"] == [LEND_BOOK["guards"][1]["sql"]]
+    assert [s.sql for s in lent.steps if s.kind == "guard"] == [copies["sql"]]
