@@ -641,6 +641,9 @@ def generate_tools(
             ws = refilled
         rejections += notes
         rejections += drop_contradicted(ws, settings)  # guards the seeded rows' own calls contradict
+        ws.tools, notes = amend.shown(ws.tools, {t: i.columns for t, i in table_infos(ws.instance_conn).items()},
+                                      ws.added_columns(), STAGE)  # the finders written before a column was added
+        rejections += notes
         ws.tools, notes = amount_guards.add(ws.tools, STAGE)  # a write drawing an amount down holds to the amount
         rejections += notes
         env = ws.environment()
