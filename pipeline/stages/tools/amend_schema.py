@@ -7,6 +7,8 @@ a guard of a write tool reading ``batches.abv``) are :class:`Amendment` s: allow
 the argument or literal it meets). :func:`apply` makes them in SQLite itself (``ALTER TABLE ... ADD COLUMN``; the
 CHECK list gets the value) and returns the new DDL; the caller rebuilds its scratch database and inserts the
 seeded rows again. Only what the statement names unambiguously is amended; anything else is left to feedback.
+Once every tool is written, :func:`shown` makes the read tools that return every other column of a table by an
+explicit list return the columns added to it as well.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ tool kept without it meanwhile and, when the next reply is no better, kept so wi
 inputs tried; a parameter whose value reaches no write or result is told and noted the same way (the tool is kept
 with it). Once every tool is written, each guard of a create tool is replayed on the calls the seeded rows of its
 table were made by (``pipeline.stages.tools.seeded_calls``): one refusing most of them contradicts the state and is
-dropped with a note. When the tool needs something the
+dropped with a note; a column the amendments added is also returned by the read tools that list every other
+column of its table (``amend_schema.shown``). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
 values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
