@@ -7,6 +7,8 @@ a guard of a write tool reading ``batches.abv``) are :class:`Amendment` s: allow
 the argument or literal it meets). :func:`apply` makes them in SQLite itself (``ALTER TABLE ... ADD COLUMN``; the
 CHECK list gets the value) and returns the new DDL; the caller rebuilds its scratch database and inserts the
 seeded rows again. Only what the statement names unambiguously is amended; anything else is left to feedback.
+Once every tool is written, :func:`shown` makes the read tools that return every other column of a table by an
+explicit list return the columns added to it as well.
 """
 
 from __future__ import annotations
@@ -238,3 +240,39 @@ def apply(tables: Sequence[ir.Table], amendments: Sequence[Amendment]) -> list[i
     except sqlite3.Error as e:
         return f"the amended schema does not build: {e}"
     return new
+
+
+def shown(tools: Sequence[ir.Tool], columns: Mapping[str, Sequence[str]], added: Sequence[tuple[str, str]],
+          stage: str = "tools") -> tuple[list[ir.Tool], list[ir.Rejection]]:
+    """``tools`` with each column ``added`` to a table (``(table, column)``) also returned by the read tools that return
+    every other column of that table by an explicit list (one table, no join, no ``*``): a finder written before the
+    column was added (``SELECT medication_id, name, ..., quantity FROM medications WHERE name = :name``) would hide
+    it. ``columns``: each table's columns now. A note per tool changed."""
+    new: dict[str, list[str]] = {}
+    for table, column in added:
+        new.setdefault(table, []).append(column)
+    out: list[ir.Tool] = []
+    notes: list[ir.Rejection] = []
+    for tool in tools:
+        parsed = _parse(tool.returns.sql) if tool.kind == "read" and tool.returns is not None else None
+        tree = parsed if isinstance(parsed, exp.Select) else None
+        tables = list(tree.find_all(exp.Table)) if tree is not None else []
+        if (tree is None or len(tables) != 1 or tables[0].name not in new or any(p.find(exp.Star) and not p.find(exp.AggFunc) for p in tree.selects)
+                or tree.find(exp.Join, exp.Subquery, exp.Union) is not None):
+            out.append(tool)
+            continue
+        table = tables[0].name
+        listed = {(p.this if isinstance(p, exp.Alias) else p).name for p in tree.selects
+                  if isinstance(p.this if isinstance(p, exp.Alias) else p, exp.Column)}
+        missing = [c for c in new[table] if c not in listed]
+        if not missing or not set(columns.get(table, ())) - set(new[table]) <= listed:
+            out.append(tool)
+            continue
+        sql = tree.select(*(exp.column(c, quoted=True) for c in missing), append=True, copy=True).sql(dialect="sqlite")
+        assert tool.returns is not None
+        out.append(tool.model_copy(update={"returns": tool.returns.model_copy(update={"sql": sql})}))
+        notes.append(ir.Rejection(stage=stage, item=tool.name, reason=(
+            f"{tool.name} returns {', '.join(f'{table}.{c}' for c in missing)} too: it returns every other column of "
+            f"{table}, and the tools stage added {'them' if len(missing) > 1 else 'it'}"),
+            evidence={"tool": tool.name, "table": table, "columns": missing, "returns": sql}))
+    return out, notes

@@ -285,6 +285,11 @@ def judge(conn: sqlite3.Connection, tool: ir.Tool, step: ir.Step) -> GuardFindin
     return None
 
 
+def conflict_guard(conn: sqlite3.Connection, tool: ir.Tool, step: ir.Step) -> bool:
+    """Whether the guard ``step`` of ``tool`` is a conflict guard this module judges (see the module docstring)."""
+    return _trial(conn, tool, step) is not None
+
+
 def free_inputs(conn: sqlite3.Connection, tool: ir.Tool) -> list[dict[str, Any]]:
     """Inputs every conflict guard of ``tool`` lets through (each made for one guard and tried on the others):
     a create tool sampled with an existing row's own values is rightly refused by its conflict guard, and is

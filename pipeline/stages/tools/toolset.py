@@ -24,7 +24,10 @@ tried alone on inputs made from the rows (``pipeline.stages.tools.guards``): one
 let through (an OR where AND was meant) or lets through every copy of an existing row is told to the LLM once, the
 tool kept without it meanwhile and, when the next reply is no better, kept so with a note naming the guard and the
 inputs tried; a parameter whose value reaches no write or result is told and noted the same way (the tool is kept
-with it). When the tool needs something the
+with it). Once every tool is written, each guard of a create tool is replayed on the calls the seeded rows of its
+table were made by (``pipeline.stages.tools.seeded_calls``): one refusing most of them contradicts the state and is
+dropped with a note; a column the amendments added is also returned by the read tools that list every other
+column of its table (``amend_schema.shown``). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
 values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
@@ -59,7 +62,7 @@ from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.tools import added_values, amount_guards, duplicates, guards
+from pipeline.stages.tools import added_values, amount_guards, duplicates, guards, seeded_calls
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
@@ -551,6 +554,27 @@ def fill_gaps(ws: Workspace, settings: BuildSettings, rounds: int = 3) -> list[i
     return notes
 
 
+def drop_contradicted(ws: Workspace, settings: BuildSettings) -> list[ir.Rejection]:
+    """Drop from ``ws.tools`` the guards that refuse most of the calls the seeded rows of the table their tool inserts
+    into were made by (``pipeline.stages.tools.seeded_calls``), with a note per guard; a tool that no longer works
+    without them (checked like any tool) keeps them, with a note saying so."""
+    notes: list[ir.Rejection] = []
+    tools: list[ir.Tool] = []
+    for tool in ws.tools:
+        found = seeded_calls.judge(ws.instance_conn, ws.tools, tool, ws.clock)
+        if found:
+            kept = seeded_calls.without(tool, found)
+            if (still := ws.problems(kept, settings.sample_calls)) is None:
+                notes += [seeded_calls.rejection(f, STAGE) for f in found]
+                tool = kept
+            else:
+                notes += [ir.Rejection(stage=STAGE, item=tool.name, reason=f"guard kept: {f.describe()}; without it "
+                                       f"the tool fails: {still}", evidence=f.evidence()) for f in found]
+        tools.append(tool)
+    ws.tools = tools
+    return notes
+
+
 def _covered(tools: Sequence[ir.Tool], plan: Sequence[ToolPlanItem], same: dict[str, str] | None = None) -> bool:
     """Whether the working tools still serve every goal some planned tool was to serve (``same``: a tool dropped
     as a duplicate -> the tool kept, which serves its goals)."""
@@ -616,6 +640,10 @@ def generate_tools(
         if refilled is not ws:
             ws.close()
             ws = refilled
+        rejections += notes
+        rejections += drop_contradicted(ws, settings)  # guards the seeded rows' own calls contradict
+        ws.tools, notes = amend.shown(ws.tools, {t: i.columns for t, i in table_infos(ws.instance_conn).items()},
+                                      ws.added_columns(), STAGE)  # the finders written before a column was added
         rejections += notes
         ws.tools, notes = amount_guards.add(ws.tools, STAGE)  # a write drawing an amount down holds to the amount
         rejections += notes
