@@ -1,4 +1,4 @@
--- book_lending_system_dc42feaec4: Book Lending System
+-- book_lending_system_e068899a15: Book Lending System
 CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT NOT NULL UNIQUE, author TEXT NOT NULL, genre TEXT NOT NULL CHECK (genre IN ('fiction', 'non-fiction')), publication_year INTEGER NOT NULL CHECK (publication_year > 0)) STRICT;
 
 CREATE TABLE members (member_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, email TEXT NOT NULL UNIQUE, phone_number TEXT) STRICT;

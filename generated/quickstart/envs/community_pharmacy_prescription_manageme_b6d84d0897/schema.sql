@@ -1,4 +1,4 @@
--- community_pharmacy_prescription_manageme_cc2ce4670f: Community Pharmacy Prescription Management
+-- community_pharmacy_prescription_manageme_b6d84d0897: Community Pharmacy Prescription Management
 CREATE TABLE patients (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, age INTEGER CHECK (age >= 0)) STRICT;
 
 CREATE TABLE medications (medication_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, brand TEXT, dosage TEXT, frequency TEXT, quantity REAL CHECK (quantity > 0), stock REAL) STRICT;
