@@ -622,4 +622,14 @@ def request_from_plan(chain: Chain, changes: Sequence[Change] = (), *, skip: Col
     left = [v for v in chain.must_state if not stated(text, v)]
     if left:
         text += " " + w("also", values=w.join([w.value(v) for v in left]))
-    return text
+    return _one_mark(text)
+
+
+_MARK_TWICE = re.compile(r"(?<!\.)([.!?])\.(?=\s|$)")
+
+
+def _one_mark(text: str) -> str:
+    """``text`` without a sentence's closing full stop right after a value that closes with its own mark ("... in
+    troubleshooting it.. Please", "... and note Is it fixed?."; an outside support-case build of 2026-11-30): the
+    value keeps its mark, the sentence adds none. An ellipsis stays."""
+    return _MARK_TWICE.sub(r"\1", text)
