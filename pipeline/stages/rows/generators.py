@@ -43,7 +43,7 @@ import random
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal, get_args
@@ -154,6 +154,9 @@ class Context:
     vectors: prof.Vectors | None = None
     today: date | None = None
     """The environment's clock (None: a range from the examples reaches back from the latest of them)."""
+    drawn_as: dict[str, str] = field(default_factory=dict)
+    """Earlier tables' columns ("table.column") that code drew from a generator their examples showed
+    (:func:`shown_kind`: people, streets, cities), and that generator (:func:`shown_kinds`)."""
 
 
 def kinds_for(col: Column, ctx: Context) -> tuple[str, ...]:
@@ -990,6 +993,35 @@ def shown_kind(col: Column, texts: list[str], ctx: Context, locale: str, seed: i
     return None
 
 
+SAME_EXAMPLES = 0.5
+"""The share of a column's example values another column's examples hold for it to take that column's generator
+(:func:`kind_of_same_examples`)."""
+
+
+def shown_kinds(plans: Iterable[tuple[str, ir.RowPlan]]) -> dict[str, str]:
+    """Per "table.column" of ``plans`` (table, plan), the generator code drew it from because its examples showed it
+    (:data:`SHOWN_KINDS`: people, streets, cities), for :attr:`Context.drawn_as`."""
+    return {f"{t}.{g.column}": g.kind for t, p in plans for g in p.generators
+            if g.by == "code" and g.kind in SHOWN_KINDS}
+
+
+def kind_of_same_examples(texts: Sequence[str], ctx: Context) -> ir.GeneratorKind | None:
+    """The generator an earlier table's column was drawn from (:attr:`Context.drawn_as`) when at least
+    :data:`SAME_EXAMPLES` of ``texts`` are among that column's own examples: the model wrote the same people in two
+    tables ("John Doe", "Jane Smith", "Alice Johnson" as the tenants of a flat's viewings and of its leases; an
+    outside build of 2026-11-30), and where :func:`shown_kind` missed the second by its margin, its list of 24
+    names continued from those placeholders held 234 leases (Bob Brown 17, John Doe 13). Compared by the texts
+    themselves; None when none matches."""
+    mine = {vocab.norm(t) for t in texts if str(t).strip()}
+    if len(mine) < 2:
+        return None
+    for key, kind in sorted(ctx.drawn_as.items()):
+        theirs = {vocab.norm(t) for t in ctx.others.get(key, [])}
+        if theirs and len(mine & theirs) >= SAME_EXAMPLES * len(mine):
+            return kind  # type: ignore[return-value]
+    return None
+
+
 def samples_of(col: Column, kind: ir.GeneratorKind, ctx: Context | None, locale: str, seed: int) -> list[str]:
     """``TRIAL_ROWS`` values of generator ``kind`` for ``col`` in ``locale`` (deterministic in ``seed``)."""
     g = ir.ColumnGenerator(column=col.name, kind=kind)
@@ -1616,7 +1648,7 @@ def settle(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, col
         if pattern is not None:  # phones, ISBNs, codes: the examples' shape, not a list the model continues
             gens[c.name] = _code(g, f"the examples' shape {pattern!r}", kind="code", pattern=pattern, pool=None)
             continue
-        kind = shown_kind(c, texts, ctx, locale, seed)
+        kind = shown_kind(c, texts, ctx, locale, seed) or kind_of_same_examples(texts, ctx)
         if kind is not None:  # people, places, e-mail addresses: thousands from the generator, not a short list
             shown[c.name] = kind
         elif not vocab.list_separator(texts) and not vocab.placeholder_examples(texts, context_words(table.name, c.name,
@@ -2112,7 +2144,7 @@ def fill_lone_nulls(conn: sqlite3.Connection, table: ir.Table, cols: list[Column
 def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection, client: LLMClientProtocol, settings: BuildSettings,
                locale: str | None = None, known: dict[str, list[str]] | None = None,
                shown: Mapping[str, int] | None = None, made: Sequence[tuple[ir.Table, int]] = (),
-               most: int | None = None) -> Made:
+               most: int | None = None, drawn_as: Mapping[str, str] | None = None) -> Made:
     """Add code-made rows to ``table`` (its example rows already in ``conn``, its parents filled). ``known`` holds
     the example texts of the scenario's tables so far ("table.column" -> texts); this table's are added to it.
     ``shown``: per reference column, the most children a parent's example count of them shows
@@ -2141,7 +2173,8 @@ def fill_table(scenario: ir.Scenario, table: ir.Table, conn: sqlite3.Connection,
     known = known if known is not None else {}
     others = {**known, **{k.split(".", 1)[1]: v for k, v in mine.items()}}  # this table's columns by bare name
     ctx = Context(rows=len(rows) + len(shape.fixed), singles=frozenset(s[0] for s in sets if len(s) == 1),
-                  examples=examples, others=others, vectors=_vectors(), today=date.fromisoformat(settings.clock[:10]))
+                  examples=examples, others=others, vectors=_vectors(), today=date.fromisoformat(settings.clock[:10]),
+                  drawn_as=dict(drawn_as or {}))
     known.update(mine)
     refs = [ir.ColumnGenerator(column=c.name, kind="reference", by="code", parent=c.ref[0], key=c.ref[1],
                                min=shape.per_parent[0] if c.name == shape.primary and shape.per_parent else None,

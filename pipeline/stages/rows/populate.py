@@ -390,7 +390,8 @@ def generate_seed(
                 shown = counts.shown_most(conn, tables, {t: p.examples for t, p in plans.items()}, table.name,
                                           _similarity)
                 made = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown,
-                                         [(by_name[t], p.examples) for t, p in plans.items()], most)
+                                         [(by_name[t], p.examples) for t, p in plans.items()], most,
+                                         rowgen.shown_kinds(plans.items()))
                 plans[table.name] = made.plan
                 rejections.extend(made.rejections)
                 attempts += made.attempts
@@ -510,7 +511,9 @@ def generate_seed_for(scenario: ir.Scenario, env: ir.Environment, table: ir.Tabl
         shown = counts.shown_most(conn, env.tables, examples, table.name, _similarity)
         before = [t for t in env.tables[:[t.name for t in env.tables].index(table.name)] if t.name in examples]
         plan = rowgen.fill_table(scenario, table, conn, client, settings, locale, known, shown,
-                                 [(t, examples[t.name]) for t in before]).plan  # follows only what it followed
+                                 [(t, examples[t.name]) for t in before],  # follows only what it followed
+                                 drawn_as=rowgen.shown_kinds((s.table, s.plan) for s in env.seed
+                                                             if s.plan is not None and s.table != table.name)).plan
         if conn.execute(f'SELECT COUNT(*) FROM "{table.name}"').fetchone()[0] < settings.rows_min:
             return None  # its placeholder example rows dropped (rowgen.name_placeholders)
         # its own examples only: the other tables' moved when the environment was seeded
