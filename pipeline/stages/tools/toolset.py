@@ -62,7 +62,7 @@ from pipeline.runtime import static_checks as checks
 from pipeline.runtime.state import qi, table_infos
 from pipeline.stages.base import StageResult
 from pipeline.stages.feedback import ask_min, ask_with_feedback, budget, render_section, user
-from pipeline.stages.tools import added_values, amount_guards, duplicates, guards, seeded_calls
+from pipeline.stages.tools import added_values, amount_guards, duplicates, guards, last_ids, seeded_calls
 from pipeline.stages.tools import amend_schema as amend
 from pipeline.stages.tools import finder_gaps as coverage
 from pipeline.stages.tools import write_gaps as covering
@@ -646,6 +646,8 @@ def generate_tools(
                                       ws.added_columns(), STAGE)  # the finders written before a column was added
         rejections += notes
         ws.tools, notes = amount_guards.add(ws.tools, STAGE)  # a write drawing an amount down holds to the amount
+        rejections += notes
+        ws.tools, notes = last_ids.pin(ws.tools, table_infos(ws.instance_conn), STAGE)  # :last_id of an earlier row
         rejections += notes
         env = ws.environment()
         if settings.goal_coverage:
