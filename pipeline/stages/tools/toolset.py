@@ -27,7 +27,9 @@ inputs tried; a parameter whose value reaches no write or result is told and not
 with it). Once every tool is written, each guard of a create tool is replayed on the calls the seeded rows of its
 table were made by (``pipeline.stages.tools.seeded_calls``): one refusing most of them contradicts the state and is
 dropped with a note; a column the amendments added is also returned by the read tools that list every other
-column of its table (``amend_schema.shown``). When the tool needs something the
+column of its table (``amend_schema.shown``); a write that draws an amount down gets a guard holding it to the
+amount (``pipeline.stages.tools.amount_guards``), and a ``:last_id`` that names an earlier INSERT's row (a child
+written after a second INSERT) is pinned to that row (``pipeline.stages.tools.last_ids``). When the tool needs something the
 schema lacks (a value its CHECK list does not allow, a column), the schema is amended (``pipeline.stages.tools.amend_schema``),
 the scratch database rebuilt and the seeded rows inserted again, instead of retrying the tool; a column added gets
 values in the seeded rows from what the tools say about it (``pipeline.stages.tools.added_values``: the values they
