@@ -1,5 +1,5 @@
 """A rule-bound task may ask for the write a state guard refuses (issue 40). A planned change moves a row only
-forward through its states (``planner/states.py``), so no task asked for a write on a row in the last state, and a
+forward through its states (``pipeline/dbmodel/lifecycle.py``), so no task asked for a write on a row in the last state, and a
 rule that forbids changing such a row ("A member cannot return a book that has already been returned", the
 example's one rule) governed no refused write: the regenerated library of 2026-11-29 had no refusing task. The
 write the rule forbids is now planned too (the state the row holds, asked for again, and the one before it); an
@@ -11,10 +11,10 @@ rows, never from the words."""
 from __future__ import annotations
 
 from pipeline import ir
+from pipeline.dbmodel import lifecycle as st
 from pipeline.runtime import EnvInstance, reward
 from pipeline.runtime.replay import fresh, play
 from pipeline.stages.tasks.planner import make_planner, plan_chains
-from pipeline.stages.tasks.planner import states as st
 from pipeline.stages.tasks.planner.rules import _governed_writes, compound_rules
 from pipeline.stages.tasks.planner.shapes import refused_writes, writes
 from pipeline.stages.tasks.planner.values import new_value

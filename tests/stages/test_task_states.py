@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 
 from pipeline import ir
+from pipeline.dbmodel import lifecycle as st
 from pipeline.runtime.replay import fresh, play
 from pipeline.stages.tasks.planner import make_planner, plan_chains
-from pipeline.stages.tasks.planner import states as st
 from pipeline.stages.tasks.planner.values import fit_dates, new_value
 
 CLIENTS_DDL = "CREATE TABLE clients (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT"

@@ -49,6 +49,8 @@ import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
+from pipeline.dbmodel import lifecycle
+from pipeline.dbmodel.analysis import analyse
 from pipeline.dbmodel.arguments import Sampler
 from pipeline.dbmodel.columns import Column
 from pipeline.dbmodel.keynames import id_named, singular
@@ -239,6 +241,19 @@ class Finder:
         self.infos = self.sampler.infos
         self.updated = updated_columns(env)
         self.personal = {(t.name, c) for t in env.tables for c in t.personal}
+        self._rows: lifecycle.Evidence | None = None
+
+    def initial(self, table: str, col: str) -> Any:
+        """The state a new row of ``table`` holds in ``col`` (:func:`pipeline.dbmodel.lifecycle.initial_state`: its
+        DEFAULT, else the state of the model's example rows made "today", else the state of the clearly youngest
+        rows), None when the evidence does not say. A tool that changes the row itself is never forbidden on it
+        (:meth:`_on_row`): the row is in it because it was just made, so the rule would freeze every new row where
+        it starts ("once a case is open, its status may no longer be changed": no case could ever be worked on).
+        Seen 2026-11-30 on an outside support-case build. Another write that only names the row may wait for it to
+        move on ("a batch still fermenting cannot fill kegs"): that rule stays a candidate."""
+        if self._rows is None:
+            self._rows = lifecycle.Evidence(self.env, self.conn, self.infos, analyse(self.env, self.conn, self.infos))
+        return lifecycle.initial_state(self._rows, table, col)
 
     def state_like(self, table: str, c: Column) -> bool:
         """Whether a rule may turn on column ``c`` of ``table``: some tool's UPDATE sets it (a state of the row that
@@ -248,14 +263,16 @@ class Finder:
 
     def own_states(self, tool: ir.Tool) -> set[str]:
         """The keys of ``tool``'s state candidates on a column its own UPDATE sets, one per value the seeded rows
-        hold (:meth:`enums`): a guard against setting a row's state when it is already in one ("a member cannot
+        hold (:meth:`enums`) but the one a new row is made in (:meth:`initial`): a guard against setting a row's
+        state when it is already in one ("a member cannot
         return a book already returned"), each value as likely a rule as the first. :func:`proposals` ranks each
         of them as a first (:func:`_firsts`), so the budget of checks does not cut the second value of a status
         after every date and threshold of the tools (the example library's 'returned', 42nd of 50, 2026-11-30)."""
         sets = {(tree.this.name, e.left.name) for tree in _updates(tool) for e in tree.args.get("expressions") or []
                 if isinstance(e, exp.EQ) and isinstance(e.left, exp.Column)}
         return {_slug(tool.name, table, c.name, v) for table in {t for t, _ in sets} if table in self.infos
-                for c, held in self.enums(table) if (table, c.name) in sets for v in held}
+                for c, held in self.enums(table) if (table, c.name) in sets for v in held
+                if v != self.initial(table, c.name)}
 
     def column(self, table: str, col: str) -> Column | None:
         return self.sampler.cols.get((table, col))
@@ -420,14 +437,19 @@ class Finder:
         keys = tuple(self.values(table, key))
         where = f"{qi(table)}.{qi(key)} = :{p.name}"
         base = {"thing": thing(table)}
+        changes_row = table in updated_tables(tool)
         for c, held in self.enums(table):
             for v in held:
+                if changes_row and v == self.initial(table, c.name):
+                    continue
                 yield Candidate(_slug(tool.name, table, c.name, v), "state", tool.name,
                                 f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} = {_sql_text(v)}",
                                 p.name, keys, {**base, "section": "state", "label": label(c.name), "value": str(v)})
-        if table in updated_tables(tool):  # the tool changes the row itself: a state it never moves may freeze it
+        if changes_row:  # the tool changes the row itself: a state it never moves may freeze it
             for c, held in self.frozen(table):
                 for v in held:
+                    if v == self.initial(table, c.name):
+                        continue
                     yield Candidate(_slug(tool.name, table, c.name, v), "state", tool.name,
                                     f"SELECT 1 FROM {qi(table)} WHERE {where} AND {qi(c.name)} = {_sql_text(v)}",
                                     p.name, keys, {**base, "section": "state", "label": label(c.name),

@@ -177,7 +177,7 @@ def said_whole(text: str, c: Checked, env: ir.Environment, words: Words) -> str 
     no longer be changed."). A guard grounds prose that forbids setting its value again (:func:`guard_action`), and
     its message names the value (:func:`unsaid`), but the condition forbids every call of its tool on a row in that
     state, a move to another state too (the refused write a task plans:
-    ``pipeline.stages.tasks.planner.states.behind``, since the same state again would change nothing). The model's
+    ``pipeline.dbmodel.lifecycle.behind``, since the same state again would change nothing). The model's
     sentence keeps the domain's reason in its words; code's says what the condition forbids, whole: whether the
     model's sentence already does is not read (that would need each language's words for "again" and "change").
     ``text`` as it is for any other candidate, or when it already holds code's sentence; None when the two do not

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.dbmodel import lifecycle
 from pipeline.dbmodel.keynames import singular
 from pipeline.dbmodel.keys import surrogates
 from pipeline.hashing import canonical_json
@@ -66,7 +67,6 @@ from pipeline.stages.tasks.planner import (
     tool_op,
     unpaired,
 )
-from pipeline.stages.tasks.planner import states as planner_states
 from verify.derive import Derivation, derive_verifier, forbidden_calls
 from verify.policy import policy_text
 from verify.proofs import prove
@@ -444,7 +444,7 @@ def generate_tasks(
         # the state a new row takes: a write back to it is no event a person asks for (the model words it as the
         # row's making: "I'd like to borrow ..." for a returned loan set back to pending)
         first = {(t, c): v for t, c in sorted(state_columns(env).states)
-                 if (v := planner_states.initial_state(namer, t, c)) is not None}
+                 if (v := lifecycle.initial_state(namer, t, c)) is not None}
     writes = {t.name for t in env.tools if t.kind == "write"} if settings.spread_bank else None
     rule_quota = math.ceil(settings.rule_share * want) if settings.rule_tasks and env.rules else 0
     tasks: list[Task] = []

@@ -70,7 +70,7 @@ def needed(chains: Sequence[Chain], fixed: Fixed,
            first: Mapping[tuple[str, str], str] | None = None) -> dict[EventKey, list[Chain]]:
     """The events ``chains``' goals need (:func:`~pipeline.stages.tasks.code_wording.event_key`), each with the
     chains that need it, the most frequent first (ties by key). ``first``: (table, state column) -> the state a new
-    row takes (:func:`pipeline.stages.tasks.planner.states.initial_state`); a write back to it needs no event. What
+    row takes (:func:`pipeline.dbmodel.lifecycle.initial_state`); a write back to it needs no event. What
     makes a row hold its first state is its making, and the model words it so: asked what makes a loan "pending",
     it wrote "I'm requesting to borrow {book_title} for the member named {member_name}.", and that request, said
     for a rule's refused write (a returned loan set back to pending), made a task that scores a clerk who lends the

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from pipeline.dbmodel import lifecycle as states
 from pipeline.dbmodel import paging
 from pipeline.dbmodel.analysis import Col, ToolShape
 from pipeline.dbmodel.columns import check_enums
@@ -24,7 +25,6 @@ from pipeline.dbmodel.keynames import id_named
 from pipeline.ir import ToolCall
 from pipeline.runtime import reward
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner import states
 from pipeline.stages.tasks.planner.chains import Chain, Goal, Planner, _valid, row_words, said, spoken
 from pipeline.stages.tasks.planner.values import rotate
 
@@ -142,8 +142,8 @@ def where_counts(p: Planner, tool: Any, shape: ToolShape, args: dict[str, Any], 
 
 def state_columns(p: Planner, table: str) -> set[str]:
     """The columns of ``table`` that hold the state its rows are in: CHECK-listed (:func:`~pipeline.stages.tasks.
-    planner.states.states`) and either set by an update tool (:func:`~pipeline.stages.tasks.planner.states.moved`)
-    or with an order of states the evidence gives (:func:`~pipeline.stages.tasks.planner.states.lifecycle`). From the
+    pipeline.dbmodel.lifecycle.states`) and either set by an update tool (:func:`~pipeline.dbmodel.lifecycle.moved`)
+    or with an order of states the evidence gives (:func:`~pipeline.dbmodel.lifecycle.lifecycle`). From the
     schema, the tools and the rows: no column's name, no value's words."""
     ddl = next((t.ddl for t in p.env.tables if t.name == table), "")
     info = p.infos.get(table)

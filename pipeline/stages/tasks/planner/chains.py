@@ -255,7 +255,7 @@ class Planner:
         """:meth:`window` hands over the model's example rows first (writes a rule allows only on them)."""
         self.refusing: int | None = None
         """With a number ``k``: a change of a status-like column asks for the ``k``-th state the row may not move to
-        (:func:`~pipeline.stages.tasks.planner.states.behind`: the state it holds, then the earlier ones), a write
+        (:func:`~pipeline.dbmodel.lifecycle.behind`: the state it holds, then the earlier ones), a write
         only a rule's refusal makes sense of (``shapes.refused_writes``); None: forward only."""
         self.over: dict[str, Any] | None = None
         """Values some parameters of a write take whatever the rows say (``shapes.over_limit_writes``: the amount a

@@ -112,7 +112,7 @@ def links(p: Planner) -> list[Link]:
 
 
 def _status_like(p: Planner, table: str, col: str) -> tuple[Any, ...] | None:
-    from pipeline.stages.tasks.planner import states
+    from pipeline.dbmodel import lifecycle as states
 
     return states.states(p, table, col)
 
@@ -220,7 +220,7 @@ def _example_clocks(p: Planner, ln: Link, parents: Mapping[Any, Mapping[str, Any
     children to: :func:`pipeline.meaning.relations.parent_clocks`, with the parents in the order its prompt lists
     them), kept even where the seeded children are too few for :data:`CHANCE` alone."""
     from pipeline.dbmodel.examples import listed_keys
-    from pipeline.stages.tasks.planner.states import example_rows
+    from pipeline.dbmodel.lifecycle import example_rows
 
     examples = example_rows(p, ln.child)
     if not examples.get(ln.via) or len(examples[ln.via]) == p.conn.execute(

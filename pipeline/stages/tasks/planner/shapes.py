@@ -6,9 +6,10 @@ import re
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from pipeline.dbmodel import lifecycle as states
 from pipeline.ir import Rule, ToolCall
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner import held, states
+from pipeline.stages.tasks.planner import held
 from pipeline.stages.tasks.planner.aggregates import aggregates, read_all, summable
 from pipeline.stages.tasks.planner.chains import (
     _DATE,
@@ -331,7 +332,7 @@ REFUSED_STATES = 2
 
 def refused_writes(p: Planner, seed: int) -> Iterator[Chain]:
     """Changes of :func:`writes`' rows that move a status-like column anywhere but forward (the state the row holds,
-    then the one before it: :func:`~pipeline.stages.tasks.planner.states.behind`), for a rule to forbid: a task that
+    then the one before it: :func:`~pipeline.dbmodel.lifecycle.behind`), for a rule to forbid: a task that
     moves a row only forward never asks for the write a state guard refuses ("return a loan already returned"). Only
     the rule-bound shapes take them, and only those a rule forbids (``rules._find_governed_writes``): the reference
     never does one. Those equal to a forward write of the seed (a tool with no such column) are left out. Found once

@@ -9,20 +9,20 @@ from datetime import date, timedelta
 from typing import Any
 
 from pipeline import ir
+from pipeline.dbmodel import lifecycle as states
 from pipeline.dbmodel.draws import drawn, made_new, sources_of
+from pipeline.dbmodel.lifecycle import enum_of, example_rows
 from pipeline.hashing import content_hash
 from pipeline.meaning import relations
 from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner import states
 from pipeline.stages.tasks.planner.chains import _DATE, Planner, rotate  # noqa: F401 (rotate: re-exported)
-from pipeline.stages.tasks.planner.states import enum_of, example_rows
 
 
 def new_value(p: Planner, table: str, col: str, current: Any, param: Any, unique: bool) -> Any | None:
     """A value for ``table.col`` that differs from ``current`` and fits the parameter; for a status-like column whose
-    order of states is known (:func:`~pipeline.stages.tasks.planner.states.later`), the next state after ``current``
+    order of states is known (:func:`~pipeline.dbmodel.lifecycle.later`), the next state after ``current``
     (None from the last one: no row moves back to where it started). With :attr:`Planner.refusing` ``k``: the
-    ``k``-th state the row may not move to (:func:`~pipeline.stages.tasks.planner.states.behind`), None past the
+    ``k``-th state the row may not move to (:func:`~pipeline.dbmodel.lifecycle.behind`), None past the
     last (other columns as without it); the write is then one for a rule to forbid (``shapes.refused_writes``)."""
     enum = list(param.enum or []) or (enum_of(p, table, col) or [])
     back = states.behind(p, table, col, current) if p.refusing is not None else None
@@ -279,7 +279,7 @@ def fit_dates(p: Planner, table: str, row: Mapping[str, Any] | None, values: Map
               parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The new values of a write on ``table`` (column -> value) with their dates where the table's example rows
     put them (:func:`time_relations`) and a new row's status-like columns in the state new rows have
-    (:func:`~pipeline.stages.tasks.planner.states.initial_state`): a new row (``row`` None) dated in the examples' window around the clock, its
+    (:func:`~pipeline.dbmodel.lifecycle.initial_state`): a new row (``row`` None) dated in the examples' window around the clock, its
     dates in their order, a child's after its parent's (``parents``: reference column -> the existing or new row it
     names); a changed date of an existing ``row`` moved back a week instead of on when on breaks an order (its own
     row's, its parent's or a child's), None when neither way keeps them (the planner then picks another task)."""

@@ -31,13 +31,14 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 from itertools import pairwise
-from typing import Any
+from typing import Any, Protocol
 
+from pipeline import ir
+from pipeline.dbmodel.analysis import ToolShape
 from pipeline.dbmodel.columns import check_enums
 from pipeline.dbmodel.examples import as_written
 from pipeline.meaning import relations
-from pipeline.runtime.state import qi
-from pipeline.stages.tasks.planner.chains import Planner
+from pipeline.runtime.state import TableInfo, qi
 
 NEAR_DAYS = 7
 """An example row whose earliest date is this close to the clock (either side) was made "now"."""
@@ -52,7 +53,28 @@ T_MIN = 3.0
 dates passes this about 3 times in 1000)."""
 
 
-def states(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
+class Rows(Protocol):
+    """What the states of a column are read from: the environment, its initial rows (``conn``), their tables'
+    infos and the tools' shapes, with a cache per environment (the task planner is one; the policy stage's
+    :class:`Evidence` another)."""
+
+    env: ir.Environment
+    conn: Any
+    infos: dict[str, TableInfo]
+    shapes: dict[str, ToolShape]
+    _cache: dict[str, Any]
+
+
+class Evidence:
+    """:class:`Rows` of one environment's initial state, for a stage other than the planner (the policy stage)."""
+
+    def __init__(self, env: ir.Environment, conn: Any, infos: dict[str, TableInfo],
+                 shapes: dict[str, ToolShape]) -> None:
+        self.env, self.conn, self.infos, self.shapes = env, conn, infos, shapes
+        self._cache: dict[str, Any] = {}
+
+
+def states(p: Rows, table: str, col: str) -> tuple[str, ...] | None:
     """The values ``table.col`` holds as a short list, in the list's order (CHECK list, else a tool's enum, else the
     rows' distinct values in the order the examples, then the rows, first hold them); None when it is no such column."""
     cache = f"states:{table}.{col}"
@@ -62,7 +84,7 @@ def states(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
     return out
 
 
-def _states(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
+def _states(p: Rows, table: str, col: str) -> tuple[str, ...] | None:
     info = p.infos.get(table)
     if info is None or col not in info.columns or info.column_type(col) not in ("TEXT", "ANY", ""):
         return None
@@ -83,11 +105,11 @@ def _states(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(seen + list(counts)))
 
 
-def _examples(p: Planner, table: str) -> dict[str, list[Any]]:
+def _examples(p: Rows, table: str) -> dict[str, list[Any]]:
     return example_rows(p, table)
 
 
-def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
+def enum_of(p: Rows, table: str, col: str) -> list[Any] | None:
     for t in p.env.tools:
         for prm in t.params:
             if prm.enum and p.shapes[t.name].column_of(prm.name) == (table, col):
@@ -95,7 +117,7 @@ def enum_of(p: Planner, table: str, col: str) -> list[Any] | None:
     return None
 
 
-def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
+def example_rows(p: Rows, table: str) -> dict[str, list[Any]]:
     """``table``'s rows the model wrote as examples, column -> values (every seeded row when code made none), with
     their dates as the model wrote them (:func:`~pipeline.dbmodel.examples.as_written`: the seed spreads them
     among the code-made rows' days, but a new row is dated as the model dated its examples: a loan issued today)."""
@@ -107,7 +129,7 @@ def example_rows(p: Planner, table: str) -> dict[str, list[Any]]:
     return {c: [r.get(c) for r in rows] for c in names}
 
 
-def default_of(p: Planner, table: str, col: str) -> str | None:
+def default_of(p: Rows, table: str, col: str) -> str | None:
     """The column's DEFAULT when it is a text literal (``DEFAULT 'pending'``), else None."""
     for _cid, name, _typ, _nn, dflt, _pk in p.conn.execute(f"PRAGMA table_info({qi(table)})"):
         if name == col and isinstance(dflt, str):
@@ -121,7 +143,7 @@ def _row_day(row: dict[str, Any], dated: Sequence[str]) -> date | None:
     return min(days) if days else None
 
 
-def _ages(p: Planner, table: str, col: str, dated: Sequence[str], today: date) -> dict[str, list[int]]:
+def _ages(p: Rows, table: str, col: str, dated: Sequence[str], today: date) -> dict[str, list[int]]:
     """The age in days (clock minus the row's earliest date) of every dated row of ``table``, per value of ``col``."""
     cols = [col, *dated]
     out: dict[str, list[int]] = {}
@@ -144,18 +166,18 @@ def _younger(a: Sequence[int], b: Sequence[int]) -> bool:
     return mb - ma >= T_MIN * se if se > 0 else mb > ma
 
 
-def _today(p: Planner) -> date:
+def _today(p: Rows) -> date:
     return date.fromisoformat(p.env.clock[:10])
 
 
-def initial_state(p: Planner, table: str, col: str) -> str | None:
+def initial_state(p: Rows, table: str, col: str) -> str | None:
     """The state a new row of ``table`` holds in ``col`` (see the module's rules), None when the evidence does not
     decide it or the column is not status-like."""
     order = lifecycle(p, table, col)
     return order[0] if order else None
 
 
-def lifecycle(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
+def lifecycle(p: Rows, table: str, col: str) -> tuple[str, ...] | None:
     """The states of ``table.col`` in the order a row goes through them, the initial state first; None when no
     initial state is known (see the module's rules)."""
     cache = f"lifecycle:{table}.{col}"
@@ -165,7 +187,7 @@ def lifecycle(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
     return out
 
 
-def _lifecycle(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
+def _lifecycle(p: Rows, table: str, col: str) -> tuple[str, ...] | None:
     listed = states(p, table, col)
     if listed is None:
         return None
@@ -196,7 +218,7 @@ def _lifecycle(p: Planner, table: str, col: str) -> tuple[str, ...] | None:
     return (first, *rest)
 
 
-def moved(p: Planner, table: str, col: str) -> bool:
+def moved(p: Rows, table: str, col: str) -> bool:
     """Whether a write other than a create sets ``table.col`` from a parameter (an update tool): a state a row moves
     through after it is made, read from the tools' SQL. A column only a create writes (a donation's blood type) is a
     property the new row is given, not a state it starts in, however many example rows hold one value of it."""
@@ -204,7 +226,7 @@ def moved(p: Planner, table: str, col: str) -> bool:
                for s in p.shapes.values())
 
 
-def later(p: Planner, table: str, col: str, current: Any) -> list[str] | None:
+def later(p: Rows, table: str, col: str, current: Any) -> list[str] | None:
     """The states a row of ``table`` in state ``current`` may move to, nearest first: those after it in
     :func:`lifecycle` (the initial state from a row that holds none, or holds a value off the list); None when the
     order is not known (any other value will do, as before)."""
@@ -216,7 +238,7 @@ def later(p: Planner, table: str, col: str, current: Any) -> list[str] | None:
     return list(order[order.index(current) + 1:])
 
 
-def behind(p: Planner, table: str, col: str, current: Any) -> list[str] | None:
+def behind(p: Rows, table: str, col: str, current: Any) -> list[str] | None:
     """The states a row of ``table`` in state ``current`` may not move to (:func:`later` gives those it may): the
     state it holds (asked for again: "return a loan already returned"), then those before it, nearest first; [] for
     a value off the list, None when the order is not known. Only a write a rule forbids asks for one of them (a
