@@ -329,6 +329,29 @@ def test_the_parents_of_two_new_rows_of_one_table_are_told_apart() -> None:
     assert ("book title", "the loan of the first renewal") in got and ("book title", "the loan of the second renewal") in got
 
 
+def test_two_rows_of_one_table_that_two_new_rows_of_other_tables_point_at_are_told_apart() -> None:
+    # seen in the example (2026-12-01): a new prescription for Rachael Chase and a new allergy for Megan Morgan gave
+    # "name (patient)" twice; an agent asking "what is the name of the patient?" learned Rachael Chase only and
+    # wrote the allergy for "unknown". Each patient is now the written row's.
+    from pipeline.stages.tasks.conversation import facts_of
+    from pipeline.stages.tasks.planner.chains import Chain, Goal
+
+    def new(table: str, patient: str, drug: str) -> Goal:
+        return Goal(kind="create", table=table, refs=(("patient_id", "patients", (("name", patient),)),
+                                                      ("medication_id", "medications", (("name", drug),))))
+
+    goals = [new("prescriptions", "Rachael Chase", "Aspirin"), new("allergies", "Megan Morgan", "Phenacetin")]
+    got = [(f.label, f.about, f.value) for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=goals))]
+    assert got == [("name", "the patient of the prescription", "Rachael Chase"),
+                   ("name", "the medication of the prescription", "Aspirin"),
+                   ("name", "the patient of the allergy", "Megan Morgan"),
+                   ("name", "the medication of the allergy", "Phenacetin")], got
+    # the same patient in both: one row, told once, as before
+    same = [new("prescriptions", "Rachael Chase", "Aspirin"), new("allergies", "Rachael Chase", "Phenacetin")]
+    got = [(f.label, f.about) for f in facts_of(Chain(shape="x", calls=[], facts=[], must_state=[], goals=same))]
+    assert got[0] == ("name", "patient") and got.count(("name", "patient")) == 1, got
+
+
 def test_a_parent_row_beside_another_row_of_its_table_is_the_written_rows_and_asking_for_either_is_asked() -> None:
     # seen in the example (2026-11-30): a rule's refused write on one loan and a new renewal of another loan gave
     # "member name (loan)" twice, Andrea Black and Grace Dillon; an agent asking "what is the member name of the

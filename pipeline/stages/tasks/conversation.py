@@ -45,7 +45,9 @@ def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
     """The values the user knows, from the chain's goals (a value once per label and row), then any value the
     request must state that no goal holds. Two goals about rows of one table tell them apart ("book title (first
     renewal)", "book title (second renewal)"), and so do the rows each of them points at ("book title (the loan of
-    the first renewal)", with the ``what_of`` section of the wording templates, so in the scenario's language)."""
+    the first renewal)", with the ``what_of`` section of the wording templates, so in the scenario's language), and
+    two rows of one table that goals about other tables point at ("name (the patient of the prescription)", "name
+    (the patient of the allergy)")."""
     w = _Words(language)
     out: list[Fact] = []
     held: dict[tuple[str, str], set[str]] = {}  # (label, value) -> the rows ("first", "second", "") it is told for
@@ -75,6 +77,13 @@ def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
         row = g.named or ("new", i)
         if row not in (seen := order.setdefault(g.owner or g.table, [])):
             seen.append(row)
+    # the rows of each table the goals point at: two goals pointing at two rows of one table (a prescription's
+    # patient and a new allergy's) tell each apart by the row that points at it
+    pointed: dict[str, set[Any]] = {}
+    for g in chain.goals:
+        for _, table, named in g.refs:
+            if named:
+                pointed.setdefault(table, set()).add(named)
     for i, g in enumerate(chain.goals):
         owner = g.owner or g.table
         rows = order[owner]
@@ -92,6 +101,11 @@ def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
                 # a parent row of a table another goal is about, but another row of it: the row the goal writes
                 # points at it ("member name (the loan of the renewal)"), as "member name (loan)" twice, one for
                 # the loan a rule refuses to reopen and one for the loan renewed, could not be told apart
+                of = f"the {row_of(g.table, which)}" if language == "en" else row_of(g.table, which)
+            if not of and g.table == owner and len(pointed.get(table, ())) > 1:
+                # two rows of the parent table, each pointed at by a row of its own table: "name (patient)" twice,
+                # Rachael Chase for the prescription and Megan Morgan for the allergy, is one question to an agent
+                # (the example pharmacy's compound task, 2026-12-01)
                 of = f"the {row_of(g.table, which)}" if language == "en" else row_of(g.table, which)
             for ref, v in named:
                 add(table, ref, v, of=of)
