@@ -40,6 +40,17 @@ def _sqlglot() -> Any:
     return sqlglot
 
 
+def parse(sql: str) -> Any:
+    """``sql`` parsed as one SQLite statement (a sqlglot expression), or None where it does not parse: the one
+    parse the tools stage's readers of a statement share."""
+    sqlglot = _sqlglot()
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except Exception:
+        return None
+    return tree if isinstance(tree, sqlglot.exp.Expression) else None
+
+
 def _tokens(sql: str) -> list[Any]:
     from sqlglot.dialects.dialect import Dialect
 

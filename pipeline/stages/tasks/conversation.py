@@ -97,15 +97,14 @@ def facts_of(chain: Chain, language: str = "en") -> list[Fact]:
             # (an English ordinal takes its article, "the loan of the first renewal"; "#2" in other languages)
             of = "" if not which or g.table != owner else (
                 f"the {row_of(g.table, which)}" if which.isalpha() else row_of(g.table, which))
-            if not of and g.table == owner and named and named not in order.get(table, [named]):
+            if not of and g.table == owner and named and (
+                    named not in order.get(table, [named]) or len(pointed.get(table, ())) > 1):
                 # a parent row of a table another goal is about, but another row of it: the row the goal writes
                 # points at it ("member name (the loan of the renewal)"), as "member name (loan)" twice, one for
-                # the loan a rule refuses to reopen and one for the loan renewed, could not be told apart
-                of = f"the {row_of(g.table, which)}" if language == "en" else row_of(g.table, which)
-            if not of and g.table == owner and len(pointed.get(table, ())) > 1:
-                # two rows of the parent table, each pointed at by a row of its own table: "name (patient)" twice,
-                # Rachael Chase for the prescription and Megan Morgan for the allergy, is one question to an agent
-                # (the example pharmacy's compound task, 2026-12-01)
+                # the loan a rule refuses to reopen and one for the loan renewed, could not be told apart; and
+                # two rows of the parent table, each pointed at by a row of its own table ("name (patient)" twice,
+                # Rachael Chase for the prescription and Megan Morgan for the allergy, the example pharmacy's
+                # compound task of 2026-12-01)
                 of = f"the {row_of(g.table, which)}" if language == "en" else row_of(g.table, which)
             for ref, v in named:
                 add(table, ref, v, of=of)

@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
 from pipeline.dbmodel.columns import _CHECK_IN, check_enums
 from pipeline.dbmodel.ddl import scratch_db
+from pipeline.runtime.sqlshape import parse as _parse
 from pipeline.runtime.state import TableInfo, table_infos
 
 MAX_PER_TOOL = 3
@@ -44,13 +44,6 @@ class Amendment:
         if self.kind == "allow_value":
             return f"{self.table}.{self.column} may also be {self.value!r} (added to its CHECK list)"
         return f"column {self.table}.{self.column} {self.value} added"
-
-
-def _parse(sql: str) -> exp.Expr | None:
-    try:
-        return sqlglot.parse_one(sql, read="sqlite")
-    except Exception:
-        return None
 
 
 def _literal(node: exp.Expr) -> Any:

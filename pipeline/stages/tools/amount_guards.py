@@ -13,21 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
+from pipeline.runtime.sqlshape import parse as _parse
 from pipeline.runtime.state import qi
 from pipeline.stages.tools.added_values import moves
 
 _ORDER = (exp.LT, exp.LTE, exp.GT, exp.GTE)
-
-
-def _parse(sql: str) -> exp.Expr | None:
-    try:
-        return sqlglot.parse_one(sql, read="sqlite")
-    except Exception:
-        return None
 
 
 def _guarded(tool: ir.Tool, table: str, column: str) -> bool:

@@ -25,11 +25,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 
 from pipeline.ir import RESERVED_PARAMS
 from pipeline.runtime import engine
+from pipeline.runtime.sqlshape import parse as _parse
 from pipeline.runtime.state import TableInfo, qi
 
 
@@ -45,13 +45,6 @@ class Program:
     """The parameters the reply declares."""
     unique: Mapping[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     """Each table's UNIQUE constraints (their columns)."""
-
-
-def _parse(sql: str) -> exp.Expr | None:
-    try:
-        return sqlglot.parse_one(sql, read="sqlite")
-    except Exception:
-        return None
 
 
 def _placeholders(sql: str) -> set[str]:

@@ -28,11 +28,11 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
 from pipeline.runtime.engine import placeholders
+from pipeline.runtime.sqlshape import parse as _parse
 from pipeline.runtime.state import qi
 
 ROWS = 6
@@ -74,14 +74,6 @@ def _some(inputs: list[dict[str, Any]], k: int = 3) -> str:
 
 def _unique(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list({repr(sorted(a.items())): a for a in inputs}.values())
-
-
-def _parse(sql: str) -> exp.Expression | None:
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except Exception:
-        return None
-    return tree if isinstance(tree, exp.Expression) else None
 
 
 def inserted(tool: ir.Tool) -> dict[str, dict[str, str]]:

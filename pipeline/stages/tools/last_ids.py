@@ -20,21 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
+from pipeline.runtime.sqlshape import parse as _parse
 from pipeline.runtime.state import TableInfo
 
 _LAST = re.compile(r":last_id\b")
-
-
-def _parse(sql: str) -> exp.Expression | None:
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except Exception:
-        return None
-    return tree if isinstance(tree, exp.Expression) else None
 
 
 def _is_last(e: object) -> bool:

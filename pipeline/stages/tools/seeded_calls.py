@@ -38,11 +38,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from pipeline import ir
 from pipeline.runtime.engine import placeholders
+from pipeline.runtime.sqlshape import parse as _parse
 from pipeline.runtime.state import qi
 from pipeline.stages.tools import guards
 
@@ -73,13 +73,6 @@ class Contradiction:
     def evidence(self) -> dict[str, Any]:
         return {"tool": self.tool, "guard": self.sql, "must": self.must, "finding": "contradicts_seeded_rows",
                 "refused": self.refused, "rows": self.rows, "examples": self.examples}
-
-
-def _parse(sql: str) -> exp.Expr | None:
-    try:
-        return sqlglot.parse_one(sql, read="sqlite")
-    except Exception:
-        return None
 
 
 def _insert(tool: ir.Tool) -> tuple[str, dict[str, Any]] | None:
